@@ -1,0 +1,120 @@
+# gpuops.provision — every target sets up what it needs on a fresh Debian 12 machine and is safe to re-run.
+#   make lab    the site playbook against the built-in simulated lab (the main job)
+#   make test   every gate and test (what CI runs)
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT        := $(abspath .)
+PYTHON_BASE ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12) $(shell command -v python3.12))
+VENV        := $(ROOT)/.venv
+PY          := $(VENV)/bin/python
+BIN         := $(VENV)/bin
+COLL_ROOT   := $(ROOT)/build/collections
+COLL_LINK   := $(COLL_ROOT)/ansible_collections/gpuops/provision
+SANITY_DIR  := $(ROOT)/build/sanity/ansible_collections/gpuops/provision
+APT_PACKAGES := git rsync podman runc debootstrap golang-go golang-github-vmware-govmomi-dev ca-certificates
+CORE_VERSION := $(shell $(PY) -c 'import ansible.release as r; print(".".join(r.__version__.split(".")[:2]))' 2>/dev/null)
+
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT):$(VENV)/lib/python3.12/site-packages
+export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
+export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
+export PYTHONUNBUFFERED := 1
+
+.PHONY: help deps venv collection lab lab-sysfs lab-down test sanity units integration molecule lint build docs-check bench clean
+
+help:
+	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
+	@echo "make test       sanity, lint, build, docs, unit, integration and molecule tests"
+	@echo "sub-targets:    deps venv collection sanity units integration molecule lint build docs-check bench lab-down clean"
+
+# --- set-up ---------------------------------------------------------------------------------------------------------
+deps: build/.deps.stamp
+build/.deps.stamp: Makefile
+	@mkdir -p build
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo ">> apt-get install $$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@touch $@
+
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: requirements.txt requirements-dev.txt
+	@test -n "$(PYTHON_BASE)" || { echo "Python 3.12 not found (set PYTHON_BASE=/path/to/python3.12)"; exit 1; }
+	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt 2>&1 | grep -v '^WARNING: Location' || true
+	@$(PY) -c 'import ansible, pyVmomi, proxmoxer, pynvml, jmespath, kubernetes, kmock' # fail here if pip failed
+	@touch $@
+
+# ansible-test and `ansible` need the collection under ansible_collections/<namespace>/<name>.
+collection: $(COLL_LINK)
+$(COLL_LINK):
+	@mkdir -p $(dir $@)
+	@ln -sfn ../../../.. $@
+
+# --- the main job ---------------------------------------------------------------------------------------------------
+lab: deps venv collection lab-sysfs
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
+
+# Fake /sys + /proc trees of the lab's hosts (the kernel's layout, from lab/sysfs/specs/*.json).
+lab-sysfs:
+	@for spec in lab/sysfs/specs/*.json; do \
+	  dst=build/lab/sysfs/$$(basename $$spec .json); rm -rf $$dst; $(PY) lab/sysfs/fake_tree.py $$spec $$dst; \
+	done
+
+lab-down:
+	@echo "nothing is running"
+
+# --- tests ----------------------------------------------------------------------------------------------------------
+test: deps venv collection sanity lint build docs-check units integration molecule
+	@echo "make test: all gates passed"
+
+# ansible-test insists on running from a real ansible_collections/<ns>/<name> directory (not through a symlink),
+# so sanity runs on a copy of the tracked files; lab/ and bench/ are dev tools outside the shipped collection.
+sanity: venv
+	@rm -rf $(SANITY_DIR) && mkdir -p $(SANITY_DIR)
+	@git ls-files -co --exclude-standard | grep -Ev '^(lab|bench)/' | rsync -a --files-from=- ./ $(SANITY_DIR)/
+	@# ansible-test --venv downloads a pip bootstrap script from a host this lab cannot reach; serve it from tools/.
+	@pipv=$$(grep -o "pip='[0-9.]*'" $(VENV)/lib/python3.12/site-packages/ansible_test/_internal/python_requirements.py | head -1 | tr -dc '0-9.'); \
+	  mkdir -p $(HOME)/.ansible/test/cache && cp tools/ansible_test_get_pip.py $(HOME)/.ansible/test/cache/get_pip_$${pipv//./_}.py
+	@# Its own git index, so ansible-test lists these files rather than this repo's (which ignores build/).
+	@cd $(SANITY_DIR) && git init -q && git add -A
+	cd $(SANITY_DIR) && $(BIN)/ansible-test sanity --venv --python 3.12 --color no
+
+units: venv collection deps
+	$(PY) -m pytest tests/unit -q -n 2
+
+integration: venv collection deps
+	$(PY) -m pytest tests/integration -q
+
+molecule: venv collection deps
+	@for s in $$(ls molecule 2>/dev/null); do \
+	  echo ">> molecule test -s $$s"; $(BIN)/molecule test -s $$s || exit 1; \
+	done
+
+lint: venv collection
+	$(BIN)/ansible-lint --profile production --offline
+
+build: venv
+	@rm -rf build/dist && mkdir -p build/dist
+	$(BIN)/ansible-galaxy collection build --force --output-path build/dist .
+	@tar -tzf build/dist/gpuops-provision-*.tar.gz > build/dist/contents.txt
+	@if grep -E '^(lab|bench|molecule|build|\.venv)/' build/dist/contents.txt; then echo "tarball ships dev-only files"; exit 1; fi
+	@echo "tarball: $$(ls build/dist/*.tar.gz) ($$(wc -l < build/dist/contents.txt) entries, no lab/ bench/ molecule/)"
+
+docs-check: venv collection
+	@for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
+	  $(BIN)/ansible-doc -t module gpuops.provision.$$m > build/ansible-doc-$$m.txt 2>&1 || { cat build/ansible-doc-$$m.txt; echo "ansible-doc failed for $$m"; exit 1; }; \
+	  grep -q 'EXAMPLES' build/ansible-doc-$$m.txt && grep -q 'RETURN VALUES' build/ansible-doc-$$m.txt || { echo "$$m: docs incomplete"; exit 1; }; \
+	done
+	@echo "ansible-doc renders $$(ls plugins/modules/*.py | wc -l) modules"
+
+bench: venv collection deps
+	@for b in bench/*/run.py; do echo ">> $$b"; $(PY) $$b; done
+
+clean:
+	rm -rf build tests/output

@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vCenter / ESXi connection options (private fragment); matches module_utils/_auth.py."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  hostname:
+    description:
+      - vCenter Server or ESXi host name or address.
+      - Falls back to the E(VMWARE_HOST) environment variable.
+    type: str
+    required: true
+  port:
+    description:
+      - HTTPS port of the vSphere API.
+      - Falls back to the E(VMWARE_PORT) environment variable.
+    type: int
+    default: 443
+  username:
+    description:
+      - User name, for example V(administrator@vsphere.local).
+      - Falls back to the E(VMWARE_USER) environment variable.
+    type: str
+    required: true
+    aliases: [user]
+  password:
+    description:
+      - Password of O(username).
+      - Falls back to the E(VMWARE_PASSWORD) environment variable.
+    type: str
+    required: true
+    aliases: [pass, pwd]
+  validate_certs:
+    description:
+      - Verify the TLS certificate of the API. Keep this on; use O(ca_path) for a private CA.
+      - Falls back to the E(VMWARE_VALIDATE_CERTS) environment variable.
+    type: bool
+    default: true
+  ca_path:
+    description:
+      - PEM file with the CA certificate(s) that signed the vCenter certificate.
+      - Falls back to the E(VMWARE_CA_PATH) environment variable.
+    type: path
+requirements:
+  - pyvmomi >= 8.0.3
+"""

@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Reads of /proc and /sys, relative to a root directory so tests (and containers) can use a fake tree."""
+
+from __future__ import annotations
+
+import os
+import re
+
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+HEX_ID = re.compile(r"^0x[0-9a-f]+$")
+
+
+class SysfsError(Exception):
+    """Sysfs content that does not look like what the kernel writes; the message names the path."""
+
+
+def _path(root, *parts):
+    return os.path.join(root, *(p.lstrip("/") for p in parts))
+
+
+def read_text(path, default=None):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except FileNotFoundError:
+        return default
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SysfsError("cannot read %s: %s" % (path, exc)) from exc
+
+
+def _hex_attr(dev_dir, name, required=True):
+    path = os.path.join(dev_dir, name)
+    value = read_text(path)
+    if value is None:
+        if required:
+            raise SysfsError("%s is missing" % path)
+        return None
+    value = value.lower()
+    if not HEX_ID.match(value):
+        raise SysfsError("%s holds %r, expected a hexadecimal id such as 0x10de" % (path, value))
+    return value
+
+
+def _link_name(path):
+    """Basename of a symlink's target (driver, iommu_group, physfn), or None if absent."""
+    try:
+        return os.path.basename(os.readlink(path))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if os.path.isdir(path):  # fake trees may use a plain directory named after the driver
+            return None
+        raise SysfsError("cannot read link %s: %s" % (path, exc)) from exc
+
+
+def pci_device(root, address, dev_dir=None):
+    """Identity and binding of one PCI function from /sys/bus/pci/devices/<address>."""
+    if not PCI_ADDRESS.match(address):
+        raise SysfsError("%r under %s is not a PCI address (domain:bus:slot.function)" % (address, dev_dir or root))
+    dev_dir = dev_dir or _path(root, "sys/bus/pci/devices", address)
+    group = _link_name(os.path.join(dev_dir, "iommu_group"))
+    return {
+        "address": address,
+        "vendor": _hex_attr(dev_dir, "vendor"),
+        "device": _hex_attr(dev_dir, "device"),
+        "class": _hex_attr(dev_dir, "class"),
+        "subsystem_vendor": _hex_attr(dev_dir, "subsystem_vendor", required=False),
+        "subsystem_device": _hex_attr(dev_dir, "subsystem_device", required=False),
+        "driver": _link_name(os.path.join(dev_dir, "driver")),
+        "iommu_group": int(group) if group and group.isdigit() else None,
+    }
+
+
+def iommu_groups(root):
+    """Every IOMMU group with its PCI functions, sorted by group number."""
+    base = _path(root, "sys/kernel/iommu_groups")
+    if not os.path.isdir(base):
+        return []
+    groups = []
+    for name in os.listdir(base):
+        if not name.isdigit():
+            raise SysfsError("%s/%s is not a numbered IOMMU group" % (base, name))
+        devices_dir = os.path.join(base, name, "devices")
+        addresses = sorted(os.listdir(devices_dir)) if os.path.isdir(devices_dir) else []
+        devices = [pci_device(root, addr, os.path.join(devices_dir, addr)) for addr in addresses]
+        for dev in devices:
+            dev["iommu_group"] = int(name)
+        groups.append({"id": int(name), "devices": devices})
+    return sorted(groups, key=lambda g: g["id"])
+
+
+def class_iommu_units(root):
+    base = _path(root, "sys/class/iommu")
+    return sorted(os.listdir(base)) if os.path.isdir(base) else []
+
+
+def intel_ecaps(root, units):
+    """The ecap register of every Intel DMAR unit that exposes it."""
+    values = []
+    for unit in units:
+        path = _path(root, "sys/class/iommu", unit, "intel-iommu/ecap")
+        value = read_text(path)
+        if value is None:
+            continue
+        if not re.match(r"^(0x)?[0-9a-fA-F]+$", value):
+            raise SysfsError("%s holds %r, expected a hexadecimal register value" % (path, value))
+        values.append(value)
+    return values
+
+
+def unsafe_interrupts(root):
+    value = read_text(_path(root, "sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts"))
+    return None if value is None else value in ("Y", "1")
+
+
+def kernel_cmdline(root, cmdline_path=None):
+    path = cmdline_path or _path(root, "proc/cmdline")
+    text = read_text(path)
+    if text is None:
+        raise SysfsError("%s does not exist" % path)
+    return text
