@@ -16,7 +16,7 @@ description:
   - For each NVIDIA GPU tells whether its IOMMU group is isolated, that is holds only the card's own functions
     (such as its audio controller) and PCI bridges, which is what whole-GPU passthrough to a VM needs.
 author:
-  - gpuops.provision contributors
+  - gpuops.provision maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
   - gpuops.provision._attributes.INFO_MODULE

@@ -1,0 +1,75 @@
+"""Operations on the simulated machine that NVML itself does not offer.
+
+``reset`` is what ``nvidia-smi -r`` does (commit a pending MIG mode, lose GIs/CIs),
+``reboot`` is a host/VM reboot. Tests and lab playbooks call them directly or through
+``python -m gpusim`` (with lab/gpusim on PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import machine, state
+from .models import MODELS
+
+
+def write_minimal(path, models, mig_mode="disabled", driver_version=None):
+    st = {"gpus": [{"model": m, "mig_mode": mig_mode} for m in models]}
+    if driver_version:
+        st["driver_version"] = driver_version
+    state.write(path, state.normalize(st))
+    return st
+
+
+def reset(path=None, indexes=None):
+    """GPU reset of the given indexes (all GPUs when None); raises machine.Fault on refusal."""
+    with state.transaction(path) as st:
+        targets = range(len(st["gpus"])) if indexes is None else indexes
+        for i in targets:
+            if not 0 <= i < len(st["gpus"]):
+                raise machine.Fault(machine.INVALID_ARGUMENT, "no GPU with index %d" % i)
+            machine.reset_gpu(st, st["gpus"][i])
+
+
+def reboot(path=None):
+    with state.transaction(path) as st:
+        machine.reboot(st)
+
+
+def show(path=None):
+    return state.load(path)
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m gpusim", description=__doc__)
+    ap.add_argument("--state", help="state file (default: $GPUSIM_STATE)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("init", help="write a minimal state with these models")
+    p.add_argument("models", nargs="+", choices=sorted(MODELS))
+    p.add_argument("--mig", choices=("enabled", "disabled"), default="disabled")
+    p.add_argument("--driver-version")
+    sub.add_parser("show", help="print the filled-in state")
+    p = sub.add_parser("reset", help="GPU reset (nvidia-smi -r): commits pending MIG mode, drops GIs/CIs")
+    p.add_argument("-i", "--index", type=int, action="append")
+    sub.add_parser("reboot", help="reboot: commits pending MIG modes, drops GIs/CIs and processes")
+    args = ap.parse_args(argv)
+    path = args.state or state.state_path()
+    if not path:
+        ap.error("give --state or set %s" % state.ENV)
+    try:
+        if args.cmd == "init":
+            write_minimal(path, args.models, args.mig, args.driver_version)
+        elif args.cmd == "show":
+            print(json.dumps(show(path), indent=1, sort_keys=True))
+        elif args.cmd == "reset":
+            reset(path, args.index)
+        elif args.cmd == "reboot":
+            reboot(path)
+    except machine.Fault as f:
+        print("gpusim: %s failed: %s (NVML error %d)" % (args.cmd, f.why, f.code))
+        return 1
+    except state.StateError as e:
+        print("gpusim: %s" % e)
+        return 1
+    return 0

@@ -1,0 +1,1439 @@
+"""gpusim: a drop-in ``pynvml`` (nvidia-ml-py 13.615.71 API) backed by a JSON machine state.
+
+Put ``lab/gpusim`` first on PYTHONPATH and set GPUSIM_STATE to a state file (see
+README.md). Names, constants, ctypes structures, NVMLError subclasses and return
+types mirror nvidia-ml-py; only the subset a GPU inventory and a MIG manager use is
+provided, and tests/unit/lab/test_gpusim_api.py checks every public name against
+the real module. Handles are real ctypes pointers (opaque, never dereference them).
+"""
+
+# pylint: disable=invalid-name,too-many-lines,missing-function-docstring,missing-class-docstring,protected-access
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import string
+import sys
+from ctypes import (POINTER, Structure, c_char, c_int, c_uint, c_uint8, c_uint16, c_uint32,
+                    c_ulonglong, c_void_p, sizeof)
+from functools import wraps
+
+from gpusim import machine as _m
+from gpusim import models as _models
+from gpusim import state as _state
+
+GPUSIM = True  # lets a test tell the stand-in from the real binding; product code must not use it
+
+# ---------------------------------------------------------------- constants (values as in nvidia-ml-py)
+_nvmlEnableState_t = c_uint
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
+
+_nvmlBrandType_t = c_uint
+NVML_BRAND_UNKNOWN = 0
+NVML_BRAND_QUADRO = 1
+NVML_BRAND_TESLA = 2
+NVML_BRAND_NVS = 3
+NVML_BRAND_GRID = 4
+NVML_BRAND_GEFORCE = 5
+NVML_BRAND_TITAN = 6
+NVML_BRAND_NVIDIA_VAPPS = 7
+NVML_BRAND_NVIDIA_VPC = 8
+NVML_BRAND_NVIDIA_VCS = 9
+NVML_BRAND_NVIDIA_VWS = 10
+NVML_BRAND_NVIDIA_CLOUD_GAMING = 11
+NVML_BRAND_QUADRO_RTX = 12
+NVML_BRAND_NVIDIA_RTX = 13
+NVML_BRAND_NVIDIA = 14
+
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_ALREADY_INITIALIZED = 5
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_ERROR_INSUFFICIENT_POWER = 8
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_IRQ_ISSUE = 11
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_CORRUPTED_INFOROM = 14
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_RESET_REQUIRED = 16
+NVML_ERROR_OPERATING_SYSTEM = 17
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+NVML_ERROR_IN_USE = 19
+NVML_ERROR_MEMORY = 20
+NVML_ERROR_NO_DATA = 21
+NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22
+NVML_ERROR_INSUFFICIENT_RESOURCES = 23
+NVML_ERROR_FREQ_NOT_SUPPORTED = 24
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+NVML_ERROR_DEPRECATED = 26
+NVML_ERROR_NOT_READY = 27
+NVML_ERROR_GPU_NOT_FOUND = 28
+NVML_ERROR_INVALID_STATE = 29
+NVML_ERROR_RESET_TYPE_NOT_SUPPORTED = 30
+NVML_ERROR_UNKNOWN = 999
+
+_nvmlDeviceArchitecture_t = c_uint
+NVML_DEVICE_ARCH_KEPLER = 2
+NVML_DEVICE_ARCH_MAXWELL = 3
+NVML_DEVICE_ARCH_PASCAL = 4
+NVML_DEVICE_ARCH_VOLTA = 5
+NVML_DEVICE_ARCH_TURING = 6
+NVML_DEVICE_ARCH_AMPERE = 7
+NVML_DEVICE_ARCH_ADA = 8
+NVML_DEVICE_ARCH_HOPPER = 9
+NVML_DEVICE_ARCH_BLACKWELL = 10
+NVML_DEVICE_ARCH_UNKNOWN = 0xffffffff
+
+NVML_INIT_FLAG_NO_GPUS = (1 << 0)
+NVML_INIT_FLAG_NO_ATTACH = (1 << 1)
+NVML_INIT_FLAG_FORCE_INIT = (1 << 2)
+
+NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE = 16
+NVML_DEVICE_UUID_BUFFER_SIZE = 80
+NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96
+NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80
+NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE = 80
+NVML_DEVICE_NAME_BUFFER_SIZE = 64
+NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96
+NVML_DEVICE_SERIAL_BUFFER_SIZE = 30
+NVML_DEVICE_PART_NUMBER_BUFFER_SIZE = 80
+NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE = 32
+NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32
+NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE = 16
+NVML_GRID_LICENSE_BUFFER_SIZE = 128
+NVML_GRID_LICENSE_FEATURE_MAX_COUNT = 3
+NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT = "%04X:%02X:%02X.0"
+NVML_DEVICE_PCI_BUS_ID_FMT = "%08X:%02X:%02X.0"
+NVML_VALUE_NOT_AVAILABLE_ulonglong = c_ulonglong(-1)
+NVML_VALUE_NOT_AVAILABLE_uint = c_uint(-1)
+NVML_DEVICE_UUID_ASCII_LEN = 41
+NVML_DEVICE_UUID_BINARY_LEN = 16
+
+NVML_GPU_VIRTUALIZATION_MODE_NONE = 0
+NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH = 1
+NVML_GPU_VIRTUALIZATION_MODE_VGPU = 2
+NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU = 3
+NVML_GPU_VIRTUALIZATION_MODE_HOST_VSGA = 4
+
+_nvmlHostVgpuMode_t = c_uint
+NVML_HOST_VGPU_MODE_NON_SRIOV = 0
+NVML_HOST_VGPU_MODE_SRIOV = 1
+
+_nvmlGridLicenseFeatureCode_t = c_uint
+NVML_GRID_LICENSE_FEATURE_CODE_UNKNOWN = 0
+NVML_GRID_LICENSE_FEATURE_CODE_VGPU = 1
+NVML_GRID_LICENSE_FEATURE_CODE_NVIDIA_RTX = 2
+NVML_GRID_LICENSE_FEATURE_CODE_VWORKSTATION = 2
+NVML_GRID_LICENSE_FEATURE_CODE_GAMING = 3
+NVML_GRID_LICENSE_FEATURE_CODE_COMPUTE = 4
+NVML_GRID_LICENSE_FEATURE_CODE_VGAMEDEV = 5
+
+# nvidia-ml-py 13.615.71 defines these with a trailing comma, i.e. as 1-tuples; mirrored on purpose
+# so product code that compares against them behaves as it will on real hosts.
+NVML_GRID_LICENSE_EXPIRY_NOT_AVAILABLE = (0,)
+NVML_GRID_LICENSE_EXPIRY_INVALID = (1,)
+NVML_GRID_LICENSE_EXPIRY_VALID = (2,)
+NVML_GRID_LICENSE_EXPIRY_NOT_APPLICABLE = (3,)
+NVML_GRID_LICENSE_EXPIRY_PERMANENT = (4,)
+
+NVML_GRID_LICENSE_STATE_UNKNOWN = 0
+NVML_GRID_LICENSE_STATE_UNINITIALIZED = 1
+NVML_GRID_LICENSE_STATE_UNLICENSED_UNRESTRICTED = 2
+NVML_GRID_LICENSE_STATE_UNLICENSED_RESTRICTED = 3
+NVML_GRID_LICENSE_STATE_UNLICENSED = 4
+NVML_GRID_LICENSE_STATE_LICENSED = 5
+
+NVML_UUID_TYPE_NONE = 0
+NVML_UUID_TYPE_ASCII = 1
+NVML_UUID_TYPE_BINARY = 2
+
+NVML_GPU_INSTANCE_ID_ANY = 0xFFFFFFFF
+NVML_COMPUTE_INSTANCE_ID_ANY = 0xFFFFFFFF
+
+NVML_DEVICE_MIG_DISABLE = 0x0
+NVML_DEVICE_MIG_ENABLE = 0x1
+
+NVML_GPU_INSTANCE_PROFILE_1_SLICE = 0x0
+NVML_GPU_INSTANCE_PROFILE_2_SLICE = 0x1
+NVML_GPU_INSTANCE_PROFILE_3_SLICE = 0x2
+NVML_GPU_INSTANCE_PROFILE_4_SLICE = 0x3
+NVML_GPU_INSTANCE_PROFILE_7_SLICE = 0x4
+NVML_GPU_INSTANCE_PROFILE_8_SLICE = 0x5
+NVML_GPU_INSTANCE_PROFILE_6_SLICE = 0x6
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7
+NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 = 0x8
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 = 0x9
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX = 0xA
+NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX = 0xB
+NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX = 0xC
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME = 0xD
+NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME = 0xE
+NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME = 0xF
+NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME = 0x10
+NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX = 0x11
+NVML_GPU_INSTANCE_PROFILE_COUNT = 0x12
+
+NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0x0
+NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE = 0x1
+NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE = 0x2
+NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE = 0x3
+NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE = 0x4
+NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE = 0x5
+NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE = 0x6
+NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7
+NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE_NVL = 0x8
+NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 0x9
+
+NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0x0
+NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT = 0x1
+
+nvmlMemory_v2 = 0x02000028
+nvmlGpuInstanceProfileInfo_v2 = 0x02000098
+nvmlComputeInstanceProfileInfo_v2 = 0x02000088
+nvmlPciInfoExt_v1 = 0x1000040
+SystemDriverBranchInfo_v1 = 0x1000054
+
+_nvmlProcessMode_t = c_uint
+NVML_PROCESS_MODE_COMPUTE = 0
+NVML_PROCESS_MODE_GRAPHICS = 1
+NVML_PROCESS_MODE_MPS = 2
+
+
+# ---------------------------------------------------------------- errors (same generation scheme as nvidia-ml-py)
+class NVMLLibraryMismatchError(Exception):
+    pass
+
+
+_ERROR_STRINGS = {
+    NVML_ERROR_UNINITIALIZED: "Uninitialized",
+    NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+    NVML_ERROR_NOT_SUPPORTED: "Not Supported",
+    NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+    NVML_ERROR_ALREADY_INITIALIZED: "Already Initialized",
+    NVML_ERROR_NOT_FOUND: "Not Found",
+    NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
+    NVML_ERROR_INSUFFICIENT_POWER: "Insufficient External Power",
+    NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+    NVML_ERROR_TIMEOUT: "Timeout",
+    NVML_ERROR_IRQ_ISSUE: "Interrupt Request Issue",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
+    NVML_ERROR_CORRUPTED_INFOROM: "Corrupted infoROM",
+    NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_RESET_REQUIRED: "GPU requires restart",
+    NVML_ERROR_OPERATING_SYSTEM: "The operating system has blocked the request.",
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "RM has detected an NVML/RM version mismatch.",
+    NVML_ERROR_MEMORY: "Insufficient Memory",
+    NVML_ERROR_UNKNOWN: "Unknown Error",
+}
+# What libnvidia-ml's nvmlErrorString() returns for codes the Python table lacks.
+_LIB_ERROR_STRINGS = {
+    NVML_ERROR_IN_USE: "In use by another client",
+    NVML_ERROR_NO_DATA: "No data",
+    NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: "vGPU ECC not supported",
+    NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient resources",
+    NVML_ERROR_FREQ_NOT_SUPPORTED: "Frequency not supported",
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH: "Argument version mismatch",
+    NVML_ERROR_DEPRECATED: "Deprecated",
+    NVML_ERROR_NOT_READY: "Not ready",
+    NVML_ERROR_GPU_NOT_FOUND: "GPU not found",
+    NVML_ERROR_INVALID_STATE: "Invalid state",
+    NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: "Reset type not supported",
+}
+
+
+class NVMLError(Exception):
+    _valClassMapping = {}
+    _errcode_to_string = dict(_ERROR_STRINGS)
+
+    def __new__(typ, value):  # pylint: disable=bad-classmethod-argument
+        cls = NVMLError._valClassMapping.get(value, typ) if typ == NVMLError else typ
+        obj = Exception.__new__(cls)
+        obj.value = value
+        return obj
+
+    def __str__(self):
+        if self.value not in NVMLError._errcode_to_string:
+            NVMLError._errcode_to_string[self.value] = nvmlErrorString(self.value)
+        return NVMLError._errcode_to_string[self.value]
+
+    def __eq__(self, other):
+        return self.value == other.value
+
+
+def nvmlExceptionClass(nvmlErrorCode):
+    if nvmlErrorCode not in NVMLError._valClassMapping:
+        raise ValueError('nvmlErrorCode %s is not valid' % nvmlErrorCode)
+    return NVMLError._valClassMapping[nvmlErrorCode]
+
+
+def _extractNVMLErrorsAsClasses():
+    this_module = sys.modules[__name__]
+    for err_name in [x for x in dir(this_module) if x.startswith("NVML_ERROR_")]:
+        class_name = "NVMLError_" + string.capwords(err_name.replace("NVML_ERROR_", ""), "_").replace("_", "")
+        err_val = getattr(this_module, err_name)
+
+        def gen_new(val):
+            def new(typ, *args):  # pylint: disable=unused-argument
+                return NVMLError.__new__(typ, val)
+            return new
+        new_error_class = type(class_name, (NVMLError,), {'__new__': gen_new(err_val)})
+        new_error_class.__module__ = __name__
+        setattr(this_module, class_name, new_error_class)
+        NVMLError._valClassMapping[err_val] = new_error_class
+
+
+_extractNVMLErrorsAsClasses()
+
+
+def _err(code, why=""):
+    e = NVMLError(code)
+    e.gpusim_reason = why  # extra attribute to ease debugging; str(e) stays as NVML's
+    return e
+
+
+def _nvmlCheckReturn(ret):
+    if ret != NVML_SUCCESS:
+        raise NVMLError(ret)
+    return ret
+
+
+def nvmlErrorString(result):
+    return _ERROR_STRINGS.get(result) or _LIB_ERROR_STRINGS.get(result) or "Unknown Error"
+
+
+# ---------------------------------------------------------------- structures (field lists as in nvidia-ml-py)
+class nvmlFriendlyObject:
+    def __init__(self, dictionary):
+        for x in dictionary:
+            setattr(self, x, dictionary[x])
+
+    def __str__(self):
+        return self.__dict__.__str__()
+
+
+def nvmlStructToFriendlyObject(struct):
+    d = {}
+    for x in struct._fields_:
+        key = x[0]
+        value = getattr(struct, key)
+        d[key] = value.decode() if isinstance(value, bytes) else value
+    return nvmlFriendlyObject(d)
+
+
+class _PrintableStructure(Structure):
+    _fmt_ = {}
+
+    def __str__(self):
+        result = []
+        for x in self._fields_:
+            key = x[0]
+            value = getattr(self, key)
+            fmt = self._fmt_.get(key, self._fmt_.get("<default>", "%s"))
+            result.append(("%s: " + fmt) % (key, value))
+        return self.__class__.__name__ + "(" + ", ".join(result) + ")"
+
+    def __getattribute__(self, name):
+        res = super().__getattribute__(name)
+        if isinstance(res, bytes):
+            return res.decode()
+        return res
+
+    def __setattr__(self, name, value):
+        if isinstance(value, str):
+            value = value.encode()
+        super().__setattr__(name, value)
+
+
+class struct_c_nvmlDevice_t(Structure):
+    pass
+
+
+c_nvmlDevice_t = POINTER(struct_c_nvmlDevice_t)
+
+
+class struct_c_nvmlGpuInstance_t(Structure):
+    pass
+
+
+c_nvmlGpuInstance_t = POINTER(struct_c_nvmlGpuInstance_t)
+
+
+class struct_c_nvmlComputeInstance_t(Structure):
+    pass
+
+
+c_nvmlComputeInstance_t = POINTER(struct_c_nvmlComputeInstance_t)
+
+
+class nvmlPciInfoExt_v1_t(_PrintableStructure):
+    _fields_ = [
+        ('version', c_uint),
+        ('domain', c_uint),
+        ('bus', c_uint),
+        ('device', c_uint),
+        ('pciDeviceId', c_uint),
+        ('pciSubSystemId', c_uint),
+        ('baseClass', c_uint),
+        ('subClass', c_uint),
+        ('busId', c_char * NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE),
+    ]
+
+
+class nvmlPciInfo_t(_PrintableStructure):
+    _fields_ = [
+        ('busIdLegacy', c_char * NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE),
+        ('domain', c_uint),
+        ('bus', c_uint),
+        ('device', c_uint),
+        ('pciDeviceId', c_uint),
+        ('pciSubSystemId', c_uint),
+        ('busId', c_char * NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE),
+    ]
+    _fmt_ = {
+        'domain': "0x%08X",
+        'bus': "0x%02X",
+        'device': "0x%02X",
+        'pciDeviceId': "0x%08X",
+        'pciSubSystemId': "0x%08X",
+    }
+
+
+class c_nvmlSystemDriverBranchInfo_v1_t(_PrintableStructure):
+    _fields_ = [
+        ('version', c_uint),
+        ("branch", c_char * NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE),
+    ]
+
+
+class c_nvmlMemory_t(_PrintableStructure):
+    _fields_ = [
+        ('total', c_ulonglong),
+        ('free', c_ulonglong),
+        ('used', c_ulonglong),
+    ]
+    _fmt_ = {'<default>': "%d B"}
+
+
+class c_nvmlMemory_v2_t(_PrintableStructure):
+    _fields_ = [
+        ('version', c_uint),
+        ('total', c_ulonglong),
+        ('reserved', c_ulonglong),
+        ('free', c_ulonglong),
+        ('used', c_ulonglong),
+    ]
+    _fmt_ = {'<default>': "%d B"}
+
+
+class c_nvmlProcessInfo_v2_t(_PrintableStructure):
+    _fields_ = [
+        ('pid', c_uint),
+        ('usedGpuMemory', c_ulonglong),
+        ('gpuInstanceId', c_uint),
+        ('computeInstanceId', c_uint),
+    ]
+    _fmt_ = {'usedGpuMemory': "%d B"}
+
+
+c_nvmlProcessInfo_v3_t = c_nvmlProcessInfo_v2_t
+c_nvmlProcessInfo_t = c_nvmlProcessInfo_v3_t
+
+
+class c_nvmlGridLicenseExpiry_t(_PrintableStructure):
+    _fields_ = [
+        ('year', c_uint32),
+        ('month', c_uint16),
+        ('day', c_uint16),
+        ('hour', c_uint16),
+        ('min', c_uint16),
+        ('sec', c_uint16),
+        ('status', c_uint8),
+    ]
+
+
+class c_nvmlGridLicensableFeature_v4_t(_PrintableStructure):
+    _fields_ = [
+        ('featureCode', _nvmlGridLicenseFeatureCode_t),
+        ('featureState', c_uint),
+        ('licenseInfo', c_char * NVML_GRID_LICENSE_BUFFER_SIZE),
+        ('productName', c_char * NVML_GRID_LICENSE_BUFFER_SIZE),
+        ('featureEnabled', c_uint),
+        ('licenseExpiry', c_nvmlGridLicenseExpiry_t),
+    ]
+
+
+class c_nvmlGridLicensableFeatures_v4_t(_PrintableStructure):
+    _fields_ = [
+        ('isGridLicenseSupported', c_int),
+        ('licensableFeaturesCount', c_uint),
+        ('gridLicensableFeatures', c_nvmlGridLicensableFeature_v4_t * NVML_GRID_LICENSE_FEATURE_MAX_COUNT),
+    ]
+
+
+class c_nvmlGpuInstancePlacement_t(Structure):
+    _fields_ = [("start", c_uint),
+                ("size", c_uint)]
+
+
+class c_nvmlGpuInstanceProfileInfo_t(Structure):
+    _fields_ = [("id", c_uint),
+                ("isP2pSupported", c_uint),
+                ("sliceCount", c_uint),
+                ("instanceCount", c_uint),
+                ("multiprocessorCount", c_uint),
+                ("copyEngineCount", c_uint),
+                ("decoderCount", c_uint),
+                ("encoderCount", c_uint),
+                ("jpegCount", c_uint),
+                ("ofaCount", c_uint),
+                ("memorySizeMB", c_ulonglong)]
+
+
+class c_nvmlGpuInstanceProfileInfo_v2_t(_PrintableStructure):
+    _fields_ = [("version", c_uint),
+                ("id", c_uint),
+                ("isP2pSupported", c_uint),
+                ("sliceCount", c_uint),
+                ("instanceCount", c_uint),
+                ("multiprocessorCount", c_uint),
+                ("copyEngineCount", c_uint),
+                ("decoderCount", c_uint),
+                ("encoderCount", c_uint),
+                ("jpegCount", c_uint),
+                ("ofaCount", c_uint),
+                ("memorySizeMB", c_ulonglong),
+                ("name", c_char * NVML_DEVICE_NAME_V2_BUFFER_SIZE)]
+
+    def __init__(self):
+        super().__init__(version=nvmlGpuInstanceProfileInfo_v2)
+
+
+class c_nvmlGpuInstanceInfo_t(Structure):
+    _fields_ = [("device", c_nvmlDevice_t),
+                ("id", c_uint),
+                ("profileId", c_uint),
+                ("placement", c_nvmlGpuInstancePlacement_t)]
+
+
+class c_nvmlComputeInstancePlacement_t(Structure):
+    _fields_ = [("start", c_uint),
+                ("size", c_uint)]
+
+
+class c_nvmlComputeInstanceProfileInfo_t(Structure):
+    _fields_ = [("id", c_uint),
+                ("sliceCount", c_uint),
+                ("instanceCount", c_uint),
+                ("multiprocessorCount", c_uint),
+                ("sharedCopyEngineCount", c_uint),
+                ("sharedDecoderCount", c_uint),
+                ("sharedEncoderCount", c_uint),
+                ("sharedJpegCount", c_uint),
+                ("sharedOfaCount", c_uint)]
+
+
+class c_nvmlComputeInstanceProfileInfo_v2_t(_PrintableStructure):
+    _fields_ = [("version", c_uint),
+                ("id", c_uint),
+                ("sliceCount", c_uint),
+                ("instanceCount", c_uint),
+                ("multiprocessorCount", c_uint),
+                ("sharedCopyEngineCount", c_uint),
+                ("sharedDecoderCount", c_uint),
+                ("sharedEncoderCount", c_uint),
+                ("sharedJpegCount", c_uint),
+                ("sharedOfaCount", c_uint),
+                ("name", c_char * NVML_DEVICE_NAME_V2_BUFFER_SIZE)]
+
+    def __init__(self):
+        super().__init__(version=nvmlComputeInstanceProfileInfo_v2)
+
+
+class c_nvmlComputeInstanceInfo_t(Structure):
+    _fields_ = [("device", c_nvmlDevice_t),
+                ("gpuInstance", c_nvmlGpuInstance_t),
+                ("id", c_uint),
+                ("profileId", c_uint),
+                ("placement", c_nvmlComputeInstancePlacement_t)]
+
+
+class c_nvmlDeviceAttributes(Structure):
+    _fields_ = [("multiprocessorCount", c_uint),
+                ("sharedCopyEngineCount", c_uint),
+                ("sharedDecoderCount", c_uint),
+                ("sharedEncoderCount", c_uint),
+                ("sharedJpegCount", c_uint),
+                ("sharedOfaCount", c_uint),
+                ("gpuInstanceSliceCount", c_uint),
+                ("computeInstanceSliceCount", c_uint),
+                ("memorySizeMB", c_ulonglong)]
+
+
+# ---------------------------------------------------------------- library state, handles, argument helpers
+_refcount = 0
+_handle_bufs = {}   # key -> c_uint64 whose address is the handle value
+_handle_keys = {}   # address -> key
+_CArgObject = type(ctypes.byref(c_uint()))
+
+
+def _handle(key, ptype):
+    buf = _handle_bufs.get(key)
+    if buf is None:
+        buf = _handle_bufs[key] = ctypes.c_uint64(len(_handle_bufs) + 1)
+        _handle_keys[ctypes.addressof(buf)] = key
+    return ctypes.cast(c_void_p(ctypes.addressof(buf)), ptype)
+
+
+def _addr(value):
+    if value is None:
+        return 0
+    return ctypes.cast(value, c_void_p).value or 0
+
+
+def _key(handle, kinds, what="handle"):
+    try:
+        key = _handle_keys.get(_addr(handle))
+    except (TypeError, ctypes.ArgumentError):
+        key = None
+    if key is None or key[0] not in kinds:
+        raise _err(NVML_ERROR_INVALID_ARGUMENT, "invalid %s" % what)
+    return key
+
+
+def _out(ref, what):
+    """The object an out-pointer argument (byref(x) / pointer(x)) points at."""
+    if isinstance(ref, _CArgObject):
+        return ref._obj
+    if isinstance(ref, ctypes._Pointer):
+        return ref.contents
+    # ctypes would pass a bare c_uint by value; the real library would write through garbage.
+    raise _err(NVML_ERROR_INVALID_ARGUMENT, "%s must be byref(...) or pointer(...)" % what)
+
+
+def _buffer(ref, elem, what):
+    """(base address, capacity or None) of a caller-allocated array argument; None for NULL."""
+    if ref is None:
+        return None
+    obj = ref._obj if isinstance(ref, _CArgObject) else ref
+    if isinstance(obj, ctypes.Array):
+        if sizeof(obj._type_) != sizeof(elem):
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "%s has the wrong element type" % what)
+        return ctypes.addressof(obj), len(obj)
+    if isinstance(obj, ctypes._Pointer):
+        return _addr(obj), None
+    if isinstance(obj, ctypes._SimpleCData) or isinstance(obj, Structure):
+        if isinstance(ref, _CArgObject) and sizeof(obj) == sizeof(elem):
+            return ctypes.addressof(obj), 1
+    raise _err(NVML_ERROR_INVALID_ARGUMENT, "%s must be a ctypes array or pointer" % what)
+
+
+def _struct_arg(ref, cls, what):
+    """A `const T *` input argument (byref(s) / pointer(s)); a bare struct is rejected because
+    ctypes would pass it by value, which crashes the real library."""
+    if isinstance(ref, _CArgObject) and isinstance(ref._obj, cls):
+        return ref._obj
+    if isinstance(ref, ctypes._Pointer) and isinstance(ref.contents, cls):
+        return ref.contents
+    raise _err(NVML_ERROR_INVALID_ARGUMENT, "%s must be byref(%s) or pointer(...)" % (what, cls.__name__))
+
+
+def _int(v):
+    return v.value if hasattr(v, "value") else int(v)
+
+
+def _run(fn, mutate=False):
+    if _refcount <= 0:
+        raise _err(NVML_ERROR_UNINITIALIZED, "call nvmlInit first")
+    try:
+        if mutate:
+            with _state.transaction() as st:
+                return fn(st)
+        return fn(_state.load())
+    except _m.Fault as f:
+        raise _err(f.code, f.why) from None
+    except _state.StateError as e:
+        raise _err(NVML_ERROR_UNKNOWN, str(e)) from None
+
+
+def _gpu(st, handle, allow_mig=False):
+    """(gpu dict, mig key or None) for a device handle."""
+    key = _key(handle, ("gpu", "mig") if allow_mig else ("gpu",), "device handle")
+    for g in st["gpus"]:
+        if g["uuid"] == key[1]:
+            if key[0] == "mig":
+                gi = _m.find_gi(g, key[2])
+                ci = [c for c in gi["compute_instances"] if c["id"] == key[3]] if gi else []
+                if not ci:
+                    raise _err(NVML_ERROR_INVALID_ARGUMENT, "MIG device no longer exists")
+                return g, (gi, ci[0])
+            return g, None
+    raise _err(NVML_ERROR_INVALID_ARGUMENT, "GPU %s is gone" % key[1])
+
+
+def _gi(st, handle):
+    key = _key(handle, ("gi",), "GPU instance handle")
+    for g in st["gpus"]:
+        if g["uuid"] == key[1]:
+            gi = _m.find_gi(g, key[2])
+            if gi is not None:
+                return g, gi
+    raise _err(NVML_ERROR_INVALID_ARGUMENT, "GPU instance no longer exists")
+
+
+def _ci(st, handle):
+    key = _key(handle, ("ci",), "compute instance handle")
+    for g in st["gpus"]:
+        if g["uuid"] == key[1]:
+            gi = _m.find_gi(g, key[2])
+            for ci in (gi or {}).get("compute_instances", []):
+                if ci["id"] == key[3]:
+                    return g, gi, ci
+    raise _err(NVML_ERROR_INVALID_ARGUMENT, "compute instance no longer exists")
+
+
+def _dev_handle(g):
+    return _handle(("gpu", g["uuid"]), c_nvmlDevice_t)
+
+
+def _gi_handle(g, gi):
+    return _handle(("gi", g["uuid"], gi["id"]), c_nvmlGpuInstance_t)
+
+
+def _ci_handle(g, gi, ci):
+    return _handle(("ci", g["uuid"], gi["id"], ci["id"]), c_nvmlComputeInstance_t)
+
+
+def _mig_uuid(g, gi, ci):
+    return "MIG-" + _state._uuid("gpusim-mig:%s:%d:%d" % (g["uuid"], gi["id"], ci["id"]))[4:]
+
+
+# ---------------------------------------------------------------- init / system
+def nvmlInitWithFlags(flags):
+    global _refcount  # pylint: disable=global-statement
+    del flags  # NO_GPUS etc. change nothing here: an empty "gpus" list initialises fine
+    try:
+        st = _state.load()
+    except _state.StateError as e:
+        if "does not exist" in str(e) or "is not set" in str(e):
+            # No state = no NVIDIA userspace on this "host".
+            raise _err(NVML_ERROR_LIBRARY_NOT_FOUND, str(e)) from None
+        raise _err(NVML_ERROR_UNKNOWN, str(e)) from None
+    if not st["library_present"]:
+        raise _err(NVML_ERROR_LIBRARY_NOT_FOUND, "libnvidia-ml.so.1 not found")
+    if not st["driver_loaded"]:
+        raise _err(NVML_ERROR_DRIVER_NOT_LOADED, "nvidia kernel module not loaded")
+    if "fail_init_after" in st["faults"]:
+        try:
+            with _state.transaction() as tst:
+                _m.inject(tst, "init")
+        except _m.Fault as f:
+            raise _err(f.code, f.why) from None
+    _refcount += 1
+
+
+def nvmlInit():
+    nvmlInitWithFlags(0)
+
+
+def nvmlShutdown():
+    global _refcount  # pylint: disable=global-statement
+    if _refcount <= 0:
+        raise _err(NVML_ERROR_UNINITIALIZED, "not initialised")
+    _refcount -= 1
+
+
+def nvmlSystemGetDriverVersion():
+    return _run(lambda st: st["driver_version"])
+
+
+def _cuda_version(st):
+    if "cuda_driver_version" in st:
+        return int(st["cuda_driver_version"])
+    branch = int(st["driver_version"].split(".")[0])
+    # CUDA version each driver branch ships (R525 = 12.0 ... R580 = 13.0).
+    table = ((580, 13000), (575, 12090), (570, 12080), (565, 12070), (560, 12060), (555, 12050),
+             (550, 12040), (545, 12030), (535, 12020), (530, 12010), (525, 12000), (520, 11080),
+             (515, 11070), (510, 11060), (470, 11040), (460, 11020), (450, 11000))
+    for b, v in table:
+        if branch >= b:
+            return v
+    return 10020
+
+
+def nvmlSystemGetCudaDriverVersion():
+    return _run(_cuda_version)
+
+
+def nvmlSystemGetCudaDriverVersion_v2():
+    return _run(_cuda_version)
+
+
+def nvmlSystemGetNVMLVersion():
+    return _run(lambda st: "%d.%s" % (_cuda_version(st) // 1000, st["driver_version"]))
+
+
+def nvmlSystemGetDriverBranch():
+    def fn(st):
+        info = c_nvmlSystemDriverBranchInfo_v1_t(0)
+        info.version = SystemDriverBranchInfo_v1
+        info.branch = "r%s_00" % st["driver_version"].split(".")[0]
+        return info
+    return _run(fn)
+
+
+# ---------------------------------------------------------------- devices
+def nvmlDeviceGetCount():
+    return _run(lambda st: len(st["gpus"]))
+
+
+def nvmlDeviceGetHandleByIndex(index):
+    def fn(st):
+        i = _int(index)
+        if not 0 <= i < len(st["gpus"]):
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "no GPU with index %d" % i)
+        return _dev_handle(st["gpus"][i])
+    return _run(fn)
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def nvmlDeviceGetHandleByUUID(uuid):
+    def fn(st):
+        want = _s(uuid)
+        for g in st["gpus"]:
+            if g["uuid"] == want:
+                return _dev_handle(g)
+            for gi in g["gpu_instances"]:
+                for ci in gi["compute_instances"]:
+                    if _mig_uuid(g, gi, ci) == want:
+                        return _handle(("mig", g["uuid"], gi["id"], ci["id"]), c_nvmlDevice_t)
+        raise _err(NVML_ERROR_NOT_FOUND, "no GPU with UUID %s" % want)
+    return _run(fn)
+
+
+def _parse_bus(text):
+    """(domain, bus, device) of "00000000:17:00.0", "0000:17:00.0" or "17:00.0"."""
+    try:
+        parts = _s(text).strip().lower().split(":")
+        dev, _fn = parts[-1].split(".")
+        dom = int(parts[-3], 16) if len(parts) >= 3 else 0
+        return dom, int(parts[-2], 16), int(dev, 16)
+    except (ValueError, IndexError):
+        return None
+
+
+def nvmlDeviceGetHandleByPciBusId(pciBusId):
+    def fn(st):
+        want = _parse_bus(pciBusId)
+        if want is None:
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "bad PCI bus id %r" % pciBusId)
+        for g in st["gpus"]:
+            if _parse_bus(g["pci_bus_id"]) == want:
+                return _dev_handle(g)
+        raise _err(NVML_ERROR_NOT_FOUND, "no GPU at %s" % _s(pciBusId))
+    return _run(fn)
+
+
+def nvmlDeviceGetIndex(handle):
+    def fn(st):
+        g, _mig = _gpu(st, handle)
+        return st["gpus"].index(g)
+    return _run(fn)
+
+
+def nvmlDeviceGetName(handle):
+    def fn(st):
+        g, mig = _gpu(st, handle, allow_mig=True)
+        if mig:
+            model = _m.model_of(g)
+            prof = _models.gi_profile_by_id(model, mig[0]["profile_id"])
+            return "%s MIG %s" % (g["model"], _models.ci_name(model, prof, mig[1]["slices"]))
+        return g["model"]
+    return _run(fn)
+
+
+def nvmlDeviceGetUUID(handle):
+    def fn(st):
+        g, mig = _gpu(st, handle, allow_mig=True)
+        return _mig_uuid(g, *mig) if mig else g["uuid"]
+    return _run(fn)
+
+
+def nvmlDeviceGetSerial(handle):
+    return _run(lambda st: _gpu(st, handle)[0]["serial"])
+
+
+def nvmlDeviceGetMinorNumber(handle):
+    return _run(lambda st: _gpu(st, handle)[0]["minor_number"])
+
+
+def nvmlDeviceGetBrand(handle):
+    return _run(lambda st: (_gpu(st, handle), NVML_BRAND_NVIDIA)[1])
+
+
+def nvmlDeviceGetArchitecture(device):
+    return _run(lambda st: _m.model_of(_gpu(st, device, allow_mig=True)[0]).arch)
+
+
+def nvmlDeviceGetCudaComputeCapability(handle):
+    return _run(lambda st: _m.model_of(_gpu(st, handle, allow_mig=True)[0]).cuda_cc)
+
+
+def nvmlDeviceGetPersistenceMode(handle):
+    return _run(lambda st: NVML_FEATURE_ENABLED if _gpu(st, handle)[0]["persistence_mode"] else NVML_FEATURE_DISABLED)
+
+
+def _fill_pci(g, info):
+    dom, bus, dev = _parse_bus(g["pci_bus_id"])
+    model = _m.model_of(g)
+    info.domain = dom
+    info.bus = bus
+    info.device = dev
+    info.pciDeviceId = model.pci_device_id
+    info.pciSubSystemId = model.pci_subsystem_id
+    info.busId = NVML_DEVICE_PCI_BUS_ID_FMT % (dom, bus, dev)
+    return info
+
+
+def nvmlDeviceGetPciInfo_v3(handle):
+    def fn(st):
+        g = _gpu(st, handle)[0]
+        info = _fill_pci(g, nvmlPciInfo_t())
+        dom, bus, dev = _parse_bus(g["pci_bus_id"])
+        info.busIdLegacy = NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT % (dom, bus, dev)
+        return info
+    return _run(fn)
+
+
+def nvmlDeviceGetPciInfo(handle):
+    return nvmlDeviceGetPciInfo_v3(handle)
+
+
+def nvmlDeviceGetPciInfoExt(handle, c_info):
+    def fn(st):
+        info = _struct_arg(c_info, nvmlPciInfoExt_v1_t, "c_info")
+        if info.version != nvmlPciInfoExt_v1:
+            raise _err(NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "set c_info.version = nvmlPciInfoExt_v1")
+        _fill_pci(_gpu(st, handle)[0], info)
+        info.baseClass = 0x3   # display controller
+        info.subClass = 0x2    # 3D controller (data-centre GPUs)
+    return _run(fn)
+
+
+def _memory(st, handle):
+    g, mig = _gpu(st, handle, allow_mig=True)
+    model = _m.model_of(g)
+    if mig:
+        total = _models.gi_profile_by_id(model, mig[0]["profile_id"]).memory_mib * _models.MIB
+        used = sum(int(p.get("used_memory", 0)) for p in g["processes"]
+                   if p.get("gpu_instance_id") == mig[0]["id"])
+    else:
+        total = model.memory_mib * _models.MIB
+        used = sum(int(p.get("used_memory", 0)) for p in g["processes"])
+    return total, min(used, total)
+
+
+def nvmlDeviceGetMemoryInfo(handle, version=None):
+    def fn(st):
+        total, used = _memory(st, handle)
+        if not version:
+            return c_nvmlMemory_t(total=total, free=total - used, used=used)
+        if version != nvmlMemory_v2:
+            raise _err(NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "unknown memory struct version")
+        return c_nvmlMemory_v2_t(version=version, total=total, reserved=0, free=total - used, used=used)
+    return _run(fn)
+
+
+def _processes(handle, kind):
+    def fn(st):
+        g, mig = _gpu(st, handle, allow_mig=True)
+        out = []
+        for p in g["processes"]:
+            if p.get("type", "compute") not in (kind, "compute+graphics"):
+                continue
+            if mig and (p.get("gpu_instance_id") != mig[0]["id"]
+                        or p.get("compute_instance_id", mig[1]["id"]) != mig[1]["id"]):
+                continue
+            out.append(nvmlFriendlyObject({
+                "pid": int(p["pid"]),
+                "usedGpuMemory": int(p["used_memory"]) if p.get("used_memory") is not None else None,
+                "gpuInstanceId": p.get("gpu_instance_id", NVML_VALUE_NOT_AVAILABLE_uint.value),
+                "computeInstanceId": p.get("compute_instance_id", NVML_VALUE_NOT_AVAILABLE_uint.value),
+            }))
+        return out
+    return _run(fn)
+
+
+def throwOnVersionMismatch(func):
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except NVMLError_FunctionNotFound:  # noqa: F821 pylint: disable=undefined-variable
+            raise NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not match "
+                                           "the NVML lib version.") from None
+    return wrapper
+
+
+def nvmlDeviceGetComputeRunningProcesses_v2(handle):
+    return _processes(handle, "compute")
+
+
+def nvmlDeviceGetComputeRunningProcesses_v3(handle):
+    return _processes(handle, "compute")
+
+
+@throwOnVersionMismatch
+def nvmlDeviceGetComputeRunningProcesses(handle):
+    return nvmlDeviceGetComputeRunningProcesses_v3(handle)
+
+
+def nvmlDeviceGetGraphicsRunningProcesses_v2(handle):
+    return _processes(handle, "graphics")
+
+
+def nvmlDeviceGetGraphicsRunningProcesses_v3(handle):
+    return _processes(handle, "graphics")
+
+
+@throwOnVersionMismatch
+def nvmlDeviceGetGraphicsRunningProcesses(handle):
+    return nvmlDeviceGetGraphicsRunningProcesses_v3(handle)
+
+
+# ---------------------------------------------------------------- virtualization / licensing
+_VIRT = {"none": 0, "passthrough": 1, "vgpu": 2, "host_vgpu": 3, "host_vsga": 4}
+_HOST_VGPU = {"non_sriov": 0, "sriov": 1}
+_FEATURE = {"unknown": 0, "vgpu": 1, "nvidia_rtx": 2, "vworkstation": 2, "gaming": 3, "compute": 4, "vgamedev": 5}
+_PRODUCT = {1: ("NVIDIA Virtual PC", "GRID-Virtual-PC,2.0"), 2: ("NVIDIA RTX Virtual Workstation", "Quadro-Virtual-DWS,5.0"),
+            3: ("NVIDIA Cloud Gaming", "GRID-Gaming,1.0"), 4: ("NVIDIA Virtual Compute Server", "NVIDIA-vComputeServer,9.0"),
+            5: ("NVIDIA RTX Virtual Game Dev", "NVIDIA-vGameDev,1.0"), 0: ("", "")}
+
+
+def _enum(value, table, what):
+    if isinstance(value, int):
+        return value
+    try:
+        return table[str(value).lower()]
+    except KeyError:
+        raise _err(NVML_ERROR_UNKNOWN, "state: bad %s %r" % (what, value)) from None
+
+
+def nvmlDeviceGetVirtualizationMode(handle):
+    return _run(lambda st: _enum(_gpu(st, handle)[0]["virtualization_mode"], _VIRT, "virtualization_mode"))
+
+
+def nvmlDeviceGetHostVgpuMode(handle):
+    def fn(st):
+        g = _gpu(st, handle)[0]
+        if _enum(g["virtualization_mode"], _VIRT, "virtualization_mode") != NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU:
+            raise _err(NVML_ERROR_NOT_SUPPORTED, "not a vGPU host")
+        return _enum(g["host_vgpu_mode"], _HOST_VGPU, "host_vgpu_mode")
+    return _run(fn)
+
+
+def nvmlDeviceGetGridLicensableFeatures_v4(handle):
+    def fn(st):
+        g = _gpu(st, handle)[0]
+        out = c_nvmlGridLicensableFeatures_v4_t()
+        lic = g.get("license")
+        if not lic:
+            return out  # isGridLicenseSupported = 0, no features
+        code = _enum(lic.get("feature", "compute"), _FEATURE, "license feature")
+        product, info = _PRODUCT.get(code, ("", ""))
+        out.isGridLicenseSupported = 1
+        out.licensableFeaturesCount = 1
+        f = out.gridLicensableFeatures[0]
+        f.featureCode = code
+        f.featureState = 1 if lic.get("licensed") else 0
+        f.featureEnabled = 1
+        f.productName = lic.get("product_name", product)
+        f.licenseInfo = lic.get("license_info", info)
+        exp = lic.get("expiry")
+        if lic.get("licensed") and exp:
+            t = datetime.datetime.fromisoformat(str(exp).replace("Z", "+00:00"))
+            f.licenseExpiry.year, f.licenseExpiry.month, f.licenseExpiry.day = t.year, t.month, t.day
+            f.licenseExpiry.hour, f.licenseExpiry.min, f.licenseExpiry.sec = t.hour, t.minute, t.second
+            f.licenseExpiry.status = NVML_GRID_LICENSE_EXPIRY_VALID[0]
+        elif lic.get("licensed"):
+            f.licenseExpiry.status = NVML_GRID_LICENSE_EXPIRY_PERMANENT[0]
+        else:
+            f.licenseExpiry.status = NVML_GRID_LICENSE_EXPIRY_NOT_AVAILABLE[0]
+        return out
+    return _run(fn)
+
+
+def nvmlDeviceGetGridLicensableFeatures(handle):
+    return nvmlDeviceGetGridLicensableFeatures_v4(handle)
+
+
+# ---------------------------------------------------------------- MIG mode
+def nvmlDeviceGetMigMode(device):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        _m.require_mig_capable(g)
+        return [g["mig_mode"], g["mig_mode_pending"]]
+    return _run(fn)
+
+
+def nvmlDeviceSetMigMode(device, mode):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        return _m.set_mig_mode(st, g, _int(mode))
+    return _run(fn, mutate=True)
+
+
+# ---------------------------------------------------------------- GPU instances
+def _fill_gi_profile(model, prof, c_info):
+    c_info.id = prof.id
+    c_info.isP2pSupported = prof.p2p
+    c_info.sliceCount = prof.slices
+    c_info.instanceCount = prof.instances
+    c_info.multiprocessorCount = prof.sms
+    c_info.copyEngineCount = prof.ce
+    c_info.decoderCount = prof.dec
+    c_info.encoderCount = prof.enc
+    c_info.jpegCount = prof.jpg
+    c_info.ofaCount = prof.ofa
+    c_info.memorySizeMB = prof.memory_mib
+    if hasattr(c_info, "name"):
+        c_info.name = "MIG " + _models.gi_name(model, prof)
+    return c_info
+
+
+def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
+    if version not in (1, 2):
+        raise _err(NVML_ERROR_FUNCTION_NOT_FOUND, "version must be 1 or 2")
+
+    def fn(st):
+        g = _gpu(st, device)[0]
+        _m.require_mig_capable(g)
+        index = _int(profile)
+        if not 0 <= index < NVML_GPU_INSTANCE_PROFILE_COUNT:
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "profile index %d out of range" % index)
+        model = _m.model_of(g)
+        prof = _models.gi_profile_by_index(model, index)
+        if prof is None:
+            raise _err(NVML_ERROR_NOT_SUPPORTED, "%s has no profile with index %d" % (g["model"], index))
+        return _fill_gi_profile(model, prof, c_nvmlGpuInstanceProfileInfo_v2_t() if version == 2
+                                else c_nvmlGpuInstanceProfileInfo_t())
+    return _run(fn)
+
+
+def nvmlDeviceGetGpuInstanceProfileInfoById(device, profileId):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        prof = _m.gi_profile(g, _int(profileId))
+        return _fill_gi_profile(_m.model_of(g), prof, c_nvmlGpuInstanceProfileInfo_v2_t())
+    return _run(fn)
+
+
+nvmlDeviceGetGpuInstanceProfileInfoV = nvmlDeviceGetGpuInstanceProfileInfo
+nvmlDeviceGetGpuInstanceProfileInfoByIdV = nvmlDeviceGetGpuInstanceProfileInfoById
+
+
+def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        _m.require_mig_enabled(g)
+        return _m.remaining_capacity(g, _int(profileId))
+    return _run(fn)
+
+
+def _write_placements(ref, count_ref, items, cls):
+    count = _out(count_ref, "countRef")
+    buf = _buffer(ref, cls, "placementsRef")
+    if buf is not None:
+        base, cap = buf
+        if cap is not None and cap < len(items):
+            count.value = len(items)
+            raise _err(NVML_ERROR_INSUFFICIENT_SIZE, "placement array holds %d, need %d" % (cap, len(items)))
+        for i, (start, size) in enumerate(items):
+            p = cls.from_address(base + i * sizeof(cls))
+            p.start, p.size = start, size
+    count.value = len(items)
+    return NVML_SUCCESS
+
+
+def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef, countRef):
+    """M2: all placements of the profile, whether or not they are free or MIG is enabled."""
+    def fn(st):
+        g = _gpu(st, device)[0]
+        prof = _m.gi_profile(g, _int(profileId))
+        return _write_placements(placementsRef, countRef, [(s, prof.size) for s in prof.starts],
+                                 c_nvmlGpuInstancePlacement_t)
+    return _run(fn)
+
+
+def nvmlDeviceCreateGpuInstance(device, profileId):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        gi = _m.create_gi(st, g, _int(profileId))
+        return _gi_handle(g, gi)
+    return _run(fn, mutate=True)
+
+
+def nvmlDeviceCreateGpuInstanceWithPlacement(device, profileId, placement):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        p = _struct_arg(placement, c_nvmlGpuInstancePlacement_t, "placement")
+        prof = _m.gi_profile(g, _int(profileId))
+        if p.size != prof.size:
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "placement size %d, profile %d needs %d" % (p.size, prof.id, prof.size))
+        gi = _m.create_gi(st, g, prof.id, start=p.start)
+        return _gi_handle(g, gi)
+    return _run(fn, mutate=True)
+
+
+def nvmlGpuInstanceDestroy(gpuInstance):
+    def fn(st):
+        g, gi = _gi(st, gpuInstance)
+        _m.destroy_gi(st, g, gi["id"])
+        return NVML_SUCCESS
+    return _run(fn, mutate=True)
+
+
+def _write_handles(ref, count_ref, handles, what):
+    count = _out(count_ref, "countRef")
+    buf = _buffer(ref, c_void_p, what)
+    if buf is None:
+        raise _err(NVML_ERROR_INVALID_ARGUMENT, "%s must not be NULL" % what)
+    base, cap = buf
+    if cap is not None and cap < len(handles):
+        raise _err(NVML_ERROR_INSUFFICIENT_SIZE, "%s holds %d, need %d" % (what, cap, len(handles)))
+    for i, h in enumerate(handles):
+        c_void_p.from_address(base + i * sizeof(c_void_p)).value = _addr(h)
+    count.value = len(handles)
+    return NVML_SUCCESS
+
+
+def nvmlDeviceGetGpuInstances(device, profileId, gpuInstancesRef, countRef):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        _m.require_mig_enabled(g)
+        prof = _m.gi_profile(g, _int(profileId))
+        hs = [_gi_handle(g, gi) for gi in g["gpu_instances"] if gi["profile_id"] == prof.id]
+        return _write_handles(gpuInstancesRef, countRef, hs, "gpuInstancesRef")
+    return _run(fn)
+
+
+def nvmlDeviceGetGpuInstanceById(device, gpuInstanceId):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        _m.require_mig_enabled(g)
+        gi = _m.find_gi(g, _int(gpuInstanceId))
+        if gi is None:
+            raise _err(NVML_ERROR_NOT_FOUND, "no GPU instance %d" % _int(gpuInstanceId))
+        return _gi_handle(g, gi)
+    return _run(fn)
+
+
+def nvmlGpuInstanceGetInfo(gpuInstance):
+    def fn(st):
+        g, gi = _gi(st, gpuInstance)
+        info = c_nvmlGpuInstanceInfo_t()
+        info.device = _dev_handle(g)
+        info.id = gi["id"]
+        info.profileId = gi["profile_id"]
+        info.placement = c_nvmlGpuInstancePlacement_t(gi["start"], gi["size"])
+        return info
+    return _run(fn)
+
+
+# ---------------------------------------------------------------- compute instances
+def _ci_ctx(st, gpuInstance, profileId):
+    g, gi = _gi(st, gpuInstance)
+    prof = _models.gi_profile_by_id(_m.model_of(g), gi["profile_id"])
+    return g, gi, prof, _m.ci_slices_for(prof, _int(profileId))
+
+
+def nvmlGpuInstanceGetComputeInstanceProfileInfo(device, profile, engProfile, version=2):
+    if version not in (1, 2):
+        raise _err(NVML_ERROR_FUNCTION_NOT_FOUND, "version must be 1 or 2")
+
+    def fn(st):
+        g, _gi_, prof, c = _ci_ctx(st, device, profile)
+        if _int(engProfile) != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED:
+            raise _err(NVML_ERROR_NOT_SUPPORTED, "only the shared engine profile exists")
+        model = _m.model_of(g)
+        info = c_nvmlComputeInstanceProfileInfo_v2_t() if version == 2 else c_nvmlComputeInstanceProfileInfo_t()
+        info.id = _models.CI_INDEX_BY_SLICES[c]
+        info.sliceCount = c
+        info.instanceCount = len(_models.CI_PLACEMENTS[prof.slices][c])
+        info.multiprocessorCount = _models.ci_sms(prof, c, model)
+        info.sharedCopyEngineCount = prof.ce
+        info.sharedDecoderCount = prof.dec
+        info.sharedEncoderCount = prof.enc
+        info.sharedJpegCount = prof.jpg
+        info.sharedOfaCount = prof.ofa
+        if version == 2:
+            info.name = "MIG " + _models.ci_name(model, prof, c)
+        return info
+    return _run(fn)
+
+
+nvmlGpuInstanceGetComputeInstanceProfileInfoV = nvmlGpuInstanceGetComputeInstanceProfileInfo
+
+
+def nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gpuInstance, profileId):
+    def fn(st):
+        _g, gi, prof, c = _ci_ctx(st, gpuInstance, profileId)
+        return _m.ci_remaining(gi, c, prof.slices)
+    return _run(fn)
+
+
+def nvmlGpuInstanceGetComputeInstancePossiblePlacements(gpuInstance, profileId, placementsRef, countRef):
+    def fn(st):
+        _g, _gi_, prof, c = _ci_ctx(st, gpuInstance, profileId)
+        return _write_placements(placementsRef, countRef, [(s, c) for s in _models.CI_PLACEMENTS[prof.slices][c]],
+                                 c_nvmlComputeInstancePlacement_t)
+    return _run(fn)
+
+
+def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
+    def fn(st):
+        g, gi = _gi(st, gpuInstance)
+        ci = _m.create_ci(st, g, gi, _int(profileId))
+        return _ci_handle(g, gi, ci)
+    return _run(fn, mutate=True)
+
+
+def nvmlGpuInstanceCreateComputeInstanceWithPlacement(gpuInstance, profileId, placement):
+    def fn(st):
+        g, gi = _gi(st, gpuInstance)
+        p = _struct_arg(placement, c_nvmlComputeInstancePlacement_t, "placement")
+        _g, _gi2, _prof, c = _ci_ctx(st, gpuInstance, profileId)
+        if p.size != c:
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "placement size %d, profile needs %d" % (p.size, c))
+        ci = _m.create_ci(st, g, gi, _int(profileId), start=p.start)
+        return _ci_handle(g, gi, ci)
+    return _run(fn, mutate=True)
+
+
+def nvmlComputeInstanceDestroy(computeInstance):
+    def fn(st):
+        g, gi, ci = _ci(st, computeInstance)
+        _m.destroy_ci(st, g, gi, ci["id"])
+        return NVML_SUCCESS
+    return _run(fn, mutate=True)
+
+
+def nvmlGpuInstanceGetComputeInstances(gpuInstance, profileId, computeInstancesRef, countRef):
+    def fn(st):
+        g, gi, _prof, _c = _ci_ctx(st, gpuInstance, profileId)
+        hs = [_ci_handle(g, gi, ci) for ci in gi["compute_instances"] if ci["profile_id"] == _int(profileId)]
+        return _write_handles(computeInstancesRef, countRef, hs, "computeInstancesRef")
+    return _run(fn)
+
+
+def nvmlGpuInstanceGetComputeInstanceById(gpuInstance, computeInstanceId):
+    def fn(st):
+        g, gi = _gi(st, gpuInstance)
+        for ci in gi["compute_instances"]:
+            if ci["id"] == _int(computeInstanceId):
+                return _ci_handle(g, gi, ci)
+        raise _err(NVML_ERROR_NOT_FOUND, "no compute instance %d" % _int(computeInstanceId))
+    return _run(fn)
+
+
+def nvmlComputeInstanceGetInfo_v2(computeInstance):
+    def fn(st):
+        g, gi, ci = _ci(st, computeInstance)
+        info = c_nvmlComputeInstanceInfo_t()
+        info.device = _dev_handle(g)
+        info.gpuInstance = _gi_handle(g, gi)
+        info.id = ci["id"]
+        info.profileId = ci["profile_id"]
+        info.placement = c_nvmlComputeInstancePlacement_t(ci["start"], ci["slices"])
+        return info
+    return _run(fn)
+
+
+def nvmlComputeInstanceGetInfo(computeInstance):
+    return nvmlComputeInstanceGetInfo_v2(computeInstance)
+
+
+# ---------------------------------------------------------------- MIG devices
+def _mig_devices(g):
+    return [(gi, ci) for gi in g["gpu_instances"] for ci in gi["compute_instances"]]
+
+
+def nvmlDeviceIsMigDeviceHandle(device):
+    # nvidia-ml-py returns the c_uint itself, not its value.
+    return _run(lambda st: c_uint(1 if _gpu(st, device, allow_mig=True)[1] else 0))
+
+
+def nvmlDeviceGetGpuInstanceId(device):
+    def fn(st):
+        mig = _gpu(st, device, allow_mig=True)[1]
+        if not mig:
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "not a MIG device handle")
+        return mig[0]["id"]
+    return _run(fn)
+
+
+def nvmlDeviceGetComputeInstanceId(device):
+    def fn(st):
+        mig = _gpu(st, device, allow_mig=True)[1]
+        if not mig:
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "not a MIG device handle")
+        return mig[1]["id"]
+    return _run(fn)
+
+
+def nvmlDeviceGetMaxMigDeviceCount(device):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        _m.require_mig_capable(g)
+        return _m.model_of(g).max_mig_devices
+    return _run(fn)
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(device, index):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        _m.require_mig_enabled(g)
+        devs = _mig_devices(g)
+        i = _int(index)
+        if not 0 <= i < len(devs):
+            raise _err(NVML_ERROR_NOT_FOUND, "no MIG device at index %d" % i)
+        gi, ci = devs[i]
+        return _handle(("mig", g["uuid"], gi["id"], ci["id"]), c_nvmlDevice_t)
+    return _run(fn)
+
+
+def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):
+    def fn(st):
+        g, mig = _gpu(st, migDevice, allow_mig=True)
+        if not mig:
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "not a MIG device handle")
+        return _dev_handle(g)
+    return _run(fn)
+
+
+def nvmlDeviceGetAttributes_v2(device):
+    def fn(st):
+        g, mig = _gpu(st, device, allow_mig=True)
+        if not mig:
+            raise _err(NVML_ERROR_NOT_SUPPORTED, "only MIG device handles have attributes")
+        model = _m.model_of(g)
+        prof = _models.gi_profile_by_id(model, mig[0]["profile_id"])
+        c = mig[1]["slices"]
+        return c_nvmlDeviceAttributes(_models.ci_sms(prof, c, model), prof.ce, prof.dec, prof.enc, prof.jpg,
+                                      prof.ofa, prof.slices, c, prof.memory_mib)
+    return _run(fn)
+
+
+def nvmlDeviceGetAttributes(device):
+    return nvmlDeviceGetAttributes_v2(device)

@@ -1,0 +1,291 @@
+// Command vcsim-gpu starts govmomi's vCenter simulator (library 0.24.2, as Debian ships it)
+// with an inventory of clusters, hosts and VMs, NVIDIA GPU host fixtures, and the two host
+// managers the simulator lacks (HostGraphicsManager, HostImageConfigManager).
+//
+// It serves HTTPS on loopback with a certificate from a CA it generates per run; the CA is
+// written to the run directory so clients verify TLS instead of switching it off.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/simulator/esx"
+	"github.com/vmware/govmomi/simulator/vpx"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	// Registers the vAPI (REST) endpoints, used by modules that look up tags or sessions there.
+	_ "github.com/vmware/govmomi/vapi/simulator"
+)
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return fmt.Sprint(*m) }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+type options struct {
+	listen     string
+	runDir     string
+	user       string
+	pass       string
+	dcs        int
+	clusters   int
+	hosts      int
+	standalone int
+	vms        int
+	gpuHosts   string
+	gpuModel   string
+	gpuCount   int
+	driver     string
+	hostDriver multiFlag
+	fixture    string
+	apiVersion string
+}
+
+func parseFlags() *options {
+	o := &options{}
+	flag.StringVar(&o.listen, "l", "127.0.0.1:0", "listen address (port 0 picks a free port)")
+	flag.StringVar(&o.runDir, "run-dir", "", "directory for url, ca.pem, inventory.json (required)")
+	flag.StringVar(&o.user, "username", "user", "the only accepted user name")
+	flag.StringVar(&o.pass, "password", "pass", "the only accepted password")
+	flag.IntVar(&o.dcs, "dc", 1, "datacenters")
+	flag.IntVar(&o.clusters, "clusters", 1, "clusters per datacenter")
+	flag.IntVar(&o.hosts, "hosts", 2, "hosts per cluster")
+	flag.IntVar(&o.standalone, "standalone-hosts", 0, "standalone hosts per datacenter")
+	flag.IntVar(&o.vms, "vms", 1, "VMs per host (named <host>_VM<n>, placed on that host)")
+	flag.StringVar(&o.gpuHosts, "gpu-hosts", "", "comma-separated host names or globs (DC0_C0_*) or 'all' to give NVIDIA GPUs")
+	flag.StringVar(&o.gpuModel, "gpu-model", "a100-40", "GPU model key for -gpu-hosts: "+modelKeys())
+	flag.IntVar(&o.gpuCount, "gpu-count", 2, "GPUs per GPU host for -gpu-hosts")
+	flag.StringVar(&o.driver, "driver", defaultDriverVersion, "NVIDIA host driver VIB version on GPU hosts")
+	flag.Var(&o.hostDriver, "host-driver", "HOST=VERSION: driver VIB version for one host (repeatable; drift); empty VERSION = no driver VIB")
+	flag.StringVar(&o.fixture, "fixture", "", "JSON fixture file with per-host GPU settings (see README.md)")
+	flag.StringVar(&o.apiVersion, "api-version", "8.0.2.0", "vSphere API version vCenter and hosts report (8.0.2.0 = vSphere 8.0U2)")
+	flag.Parse()
+	if o.runDir == "" {
+		log.Fatal("-run-dir is required")
+	}
+	return o
+}
+
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	o := parseFlags()
+
+	fixture, err := buildFixture(o)
+	if err != nil {
+		log.Fatalf("fixture: %v", err)
+	}
+
+	if err = os.MkdirAll(o.runDir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+
+	setVersions(o.apiVersion)
+	model := simulator.VPX()
+	model.Datacenter = o.dcs
+	model.Cluster = o.clusters
+	model.ClusterHost = o.hosts
+	model.Host = o.standalone
+	model.Machine = 0 // VMs are created per host below, so every VM has a known host
+	model.Pool = 0
+	model.Portgroup = 0
+	if err = model.Create(); err != nil {
+		log.Fatalf("create model: %v", err)
+	}
+	defer model.Remove()
+	// log.Fatal skips deferred calls: remove the model's temporary datastore directories first
+	fatalf := func(format string, args ...interface{}) {
+		model.Remove()
+		log.Fatalf(format, args...)
+	}
+
+	if err = createVMs(model, o.vms); err != nil {
+		fatalf("create VMs: %v", err)
+	}
+	registerVgpuLabeler()
+	wrapEnvironmentBrowsers()
+	if err = decorateHosts(fixture); err != nil {
+		fatalf("GPU hosts: %v", err)
+	}
+
+	tlsConf, caPEM, err := newTLS()
+	if err != nil {
+		fatalf("TLS: %v", err)
+	}
+
+	u, err := url.Parse("https://" + o.listen)
+	if err != nil {
+		fatalf("-l %s: %v", o.listen, err)
+	}
+	// The lab stays on loopback; the certificate names only 127.0.0.1 and localhost.
+	if h := u.Hostname(); h != "127.0.0.1" && h != "localhost" {
+		fatalf("-l %s: only 127.0.0.1 or localhost", o.listen)
+	}
+	u.User = url.UserPassword(o.user, o.pass) // a non-default Userinfo makes vcsim check both
+	model.Service.Listen = u
+	model.Service.TLS = tlsConf
+	model.Service.RegisterEndpoints = true
+	model.Service.ServeMux = http.NewServeMux()
+
+	server := model.Service.NewServer()
+	defer server.Close()
+
+	sdk := *server.URL
+	sdk.User = nil
+	if err = writeRunFiles(o, sdk.String(), server.URL.Host, caPEM); err != nil {
+		fatalf("run files: %v", err)
+	}
+	log.Printf("vcsim-gpu listening on %s (run dir %s)", sdk.String(), o.runDir)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	log.Print("vcsim-gpu stopping")
+}
+
+// setVersions makes vCenter and the hosts report a vSphere 8 release. The 0.24.2 templates say
+// 6.5, and pyvmomi then negotiates an API version that lacks config.sharedGpuCapabilities (6.7)
+// and fails to decode the GPU host config.
+func setVersions(api string) {
+	parts := strings.SplitN(api, ".", 3)
+	if len(parts) < 2 {
+		log.Fatalf("-api-version %q: want like 8.0.2.0", api)
+	}
+	product := strings.Join(parts[:2], ".") + ".0"
+	if len(parts) == 3 {
+		product = strings.Join(parts[:2], ".") + "." + strings.SplitN(parts[2], ".", 2)[0]
+	}
+	about := &vpx.ServiceContent.About
+	about.ApiVersion, about.Version, about.Build = api, product, "22385739"
+	about.FullName = fmt.Sprintf("VMware vCenter Server %s build-%s", product, about.Build)
+	about.LicenseProductVersion = parts[0] + ".0"
+	hp := &esx.HostConfigInfo.Product
+	hp.ApiVersion, hp.Version, hp.Build = api, product, "22380479"
+	hp.FullName = fmt.Sprintf("VMware ESXi %s build-%s", product, hp.Build)
+	hp.LicenseProductVersion = parts[0] + ".0"
+}
+
+// createVMs creates n VMs on every host, named <host>_VM<i>, like vcsim's own VM template
+// (SCSI disk, CD-ROM, one NIC), powered on as vcsim's defaults are.
+func createVMs(model *simulator.Model, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	ctx := context.Background()
+	// The simulator service is itself a SOAP round tripper: no HTTP needed while building.
+	c, err := vim25.NewClient(ctx, model.Service)
+	if err != nil {
+		return err
+	}
+	for _, h := range sortedHosts() {
+		host := object.NewHostSystem(c, h.Self)
+		pool, err := host.ResourcePool(ctx)
+		if err != nil {
+			return err
+		}
+		dc := simulator.Map.Get(*datacenterOf(&h.HostSystem)).(*simulator.Datacenter)
+		folder := object.NewFolder(c, dc.VmFolder)
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("%s_VM%d", h.Name, i)
+			spec := types.VirtualMachineConfigSpec{
+				Name:    name,
+				GuestId: string(types.VirtualMachineGuestOsIdentifierOtherGuest),
+				Files:   &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},
+			}
+			var devices object.VirtualDeviceList
+			scsi, _ := devices.CreateSCSIController("pvscsi")
+			ide, _ := devices.CreateIDEController()
+			cdrom, _ := devices.CreateCdrom(ide.(*types.VirtualIDEController))
+			disk := devices.CreateDisk(scsi.(types.BaseVirtualController), types.ManagedObjectReference{},
+				spec.Files.VmPathName+" "+path.Join(name, "disk1.vmdk"))
+			disk.CapacityInKB = 1024
+			nic := esx.EthernetCard
+			devices = append(devices, scsi, cdrom, disk, &nic)
+			spec.DeviceChange, _ = devices.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
+
+			task, err := folder.CreateVM(ctx, spec, pool, host)
+			if err != nil {
+				return err
+			}
+			info, err := task.WaitForResult(ctx, nil)
+			if err != nil {
+				return fmt.Errorf("%s: %v", name, err)
+			}
+			vm := object.NewVirtualMachine(c, info.Result.(types.ManagedObjectReference))
+			if _, err = vm.PowerOn(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func datacenterOf(h *mo.HostSystem) *types.ManagedObjectReference {
+	ref := h.Parent
+	for ref != nil {
+		if ref.Type == "Datacenter" {
+			return ref
+		}
+		obj := simulator.Map.Get(*ref)
+		ent, ok := obj.(mo.Entity)
+		if !ok {
+			return nil
+		}
+		ref = ent.Entity().Parent
+	}
+	return nil
+}
+
+func writeRunFiles(o *options, sdkURL, hostPort string, caPEM []byte) error {
+	inv := inventory()
+	inv["url"] = sdkURL
+	inv["host"] = hostPort
+	inv["username"] = o.user
+	inv["password"] = o.pass
+	inv["pid"] = os.Getpid()
+	inv["ca"] = filepath.Join(o.runDir, "ca.pem")
+	data, err := json.MarshalIndent(inv, "", "  ")
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{
+		{"ca.pem", caPEM, 0o644},
+		{"inventory.json", append(data, '\n'), 0o600}, // holds the password
+		{"username", []byte(o.user + "\n"), 0o600},
+		{"password", []byte(o.pass + "\n"), 0o600},
+		{"env", []byte(fmt.Sprintf("VCSIM_URL=%s\nVCSIM_HOST=%s\nVCSIM_USERNAME=%s\nVCSIM_PASSWORD=%s\nVCSIM_CA=%s\n",
+			sdkURL, hostPort, o.user, o.pass, filepath.Join(o.runDir, "ca.pem"))), 0o600},
+		// url last: its presence tells waiting scripts everything else is in place
+		{"url", []byte(sdkURL + "\n"), 0o644},
+	}
+	for _, f := range files {
+		tmp := filepath.Join(o.runDir, "."+f.name+".tmp")
+		if err := os.WriteFile(tmp, f.data, f.mode); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(o.runDir, f.name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,524 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NVML adapter over pynvml (the nvidia-ml-py package).
+
+Reads the whole picture of a host's GPUs (versions, devices, MIG mode, GI profiles with the placements NVML
+reports, GPU/compute instances, processes, virtualization and licence state) and carries out the actions that
+``_mig.plan_gpu`` computes, restoring the previous geometry when a step fails. Every NVML call goes through
+``Nvml.call`` so a module run can report how many it made.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _sysfs
+
+# Profile index -> name attribute, as go-nvlib derives it (REV1 = "+me", ALL_ME, GFX, NO_ME).
+GI_INDEX_ATTRS = {7: "+me", 8: "+me", 10: "+gfx", 11: "+gfx", 12: "+gfx", 13: "-me", 14: "-me", 15: "+me.all", 16: "+me.all", 17: "+gfx"}
+# Compute slices -> NVML compute-instance profile index.
+CI_INDEX_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
+VIRT_MODES = {0: "none", 1: "passthrough", 2: "vgpu", 3: "host_vgpu", 4: "host_vsga"}
+HOST_VGPU_MODES = {0: "non_sriov", 1: "sriov"}
+LICENSE_FEATURES = {0: "unknown", 1: "vgpu", 2: "nvidia_rtx", 3: "gaming", 4: "compute", 5: "vgamedev"}
+LICENSE_EXPIRY = {0: "not_available", 1: "invalid", 2: "valid", 3: "not_applicable", 4: "permanent"}
+# NVML architectures where a MIG mode change needs a GPU reset (Ampere); Hopper and later switch at once.
+RESET_ARCHES = (7,)
+MAX_PLACEMENTS = 32
+NO_ID = 0xFFFFFFFF
+
+
+class NvmlError(Exception):
+    """An NVML failure described for the user."""
+
+
+class ApplyError(NvmlError):
+    """A failed apply; ``restored`` tells whether the previous geometry was put back."""
+
+    def __init__(self, message, restored):
+        super(ApplyError, self).__init__(message)
+        self.restored = restored
+
+
+def _text(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _const(value):
+    # nvidia-ml-py defines some constants as 1-tuples (trailing comma), e.g. NVML_GRID_LICENSE_EXPIRY_VALID.
+    return value[0] if isinstance(value, tuple) else value
+
+
+def pci_address(bus_id):
+    """NVML '00000000:17:00.0' -> sysfs '0000:17:00.0'."""
+    bus_id = bus_id.lower()
+    domain, _sep, rest = bus_id.partition(":")
+    if not rest:
+        return bus_id
+    return "%04x:%s" % (int(domain, 16) & 0xFFFF, rest)
+
+
+def pci_sysfs(root, address):
+    """Bound kernel driver and IOMMU group of a PCI function, read under ``root`` (``/`` on a real host)."""
+    out = {"driver": None, "iommu_group": None}
+    if not os.path.isdir(os.path.join(root, "sys", "bus", "pci", "devices", address)):
+        return out
+    try:
+        dev = _sysfs.pci_device(root, address)
+    except _sysfs.SysfsError as e:
+        out["error"] = str(e)
+        return out
+    out["driver"] = dev["driver"]
+    out["iommu_group"] = dev["iommu_group"]
+    return out
+
+
+class Nvml:
+    """One NVML session. ``available``/``reason`` say whether NVML could be used at all."""
+
+    def __init__(self, module_name="pynvml"):
+        self.calls = 0
+        self.call_counts = {}
+        self.available = False
+        self.reason = None
+        self.nv = None
+        self._module_name = module_name
+        self._ci_profiles = {}
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+
+    def call(self, name, *args):
+        self.calls += 1
+        self.call_counts[name] = self.call_counts.get(name, 0) + 1
+        return getattr(self.nv, name)(*args)
+
+    def error_name(self, err):
+        code = getattr(err, "value", None)
+        for attr in dir(self.nv):
+            if attr.startswith("NVML_ERROR_") and getattr(self.nv, attr) == code:
+                return attr
+        return "NVML_ERROR_%s" % code
+
+    def describe(self, err):
+        return "%s (%s)" % (_text(err), self.error_name(err))
+
+    def is_error(self, err, *names):
+        return isinstance(err, self.nv.NVMLError) and getattr(err, "value", None) in [getattr(self.nv, n, None) for n in names]
+
+    def open(self):
+        try:
+            self.nv = __import__(self._module_name)
+        except ImportError as e:
+            self.reason = "Python module pynvml (package nvidia-ml-py) is not installed: %s" % e
+            return False
+        try:
+            self.call("nvmlInit")
+        except self.nv.NVMLError as e:
+            if self.is_error(e, "NVML_ERROR_LIBRARY_NOT_FOUND"):
+                self.reason = "NVML library (libnvidia-ml.so.1) not found: the NVIDIA driver is not installed"
+            elif self.is_error(e, "NVML_ERROR_DRIVER_NOT_LOADED"):
+                self.reason = "the NVIDIA kernel driver is not loaded"
+            elif self.is_error(e, "NVML_ERROR_LIB_RM_VERSION_MISMATCH"):
+                self.reason = "NVML library and kernel module versions differ (driver updated, reboot pending)"
+            elif self.is_error(e, "NVML_ERROR_NO_PERMISSION"):
+                self.reason = "no permission to open the NVIDIA devices"
+            else:
+                self.reason = "nvmlInit failed: %s" % self.describe(e)
+            return False
+        except OSError as e:
+            self.reason = "NVML could not be loaded: %s" % e
+            return False
+        self.available = True
+        return True
+
+    def close(self):
+        if self.available:
+            try:
+                self.call("nvmlShutdown")
+            except self.nv.NVMLError:
+                pass
+            self.available = False
+
+    def _try(self, name, *args):
+        """Optional query: None when NVML does not support it here (old driver, no such feature)."""
+        try:
+            return self.call(name, *args)
+        except (self.nv.NVMLError, AttributeError, NotImplementedError):
+            return None
+
+    # -- system -----------------------------------------------------------------------------------------------
+
+    def system(self):
+        cuda = self._try("nvmlSystemGetCudaDriverVersion")
+        nvml_version = self._try("nvmlSystemGetNVMLVersion")
+        return {
+            "driver_version": _text(self.call("nvmlSystemGetDriverVersion")),
+            "cuda_driver_version": "%d.%d" % (cuda // 1000, (cuda % 1000) // 10) if cuda else None,
+            "nvml_version": _text(nvml_version) if nvml_version is not None else None,
+        }
+
+    def count(self):
+        return self.call("nvmlDeviceGetCount")
+
+    def handle(self, index):
+        return self.call("nvmlDeviceGetHandleByIndex", index)
+
+    # -- one GPU ----------------------------------------------------------------------------------------------
+
+    def identity(self, index, handle=None):
+        dev = handle if handle is not None else self.handle(index)
+        pci = self.call("nvmlDeviceGetPciInfo", dev)
+        mem = self.call("nvmlDeviceGetMemoryInfo", dev)
+        info = {
+            "index": index,
+            "uuid": _text(self.call("nvmlDeviceGetUUID", dev)),
+            "model": _text(self.call("nvmlDeviceGetName", dev)),
+            "pci_bus_id": _text(pci.busId),
+            "pci_address": pci_address(_text(pci.busId)),
+            "pci_device_id": "0x%08X" % pci.pciDeviceId,
+            "pci_subsystem_id": "0x%08X" % pci.pciSubSystemId,
+            "memory": {"total_bytes": int(mem.total), "used_bytes": int(mem.used), "free_bytes": int(mem.free)},
+            "mig_capable": False,
+            "mig_mode": None,
+        }
+        try:
+            cur, pend = self.call("nvmlDeviceGetMigMode", dev)
+        except self.nv.NVMLError as e:
+            if not self.is_error(e, "NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND"):
+                raise
+        else:
+            info["mig_capable"] = True
+            info["mig_mode"] = {"current": "enabled" if cur else "disabled", "pending": "enabled" if pend else "disabled"}
+        return dev, info
+
+    def architecture(self, dev):
+        return self._try("nvmlDeviceGetArchitecture", dev)
+
+    def _gi_profile_info(self, dev, idx):
+        try:
+            return self.call("nvmlDeviceGetGpuInstanceProfileInfo", dev, idx)
+        except self.nv.NVMLError as e:
+            if self.is_error(e, "NVML_ERROR_FUNCTION_NOT_FOUND"):
+                return self.call("nvmlDeviceGetGpuInstanceProfileInfo", dev, idx, 1)
+            raise
+
+    def profiles(self, dev, total_memory_bytes):
+        """The GPU's GI profiles with the placements NVML reports; empty when NVML offers none."""
+        out = []
+        for idx in range(self.nv.NVML_GPU_INSTANCE_PROFILE_COUNT):
+            try:
+                info = self._gi_profile_info(dev, idx)
+            except self.nv.NVMLError as e:
+                if self.is_error(e, "NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT", "NVML_ERROR_NOT_FOUND"):
+                    continue
+                raise
+            if not info.instanceCount:
+                continue
+            arr = (self.nv.c_nvmlGpuInstancePlacement_t * MAX_PLACEMENTS)()
+            cnt = ctypes.c_uint(0)
+            self.call("nvmlDeviceGetGpuInstancePossiblePlacements", dev, info.id, arr, ctypes.byref(cnt))
+            placements = [(arr[i].start, arr[i].size) for i in range(cnt.value)]
+            name = _mig.gi_profile_name(info.sliceCount, info.memorySizeMB, total_memory_bytes, GI_INDEX_ATTRS.get(idx, ""))
+            aliases = []
+            nvml_name = _text(getattr(info, "name", b"") or b"").strip()
+            if nvml_name.startswith("MIG "):
+                nvml_name = nvml_name[4:]
+            if nvml_name and nvml_name != name and _mig.MIG_NAME_RE.match(nvml_name):
+                aliases.append(nvml_name)
+            out.append(_mig.Profile(name, info.id, info.sliceCount, placements, info.instanceCount, int(info.memorySizeMB), aliases, idx))
+        return _mig.ProfileTable(out)
+
+    def _ci_profile_info(self, gi, idx):
+        shared = self.nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+        try:
+            return self.call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, idx, shared)
+        except self.nv.NVMLError as e:
+            # Drivers before the versioned (V) entry point only have the v1 call.
+            if self.is_error(e, "NVML_ERROR_FUNCTION_NOT_FOUND"):
+                return self.call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, idx, shared, 1)
+            raise
+
+    def _ci_profiles_of(self, gi, gi_profile_id):
+        """[(index, info)] of the CI profiles a GI offers; the same for every GI of one profile, so cached."""
+        if gi_profile_id in self._ci_profiles:
+            return self._ci_profiles[gi_profile_id]
+        found = []
+        for idx in range(self.nv.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+            try:
+                info = self._ci_profile_info(gi, idx)
+            except self.nv.NVMLError as e:
+                if self.is_error(e, "NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_INVALID_ARGUMENT", "NVML_ERROR_NOT_FOUND"):
+                    continue
+                raise
+            if info.instanceCount:
+                found.append((idx, info))
+        self._ci_profiles[gi_profile_id] = found
+        return found
+
+    def instances(self, dev, table):
+        """Current GPU instances with placements and compute instances (plus handles under '_handle')."""
+        result = []
+        for prof in table.profiles:
+            arr = (self.nv.c_nvmlGpuInstance_t * max(prof.max_count, 1))()
+            cnt = ctypes.c_uint(0)
+            self.call("nvmlDeviceGetGpuInstances", dev, prof.id, arr, ctypes.byref(cnt))
+            for i in range(cnt.value):
+                gi = arr[i]
+                info = self.call("nvmlGpuInstanceGetInfo", gi)
+                entry = {"gi_id": int(info.id), "profile": prof.name, "profile_id": prof.id, "slices": prof.slices,
+                         "placement": {"start": int(info.placement.start), "size": int(info.placement.size)},
+                         "compute_instances": []}
+                for _idx, ci_prof in self._ci_profiles_of(gi, prof.id):
+                    carr = (self.nv.c_nvmlComputeInstance_t * max(ci_prof.instanceCount, 1))()
+                    ccnt = ctypes.c_uint(0)
+                    self.call("nvmlGpuInstanceGetComputeInstances", gi, ci_prof.id, carr, ctypes.byref(ccnt))
+                    for j in range(ccnt.value):
+                        cinfo = self.call("nvmlComputeInstanceGetInfo", carr[j])
+                        entry["compute_instances"].append({
+                            "ci_id": int(cinfo.id), "profile_id": int(ci_prof.id), "slices": int(ci_prof.sliceCount),
+                            "profile": _mig.ci_profile_name(int(ci_prof.sliceCount), prof.name, prof.slices),
+                            "placement": {"start": int(cinfo.placement.start), "size": int(cinfo.placement.size)},
+                        })
+                entry["compute_instances"].sort(key=lambda c: c["ci_id"])
+                result.append(entry)
+        result.sort(key=lambda g: (g["placement"]["start"], g["gi_id"]))
+        return result
+
+    def processes(self, dev):
+        procs = {}
+        for fn, kind in (("nvmlDeviceGetComputeRunningProcesses", "compute"), ("nvmlDeviceGetGraphicsRunningProcesses", "graphics")):
+            for p in self._try(fn, dev) or []:
+                gi_id = getattr(p, "gpuInstanceId", NO_ID)
+                ci_id = getattr(p, "computeInstanceId", NO_ID)
+                used = getattr(p, "usedGpuMemory", None)
+                procs.setdefault(int(p.pid), {
+                    "pid": int(p.pid), "type": kind, "used_memory_bytes": int(used) if used is not None else None,
+                    "gpu_instance_id": None if gi_id in (None, NO_ID) else int(gi_id),
+                    "compute_instance_id": None if ci_id in (None, NO_ID) else int(ci_id),
+                })
+        return [procs[k] for k in sorted(procs)]
+
+    def virtualization(self, dev):
+        mode = self._try("nvmlDeviceGetVirtualizationMode", dev)
+        out = {"mode": VIRT_MODES.get(mode, mode), "host_vgpu_mode": None}
+        if mode in (3, 4):
+            host = self._try("nvmlDeviceGetHostVgpuMode", dev)
+            out["host_vgpu_mode"] = HOST_VGPU_MODES.get(host, host)
+        return out
+
+    def licence(self, dev):
+        feats = self._try("nvmlDeviceGetGridLicensableFeatures", dev)
+        if feats is None:
+            return {"supported": False, "licensed": None, "features": []}
+        out = {"supported": bool(feats.isGridLicenseSupported), "licensed": None, "features": []}
+        for i in range(min(int(feats.licensableFeaturesCount), len(feats.gridLicensableFeatures))):
+            f = feats.gridLicensableFeatures[i]
+            exp = f.licenseExpiry
+            status = LICENSE_EXPIRY.get(int(exp.status), int(exp.status))
+            expiry = None
+            if int(exp.status) == _const(getattr(self.nv, "NVML_GRID_LICENSE_EXPIRY_VALID", 2)):
+                expiry = "%04d-%02d-%02dT%02d:%02d:%02dZ" % (exp.year, exp.month, exp.day, exp.hour, exp.min, exp.sec)
+            out["features"].append({
+                "feature": LICENSE_FEATURES.get(int(f.featureCode), int(f.featureCode)),
+                "product": _text(f.productName), "licensed": bool(f.featureState), "enabled": bool(f.featureEnabled),
+                "info": _text(f.licenseInfo), "expiry_status": status, "expiry": expiry,
+            })
+        enabled = [f for f in out["features"] if f["enabled"]] or out["features"]
+        if out["supported"] and enabled:
+            out["licensed"] = any(f["licensed"] for f in enabled)
+        return out
+
+    def snapshot(self, index, detail=True):
+        """Everything about one GPU that the modules use; handle under '_handle', profile table under '_table'."""
+        dev, info = self.identity(index)
+        return self.fill(dev, info, detail)
+
+    def fill(self, dev, info, detail=True):
+        """Add MIG profiles, instances, processes (and with ``detail`` virtualization and licence) to identity()."""
+        info["_handle"] = dev
+        info["_table"] = _mig.ProfileTable([])
+        info["instances"] = []
+        if info["mig_capable"]:
+            info["_table"] = self.profiles(dev, info["memory"]["total_bytes"])
+            if info["mig_mode"]["current"] == "enabled":
+                info["instances"] = self.instances(dev, info["_table"])
+        info["processes"] = self.processes(dev)
+        if detail:
+            info["virtualization"] = self.virtualization(dev)
+            info["license"] = self.licence(dev)
+        return info
+
+    def refresh(self, gpu):
+        """Re-read only MIG mode and instances of a GPU read before (identity and profiles do not change)."""
+        dev = gpu["_handle"]
+        cur, pend = self.call("nvmlDeviceGetMigMode", dev)
+        gpu["mig_mode"] = {"current": "enabled" if cur else "disabled", "pending": "enabled" if pend else "disabled"}
+        gpu["instances"] = self.instances(dev, gpu["_table"]) if cur else []
+        return gpu
+
+    # -- actions ----------------------------------------------------------------------------------------------
+
+    def _gi(self, dev, gi_id):
+        return self.call("nvmlDeviceGetGpuInstanceById", dev, gi_id)
+
+    def _ci_profile_id(self, gi, gi_profile_id, slices):
+        for _idx, info in self._ci_profiles_of(gi, gi_profile_id):
+            if int(info.sliceCount) == slices:
+                return int(info.id)
+        raise NvmlError("NVML offers no %d-slice compute instance profile for this GPU instance" % slices)
+
+    def _create_cis(self, gi, gi_profile_id, cis):
+        """Create compute instances in a GI; several share a GI, so their placements are solved, not left to NVML."""
+        ids = [self._ci_profile_id(gi, gi_profile_id, c["slices"]) for c in cis]
+        placements = [c.get("placement") for c in cis]
+        if len(cis) > 1 and not all(placements):
+            items = []
+            for c, pid in zip(cis, ids):
+                arr = (self.nv.c_nvmlComputeInstancePlacement_t * MAX_PLACEMENTS)()
+                cnt = ctypes.c_uint(0)
+                self.call("nvmlGpuInstanceGetComputeInstancePossiblePlacements", gi, pid, arr, ctypes.byref(cnt))
+                items.append((pid, [(arr[i].start, arr[i].size) for i in range(cnt.value)]))
+            solved = _mig.solve_placements(items)
+            if solved is None:
+                raise NvmlError("no non-overlapping placement for compute instances %s" % ", ".join(c["profile"] for c in cis))
+            placements = [{"start": s, "size": z} for s, z in solved]
+        handles = []
+        for c, pid, pl in zip(cis, ids, placements):
+            if pl and len(cis) > 1:
+                p = self.nv.c_nvmlComputeInstancePlacement_t()
+                p.start, p.size = pl["start"], pl["size"]
+                handles.append(self.call("nvmlGpuInstanceCreateComputeInstanceWithPlacement", gi, pid, ctypes.byref(p)))
+            else:
+                handles.append(self.call("nvmlGpuInstanceCreateComputeInstance", gi, pid))
+        return handles
+
+    def _create_gis(self, dev, actions, created):
+        """Run create_gi/create_ci actions; ``created`` collects (gi handle, [ci handles]) for rollback."""
+        by_ref = {}
+        cis = {}
+        for a in actions:
+            if a["action"] == "create_gi":
+                p = self.nv.c_nvmlGpuInstancePlacement_t()
+                p.start, p.size = a["placement"]["start"], a["placement"]["size"]
+                try:
+                    gi = self.call("nvmlDeviceCreateGpuInstanceWithPlacement", dev, a["profile_id"], ctypes.byref(p))
+                except self.nv.NVMLError as e:
+                    raise NvmlError("creating GPU instance %s at placement %d:%d failed: %s"
+                                    % (a["profile"], p.start, p.size, self.describe(e)))
+                entry = (gi, [])
+                created.append(entry)
+                by_ref[a["ref"]] = (gi, a["profile_id"], entry)
+                cis[a["ref"]] = []
+            elif a["action"] == "create_ci":
+                cis[a["gi_ref"]].append(a)
+        for ref, ci_list in cis.items():
+            gi, gi_profile_id, entry = by_ref[ref]
+            if not ci_list:
+                continue
+            try:
+                entry[1].extend(self._create_cis(gi, gi_profile_id, ci_list))
+            except self.nv.NVMLError as e:
+                raise NvmlError("creating compute instance(s) %s failed: %s" % (", ".join(c["profile"] for c in ci_list), self.describe(e)))
+
+    def _destroy(self, dev, actions, done):
+        """Run destroy actions; ``done`` collects the ones that succeeded (for a precise rollback)."""
+        for a in actions:
+            try:
+                if a["action"] == "destroy_ci":
+                    ci = self.call("nvmlGpuInstanceGetComputeInstanceById", self._gi(dev, a["gi_id"]), a["ci_id"])
+                    self.call("nvmlComputeInstanceDestroy", ci)
+                elif a["action"] == "destroy_gi":
+                    self.call("nvmlGpuInstanceDestroy", self._gi(dev, a["gi_id"]))
+                done.append(a)
+            except self.nv.NVMLError as e:
+                if a["action"] == "destroy_ci":
+                    what = "compute instance %s of GPU instance %s" % (a["ci_id"], a["gi_id"])
+                else:
+                    what = "GPU instance %s (%s)" % (a["gi_id"], a["profile"])
+                hint = " (processes are using it)" if self.is_error(e, "NVML_ERROR_IN_USE") else ""
+                raise NvmlError("destroying %s failed: %s%s" % (what, self.describe(e), hint))
+
+    def set_mig_mode(self, dev, enabled):
+        """Returns True when the new mode only takes effect after a GPU reset."""
+        want = self.nv.NVML_DEVICE_MIG_ENABLE if enabled else self.nv.NVML_DEVICE_MIG_DISABLE
+        try:
+            status = self.call("nvmlDeviceSetMigMode", dev, want)
+        except self.nv.NVMLError as e:
+            if self.is_error(e, "NVML_ERROR_RESET_REQUIRED"):
+                return True
+            hint = " (processes or other clients hold the GPU)" if self.is_error(e, "NVML_ERROR_IN_USE") else ""
+            raise NvmlError("setting MIG mode %s failed: %s%s" % ("enabled" if enabled else "disabled", self.describe(e), hint))
+        cur, _pend = self.call("nvmlDeviceGetMigMode", dev)
+        return bool(status == self.nv.NVML_ERROR_RESET_REQUIRED) or bool(cur) != bool(enabled)
+
+    def apply(self, gpu, plan):
+        """Carry out a plan on one GPU. Returns {'reset_required', 'deferred'}; raises ApplyError after restoring."""
+        dev = gpu["_handle"]
+        actions = plan["actions"]
+        destroys = [a for a in actions if a["action"] in ("destroy_ci", "destroy_gi")]
+        modes = [a for a in actions if a["action"] == "set_mig_mode"]
+        creates = [a for a in actions if a["action"] in ("create_gi", "create_ci")]
+        done = []
+        created = []
+        mode_set = None
+        reset = False
+        step = "destroying instances"
+        try:
+            self._destroy(dev, destroys, done)
+            for a in modes:
+                step = "setting MIG mode"
+                reset = self.set_mig_mode(dev, a["mode"] == "enabled")
+                mode_set = a["mode"]
+            if reset and creates:
+                return {"reset_required": True, "deferred": True}
+            step = "creating instances"
+            self._create_gis(dev, creates, created)
+        except NvmlError as e:
+            restored, notes = self._restore(dev, gpu, created, done, mode_set, reset)
+            raise ApplyError("%s failed: %s; %s" % (step, e, notes), restored)
+        return {"reset_required": reset, "deferred": False}
+
+    def _restore(self, dev, gpu, created, done, mode_set, reset):
+        """Undo a partial apply: drop what was created, restore the mode, recreate what was destroyed."""
+        problems = []
+        gone_gis = set(a["gi_id"] for a in done if a["action"] == "destroy_gi")
+        gone_cis = set((a["gi_id"], a["ci_id"]) for a in done if a["action"] == "destroy_ci")
+        removed = [gi for gi in gpu["instances"] if gi["gi_id"] in gone_gis]
+        # GIs that lost only some compute instances keep their slot; just their CIs come back.
+        partial = [(gi, [ci for ci in gi["compute_instances"] if (gi["gi_id"], ci["ci_id"]) in gone_cis])
+                   for gi in gpu["instances"] if gi["gi_id"] not in gone_gis]
+        partial = [(gi, cis) for gi, cis in partial if cis]
+        for gi, cis in reversed(created):
+            for ci in cis:
+                try:
+                    self.call("nvmlComputeInstanceDestroy", ci)
+                except self.nv.NVMLError as e:
+                    problems.append("removing a new compute instance: %s" % self.describe(e))
+            try:
+                self.call("nvmlGpuInstanceDestroy", gi)
+            except self.nv.NVMLError as e:
+                problems.append("removing a new GPU instance: %s" % self.describe(e))
+        before = gpu["mig_mode"]
+        if mode_set is not None and mode_set != before["pending"]:
+            try:
+                self.set_mig_mode(dev, before["pending"] == "enabled")
+            except NvmlError as e:
+                problems.append("restoring MIG mode %s: %s" % (before["pending"], e))
+        if removed and not reset:
+            try:
+                self._create_gis(dev, _mig.rollback_actions(removed), [])
+            except NvmlError as e:
+                problems.append("recreating the previous instances: %s" % e)
+        for gi, cis in partial:
+            try:
+                handle = self._gi(dev, gi["gi_id"])
+                self._create_cis(handle, gi["profile_id"], [dict(ci, placement=ci.get("placement")) for ci in cis])
+            except (self.nv.NVMLError, NvmlError) as e:
+                problems.append("recreating compute instances of GPU instance %s: %s" % (gi["gi_id"], e))
+        if problems:
+            return False, "restoring the previous geometry also failed (%s); the GPU needs manual attention" % "; ".join(problems)
+        return True, "the previous geometry was restored"

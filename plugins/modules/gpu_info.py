@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_info
+short_description: Report NVIDIA GPUs, their MIG geometry, processes, virtualization and licence state through NVML
+version_added: 0.1.0
+description:
+  - Reads, through NVML (the C(pynvml) module of the C(nvidia-ml-py) package), the driver, CUDA and NVML versions
+    and every GPU of the host, with index, UUID, model, PCI bus id and memory.
+  - For MIG-capable GPUs reports the current and pending MIG mode, the GPU-instance profiles with the placements
+    NVML offers, and every GPU instance with its profile name, placement and compute instances.
+  - Also lists running processes, the virtualization mode (bare metal, pass-through, vGPU guest or host),
+    the vGPU licence state, and from sysfs the kernel driver bound to each GPU and its IOMMU group.
+  - When the NVML library or the NVIDIA driver is missing the module does not fail;
+    it returns RV(nvml.available=false) with the reason.
+author:
+  - gpuops.provision contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.provision._attributes
+  - gpuops.provision._attributes.INFO_MODULE
+options:
+  sysfs_root:
+    description:
+      - Directory under which C(sys/bus/pci/devices) is read for the bound driver and IOMMU group.
+    type: path
+    default: /
+  profiles:
+    description:
+      - Whether to list each MIG-capable GPU's GPU-instance profiles and their possible placements.
+      - Turning it off keeps the result short on large hosts when only the current geometry is needed.
+    type: bool
+    default: true
+requirements:
+  - nvidia-ml-py (import name C(pynvml)) on the managed host
+notes:
+  - Profile names are computed as mig-parted computes them (from the profile memory and the GPU total memory),
+    so they can be used unchanged in a mig-parted configuration and in M(gpuops.provision.mig_geometry).
+seealso:
+  - module: gpuops.provision.mig_geometry
+  - name: NVML API reference
+    description: The device queries this module makes.
+    link: https://docs.nvidia.com/deploy/nvml-api/
+"""
+
+EXAMPLES = r"""
+- name: Read GPU facts
+  gpuops.provision.gpu_info:
+  register: gpu
+
+- name: Fail early on hosts without a working NVIDIA driver
+  ansible.builtin.assert:
+    that: gpu.nvml.available
+    fail_msg: "{{ inventory_hostname }}: {{ gpu.nvml.reason }}"
+
+- name: Show the MIG instances of every GPU
+  ansible.builtin.debug:
+    msg: "GPU {{ item.index }} {{ item.model }}: {{ item.mig_devices }}"
+  loop: "{{ gpu.gpus }}"
+  loop_control:
+    label: "{{ item.index }}"
+
+- name: Select A100 GPUs with MIG enabled (JMESPath over the returned facts)
+  ansible.builtin.set_fact:
+    mig_a100: "{{ gpu.gpus | community.general.json_query(\"[?starts_with(model, 'NVIDIA A100') && mig_mode.current == 'enabled']\") }}"
+"""
+
+RETURN = r"""
+nvml:
+  description: NVML availability and versions.
+  returned: always
+  type: dict
+  contains:
+    available:
+      description: Whether NVML could be loaded and initialised.
+      type: bool
+      sample: true
+    reason:
+      description: Why NVML is not available (library missing, driver not loaded, version mismatch); V(null) otherwise.
+      type: str
+      sample: the NVIDIA kernel driver is not loaded
+    driver_version:
+      description: NVIDIA driver version.
+      type: str
+      sample: 550.163.01
+    cuda_driver_version:
+      description: Highest CUDA version the driver supports.
+      type: str
+      sample: "12.4"
+    nvml_version:
+      description: NVML library version.
+      type: str
+      sample: 12.550.163.01
+    calls:
+      description: Number of NVML calls this run made.
+      type: int
+      sample: 42
+gpus:
+  description: One entry per GPU, in NVML index order. Empty when NVML is not available.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: NVML index.
+      type: int
+      sample: 0
+    error:
+      description: Set when NVML failed to answer for this GPU (for example a lost GPU, or MIG queries without
+        root privileges); the keys read before the failure are still returned.
+      type: str
+      sample: GPU is lost (NVML_ERROR_GPU_IS_LOST)
+    uuid:
+      description: GPU UUID.
+      type: str
+      sample: GPU-5b7f0e1c-8c3f-4d0a-9a51-3c1d2e4f5a6b
+    model:
+      description: Product name as nvidia-smi prints it.
+      type: str
+      sample: NVIDIA A100-SXM4-40GB
+    pci_bus_id:
+      description: PCI bus id as NVML reports it.
+      type: str
+      sample: "00000000:17:00.0"
+    pci_address:
+      description: The same address in sysfs form.
+      type: str
+      sample: "0000:17:00.0"
+    pci_device_id:
+      description: PCI device and vendor id as mig-parted C(device-filter) uses it.
+      type: str
+      sample: "0x20B010DE"
+    pci_subsystem_id:
+      description: PCI subsystem device and vendor id.
+      type: str
+      sample: "0x134F10DE"
+    memory:
+      description: Framebuffer memory in bytes (C(total_bytes), C(used_bytes), C(free_bytes)).
+      type: dict
+    kernel_driver:
+      description: Kernel driver bound to the GPU (for example V(nvidia) or V(vfio-pci)); V(null) when unknown.
+      type: str
+      sample: nvidia
+    iommu_group:
+      description: IOMMU group number; V(null) without IOMMU or when sysfs does not show the device.
+      type: int
+      sample: 42
+    mig_capable:
+      description: Whether the GPU supports MIG.
+      type: bool
+    mig_mode:
+      description: Current and pending MIG mode (V(enabled)/V(disabled)); V(null) on GPUs without MIG.
+        A differing pending mode waits for a GPU reset.
+      type: dict
+      sample: {current: enabled, pending: enabled}
+    mig_devices:
+      description: Compute instances per profile name, the way mig-parted counts them.
+      type: dict
+      sample: {"3g.20gb": 1, "2g.10gb": 2}
+    instances:
+      description: GPU instances with C(gi_id), C(profile), C(profile_id), C(placement) (C(start), C(size) in memory slices)
+        and C(compute_instances) (C(ci_id), C(profile), C(slices), C(placement)).
+      type: list
+      elements: dict
+    profiles:
+      description: GPU-instance profiles NVML offers (C(name), C(id), C(slices), C(memory_slices), C(max_count),
+        C(memory_mb), C(placements)). Only with O(profiles=true).
+      type: list
+      elements: dict
+    processes:
+      description: Running processes (C(pid), C(type), C(used_memory_bytes), C(gpu_instance_id), C(compute_instance_id)).
+      type: list
+      elements: dict
+    virtualization:
+      description: C(mode) (V(none), V(passthrough), V(vgpu), V(host_vgpu), V(host_vsga)) and C(host_vgpu_mode)
+        (V(sriov)/V(non_sriov) on vGPU hosts).
+      type: dict
+    license:
+      description: vGPU licence state. C(supported), C(licensed) (V(null) when not applicable) and C(features)
+        (C(feature), C(product), C(licensed), C(enabled), C(expiry_status), C(expiry)).
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig
+from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml, NvmlError, pci_sysfs
+
+
+def gather(nvml, sysfs_root, with_profiles):
+    """Read every GPU; NVML errors on one GPU become that GPU's 'error' rather than failing the host."""
+    gpus = []
+    for index in range(nvml.count()):
+        try:
+            dev, info = nvml.identity(index)
+        except nvml.nv.NVMLError as e:
+            gpus.append({"index": index, "error": nvml.describe(e)})
+            continue
+        try:
+            nvml.fill(dev, info)
+        except nvml.nv.NVMLError as e:
+            # Keep what was read (identity); MIG queries can need privileges the rest does not.
+            info["error"] = nvml.describe(e)
+            for key, empty in (("instances", []), ("processes", []), ("virtualization", None), ("license", None)):
+                info.setdefault(key, empty)
+        table = info.pop("_table", None) or _mig.ProfileTable([])
+        info.pop("_handle", None)
+        mode = info["mig_mode"]
+        info["mig_devices"] = _mig.current_counts(info["instances"]) if mode and mode["current"] == "enabled" else {}
+        if with_profiles:
+            info["profiles"] = [p.to_dict() for p in table.profiles]
+        sysfs = pci_sysfs(sysfs_root, info["pci_address"])
+        info["kernel_driver"] = sysfs["driver"]
+        info["iommu_group"] = sysfs["iommu_group"]
+        gpus.append(info)
+    return gpus
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            sysfs_root=dict(type="path", default="/"),
+            profiles=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    nvml = Nvml()
+    result = {"changed": False, "nvml": {"available": False, "reason": None}, "gpus": []}
+    if not nvml.open():
+        result["nvml"]["reason"] = nvml.reason
+        result["nvml"]["calls"] = nvml.calls
+        module.exit_json(**result)
+    try:
+        result["nvml"].update(nvml.system())
+        result["nvml"]["available"] = True
+        result["gpus"] = gather(nvml, module.params["sysfs_root"], module.params["profiles"])
+    except (nvml.nv.NVMLError, NvmlError) as e:
+        module.fail_json(msg="reading NVML failed: %s" % (nvml.describe(e) if isinstance(e, nvml.nv.NVMLError) else e), **result)
+    finally:
+        nvml.close()
+    result["nvml"]["calls"] = nvml.calls
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,363 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: mig_geometry
+short_description: Apply a MIG geometry (mig-parted v1 configuration) to the NVIDIA GPUs of a host
+version_added: 0.1.0
+description:
+  - Takes a mig-parted C(v1) document (O(config) with O(selected)) or its entries directly (O(devices)), with
+    mig-parted's own keys C(devices), C(device-filter), C(mig-enabled) and C(mig-devices).
+  - Validates every targeted GPU's target against that GPU's own profiles and possible placements, read from NVML,
+    before changing anything. An impossible layout fails naming the GPU index, model, requested profiles and why;
+    no GPU is touched.
+  - Chooses explicit placements for every GPU instance, so layouts that depend on creation order with NVML's
+    automatic placement (for example V(1g.5gb) twice, V(2g.10gb) and V(3g.20gb) on an A100) always work.
+  - Only GPUs whose geometry differs are touched. GPU instances that already match the target are kept when the rest
+    of the target fits around them; otherwise the GPU is cleared and rebuilt. Compute instances are destroyed before
+    GPU instances, MIG mode is changed when needed, then GPU instances are created with their placements, then their
+    compute instances, and the result is verified.
+  - If a step fails, the GPU's previous geometry is restored and the module fails saying what happened.
+author:
+  - gpuops.provision contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.provision._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reports per GPU the geometry before and after and the actions it would take.
+      - Whether a MIG mode change needs a GPU reset is predicted from the GPU architecture (Ampere needs one).
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+options:
+  config:
+    description:
+      - A mig-parted configuration document (C(version=v1), C(mig-configs)), as a dictionary.
+      - To use a mig-parted YAML file, read it with the P(ansible.builtin.file#lookup) lookup and the C(from_yaml) filter (see the examples).
+      - Mutually exclusive with O(devices).
+    type: dict
+  selected:
+    description:
+      - Name of the entry of C(mig-configs) in O(config) to apply. May be omitted when O(config) has only one.
+    type: str
+  devices:
+    description:
+      - The entries of one mig-parted configuration, given directly instead of O(config).
+      - Each entry has C(devices) (V(all) or a list of GPU indexes), optional C(device-filter) (PCI device ids like
+        V(0x20B010DE), a string or a list), C(mig-enabled) and, when MIG is enabled, C(mig-devices) (profile name to count).
+      - When several entries match a GPU, the last one applies, as with mig-parted. GPUs matched by no entry are left alone.
+    type: list
+    elements: dict
+  force:
+    description:
+      - Change GPUs even when processes run on instances that would be destroyed (or on a GPU whose MIG mode changes).
+      - Without it such a GPU fails the module naming the process ids, before any GPU is changed.
+    type: bool
+    default: false
+requirements:
+  - nvidia-ml-py (import name C(pynvml)) on the managed host
+notes:
+  - Profile names are those mig-parted computes (C(1g.5gb), C(3g.20gb), C(1c.3g.20gb) for a 1-slice compute instance
+    in a 3g GPU instance); NVML's own name for a profile is accepted too. A plain GPU-instance name gets one full-size
+    compute instance, as with mig-parted.
+  - On Ampere (A100, A30) a MIG mode change takes effect after a GPU reset. The module then reports
+    RV(reset_required=true) and creates the instances on its next run after the reset.
+  - GPUs without MIG support are skipped when matched by C(devices=all) or C(mig-enabled=false), and fail otherwise.
+seealso:
+  - module: gpuops.provision.gpu_info
+  - name: NVIDIA mig-parted
+    description: The configuration format this module accepts.
+    link: https://github.com/NVIDIA/mig-parted
+"""
+
+EXAMPLES = r"""
+- name: Apply a mig-parted configuration file, config "balanced"
+  gpuops.provision.mig_geometry:
+    config: "{{ lookup('ansible.builtin.file', 'files/mig-config.yaml') | from_yaml }}"
+    selected: balanced
+  register: mig
+
+- name: One 3g and two 2g instances on every GPU
+  gpuops.provision.mig_geometry:
+    devices:
+      - devices: all
+        mig-enabled: true
+        mig-devices:
+          3g.20gb: 1
+          2g.10gb: 2
+
+- name: Only A100 40GB GPUs (PCI id 0x20B010DE); GPU 3 without MIG
+  gpuops.provision.mig_geometry:
+    devices:
+      - devices: all
+        device-filter: "0x20B010DE"
+        mig-enabled: true
+        mig-devices: {"1g.5gb": 7}
+      - devices: [3]
+        mig-enabled: false
+
+- name: Plan only (check mode) and show what would change
+  gpuops.provision.mig_geometry:
+    devices:
+      - devices: all
+        mig-enabled: true
+        mig-devices: {"7g.40gb": 1}
+  check_mode: true
+  diff: true
+  register: plan
+"""
+
+RETURN = r"""
+gpus:
+  description: One entry per GPU of the host, in NVML index order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: NVML index.
+      type: int
+      sample: 0
+    uuid:
+      description: GPU UUID.
+      type: str
+      sample: GPU-5b7f0e1c-8c3f-4d0a-9a51-3c1d2e4f5a6b
+    model:
+      description: Product name.
+      type: str
+      sample: NVIDIA A100-SXM4-40GB
+    selected:
+      description: Whether an entry of the configuration applies to this GPU.
+      type: bool
+    before:
+      description: Geometry before the run, C(mig_mode) (C(current), C(pending)), C(mig_devices) (count per profile)
+        and C(instances) (C(profile), C(placement), C(compute_instances)). V(null) for GPUs no entry selects,
+        which are not read.
+      type: dict
+    after:
+      description: Geometry after the run (predicted in check mode).
+      type: dict
+    changed:
+      description: Whether this GPU was (or in check mode would be) changed.
+      type: bool
+    reset_required:
+      description: Whether a MIG mode change waits for a GPU reset (or reboot) before the target can be completed.
+      type: bool
+    actions:
+      description: Ordered actions taken (or planned), such as C(destroy_ci), C(destroy_gi), C(set_mig_mode),
+        C(create_gi) with its placement and C(create_ci). In check mode on a GPU that needs a reset the creations
+        are listed although they happen only on the run after the reset.
+      type: list
+      elements: dict
+    skipped:
+      description: Why a selected GPU was left alone (no MIG support), if it was.
+      type: str
+reset_required:
+  description: Whether any GPU waits for a reset.
+  returned: always
+  type: bool
+nvml_calls:
+  description: Number of NVML calls this run made.
+  returned: always
+  type: int
+  sample: 120
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig
+from ansible_collections.gpuops.provision.plugins.module_utils._nvml import RESET_ARCHES, ApplyError, Nvml, NvmlError
+
+
+def _label(gpu):
+    return "GPU %d (%s)" % (gpu["index"], gpu["model"])
+
+
+def blocking_processes(gpu, plan):
+    """Processes that the plan would disturb: on destroyed instances, or any when the MIG mode changes."""
+    procs = gpu.get("processes") or []
+    if any(a["action"] == "set_mig_mode" for a in plan["actions"]):
+        return procs
+    doomed = set(a["gi_id"] for a in plan["actions"] if a["action"] == "destroy_gi")
+    live = set(gi["gi_id"] for gi in gpu["instances"])
+    # A process without a known GPU instance may be anywhere on the GPU, so it counts.
+    return [p for p in procs if p["gpu_instance_id"] in doomed or p["gpu_instance_id"] not in live]
+
+
+class Runner:
+    def __init__(self, module, nvml):
+        self.module = module
+        self.nvml = nvml
+        self.gpus = []
+        self.results = []
+        self.applying = False
+
+    def entries(self):
+        p = self.module.params
+        if p["config"] is not None:
+            return _mig.parse_config(p["config"], p["selected"])
+        return _mig.parse_entries(p["devices"], "devices")
+
+    def plan(self, entries):
+        errors = []
+        count = self.nvml.count()
+        _mig.check_indexes(entries, count)
+        for index in range(count):
+            dev, gpu = self.nvml.identity(index)
+            entry = _mig.select_entry(entries, index, int(gpu["pci_device_id"], 16), int(gpu["pci_subsystem_id"], 16))
+            if entry is not None and gpu["mig_capable"]:
+                self.nvml.fill(dev, gpu, detail=False)
+            else:
+                # Untouched GPUs need no profile or instance reads.
+                gpu.update({"_handle": dev, "_table": _mig.ProfileTable([]), "instances": [], "processes": []})
+            table = gpu["_table"]
+            res = {"index": index, "uuid": gpu["uuid"], "model": gpu["model"], "selected": entry is not None, "changed": False,
+                   "reset_required": False, "actions": []}
+            mode = gpu["mig_mode"] or {"current": "disabled", "pending": "disabled"}
+            res["before"] = res["after"] = _mig.summarize(mode, gpu["instances"])
+            gpu["_entry"] = entry
+            gpu["_plan"] = None
+            self.gpus.append(gpu)
+            self.results.append(res)
+            if entry is None:
+                res["before"] = res["after"] = None
+                continue
+            if not gpu["mig_capable"]:
+                if entry["devices"] == "all" or not entry["mig_enabled"]:
+                    res["skipped"] = "GPU does not support MIG"
+                    continue
+                errors.append("%s does not support MIG but the configuration enables MIG on it" % _label(gpu))
+                continue
+            if entry["mig_enabled"] and entry["mig_devices"] and not table.profiles:
+                errors.append("%s: NVML lists no GPU instance profiles while MIG mode is %s; enable MIG first "
+                              "(mig-devices: {}) and run again" % (_label(gpu), mode["current"]))
+                continue
+            resets = self.nvml.architecture(gpu["_handle"]) in RESET_ARCHES
+            try:
+                plan = _mig.plan_gpu(table, mode, gpu["instances"], entry, mode_change_resets=resets)
+            except _mig.MigError as e:
+                errors.append("%s: cannot apply {%s}: %s" % (_label(gpu), _mig.describe_request(entry["mig_devices"]), e))
+                continue
+            gpu["_plan"] = plan
+            res["changed"] = plan["changed"]
+            res["reset_required"] = plan["reset_required"]
+            res["actions"] = plan["actions"]
+            res["after"] = _mig.predicted_after(mode, gpu["instances"], plan, table)
+        return errors
+
+    def check_processes(self):
+        errors = []
+        for gpu in self.gpus:
+            plan = gpu["_plan"]
+            if not plan or not plan["changed"]:
+                continue
+            procs = blocking_processes(gpu, plan)
+            if procs:
+                errors.append("%s has running processes (PID %s) on instances that would change; stop them or use force=true"
+                              % (_label(gpu), ", ".join(str(p["pid"]) for p in procs)))
+        return errors
+
+    def apply(self):
+        self.applying = True
+        done = []
+        for gpu, res in zip(self.gpus, self.results):
+            plan = gpu["_plan"]
+            if not plan or not plan["changed"]:
+                continue
+            try:
+                outcome = self.nvml.apply(gpu, plan)
+            except ApplyError as e:
+                try:
+                    fresh = self.nvml.refresh(dict(gpu))
+                    res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
+                except self.nvml.nv.NVMLError:
+                    pass
+                res["changed"] = not e.restored
+                msg = "%s: %s" % (_label(gpu), e)
+                if done:
+                    msg += " (already changed: %s)" % ", ".join("GPU %d" % i for i in done)
+                self.fail(msg)
+            res["reset_required"] = outcome["reset_required"]
+            if outcome["deferred"]:
+                # Instances wait for the reset; report only what was done.
+                res["actions"] = [a for a in res["actions"] if a["action"] not in ("create_gi", "create_ci")]
+            fresh = self.nvml.refresh(dict(gpu))
+            res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
+            if not outcome["reset_required"] and gpu["_entry"]["mig_enabled"] and \
+                    not _mig.geometry_matches(fresh["instances"], plan["target_counts"]):
+                self.fail("%s: verification failed: the GPU shows %s instead of %s"
+                          % (_label(gpu), _mig.describe_request(_mig.current_counts(fresh["instances"])),
+                             _mig.describe_request(plan["target_counts"])))
+            done.append(gpu["index"])
+
+    def fail(self, msg, applied=True):
+        """Fail with the per-GPU results; before apply nothing changed, whatever the plan said."""
+        changed = applied and any(r["changed"] for r in self.results)
+        self.module.fail_json(msg=msg, gpus=self.results, changed=changed,
+                              reset_required=any(r["reset_required"] for r in self.results), nvml_calls=self.nvml.calls)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            config=dict(type="dict"),
+            selected=dict(type="str"),
+            devices=dict(type="list", elements="dict"),
+            force=dict(type="bool", default=False),
+        ),
+        mutually_exclusive=[("config", "devices")],
+        required_one_of=[("config", "devices")],
+        required_by={"selected": "config"},
+        supports_check_mode=True,
+    )
+    nvml = Nvml()
+    runner = Runner(module, nvml)
+    try:
+        entries = runner.entries()
+    except _mig.MigError as e:
+        module.fail_json(msg="invalid MIG configuration: %s" % e)
+    if not nvml.open():
+        module.fail_json(msg="NVML is not available: %s" % nvml.reason)
+    try:
+        try:
+            errors = runner.plan(entries)
+        except _mig.MigError as e:
+            errors = [str(e)]
+        if errors:
+            runner.fail("nothing was changed: " + "; ".join(errors), applied=False)
+        if not module.params["force"]:
+            errors = runner.check_processes()
+            if errors:
+                runner.fail("nothing was changed: " + "; ".join(errors), applied=False)
+        if not module.check_mode:
+            runner.apply()
+    except nvml.nv.NVMLError as e:
+        runner.fail("NVML error: %s" % nvml.describe(e), applied=runner.applying)
+    except NvmlError as e:
+        runner.fail(str(e), applied=runner.applying)
+    finally:
+        nvml.close()
+    results = runner.results
+    changed = any(r["changed"] for r in results)
+    for r in results:
+        if r["reset_required"]:
+            module.warn("GPU %d (%s): the MIG mode change takes effect after a GPU reset or reboot; run again afterwards "
+                        "to create the instances" % (r["index"], r["model"]))
+    out = {"changed": changed, "gpus": results, "reset_required": any(r["reset_required"] for r in results),
+           "nvml_calls": nvml.calls}
+    if module._diff:
+        changed_gpus = [r for r in results if r["changed"]]
+        out["diff"] = {"before": dict(("gpu%d" % r["index"], r["before"]) for r in changed_gpus),
+                       "after": dict(("gpu%d" % r["index"], r["after"]) for r in changed_gpus)}
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""gpusim's pynvml surface against the real nvidia-ml-py, plus the inventory queries
+(identity, PCI, memory, processes, MIG devices, virtualization, licensing)."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import inspect
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+LAB = Path(__file__).resolve().parents[3] / "lab" / "gpusim"
+
+
+def load_gpusim():
+    """gpusim's pynvml under the name gpusim_pynvml, so the real pynvml stays importable."""
+    if "gpusim" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("gpusim", LAB / "gpusim" / "__init__.py",
+                                                      submodule_search_locations=[str(LAB / "gpusim")])
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["gpusim"] = mod
+        spec.loader.exec_module(mod)
+    if "gpusim_pynvml" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("gpusim_pynvml", LAB / "pynvml.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["gpusim_pynvml"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["gpusim_pynvml"]
+
+
+@pytest.fixture
+def sim(tmp_path, monkeypatch):
+    """start(state) writes the state file and runs nvmlInit; .state() reads the file back."""
+    path = tmp_path / "gpusim.json"
+    monkeypatch.setenv("GPUSIM_STATE", str(path))
+    nv = load_gpusim()
+
+    def start(st):
+        path.write_text(json.dumps(st))
+        nv.nvmlInit()
+        return nv
+
+    yield SimpleNamespace(nv=nv, path=path, start=start, state=lambda: json.loads(path.read_text()))
+    while nv._refcount > 0:  # pylint: disable=protected-access
+        nv.nvmlShutdown()
+
+
+A100 = "NVIDIA A100-SXM4-40GB"
+# Names gpusim defines for its own use (or that come from imports) and that need not exist in nvidia-ml-py.
+OWN = {"GPUSIM", "annotations", "datetime", "ctypes"}
+
+
+@pytest.fixture(scope="module")
+def real():
+    """The real nvidia-ml-py module, loaded by file path (no NVIDIA library needed to import it)."""
+    spec = importlib.util.find_spec("pynvml")
+    assert spec is not None and "site-packages" in spec.origin, "nvidia-ml-py must be installed in the venv"
+    real_spec = importlib.util.spec_from_file_location("real_pynvml", spec.origin)
+    mod = importlib.util.module_from_spec(real_spec)
+    sys.modules["real_pynvml"] = mod
+    real_spec.loader.exec_module(mod)
+    return mod
+
+
+def public(mod):
+    return {n: getattr(mod, n) for n in dir(mod) if not n.startswith("__") and n not in OWN
+            and not (n.startswith("_") and not n.startswith("_nvml"))}
+
+
+def test_every_name_exists_in_nvidia_ml_py_with_same_value(real):
+    nv = load_gpusim()
+    missing, differ = [], []
+    for name, ours in public(nv).items():
+        if not hasattr(real, name):
+            missing.append(name)
+            continue
+        theirs = getattr(real, name)
+        if isinstance(ours, (int, str, tuple)) and not isinstance(ours, bool) and ours != theirs:
+            differ.append((name, ours, theirs))
+    assert missing == [] and differ == []
+
+
+def test_structures_have_the_same_fields(real):
+    nv = load_gpusim()
+    checked = 0
+    for name, ours in public(nv).items():
+        if isinstance(ours, type) and issubclass(ours, ctypes.Structure) and hasattr(ours, "_fields_"):
+            theirs = getattr(real, name)
+            assert [f[0] for f in ours._fields_] == [f[0] for f in theirs._fields_], name
+            assert ctypes.sizeof(ours) == ctypes.sizeof(theirs), name
+            checked += 1
+    assert checked >= 20
+
+
+def test_function_signatures_match(real):
+    nv = load_gpusim()
+    funcs = {n: f for n, f in public(nv).items() if n.startswith("nvml") and inspect.isfunction(f)}
+    assert len(funcs) > 60
+    for name, f in funcs.items():
+        assert list(inspect.signature(f).parameters) == list(inspect.signature(getattr(real, name)).parameters), name
+
+
+def test_error_classes_and_codes_match(real):
+    nv = load_gpusim()
+    ours = {n: getattr(nv, n)(0).value for n in dir(nv) if n.startswith("NVMLError_")}
+    theirs = {n: getattr(real, n)(0).value for n in dir(real) if n.startswith("NVMLError_")}
+    assert ours == theirs
+    e = nv.NVMLError(nv.NVML_ERROR_IN_USE)
+    assert isinstance(e, nv.NVMLError_InUse) and str(e) == "In use by another client"
+    assert nv.nvmlExceptionClass(23) is nv.NVMLError_InsufficientResources
+    # the real binding's expiry constants are 1-tuples (trailing comma); gpusim keeps that quirk
+    assert nv.NVML_GRID_LICENSE_EXPIRY_VALID == real.NVML_GRID_LICENSE_EXPIRY_VALID == (2,)
+
+
+def test_identity_pci_and_memory(sim):
+    nv = sim.start({"gpus": [{"model": "NVIDIA H100 NVL", "persistence_mode": False,
+                              "processes": [{"pid": 11, "used_memory": 3 << 30}]}]})
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    pci = nv.nvmlDeviceGetPciInfo(dev)
+    assert (pci.busId, pci.busIdLegacy, pci.pciDeviceId, pci.bus) == ("00000000:17:00.0", "0000:17:00.0", 0x232110DE, 0x17)
+    mem = nv.nvmlDeviceGetMemoryInfo(dev)
+    assert (mem.total, mem.used, mem.free) == (95830 << 20, 3 << 30, (95830 << 20) - (3 << 30))
+    assert nv.nvmlDeviceGetMemoryInfo(dev, version=nv.nvmlMemory_v2).version == nv.nvmlMemory_v2
+    assert nv.nvmlDeviceGetPersistenceMode(dev) == nv.NVML_FEATURE_DISABLED
+    assert nv.nvmlDeviceGetArchitecture(dev) == nv.NVML_DEVICE_ARCH_HOPPER
+    assert nv.nvmlDeviceGetCudaComputeCapability(dev) == (9, 0)
+    assert nv.nvmlDeviceGetIndex(nv.nvmlDeviceGetHandleByPciBusId("17:00.0")) == 0
+    procs = nv.nvmlDeviceGetComputeRunningProcesses(dev)
+    assert [(p.pid, p.usedGpuMemory) for p in procs] == [(11, 3 << 30)]
+    assert nv.nvmlDeviceGetGraphicsRunningProcesses(dev) == []
+    assert nv.nvmlSystemGetDriverBranch().branch == "r550_00"
+
+
+def test_mig_device_handles(sim):
+    nv = sim.start({"gpus": [{"model": A100, "mig_mode": "enabled",
+                              "processes": [{"pid": 5, "used_memory": 1 << 20, "gpu_instance_id": 2,
+                                             "compute_instance_id": 0}]}]})
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    assert nv.nvmlDeviceGetMaxMigDeviceCount(dev) == 7
+    gi = nv.nvmlDeviceCreateGpuInstance(dev, 9)
+    nv.nvmlGpuInstanceCreateComputeInstance(gi, 1)  # 2c at 0:2 (the only 2c placement in a 3g)
+    nv.nvmlGpuInstanceCreateComputeInstance(gi, 0)  # 1c lands at 2
+    mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(dev, 0)
+    assert nv.nvmlDeviceIsMigDeviceHandle(mig).value == 1 and nv.nvmlDeviceIsMigDeviceHandle(dev).value == 0
+    assert nv.nvmlDeviceGetName(mig) == "NVIDIA A100-SXM4-40GB MIG 2c.3g.20gb"
+    assert nv.nvmlDeviceGetUUID(mig).startswith("MIG-")
+    assert nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetHandleByUUID(nv.nvmlDeviceGetUUID(mig))) == nv.nvmlDeviceGetUUID(mig)
+    assert (nv.nvmlDeviceGetGpuInstanceId(mig), nv.nvmlDeviceGetComputeInstanceId(mig)) == (2, 0)
+    assert nv.nvmlDeviceGetMemoryInfo(mig).total == 19968 << 20
+    assert [p.pid for p in nv.nvmlDeviceGetComputeRunningProcesses(mig)] == [5]
+    attrs = nv.nvmlDeviceGetAttributes(nv.nvmlDeviceGetMigDeviceHandleByIndex(dev, 1))
+    assert (attrs.gpuInstanceSliceCount, attrs.computeInstanceSliceCount, attrs.multiprocessorCount) == (3, 1, 14)
+    assert nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)) == nv.nvmlDeviceGetUUID(dev)
+    with pytest.raises(nv.NVMLError_NotFound):
+        nv.nvmlDeviceGetMigDeviceHandleByIndex(dev, 2)
+
+
+def test_virtualization_modes(sim):
+    nv = sim.start({"gpus": [{"model": A100}, {"model": "NVIDIA L40S", "virtualization_mode": "host_vgpu",
+                                               "host_vgpu_mode": "sriov"}]})
+    bare, host = (nv.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+    assert nv.nvmlDeviceGetVirtualizationMode(bare) == nv.NVML_GPU_VIRTUALIZATION_MODE_NONE
+    assert nv.nvmlDeviceGetVirtualizationMode(host) == nv.NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU
+    assert nv.nvmlDeviceGetHostVgpuMode(host) == nv.NVML_HOST_VGPU_MODE_SRIOV
+    with pytest.raises(nv.NVMLError_NotSupported):
+        nv.nvmlDeviceGetHostVgpuMode(bare)
+
+
+def test_licensing(sim):
+    nv = sim.start({"gpus": [
+        {"model": A100, "virtualization_mode": "vgpu",
+         "license": {"feature": "compute", "licensed": True, "expiry": "2027-05-27T00:08:28Z"}},
+        {"model": A100, "virtualization_mode": "vgpu", "license": {"feature": "compute", "licensed": False}},
+        {"model": A100}]})
+    lic, unlic, bare = (nv.nvmlDeviceGetGridLicensableFeatures(nv.nvmlDeviceGetHandleByIndex(i)) for i in range(3))
+    f = lic.gridLicensableFeatures[0]
+    assert (lic.isGridLicenseSupported, lic.licensableFeaturesCount) == (1, 1)
+    assert (f.featureCode, f.featureState) == (nv.NVML_GRID_LICENSE_FEATURE_CODE_COMPUTE, 1)
+    assert f.productName == "NVIDIA Virtual Compute Server"
+    e = f.licenseExpiry
+    assert (e.year, e.month, e.day, e.hour, e.min, e.sec, e.status) == (2027, 5, 27, 0, 8, 28, 2)
+    g = unlic.gridLicensableFeatures[0]
+    assert (g.featureState, g.licenseExpiry.status) == (0, 0)
+    assert (bare.isGridLicenseSupported, bare.licensableFeaturesCount) == (0, 0)

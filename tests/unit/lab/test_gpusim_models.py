@@ -1,0 +1,152 @@
+"""gpusim model table: profile names, ids, counts and placements per GPU model (mig.md §1)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from ctypes import byref, c_uint
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+LAB = Path(__file__).resolve().parents[3] / "lab" / "gpusim"
+
+
+def load_gpusim():
+    """gpusim's pynvml under the name gpusim_pynvml, so the real pynvml stays importable."""
+    if "gpusim" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("gpusim", LAB / "gpusim" / "__init__.py",
+                                                      submodule_search_locations=[str(LAB / "gpusim")])
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["gpusim"] = mod
+        spec.loader.exec_module(mod)
+    if "gpusim_pynvml" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("gpusim_pynvml", LAB / "pynvml.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["gpusim_pynvml"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["gpusim_pynvml"]
+
+
+@pytest.fixture
+def sim(tmp_path, monkeypatch):
+    """start(state) writes the state file and runs nvmlInit; .state() reads the file back."""
+    path = tmp_path / "gpusim.json"
+    monkeypatch.setenv("GPUSIM_STATE", str(path))
+    nv = load_gpusim()
+
+    def start(st):
+        path.write_text(json.dumps(st))
+        nv.nvmlInit()
+        return nv
+
+    yield SimpleNamespace(nv=nv, path=path, start=start, state=lambda: json.loads(path.read_text()))
+    while nv._refcount > 0:  # pylint: disable=protected-access
+        nv.nvmlShutdown()
+
+
+# nvidia-smi names by profile id, from real `-lgip` outputs / UG tables (mig.md §1.2-1.7).
+NAMES = {
+    "NVIDIA A100-SXM4-40GB": {19: "1g.5gb", 20: "1g.5gb+me", 15: "1g.10gb", 14: "2g.10gb", 9: "3g.20gb",
+                              5: "4g.20gb", 0: "7g.40gb"},
+    "NVIDIA A100-SXM4-80GB": {19: "1g.10gb", 20: "1g.10gb+me", 15: "1g.20gb", 14: "2g.20gb", 9: "3g.40gb",
+                              5: "4g.40gb", 0: "7g.80gb"},
+    "NVIDIA A30": {14: "1g.6gb", 21: "1g.6gb+me", 5: "2g.12gb", 6: "2g.12gb+me", 0: "4g.24gb"},
+    "NVIDIA H100 80GB HBM3": {19: "1g.10gb", 20: "1g.10gb+me", 15: "1g.20gb", 14: "2g.20gb", 9: "3g.40gb",
+                              5: "4g.40gb", 0: "7g.80gb"},
+    "NVIDIA H100 NVL": {19: "1g.12gb", 20: "1g.12gb+me", 15: "1g.24gb", 14: "2g.24gb", 9: "3g.47gb",
+                        5: "4g.47gb", 0: "7g.94gb"},
+    "NVIDIA H200": {19: "1g.18gb", 20: "1g.18gb+me", 15: "1g.35gb", 14: "2g.35gb", 9: "3g.71gb",
+                    5: "4g.71gb", 0: "7g.141gb"},
+}
+# (index, id, count, placements) for the 8-slice parts and the A30.
+EIGHT = {0: (19, 7, [(s, 1) for s in range(7)]), 7: (20, 1, [(s, 1) for s in range(7)]),
+         9: (15, 4, [(0, 2), (2, 2), (4, 2), (6, 2)]), 1: (14, 3, [(0, 2), (2, 2), (4, 2)]),
+         2: (9, 2, [(0, 4), (4, 4)]), 3: (5, 1, [(0, 4)]), 4: (0, 1, [(0, 8)])}
+A30 = {0: (14, 4, [(s, 1) for s in range(4)]), 7: (21, 1, [(s, 1) for s in range(4)]),
+       1: (5, 2, [(0, 2), (2, 2)]), 8: (6, 1, [(0, 2), (2, 2)]), 3: (0, 1, [(0, 4)])}
+
+
+def dump(nv, dev):
+    out = {}
+    for idx in range(nv.NVML_GPU_INSTANCE_PROFILE_COUNT):
+        try:
+            p = nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, idx)
+        except nv.NVMLError_NotSupported:
+            continue
+        count = c_uint()
+        nv.nvmlDeviceGetGpuInstancePossiblePlacements(dev, p.id, None, byref(count))
+        arr = (nv.c_nvmlGpuInstancePlacement_t * count.value)()
+        nv.nvmlDeviceGetGpuInstancePossiblePlacements(dev, p.id, arr, byref(count))
+        out[idx] = (p.id, p.instanceCount, [(arr[i].start, arr[i].size) for i in range(count.value)], p.name)
+    return out
+
+
+@pytest.mark.parametrize("model", sorted(NAMES))
+def test_profiles_ids_names_placements(sim, model):
+    nv = sim.start({"gpus": [{"model": model, "mig_mode": "enabled"}]})
+    got = dump(nv, nv.nvmlDeviceGetHandleByIndex(0))
+    want = A30 if model == "NVIDIA A30" else EIGHT
+    assert {i: v[:3] for i, v in got.items()} == {i: tuple(v) for i, v in want.items()}
+    assert {v[0]: v[3] for v in got.values()} == {pid: "MIG " + n for pid, n in NAMES[model].items()}
+
+
+def test_v1_profile_struct_and_by_id(sim):
+    nv = sim.start({"gpus": [{"model": "NVIDIA H100 80GB HBM3"}]})
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    v1 = nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, nv.NVML_GPU_INSTANCE_PROFILE_7_SLICE, version=1)
+    assert isinstance(v1, nv.c_nvmlGpuInstanceProfileInfo_t)
+    assert (v1.id, v1.sliceCount, v1.multiprocessorCount, v1.copyEngineCount, v1.memorySizeMB) == (0, 7, 132, 8, 81152)
+    by_id = nv.nvmlDeviceGetGpuInstanceProfileInfoById(dev, 15)
+    assert (by_id.sliceCount, by_id.multiprocessorCount, by_id.version) == (1, 26, nv.nvmlGpuInstanceProfileInfo_v2)
+
+
+def test_memory_naming_rule_uses_device_total():
+    load_gpusim()
+    from gpusim import models
+    # mig.md: H100 80GB has 81559 MiB and its 1g is 9.75 GiB -> 1/8 -> "10gb"
+    assert models.memory_gb(9984, 81559) == 10
+    # rounding is half away from zero like Go's math.Round: 0.5 * 141 = 70.5 -> 71 ("3g.71gb")
+    assert models.memory_gb(71168, 143771) == 71
+    # P12: the name depends on the total memory the device reports
+    assert models.memory_gb(9984, 72 * 1024) != models.memory_gb(9984, 81559)
+
+
+def test_table_is_self_consistent():
+    load_gpusim()
+    from gpusim import models
+    for model in models.MODELS.values():
+        if not model.mig_capable:
+            assert model.gi_profiles == ()
+            continue
+        ids = [p.id for p in model.gi_profiles]
+        assert len(ids) == len(set(ids)), model.name
+        for p in model.gi_profiles:
+            assert all(s + p.size <= model.memory_slices for s in p.starts), (model.name, p.id)
+            assert p.memory_mib < model.memory_mib
+        full = models.full_profile(model)
+        assert full.size == model.memory_slices and full.starts == (0,)
+
+
+def test_l40s_in_table_without_mig():
+    load_gpusim()
+    from gpusim import models
+    assert not models.MODELS["NVIDIA L40S"].mig_capable
+    assert set(models.MODELS) == set(NAMES) | {"NVIDIA L40S"}
+
+
+def test_per_gpu_overrides_emulate_other_skus_and_drivers(sim):
+    nv = sim.start({"gpus": [{"model": "NVIDIA H200", "mig_mode": "enabled", "memory_mib": 146432},
+                             {"model": "NVIDIA A100-SXM4-40GB", "mig_mode": "enabled", "hide_profiles": [15]}]})
+    big, old = (nv.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+    # P12: names follow the total memory the device reports (143 GiB -> "1g.36gb" like GH200 144G)
+    assert nv.nvmlDeviceGetGpuInstanceProfileInfo(big, nv.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2).name == "MIG 1g.36gb"
+    assert nv.nvmlDeviceGetMemoryInfo(big).total == 146432 << 20
+    # P15: an older driver without profile 15
+    with pytest.raises(nv.NVMLError_NotSupported):
+        nv.nvmlDeviceGetGpuInstanceProfileInfo(old, nv.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2)
+    with pytest.raises(nv.NVMLError_InvalidArgument):
+        nv.nvmlDeviceCreateGpuInstance(old, 15)
+    assert sorted(dump(nv, old)) == [0, 1, 2, 3, 4, 7]

@@ -1,0 +1,75 @@
+"""lab/gpusim/bin/nvidia-smi: the nvidia-smi subset the lab's roles run, backed by gpusim."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SMI = Path(__file__).resolve().parents[3] / "lab" / "gpusim" / "bin" / "nvidia-smi"
+A100 = "NVIDIA A100-SXM4-40GB"
+
+
+def smi(state, *args):
+    env = dict(os.environ, GPUSIM_STATE=str(state))
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([sys.executable, str(SMI), *args], env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def write(tmp_path, st):
+    path = tmp_path / "gpusim.json"
+    path.write_text(json.dumps(st))
+    return path
+
+
+def test_list_and_csv_query(tmp_path):
+    path = write(tmp_path, {"gpus": [
+        {"model": A100, "mig_mode": "enabled", "gpu_instances": [{"profile_id": 9, "start": 4, "compute_instances": [{}]}]},
+        {"model": "NVIDIA L40S"}]})
+    res = smi(path, "-L")
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0
+    assert lines[0].startswith("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-")
+    assert lines[1].startswith("  MIG 3g.20gb     Device  0: (UUID: MIG-")
+    assert lines[2].startswith("GPU 1: NVIDIA L40S (UUID: GPU-")
+    res = smi(path, "--query-gpu=index,pci.bus_id,mig.mode.current,memory.total", "--format=csv,noheader,nounits")
+    assert res.stdout.splitlines() == ["0, 00000000:17:00.0, Enabled, 40537", "1, 00000000:31:00.0, [N/A], 46068"]
+    res = smi(path, "--query-gpu=name,bogus", "--format=csv")
+    assert res.returncode == 2
+
+
+def test_mig_enable_pending_then_gpu_reset(tmp_path):
+    path = write(tmp_path, {"gpus": [{"model": A100}, {"model": "NVIDIA H100 80GB HBM3"}]})
+    res = smi(path, "-i", "0", "-mig", "1")
+    assert res.returncode == 0 and "pending enable state for GPU 00000000:17:00.0" in res.stdout
+    q = smi(path, "-i", "0", "--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader")
+    assert q.stdout.strip() == "Disabled, Enabled"
+    res = smi(path, "-r", "-i", "0")
+    assert res.returncode == 0 and "GPU 00000000:17:00.0 was successfully reset." in res.stdout
+    q = smi(path, "--query-gpu=mig.mode.current", "--format=csv,noheader")
+    assert q.stdout.split() == ["Enabled", "Disabled"]
+    res = smi(path, "-i", "1", "-mig", "1")  # Hopper: no warning, applied
+    assert res.returncode == 0 and "pending" not in res.stdout
+
+
+def test_reset_refusals_exit_codes(tmp_path):
+    path = write(tmp_path, {"gpus": [{"model": A100, "processes": [{"pid": 1, "used_memory": 0}]},
+                                     {"model": A100, "reset_supported": False}]})
+    busy = smi(path, "-r", "-i", "0")
+    assert busy.returncode == 255 and "GPU 00000000:17:00.0: In use by another client" in busy.stdout
+    vm = smi(path, "--gpu-reset", "-i", "00000000:31:00.0")
+    assert vm.returncode == 3 and "Not Supported" in vm.stdout
+
+
+def test_query_license_and_driver_states(tmp_path):
+    path = write(tmp_path, {"gpus": [{"model": A100, "virtualization_mode": "vgpu",
+                                      "license": {"feature": "compute", "licensed": True, "expiry": "2027-05-27T00:08:28Z"}}]})
+    out = smi(path, "-q").stdout
+    assert "License Status                    : Licensed (Expiry: 2027-5-27 0:8:28 GMT)" in out
+    assert "Virtualization Mode               : VGPU" in out and "Driver Version                            : 550.163.01" in out
+    path.write_text(json.dumps({"driver_loaded": False, "gpus": [{"model": A100}]}))
+    res = smi(path)
+    assert res.returncode == 9 and "couldn't communicate with the NVIDIA driver" in res.stdout

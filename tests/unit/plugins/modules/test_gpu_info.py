@@ -1,0 +1,120 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_info module against gpusim (lab/gpusim) installed in-process as ``pynvml``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+from ansible_collections.gpuops.provision.plugins.modules import gpu_info
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+GPUSIM = os.path.join(ROOT, "lab", "gpusim")
+
+
+def use_gpusim(monkeypatch, tmp_path, state):
+    """Write ``state`` to a temp GPUSIM_STATE file and make ``import pynvml`` return gpusim."""
+    path = tmp_path / "gpusim.json"
+    path.write_text(json.dumps(state))
+    monkeypatch.setenv("GPUSIM_STATE", str(path))
+    monkeypatch.syspath_prepend(GPUSIM)
+    spec = importlib.util.spec_from_file_location("pynvml", os.path.join(GPUSIM, "pynvml.py"))
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    spec.loader.exec_module(mod)
+    return path
+
+
+def test_missing_python_module_is_reported_not_raised(monkeypatch, run_module):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # makes the import fail
+    res = run_module(gpu_info, {})
+    assert not res.get("failed")
+    assert res["nvml"]["available"] is False
+    assert "nvidia-ml-py" in res["nvml"]["reason"]
+    assert res["gpus"] == []
+
+
+@pytest.mark.parametrize("state,reason", [
+    ({"gpus": [], "driver_loaded": False}, "kernel driver is not loaded"),
+    ({"gpus": [], "library_present": False}, "libnvidia-ml.so.1"),
+])
+def test_missing_driver_or_library(monkeypatch, tmp_path, run_module, state, reason):
+    use_gpusim(monkeypatch, tmp_path, state)
+    res = run_module(gpu_info, {})
+    assert res["nvml"]["available"] is False
+    assert reason in res["nvml"]["reason"]
+
+
+def test_reports_gpus_geometry_processes_licence_and_sysfs(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {
+        "driver_version": "550.163.01",
+        "gpus": [
+            {"model": "NVIDIA A100-SXM4-40GB", "mig_mode": "enabled",
+             "gpu_instances": [{"profile_id": 9, "start": 4, "compute_instances": [{"slices": 1}, {"slices": 2}]},
+                               {"profile_id": 14, "start": 0, "compute_instances": [{}]}],
+             "processes": [{"pid": 4242, "used_memory": 1048576, "gpu_instance_id": 2, "compute_instance_id": 0}],
+             "license": {"feature": "compute", "licensed": True, "expiry": "2030-01-02T03:04:05Z"}},
+            {"model": "NVIDIA L40S", "virtualization_mode": "passthrough"},
+        ],
+    })
+    root = tmp_path / "root"
+    dev = root / "sys/bus/pci/devices/0000:17:00.0"
+    dev.mkdir(parents=True)
+    for name, value in (("vendor", "0x10de"), ("device", "0x20b0"), ("class", "0x030200")):
+        (dev / name).write_text(value + "\n")
+    (root / "sys/bus/pci/drivers/nvidia").mkdir(parents=True)
+    (root / "sys/kernel/iommu_groups/42").mkdir(parents=True)
+    os.symlink("../../../bus/pci/drivers/nvidia", str(dev / "driver"))
+    os.symlink("../../../kernel/iommu_groups/42", str(dev / "iommu_group"))
+
+    res = run_module(gpu_info, {"sysfs_root": str(root)})
+    assert res["nvml"]["available"] is True
+    assert res["nvml"]["driver_version"] == "550.163.01"
+    assert res["nvml"]["calls"] > 0
+    a100, l40s = res["gpus"]
+    assert a100["model"] == "NVIDIA A100-SXM4-40GB"
+    assert a100["pci_device_id"] == "0x20B010DE"
+    assert a100["mig_mode"] == {"current": "enabled", "pending": "enabled"}
+    assert a100["mig_devices"] == {"1c.3g.20gb": 1, "2c.3g.20gb": 1, "2g.10gb": 1}
+    placements = sorted((gi["profile"], gi["placement"]["start"], gi["placement"]["size"]) for gi in a100["instances"])
+    assert placements == [("2g.10gb", 0, 2), ("3g.20gb", 4, 4)]
+    assert [p["pid"] for p in a100["processes"]] == [4242]
+    assert a100["license"]["licensed"] is True
+    assert a100["license"]["features"][0]["expiry"] == "2030-01-02T03:04:05Z"
+    assert a100["kernel_driver"] == "nvidia" and a100["iommu_group"] == 42
+    three_g = [p for p in a100["profiles"] if p["name"] == "3g.20gb"][0]
+    assert [(p["start"], p["size"]) for p in three_g["placements"]] == [(0, 4), (4, 4)]
+    assert l40s["mig_capable"] is False and l40s["mig_mode"] is None and l40s["instances"] == []
+    assert l40s["virtualization"]["mode"] == "passthrough"
+    assert l40s["kernel_driver"] is None
+
+
+def test_profiles_can_be_left_out(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": "NVIDIA H100 80GB HBM3", "mig_mode": "enabled"}]})
+    with_profiles = run_module(gpu_info, {})
+    without = run_module(gpu_info, {"profiles": False})
+    assert "profiles" not in without["gpus"][0]
+    assert [p["name"] for p in with_profiles["gpus"][0]["profiles"]][0] == "1g.10gb"
+
+
+def test_mig_query_failure_keeps_identity_and_names_error(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": "NVIDIA A100-SXM4-40GB", "mig_mode": "enabled"}]})
+    sim = sys.modules["pynvml"]
+
+    def refuse(*_args):
+        raise sim.NVMLError(sim.NVML_ERROR_NO_PERMISSION)
+
+    # Listing GPU instances needs root on a real host.
+    monkeypatch.setattr(sim, "nvmlDeviceGetGpuInstances", refuse)
+    res = run_module(gpu_info, {})
+    assert not res.get("failed")
+    gpu = res["gpus"][0]
+    assert gpu["model"] == "NVIDIA A100-SXM4-40GB" and gpu["uuid"].startswith("GPU-")
+    assert "NVML_ERROR_NO_PERMISSION" in gpu["error"]
+    assert gpu["instances"] == [] and gpu["mig_mode"]["current"] == "enabled"
