@@ -1,0 +1,556 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""PCI ids and Proxmox VE property strings (hostpciN, cluster mapping ``map=``); pure logic, no I/O.
+
+Everything here works on plain strings/dicts so it can be unit tested without a Proxmox VE API.
+Normalised forms are chosen so that two strings Proxmox VE treats the same compare equal.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_HOSTPCI = 16  # $MAX_HOSTPCI_DEVICES in qemu-server PCI.pm
+
+_ADDR_RE = re.compile(
+    r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})(?:\.(?P<fn>[0-7]))?$"
+)
+_HEX4_RE = re.compile(r"^(?:0x)?([0-9a-fA-F]{1,4})$")
+_CONFIGID_RE = re.compile(r"^[a-z][a-z0-9_-]+$", re.IGNORECASE)
+_MDEV_RE = re.compile(r"^[^/.:]+$")
+_ROMFILE_RE = re.compile(r"^[^,;]+$")
+
+_TRUE = ("1", "on", "yes", "true")
+_FALSE = ("0", "off", "no", "false")
+
+# hostpciN keys with their kind and Proxmox VE default (defaults are dropped when normalising).
+HOSTPCI_KEYS = {
+    "host": ("host", None),
+    "mapping": ("configid", None),
+    "pcie": ("bool", "0"),
+    "x-vga": ("bool", "0"),
+    "rombar": ("bool", "1"),
+    "romfile": ("romfile", None),
+    "mdev": ("mdev", None),
+    "legacy-igd": ("bool", "0"),
+    "vendor-id": ("hexid", None),
+    "device-id": ("hexid", None),
+    "sub-vendor-id": ("hexid", None),
+    "sub-device-id": ("hexid", None),
+    "driver": ("driver", "vfio"),
+}
+
+MAP_KEYS = ("node", "path", "id", "subsystem-id", "iommugroup", "description")
+
+
+class PciError(ValueError):
+    """Invalid PCI address, id or property string; the message says which value and why."""
+
+
+# --------------------------------------------------------------------------- addresses and ids
+
+def parse_pci_address(text):
+    """Parse ``[domain:]bus:dev[.fn]`` into ``(domain, bus, dev, fn)`` (lower-case hex; fn None = all functions)."""
+    if not isinstance(text, str):
+        raise PciError("PCI address must be a string, got %r" % (text,))
+    m = _ADDR_RE.match(text.strip())
+    if not m:
+        raise PciError("invalid PCI address %r (expected [dddd:]bb:dd[.f])" % text)
+    domain = (m.group("domain") or "0").lower().rjust(4, "0")
+    return (domain, m.group("bus").lower().rjust(2, "0"), m.group("dev").lower().rjust(2, "0"), m.group("fn"))
+
+
+def normalize_pci_address(text, function=None):
+    """Full lower-case form ``dddd:bb:dd[.f]``; ``function`` ('0'..'7') adds a function where none is given."""
+    domain, bus, dev, fn = parse_pci_address(text)
+    if fn is None and function is not None:
+        fn = str(function)
+    base = "%s:%s:%s" % (domain, bus, dev)
+    return base if fn is None else "%s.%s" % (base, fn)
+
+
+def pci_slot(text):
+    """The device part of an address (``dddd:bb:dd``), shared by all functions of a multifunction device."""
+    domain, bus, dev, dummy = parse_pci_address(text)
+    return "%s:%s:%s" % (domain, bus, dev)
+
+
+def address_covers(path, device_id):
+    """True when ``path`` (one address, function optional) selects ``device_id`` (a full function address)."""
+    p = parse_pci_address(path)
+    d = parse_pci_address(device_id)
+    return p[:3] == d[:3] and (p[3] is None or p[3] == (d[3] or "0"))
+
+
+def normalize_hex_id(text, what="id"):
+    """``0x10DE``/``10de`` -> ``10de`` (four lower-case hex digits)."""
+    if isinstance(text, int):
+        text = "%04x" % text
+    m = _HEX4_RE.match(str(text).strip()) if text is not None else None
+    if not m:
+        raise PciError("invalid %s %r (expected four hex digits, optionally with 0x)" % (what, text))
+    return m.group(1).lower().rjust(4, "0")
+
+
+def normalize_pci_id(text, what="vendor:device id"):
+    """``10DE:20B0``/``0x10de:0x20b0`` -> ``10de:20b0``."""
+    if not isinstance(text, str) or text.count(":") != 1:
+        raise PciError("invalid %s %r (expected vvvv:dddd)" % (what, text))
+    vendor, device = text.split(":")
+    try:
+        return "%s:%s" % (normalize_hex_id(vendor), normalize_hex_id(device))
+    except PciError:
+        raise PciError("invalid %s %r (expected vvvv:dddd)" % (what, text))
+
+
+def is_configid(text):
+    """PVE ``pve-configid`` (mapping ids): a letter, then letters, digits, ``_`` or ``-``."""
+    return bool(_CONFIGID_RE.match(text or ""))
+
+
+def parse_bool(value, what="value"):
+    """Proxmox VE booleans: 1|on|yes|true / 0|off|no|false (and Python bools) -> '1'/'0'."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return "1"
+    if text in _FALSE:
+        return "0"
+    raise PciError("invalid boolean %r for %s" % (value, what))
+
+
+# --------------------------------------------------------------------------- property strings
+
+def split_property_string(text):
+    """Split ``a=1,b="x,y",bare`` into [(key or None, value)], honouring double quotes like PVE::JSONSchema."""
+    items = []
+    buf = []
+    quoted = False
+    i = 0
+    text = text or ""
+    while i < len(text):
+        c = text[i]
+        if quoted:
+            if c == "\\" and i + 1 < len(text):
+                buf.append(text[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                quoted = False
+            else:
+                buf.append(c)
+        elif c == '"':
+            quoted = True
+        elif c == ",":
+            items.append("".join(buf))
+            buf = []
+        else:
+            buf.append(c)
+        i += 1
+    if quoted:
+        raise PciError("unterminated quote in property string %r" % text)
+    items.append("".join(buf))
+    out = []
+    for item in items:
+        if item == "":
+            continue
+        if "=" in item:
+            key, value = item.split("=", 1)
+            out.append((key.strip(), value))
+        else:
+            out.append((None, item))
+    return out
+
+
+def _quote(value):
+    value = str(value)
+    if any(c in value for c in ',="\\'):
+        return '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+    return value
+
+
+def _norm_host(value):
+    parts = [p for p in str(value).split(";") if p.strip()]
+    if not parts:
+        raise PciError("empty host PCI address")
+    return ";".join(normalize_pci_address(p) for p in parts)
+
+
+def _norm_value(key, kind, value):
+    if kind == "host":
+        return _norm_host(value)
+    if kind == "configid":
+        value = str(value)
+        if not _CONFIGID_RE.match(value):
+            raise PciError("invalid mapping id %r (expected [a-z][a-z0-9_-]+)" % value)
+        return value
+    if kind == "bool":
+        return parse_bool(value, key)
+    if kind == "hexid":
+        return "0x" + normalize_hex_id(value, key)
+    if kind == "mdev":
+        value = str(value)
+        if not _MDEV_RE.match(value):
+            raise PciError("invalid mdev type %r (no '/', '.' or ':' allowed)" % value)
+        return value
+    if kind == "romfile":
+        value = str(value)
+        if not _ROMFILE_RE.match(value):
+            raise PciError("invalid romfile %r" % value)
+        return value
+    if kind == "driver":
+        value = str(value)
+        if value not in ("vfio", "keep"):
+            raise PciError("invalid driver %r (expected vfio or keep)" % value)
+        return value
+    raise PciError("unknown key %r" % key)  # pragma: no cover
+
+
+def normalize_hostpci(entry):
+    """Normalise a hostpciN value (string or dict of PVE keys) into a dict without defaults.
+
+    ``01:00`` and ``host=0000:01:00`` give the same result; ``01:00`` (all functions) differs from ``01:00.0``.
+    """
+    if isinstance(entry, str):
+        pairs = split_property_string(entry)
+    else:
+        pairs = [(k, v) for k, v in entry.items() if v is not None]
+    out = {}
+    for key, value in pairs:
+        if key is None:
+            key = "host"
+        if key not in HOSTPCI_KEYS:
+            raise PciError("unknown hostpci property %r" % key)
+        if key in out:
+            raise PciError("duplicate hostpci property %r" % key)
+        kind, default = HOSTPCI_KEYS[key]
+        norm = _norm_value(key, kind, value)
+        if default is not None and norm == default:
+            continue
+        out[key] = norm
+    if "host" in out and "mapping" in out:
+        raise PciError("Cannot set both 'host' and 'mapping'.")
+    if "host" not in out and "mapping" not in out:
+        raise PciError("Either 'host' or 'mapping' must be set.")
+    return out
+
+
+def format_hostpci(norm):
+    """Canonical string of a normalised hostpci dict: device key first, then the rest sorted (as PVE prints)."""
+    parts = []
+    if "host" in norm:
+        parts.append(norm["host"])
+    else:
+        parts.append("mapping=%s" % norm["mapping"])
+    for key in sorted(k for k in norm if k not in ("host", "mapping")):
+        parts.append("%s=%s" % (key, _quote(norm[key])))
+    return ",".join(parts)
+
+
+def hostpci_equal(a, b):
+    """True when two hostpci values mean the same to Proxmox VE."""
+    return normalize_hostpci(a) == normalize_hostpci(b)
+
+
+def hostpci_device_key(norm):
+    """Identity of the passed device (mapping id or host address list), ignoring options."""
+    if "mapping" in norm:
+        return ("mapping", norm["mapping"])
+    return ("host", norm["host"])
+
+
+def normalize_map_entry(entry):
+    """Normalise one cluster mapping ``map`` item (string or dict) into a dict of PVE keys."""
+    if isinstance(entry, str):
+        pairs = split_property_string(entry)
+    else:
+        pairs = [(k, v) for k, v in entry.items() if v is not None and v != ""]
+    out = {}
+    for key, value in pairs:
+        if key is None or key not in MAP_KEYS:
+            raise PciError("unknown mapping property %r in %r" % (key, entry))
+        if key == "path":
+            parts = [p for p in str(value).split(";") if p.strip()]
+            if not parts:
+                raise PciError("empty mapping path")
+            out[key] = ";".join(normalize_pci_address(p) for p in parts)
+        elif key in ("id", "subsystem-id"):
+            out[key] = normalize_pci_id(str(value), key)
+        elif key == "iommugroup":
+            try:
+                out[key] = str(int(str(value)))
+            except ValueError:
+                raise PciError("invalid iommugroup %r" % (value,))
+        else:
+            out[key] = str(value)
+    for req in ("node", "path", "id"):
+        if req not in out:
+            raise PciError("mapping entry %r lacks required property %r" % (entry, req))
+    return out
+
+
+def format_map_entry(norm):
+    """Canonical ``map`` string: keys in the order PVE prints them (sorted)."""
+    return ",".join("%s=%s" % (k, _quote(norm[k])) for k in sorted(norm))
+
+
+def normalize_map_list(entries):
+    """Normalise a whole ``map`` list. Order across nodes does not matter; within a node it does (first free wins)."""
+    norm = [normalize_map_entry(e) for e in entries or []]
+    # sorted() is stable, so entries of one node keep their relative order.
+    return sorted(norm, key=lambda e: e["node"])
+
+
+# --------------------------------------------------------------------------- hostpci planner
+
+def hostpci_from_config(config):
+    """``{slot: normalised dict}`` for every ``hostpciN`` key of a VM config."""
+    out = {}
+    for key, value in (config or {}).items():
+        m = re.match(r"^hostpci(\d+)$", key)
+        if m:
+            out[int(m.group(1))] = normalize_hostpci(value)
+    return out
+
+
+def plan_hostpci(current, desired, exclusive=True):
+    """Decide the hostpci slots for a VM.
+
+    ``current``: ``{slot: value}`` (strings or normalised dicts). ``desired``: list of ``(slot or None, value)``.
+    An entry that already exists unchanged keeps its slot; an entry for the same device with other options is
+    replaced in its slot; new entries take the lowest free slot. With ``exclusive`` every other slot is deleted.
+    Returns dict ``set`` ({slot: canonical string}), ``delete`` (sorted slots), ``keep`` (slots), ``after``
+    ({slot: canonical string}), ``before`` ({slot: canonical string}) and ``desired`` (the requested entries by slot).
+    """
+    cur = {int(s): (normalize_hostpci(v) if isinstance(v, str) else dict(v)) for s, v in (current or {}).items()}
+    want = []
+    for slot, value in desired:
+        norm = normalize_hostpci(value)
+        if slot is not None and not 0 <= int(slot) < MAX_HOSTPCI:
+            raise PciError("hostpci slot %s out of range 0-%d" % (slot, MAX_HOSTPCI - 1))
+        want.append([None if slot is None else int(slot), norm])
+    explicit = [s for s, dummy in want if s is not None]
+    if len(set(explicit)) != len(explicit):
+        raise PciError("the same hostpci slot is requested twice")
+    keys = [hostpci_device_key(n) for dummy, n in want]
+    if len(set(keys)) != len(keys):
+        raise PciError("the same device is requested twice: %s" % ", ".join(
+            "%s=%s" % k for k in sorted(set(k for k in keys if keys.count(k) > 1))))
+
+    assigned = {}  # slot -> norm
+    taken = set(explicit)
+    for slot, norm in want:
+        if slot is not None:
+            assigned[slot] = norm
+    pending = [w for w in want if w[0] is None]
+    # 1) exact matches keep their slot
+    for w in pending:
+        for slot in sorted(cur):
+            if slot not in taken and cur[slot] == w[1]:
+                w[0] = slot
+                taken.add(slot)
+                assigned[slot] = w[1]
+                break
+    # 2) same device, other options: replace in place so the guest sees it at the same slot
+    for w in pending:
+        if w[0] is not None:
+            continue
+        for slot in sorted(cur):
+            if slot not in taken and hostpci_device_key(cur[slot]) == hostpci_device_key(w[1]):
+                w[0] = slot
+                taken.add(slot)
+                assigned[slot] = w[1]
+                break
+    # 3) new entries: lowest slot that is neither requested nor (in non-exclusive mode) occupied
+    for w in pending:
+        if w[0] is not None:
+            continue
+        blocked = set(taken) | (set() if exclusive else set(cur))
+        free = [s for s in range(MAX_HOSTPCI) if s not in blocked]
+        if not free:
+            raise PciError("no free hostpci slot (at most %d devices per VM)" % MAX_HOSTPCI)
+        w[0] = free[0]
+        taken.add(free[0])
+        assigned[free[0]] = w[1]
+
+    after = {}
+    if not exclusive:
+        after.update(cur)
+    after.update(assigned)
+    to_set = {s: format_hostpci(n) for s, n in sorted(assigned.items()) if cur.get(s) != n}
+    to_delete = sorted(s for s in cur if s not in after)
+    keep = sorted(s for s in after if s in cur and cur[s] == after[s])
+    return {
+        "before": {s: format_hostpci(n) for s, n in sorted(cur.items())},
+        "after": {s: format_hostpci(n) for s, n in sorted(after.items())},
+        "set": to_set,
+        "delete": to_delete,
+        "keep": keep,
+        "desired": {s: format_hostpci(n) for s, n in sorted(assigned.items())},
+    }
+
+
+# --------------------------------------------------------------------------- hardware facts
+
+def _hex(value):
+    if value is None:
+        return None
+    try:
+        return normalize_hex_id(value)
+    except PciError:
+        return None
+
+
+def is_gpu_class(cls):
+    """Display controllers: 0x0300 VGA, 0x0302 3D controller, 0x0380 other display."""
+    return str(cls or "").lower().startswith(("0x0300", "0x0302", "0x0380"))
+
+
+def is_bridge_class(cls):
+    return str(cls or "").lower().startswith("0x0604")
+
+
+def device_facts(dev):
+    """Flatten one ``hardware/pci`` item into the collection's device facts."""
+    vendor, device = _hex(dev.get("vendor")), _hex(dev.get("device"))
+    svendor, sdevice = _hex(dev.get("subsystem_vendor")), _hex(dev.get("subsystem_device"))
+    try:
+        group = int(dev.get("iommugroup", -1))
+    except (TypeError, ValueError):
+        group = -1
+    nvidia = bool(int(dev.get("nvidia") or 0))
+    return {
+        "id": normalize_pci_address(dev["id"]),
+        "slot": pci_slot(dev["id"]),
+        "class": dev.get("class"),
+        "vendor_id": vendor,
+        "device_id": device,
+        "pci_id": "%s:%s" % (vendor, device) if vendor and device else None,
+        "subsystem_id": "%s:%s" % (svendor, sdevice) if svendor and sdevice and (svendor, sdevice) != ("0000", "0000") else None,
+        "vendor_name": dev.get("vendor_name"),
+        "device_name": dev.get("device_name"),
+        "subsystem_name": dev.get("subsystem_device_name"),
+        "iommu_group": group,
+        "mdev": bool(int(dev.get("mdev") or 0)) or nvidia,
+        # The API does not expose the bound driver; an nvidia/ sysfs dir (PVE's `nvidia` flag) implies the NVIDIA driver.
+        "driver": dev.get("driver") or ("nvidia" if nvidia else None),
+        "physfn": normalize_pci_address(dev["physfn"]) if dev.get("physfn") else None,
+        "virtfns": sorted((normalize_pci_address(v) for v in (dev.get("virtfns") or {}).values()),
+                          key=parse_pci_address),
+    }
+
+
+def iommu_isolation(devices, dev_id):
+    """(isolated, group members) for ``dev_id``: its group may hold only its own functions and bridges."""
+    by_id = {d["id"]: d for d in devices}
+    me = by_id.get(dev_id)
+    if me is None:
+        return False, []
+    if me["iommu_group"] < 0:
+        return False, []
+    members = sorted(d["id"] for d in devices if d["iommu_group"] == me["iommu_group"])
+    foreign = [m for m in members if by_id[m]["slot"] != me["slot"] and not is_bridge_class(by_id[m]["class"])]
+    return not foreign, members
+
+
+def gpu_facts(node, pci_list, mdev_types=None, mappings=None, vm_configs=None):
+    """Build the per-node GPU facts that pve_gpu_info returns and pve_pci_mapping selectors run over.
+
+    ``pci_list``: ``hardware/pci`` items (all classes); ``mdev_types``: {device id: [mdev items]};
+    ``mappings``: ``/cluster/mapping/pci`` items; ``vm_configs``: {vmid: config dict}.
+    """
+    devices = [device_facts(d) for d in pci_list]
+    by_id = {d["id"]: d for d in devices}
+    mdev_types = mdev_types or {}
+    usage = hostpci_usage(node, mappings or [], vm_configs or {})
+    map_refs = mapping_refs(node, mappings or [])
+
+    def enrich(d):
+        isolated, members = iommu_isolation(devices, d["id"])
+        out = dict(d)
+        out["node"] = node
+        out["functions"] = sorted(x["id"] for x in devices if x["slot"] == d["slot"] and not x["physfn"])
+        out["iommu_isolated"] = isolated
+        out["iommu_group_devices"] = members
+        out["mdev_types"] = mdev_types.get(d["id"], [])
+        out["mappings"] = sorted(set(mid for mid, path in map_refs if address_covers(path, d["id"])))
+        out["used_by"] = [u for u in usage if any(address_covers(p, d["id"]) for p in u["paths"])]
+        return out
+
+    gpus = []
+    for d in devices:
+        if not is_gpu_class(d["class"]) or d["physfn"]:
+            continue
+        g = enrich(d)
+        g["vfs"] = [enrich(by_id[v]) for v in d["virtfns"] if v in by_id]
+        gpus.append(g)
+    return gpus
+
+
+def mapping_refs(node, mappings):
+    """[(mapping id, path)] of every ``map`` path that a mapping defines on ``node``."""
+    refs = []
+    for m in mappings:
+        for raw in m.get("map") or []:
+            try:
+                e = normalize_map_entry(raw)
+            except PciError:
+                continue
+            if e["node"] == node:
+                refs.extend((m["id"], p) for p in e["path"].split(";"))
+    return refs
+
+
+def hostpci_usage(node, mappings, vm_configs):
+    """[{vmid, slot, via, mapping?, paths}] for every hostpci entry of the node's VMs (paths resolved via mappings)."""
+    refs = mapping_refs(node, mappings)
+    usage = []
+    for vmid, cfg in sorted(vm_configs.items(), key=lambda kv: int(kv[0])):
+        try:
+            entries = hostpci_from_config(cfg)
+        except PciError:
+            continue
+        for slot, norm in sorted(entries.items()):
+            if "mapping" in norm:
+                paths = [p for mid, p in refs if mid == norm["mapping"]]
+                usage.append({"vmid": int(vmid), "slot": "hostpci%d" % slot, "via": "mapping",
+                              "mapping": norm["mapping"], "paths": paths, "mdev": norm.get("mdev")})
+            else:
+                usage.append({"vmid": int(vmid), "slot": "hostpci%d" % slot, "via": "host",
+                              "mapping": None, "paths": norm["host"].split(";"), "mdev": norm.get("mdev")})
+    return usage
+
+
+def check_map_entry(entry, devices):
+    """Check one normalised ``map`` entry against a node's devices (as PVE's assert_valid does at VM start).
+
+    Returns a list of problems (empty = valid). ``devices``: device_facts() dicts of that node.
+    """
+    problems = []
+    by_id = {d["id"]: d for d in devices}
+    for i, path in enumerate(entry["path"].split(";")):
+        dev = by_id.get(normalize_pci_address(path, function="0"))
+        if dev is None:
+            problems.append("pci device '%s' not found" % path)
+            continue
+        if dev["pci_id"] != entry["id"]:
+            problems.append("'id' does not match for '%s' (%s != %s)" % (path, dev["pci_id"], entry["id"]))
+        if dev["subsystem_id"] and not entry.get("subsystem-id"):
+            problems.append("missing expected property 'subsystem-id' for device '%s' (hardware has %s)" % (path, dev["subsystem_id"]))
+        elif entry.get("subsystem-id") and dev["subsystem_id"] != entry["subsystem-id"]:
+            problems.append("'subsystem-id' does not match for '%s' (%s != %s)" % (path, dev["subsystem_id"], entry["subsystem-id"]))
+        if i == 0 and entry.get("iommugroup") is not None and str(dev["iommu_group"]) != entry["iommugroup"]:
+            problems.append("'iommugroup' does not match for '%s' (%s != %s)" % (path, dev["iommu_group"], entry["iommugroup"]))
+    return problems
+
+
+def map_entry_from_device(node, dev, whole_device=False, with_iommu_group=True, with_subsystem=True):
+    """A ``map`` entry (normalised dict) for one device fact, as the PVE UI would fill it in."""
+    entry = {"node": node, "path": dev["slot"] if whole_device else dev["id"], "id": dev["pci_id"]}
+    if with_subsystem and dev.get("subsystem_id"):
+        entry["subsystem-id"] = dev["subsystem_id"]
+    if with_iommu_group and dev.get("iommu_group", -1) >= 0:
+        entry["iommugroup"] = str(dev["iommu_group"])
+    return normalize_map_entry(entry)

@@ -1,0 +1,194 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Proxmox VE API adapter over proxmoxer: session, error mapping, task waiting, fact gathering (I/O)."""
+
+from __future__ import annotations
+
+import time
+import traceback
+
+from ansible.module_utils.basic import missing_required_lib
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+from ansible_collections.gpuops.provision.plugins.module_utils._auth import (
+    PROXMOX_REQUIRED_ONE_OF,
+    PROXMOX_REQUIRED_TOGETHER,
+    proxmox_argument_spec,
+)
+
+try:
+    from proxmoxer import ProxmoxAPI
+    from proxmoxer.core import ResourceException
+    HAS_PROXMOXER = True
+    PROXMOXER_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - exercised only where proxmoxer is missing
+    HAS_PROXMOXER = False
+    PROXMOXER_IMPORT_ERROR = traceback.format_exc()
+
+    class ResourceException(Exception):  # type: ignore[no-redef]
+        pass
+
+AUTH_KEYS = tuple(proxmox_argument_spec())
+
+
+class PveError(Exception):
+    """An API call or task failed; ``str()`` is a message fit for fail_json."""
+
+
+def module_kwargs(argument_spec, **extra):
+    """AnsibleModule kwargs with the shared Proxmox connection options merged in."""
+    spec = proxmox_argument_spec()
+    spec.update(argument_spec)
+    kwargs = dict(
+        argument_spec=spec,
+        required_one_of=list(PROXMOX_REQUIRED_ONE_OF) + list(extra.pop("required_one_of", [])),
+        required_together=list(PROXMOX_REQUIRED_TOGETHER) + list(extra.pop("required_together", [])),
+    )
+    kwargs.update(extra)
+    return kwargs
+
+
+def error_message(exc):
+    """Human message for a proxmoxer ResourceException: status, reason (PVE puts its message there), errors."""
+    if isinstance(exc, ResourceException) and hasattr(exc, "status_code"):
+        reason = (getattr(exc, "content", None) or getattr(exc, "status_message", "") or "").strip()
+        msg = "HTTP %s: %s" % (exc.status_code, reason)
+        errors = getattr(exc, "errors", None)
+        if errors:
+            if isinstance(errors, dict):
+                msg += " (" + "; ".join("%s: %s" % (k, str(v).strip()) for k, v in sorted(errors.items())) + ")"
+            else:
+                msg += " (%s)" % errors
+        return msg
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+class PveClient:
+    """Thin wrapper over a ProxmoxAPI object: string paths, error mapping, write-call counting."""
+
+    def __init__(self, api, task_timeout=300, poll_interval=0.5):
+        self.api = api
+        self.task_timeout = task_timeout
+        self.poll_interval = poll_interval
+        self.writes = []  # (method, path) of every write call, for results and the benchmark
+        self._nodes = None
+
+    @classmethod
+    def from_params(cls, params, task_timeout=300):
+        if not HAS_PROXMOXER:
+            raise PveError(missing_required_lib("proxmoxer") + "\n" + (PROXMOXER_IMPORT_ERROR or ""))
+        verify = params.get("ca_path") or bool(params.get("validate_certs"))
+        kwargs = dict(port=params.get("api_port"), verify_ssl=verify, timeout=params.get("api_timeout"), backend="https")
+        if params.get("api_token_id"):
+            # Token auth is preferred: no ticket round trip, no password in the play.
+            kwargs.update(user=params["api_user"], token_name=params["api_token_id"], token_value=params["api_token_secret"])
+        else:
+            kwargs.update(user=params["api_user"], password=params["api_password"])
+        try:
+            api = ProxmoxAPI(params["api_host"], **kwargs)
+        except ResourceException as exc:
+            raise PveError("cannot log in to %s as %s: %s" % (params["api_host"], params["api_user"], error_message(exc)))
+        except Exception as exc:  # requests/SSL errors come in many types
+            raise PveError("cannot connect to %s:%s: %s" % (params["api_host"], params.get("api_port"), exc))
+        return cls(api, task_timeout=task_timeout)
+
+    def _call(self, method, path, params):
+        params = {k: v for k, v in (params or {}).items() if v is not None}
+        if method != "get":
+            self.writes.append((method.upper(), path))
+        try:
+            return getattr(self.api(path), method)(**params)
+        except ResourceException as exc:
+            raise PveError("%s /%s failed: %s" % (method.upper(), path, error_message(exc)))
+        except Exception as exc:
+            raise PveError("%s /%s failed: %s" % (method.upper(), path, exc))
+
+    def get(self, path, **params):
+        return self._call("get", path, params)
+
+    def post(self, path, **params):
+        return self._call("post", path, params)
+
+    def put(self, path, **params):
+        return self._call("put", path, params)
+
+    def delete(self, path, **params):
+        return self._call("delete", path, params)
+
+    # ----------------------------------------------------------------- tasks
+
+    def wait_task(self, node, upid, timeout=None, what="task"):
+        """Poll a UPID until it stops; raise PveError with the exit status unless it is OK (or a WARN)."""
+        if not upid:
+            return None
+        deadline = time.monotonic() + (timeout or self.task_timeout)
+        while True:
+            status = self.get("nodes/%s/tasks/%s/status" % (node, upid))
+            if status.get("status") == "stopped":
+                exitstatus = status.get("exitstatus") or ""
+                if exitstatus == "OK" or exitstatus.startswith("WARN"):
+                    return status
+                raise PveError("%s %s on node %s failed: %s" % (what, upid, node, exitstatus))
+            if time.monotonic() >= deadline:
+                raise PveError("%s %s on node %s did not finish within %ss" % (what, upid, node, timeout or self.task_timeout))
+            time.sleep(self.poll_interval)
+
+    # ----------------------------------------------------------------- lookups
+
+    def nodes(self, online_only=False):
+        if self._nodes is None:
+            self._nodes = sorted((n["node"], n.get("status", "online")) for n in self.get("nodes") or [])
+        return [name for name, status in self._nodes if status == "online" or not online_only]
+
+    def find_vm_node(self, vmid):
+        """Node that holds VM ``vmid`` (None when no node has it)."""
+        for node in self.nodes():
+            for vm in self.get("nodes/%s/qemu" % node) or []:
+                if int(vm.get("vmid", -1)) == int(vmid):
+                    return node
+        return None
+
+    def hardware(self, node):
+        """All PCI devices of a node as device facts (no class filter: bridges matter for IOMMU isolation)."""
+        raw = self.get("nodes/%s/hardware/pci" % node, **{"pci-class-blacklist": ""})
+        return raw, [_pci.device_facts(d) for d in raw or []]
+
+    def mdev_types(self, node, pci_or_mapping):
+        items = self.get("nodes/%s/hardware/pci/%s/mdev" % (node, pci_or_mapping)) or []
+        return sorted(({"type": i.get("type"), "name": i.get("name"), "available": i.get("available"),
+                        "description": i.get("description")} for i in items), key=lambda i: i["type"] or "")
+
+    def mappings(self):
+        return sorted(self.get("cluster/mapping/pci") or [], key=lambda m: m.get("id", ""))
+
+    def mapping(self, mapping_id):
+        """Stored mapping (with digest) or None if it does not exist."""
+        for m in self.mappings():
+            if m.get("id") == mapping_id:
+                return self.get("cluster/mapping/pci/%s" % mapping_id)
+        return None
+
+    def vm_configs(self, node):
+        out = {}
+        for vm in self.get("nodes/%s/qemu" % node) or []:
+            out[int(vm["vmid"])] = self.get("nodes/%s/qemu/%s/config" % (node, vm["vmid"]))
+        return out
+
+    def gpu_facts(self, node, gather_mdev=True, gather_vms=True, mappings=None):
+        """pve_gpu_info facts of one node (see _pci.gpu_facts)."""
+        raw, devices = self.hardware(node)
+        mdev = {}
+        if gather_mdev:
+            gpu_ids = set()
+            for d in devices:
+                if _pci.is_gpu_class(d["class"]) and not d["physfn"]:
+                    gpu_ids.add(d["id"])
+                    gpu_ids.update(d["virtfns"])
+            for d in devices:
+                if d["id"] in gpu_ids and d["mdev"]:
+                    mdev[d["id"]] = self.mdev_types(node, d["id"])
+        if mappings is None:
+            mappings = self.mappings()
+        configs = self.vm_configs(node) if gather_vms else {}
+        return _pci.gpu_facts(node, raw, mdev_types=mdev, mappings=mappings, vm_configs=configs)

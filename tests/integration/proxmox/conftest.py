@@ -1,0 +1,163 @@
+"""Fixtures for the Proxmox VE module tests: a pvesim per test (HTTPS on 127.0.0.1, own CA) and an ansible runner."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import ssl
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from lab.pvesim.httpd import Server  # noqa: E402  pylint: disable=wrong-import-position
+
+VENV_BIN = os.path.join(ROOT, ".venv", "bin")
+PYTHON = os.path.join(VENV_BIN, "python")
+
+
+def _dev(id_, cls, group, vendor, device, sub=None, **extra):
+    d = {"id": id_, "class": cls, "vendor": vendor, "device": device, "iommugroup": group}
+    if sub:
+        d["subsystem_vendor"], d["subsystem_device"] = sub
+    d.update(extra)
+    return d
+
+
+NV = "0x10de"
+L40S_TYPES = [{"type": "nvidia-1155", "name": "NVIDIA L40S-4Q", "max": 12, "description": "4 GB framebuffer"},
+              {"type": "nvidia-1156", "name": "NVIDIA L40S-8Q", "max": 6, "description": "8 GB framebuffer"}]
+
+FIXTURE = {
+    "nodes": {
+        "pve1": {"pci": [
+            _dev("0000:00:01.0", "0x060400", 1, "0x8086", "0x1901", device_name="PCIe root port"),
+            # A100: isolated (shares group 1 with its root port only)
+            _dev("0000:01:00.0", "0x030200", 1, NV, "0x20b5", ("0x10de", "0x1533"), device_name="GA100 [A100 PCIe 80GB]"),
+            # RTX with HDMI audio: own functions only in group 2
+            _dev("0000:02:00.0", "0x030000", 2, NV, "0x2204", ("0x1458", "0x403b"), device_name="GA102 [GeForce RTX 3090]"),
+            _dev("0000:02:00.1", "0x040300", 2, NV, "0x1aef", ("0x1458", "0x403b")),
+            # T4 sharing group 3 with a NIC
+            _dev("0000:03:00.0", "0x030200", 3, NV, "0x1eb8", ("0x10de", "0x12a2"), device_name="TU104GL [Tesla T4]"),
+            _dev("0000:04:00.0", "0x020000", 3, "0x8086", "0x1533", ("0x8086", "0x0000")),
+            # L40S with SR-IOV VFs (NVIDIA >= 6.8 vGPU interface)
+            _dev("0000:41:00.0", "0x030200", 40, NV, "0x26b9", ("0x10de", "0x1851"), device_name="AD102GL [L40S]",
+                 vgpu_types=L40S_TYPES, nvidia=1),
+            _dev("0000:41:00.4", "0x030200", 41, NV, "0x26b9", ("0x10de", "0x1851"), physfn="0000:41:00.0"),
+            _dev("0000:41:00.5", "0x030200", 42, NV, "0x26b9", ("0x10de", "0x1851"), physfn="0000:41:00.0"),
+        ]},
+        "pve2": {"pci": [
+            _dev("0000:01:00.0", "0x030200", 10, NV, "0x20b5", ("0x10de", "0x1533"), device_name="GA100 [A100 PCIe 80GB]"),
+            _dev("0000:02:00.0", "0x030200", 11, NV, "0x2330", ("0x10de", "0x16c1"), device_name="GH100 [H100 SXM5 80GB]"),
+        ]},
+    },
+    "mappings": {
+        "a100": {"map": ["node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1",
+                         "node=pve2,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533"]},
+        # stale: pve1's 0000:01:00.0 is an A100 (10de:20b5), not an H100
+        "wrongid": {"map": ["node=pve1,path=0000:01:00.0,id=10de:2330,subsystem-id=10de:1533"]},
+        "t4": {"map": ["node=pve1,path=0000:03:00.0,id=10de:1eb8,subsystem-id=10de:12a2"]},
+        "l40s-vgpu": {"mdev": 1, "map": ["node=pve1,path=0000:41:00.4,id=10de:26b9,subsystem-id=10de:1851",
+                                         "node=pve1,path=0000:41:00.5,id=10de:26b9,subsystem-id=10de:1851"]},
+    },
+    "vms": {
+        "100": {"node": "pve1", "status": "running", "config": {"name": "ml1", "machine": "q35", "bios": "ovmf", "memory": "8192"}},
+        "101": {"node": "pve1", "status": "stopped", "config": {"name": "legacy", "memory": "4096"}},
+        "102": {"node": "pve1", "status": "stopped",
+                "config": {"name": "rtx", "machine": "pc-q35-9.2", "bios": "ovmf", "hostpci0": "0000:02:00,pcie=on,x-vga=1"}},
+        "200": {"node": "pve2", "status": "stopped", "config": {"name": "ml2", "machine": "q35", "bios": "ovmf"}},
+    },
+}
+
+
+class Sim:
+    """A started pvesim with helpers to run modules against it and to read its state and write counters."""
+
+    def __init__(self, fixture, tmp_path):
+        self.server = Server(fixture, run_dir=str(tmp_path / "pvesim"), host="127.0.0.1", port=0).start()
+        root = fixture.get("users", {}).get("root@pam", {"password": "pvesim", "tokens": {"ansible": "pvesim-token"}})
+        self.password, self.token = root["password"], root["tokens"]["ansible"]
+        self.ctx = ssl.create_default_context(cafile=self.server.ca)
+        self.tmp = tmp_path
+
+    def stop(self):
+        self.server.stop()
+
+    def _get(self, path):
+        with urllib.request.urlopen(self.server.url + path, context=self.ctx, timeout=10) as resp:
+            return json.load(resp)["data"]
+
+    def state(self):
+        return self._get("/_sim/state")
+
+    def writes(self):
+        return self._get("/_sim/stats")["writes"]
+
+    def auth(self, token=True):
+        args = {"api_host": "127.0.0.1", "api_port": self.server.port, "api_user": "root@pam", "ca_path": self.server.ca}
+        if token:
+            args.update(api_token_id="ansible", api_token_secret=self.token)
+        else:
+            args.update(api_password=self.password)
+        return args
+
+    def run(self, module, args, check=False, diff=False, token=True):
+        """Run gpuops.provision.<module> through `ansible localhost -m`; return (result dict, writes made)."""
+        full = dict(self.auth(token=token))
+        full.update(args)
+        env = dict(os.environ)
+        env.update({
+            "PATH": VENV_BIN + os.pathsep + env.get("PATH", ""),
+            "ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "build", "collections"),
+            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+            "ANSIBLE_STDOUT_CALLBACK": "json",
+            "ANSIBLE_LOCAL_TEMP": str(self.tmp / "ansible-tmp"),
+            "ANSIBLE_HOME": str(self.tmp / "ansible-home"),
+        })
+        cmd = [os.path.join(VENV_BIN, "ansible"), "localhost", "-c", "local", "-i", "localhost,",
+               "-e", "ansible_python_interpreter=" + PYTHON, "-m", "gpuops.provision." + module, "-a", json.dumps(full)]
+        if check:
+            cmd.append("--check")
+        if diff:
+            cmd.append("--diff")
+        before = self.writes()
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+        try:
+            out = json.loads(proc.stdout)
+            result = out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+        except (ValueError, KeyError, IndexError):
+            raise AssertionError("ansible output not parseable (rc=%s):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
+        return result, self.writes() - before
+
+
+@pytest.fixture
+def fixture_data():
+    return copy.deepcopy(FIXTURE)
+
+
+@pytest.fixture
+def pvesim(tmp_path, fixture_data):
+    sim = Sim(fixture_data, tmp_path)
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def lab_pvesim(tmp_path):
+    """pvesim with the shared lab cluster (lab/pvesim/fixtures/lab.json): running VMs that already hold GPUs and vGPUs.
+
+    The T4's nvidia-223 is limited to one instance, which running VM 201 holds (so none is available).
+    """
+    with open(os.path.join(ROOT, "lab", "pvesim", "fixtures", "lab.json"), encoding="utf-8") as handle:
+        data = json.load(handle)
+    t4 = [d for d in data["nodes"]["pve2"]["pci"] if d["id"].endswith("21:00.0")][0]
+    [t for t in t4["mdev_types"] if t["type"] == "nvidia-223"][0]["max"] = 1
+    sim = Sim(data, tmp_path)
+    yield sim
+    sim.stop()
