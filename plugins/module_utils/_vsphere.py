@@ -1,0 +1,312 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vSphere adapter over pyvmomi: session, PropertyCollector bulk reads, task waiting, host/VM GPU facts.
+
+Decisions live in _vgpu.py; this file only reads and writes vSphere objects.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+import time
+import traceback
+
+try:
+    from pyVmomi import vim, vmodl
+    from pyVim.connect import SmartConnect, Disconnect
+    HAS_PYVMOMI = True
+    PYVMOMI_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - reported by the module through missing_required_lib
+    HAS_PYVMOMI = False
+    PYVMOMI_IMPORT_ERROR = traceback.format_exc()
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu
+
+# Benchmarks set this to a file path; every session appends "<soap calls>\n" to it when it closes.
+CALLS_FILE_ENV = "GPUOPS_VSPHERE_CALLS_FILE"
+
+DEFAULT_DRIVER_REGEX = r"(?i)^(nvidia|nvd)"
+
+HOST_PROPS = [
+    "name", "parent", "runtime.connectionState", "runtime.inMaintenanceMode",
+    "config.graphicsInfo", "config.sharedPassthruGpuTypes", "config.sharedGpuCapabilities", "config.graphicsConfig",
+    "configManager.graphicsManager", "configManager.imageConfigManager",
+]
+# Property paths added after API 6.5 (HostSharedGpuCapabilities is 6.7).
+NEWER_HOST_PROPS = ("config.sharedGpuCapabilities",)
+VM_PROPS = ["name", "runtime.host", "runtime.powerState", "config.hardware.device"]
+
+
+class VsphereError(Exception):
+    """An API or lookup failure; the message is ready for fail_json."""
+
+
+def fault_message(fault):
+    """Readable text of a vmodl fault (localizedMessage, else faultMessage, else the class name)."""
+    msg = getattr(fault, "localizedMessage", None) or getattr(fault, "msg", None)
+    if not msg:
+        parts = [getattr(m, "message", "") for m in (getattr(fault, "faultMessage", None) or [])]
+        msg = "; ".join(p for p in parts if p)
+    return "%s%s" % (type(fault).__name__.split(".")[-1], (": " + msg) if msg else "")
+
+
+def ssl_context(validate_certs, ca_path=None):
+    """Verifying context (CA file or system store); an unverified one only when validate_certs is false."""
+    if validate_certs:
+        ctx = ssl.create_default_context(cafile=ca_path) if ca_path else ssl.create_default_context()
+        return ctx
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+class CallCounter:
+    """Counts SOAP round trips on one stub (method calls and property fetches both go through InvokeMethod)."""
+
+    def __init__(self, stub):
+        self.calls = 0
+        self.by_method = {}
+        original = stub.InvokeMethod
+
+        def counting(mo, info, args, *rest, **kw):
+            self.calls += 1
+            name = getattr(info, "wsdlName", None) or getattr(info, "name", "?")
+            self.by_method[name] = self.by_method.get(name, 0) + 1
+            return original(mo, info, args, *rest, **kw)
+
+        stub.InvokeMethod = counting
+
+
+class Session:
+    """One authenticated vSphere API session with bulk-read helpers."""
+
+    def __init__(self, params):
+        if not HAS_PYVMOMI:
+            raise VsphereError("pyvmomi is required")
+        self.params = params
+        try:
+            self.si = SmartConnect(host=params["hostname"], port=params["port"], user=params["username"],
+                                   pwd=params["password"],
+                                   sslContext=ssl_context(params["validate_certs"], params.get("ca_path")))
+        except vim.fault.InvalidLogin as e:
+            raise VsphereError("login to %s as %s failed: %s" % (params["hostname"], params["username"], fault_message(e)))
+        except ssl.SSLError as e:
+            raise VsphereError("TLS verification of %s:%s failed (%s); pass ca_path for a private CA"
+                               % (params["hostname"], params["port"], e))
+        except (OSError, vmodl.MethodFault) as e:
+            raise VsphereError("cannot connect to %s:%s: %s" % (params["hostname"], params["port"], e))
+        self.counter = CallCounter(self.si._stub)
+        self.content = self.si.RetrieveContent()
+        self.api_version = tuple(int(x) for x in re.findall(r"\d+", self.content.about.apiVersion or "0")[:2])
+
+    def host_props(self, props=None):
+        """Host property paths this API version can return (pyvmomi cannot decode fields newer than the session)."""
+        props = list(props or HOST_PROPS)
+        if self.api_version < (6, 7):
+            props = [p for p in props if p not in NEWER_HOST_PROPS]
+        return props
+
+    def close(self):
+        try:
+            Disconnect(self.si)
+        except Exception:  # pylint: disable=broad-except
+            pass  # logout failures do not change the result of the module
+        path = os.environ.get(CALLS_FILE_ENV)
+        if path:
+            with open(path, "a") as f:
+                f.write("%d\n" % self.counter.calls)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- PropertyCollector -------------------------------------------------------------------------------------
+
+    def collect(self, obj_type, props, container=None, objects=None):
+        """Read ``props`` of every ``obj_type`` below ``container`` (or of ``objects``) in one retrieval.
+
+        Returns a list of dicts: the property values plus ``obj`` (the managed object) and ``moid``.
+        """
+        pc = self.content.propertyCollector
+        view = None
+        if objects is not None:
+            if not objects:
+                return []
+            obj_specs = [vmodl.query.PropertyCollector.ObjectSpec(obj=o) for o in objects]
+        else:
+            view = self.content.viewManager.CreateContainerView(container or self.content.rootFolder, [obj_type], True)
+            traversal = vmodl.query.PropertyCollector.TraversalSpec(
+                name="view", path="view", skip=False, type=vim.view.ContainerView)
+            obj_specs = [vmodl.query.PropertyCollector.ObjectSpec(obj=view, skip=True, selectSet=[traversal])]
+        spec = vmodl.query.PropertyCollector.FilterSpec(
+            objectSet=obj_specs, propSet=[vmodl.query.PropertyCollector.PropertySpec(type=obj_type, pathSet=props)])
+        out = []
+        try:
+            result = pc.RetrievePropertiesEx([spec], vmodl.query.PropertyCollector.RetrieveOptions())
+            while result:
+                for oc in result.objects:
+                    row = {p: None for p in props}
+                    row.update({dp.name: dp.val for dp in oc.propSet})
+                    row["obj"] = oc.obj
+                    row["moid"] = oc.obj._moId
+                    out.append(row)
+                result = pc.ContinueRetrievePropertiesEx(result.token) if result.token else None
+        except vmodl.MethodFault as e:
+            raise VsphereError("reading %s properties failed: %s" % (obj_type.__name__, fault_message(e)))
+        finally:
+            if view is not None:
+                view.Destroy()
+        return out
+
+    def find_one(self, obj_type, name, container=None, what=None):
+        rows = [r for r in self.collect(obj_type, ["name"], container) if r["name"] == name]
+        if not rows:
+            raise VsphereError("%s %s not found" % (what or obj_type.__name__, name))
+        return rows[0]["obj"]
+
+    def scope_container(self, datacenter=None, cluster=None):
+        container = None
+        if datacenter:
+            container = self.find_one(vim.Datacenter, datacenter, what="datacenter")
+        if cluster:
+            container = self.find_one(vim.ClusterComputeResource, cluster, container, what="cluster")
+        return container
+
+    def hosts(self, datacenter=None, cluster=None, names=None, props=None):
+        """Hosts in scope (one retrieval); missing names fail naming them."""
+        rows = self.collect(vim.HostSystem, self.host_props(props), self.scope_container(datacenter, cluster))
+        if names:
+            wanted = set(names)
+            missing = sorted(wanted - {r["name"] for r in rows})
+            if missing:
+                raise VsphereError("ESXi host(s) not found in scope: %s" % ", ".join(missing))
+            rows = [r for r in rows if r["name"] in wanted]
+        return sorted(rows, key=lambda r: r["name"])
+
+    def vms(self, container=None, props=None, objects=None):
+        return self.collect(vim.VirtualMachine, props or VM_PROPS, container, objects)
+
+    # ---- tasks --------------------------------------------------------------------------------------------------
+
+    def wait_task(self, task, what, timeout=600):
+        """Poll a task until it ends; a failed task raises VsphereError naming ``what`` and the fault."""
+        delay, deadline = 0.05, time.monotonic() + timeout
+        while True:
+            info = task.info
+            if info.state == vim.TaskInfo.State.success:
+                return info.result
+            if info.state == vim.TaskInfo.State.error:
+                raise VsphereError("%s failed: %s" % (what, fault_message(info.error)))
+            if time.monotonic() > deadline:
+                raise VsphereError("%s did not finish within %ss (task %s)" % (what, timeout, task._moId))
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def call_task(self, what, method, *args, **kwargs):
+        try:
+            task = method(*args, **kwargs)
+        except vmodl.MethodFault as e:
+            raise VsphereError("%s failed: %s" % (what, fault_message(e)))
+        return self.wait_task(task, what)
+
+
+# ---- conversions (pyvmomi objects -> plain data) -------------------------------------------------------------
+
+
+def graphics_devices(graphics_info):
+    return [dict(device_name=g.deviceName, vendor_name=g.vendorName, pci_id=g.pciId, graphics_type=g.graphicsType,
+                 vgpu_mode=getattr(g, "vgpuMode", None), memory_mb=(g.memorySizeInKB or 0) // 1024,
+                 vms=sorted(v._moId for v in (g.vm or [])))
+            for g in (graphics_info or [])]
+
+
+def graphics_config(cfg):
+    if cfg is None:
+        return dict(default_graphics_type=None, assignment_policy=None, devices={})
+    return dict(default_graphics_type=cfg.hostDefaultGraphicsType, assignment_policy=cfg.sharedPassthruAssignmentPolicy,
+                devices={_vgpu.normalize_pci_id(d.deviceId): d.graphicsType for d in (cfg.deviceType or [])})
+
+
+def host_offer(row):
+    """Profiles a host offers: sharedPassthruGpuTypes plus sharedGpuCapabilities (community.vmware reads the latter)."""
+    names = set(row.get("config.sharedPassthruGpuTypes") or [])
+    names.update(c.vgpu for c in (row.get("config.sharedGpuCapabilities") or []) if c.vgpu)
+    return sorted(names)
+
+
+def vm_vgpus(devices):
+    """vGPU devices of a VM: VirtualPCIPassthrough with a VMIOP backing."""
+    out = []
+    for d in devices or []:
+        if isinstance(d, vim.vm.device.VirtualPCIPassthrough) and \
+                isinstance(d.backing, vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo):
+            out.append(dict(key=d.key, profile=d.backing.vgpu, label=d.deviceInfo.label if d.deviceInfo else None,
+                            device=d))
+    return out
+
+
+def public_vgpu(dev):
+    return {k: v for k, v in dev.items() if k != "device"}
+
+
+# ---- driver version -----------------------------------------------------------------------------------------
+
+
+def host_packages(session, row):
+    """NVIDIA-relevant software inventory of a host.
+
+    FetchSoftwarePackages is the real API; hosts where the image config manager is not available
+    (ManagedObjectNotFound/NotSupported) fall back to the 'Software Components' health sensors.
+    Returns (packages, source).
+    """
+    host_obj, host_name = row["obj"], row["name"]
+    icm = row.get("configManager.imageConfigManager")
+    if icm is not None:
+        try:
+            pkgs = icm.FetchSoftwarePackages()
+            return [dict(name=p.name, vendor=p.vendor, version=p.version) for p in pkgs or []], "software_packages"
+        except (vmodl.fault.ManagedObjectNotFound, vmodl.fault.NotSupported, vmodl.fault.MethodNotFound):
+            pass
+        except vmodl.MethodFault as e:
+            raise VsphereError("host %s: FetchSoftwarePackages failed: %s" % (host_name, fault_message(e)))
+    rows = session.collect(vim.HostSystem, ["runtime.healthSystemRuntime.systemHealthInfo.numericSensorInfo"],
+                           objects=[host_obj])
+    sensors = (rows[0]["runtime.healthSystemRuntime.systemHealthInfo.numericSensorInfo"] if rows else None) or []
+    pkgs = []
+    for s in sensors:
+        if (s.sensorType or "").lower() == "software components":
+            p = _vgpu.parse_sensor_component(s.name)
+            if p:
+                pkgs.append(p)
+    return pkgs, "health_sensors"
+
+
+def host_driver(session, row, name_regex=DEFAULT_DRIVER_REGEX):
+    pkgs, source = host_packages(session, row)
+    vib = _vgpu.match_driver_vib(pkgs, name_regex)
+    if not vib:
+        return dict(vib=None, vib_version=None, version=None, source=source)
+    return dict(vib=vib["name"], vib_version=vib["version"], version=_vgpu.driver_version(vib["version"]), source=source)
+
+
+def is_gpu_host(row):
+    return bool(row.get("config.graphicsInfo") or row.get("config.sharedPassthruGpuTypes")
+                or row.get("config.sharedGpuCapabilities"))
+
+
+def cluster_names(session, container=None):
+    return {r["moid"]: r["name"] for r in session.collect(vim.ClusterComputeResource, ["name"], container)}
+
+
+def valid_regex(pattern):
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise VsphereError("driver_vib_regex %r is not a valid regular expression: %s" % (pattern, e))
+    return pattern

@@ -1,0 +1,192 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vsphere_gpu_info
+short_description: GPUs, graphics settings, vGPU profiles, vGPU VMs and NVIDIA driver drift of ESXi hosts
+version_added: 0.1.0
+description:
+  - Reads, for every ESXi host in scope, the physical graphics devices, the host graphics configuration
+    (default graphics type and shared passthrough assignment policy), the vGPU profiles the host offers,
+    the VMs that hold vGPUs, and the NVIDIA host driver version from the host's VIB list.
+  - Host and VM properties of the whole scope are read with one PropertyCollector retrieval each, not per host.
+  - Reports whether all GPU hosts run the same NVIDIA driver version (drift report).
+options:
+  datacenter:
+    description: Limit the scope to this datacenter.
+    type: str
+  cluster:
+    description: Limit the scope to this cluster.
+    type: str
+  esxi_hostname:
+    description: Limit the scope to these hosts (names as vCenter shows them).
+    type: list
+    elements: str
+  driver_vib_regex:
+    description:
+      - Python regular expression matched against the VIB name and vendor to find the NVIDIA host driver.
+      - NVIDIA VIB names vary by release (C(NVD-AIE_ESXi_8.0.0_Driver), C(NVIDIA-VMware_ESXi_*_Host_Driver)).
+    type: str
+    default: '(?i)^(nvidia|nvd)'
+  gather_driver:
+    description: Read the driver VIB of each GPU host (one C(FetchSoftwarePackages) call per GPU host).
+    type: bool
+    default: true
+  gather_vgpu_vms:
+    description: List the VMs that hold vGPU devices.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - gpuops.provision._vsphere_auth
+  - gpuops.provision._attributes
+  - gpuops.provision._attributes.INFO_MODULE
+  - gpuops.provision._attributes.ACTIONGROUP_VSPHERE
+notes:
+  - The driver version comes from C(HostImageConfigManager.FetchSoftwarePackages); where that manager is not
+    available the host's C(Software Components) health sensors are read instead (the C(source) key of RV(hosts[].driver) says which).
+  - A GPU host without an NVIDIA driver VIB counts as drift.
+author:
+  - gpuops.provision maintainers (@gpuops)
+"""
+
+EXAMPLES = r"""
+- name: GPU facts of a cluster
+  gpuops.provision.vsphere_gpu_info:
+    hostname: vcenter.example.com
+    username: administrator@vsphere.local
+    password: "{{ vcenter_password }}"
+    ca_path: /etc/pki/vcenter-ca.pem
+    cluster: gpu-cluster
+  register: gpu
+
+- name: Fail when GPU hosts run different NVIDIA drivers
+  ansible.builtin.assert:
+    that: gpu.drift.consistent
+    fail_msg: "driver drift: {{ gpu.drift.versions }} missing: {{ gpu.drift.missing }}"
+"""
+
+RETURN = r"""
+hosts:
+  description: One entry per host in scope, sorted by name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: Host name., type: str}
+    cluster: {description: 'Cluster name; null for standalone hosts.', type: str}
+    connection_state: {description: 'C(connected), C(disconnected) or C(notResponding).', type: str}
+    in_maintenance_mode: {description: Whether the host is in maintenance mode., type: bool}
+    gpu_host: {description: Whether the host has graphics devices or vGPU profiles., type: bool}
+    gpus:
+      description: Physical graphics devices (C(config.graphicsInfo)).
+      type: list
+      elements: dict
+      sample: [{device_name: NVIDIA A100-PCIE-40GB, vendor_name: NVIDIA, pci_id: "0000:3b:00.0",
+                graphics_type: sharedDirect, vgpu_mode: null, memory_mb: 40960, vms: [vm-63]}]
+    graphics_config:
+      description: Host graphics configuration.
+      type: dict
+      sample: {default_graphics_type: sharedDirect, assignment_policy: performance, devices: {"0000:3b:00.0": sharedDirect}}
+    profiles: {description: vGPU profiles the host offers., type: list, elements: str, sample: [grid_a100-4c, grid_a100-40c]}
+    vgpu_vms:
+      description: VMs on this host that hold vGPUs.
+      type: list
+      elements: dict
+      sample: [{name: ml-01, moid: vm-63, power_state: poweredOff, profiles: [grid_a100-40c]}]
+    driver:
+      description: NVIDIA host driver; all values null when none was found or O(gather_driver=false).
+      type: dict
+      sample: {vib: NVD-AIE_ESXi_8.0.0_Driver, vib_version: 535.154.02-1OEM.800.1.0.20613240, version: 535.154.02,
+               source: software_packages}
+drift:
+  description: NVIDIA driver versions across the GPU hosts in scope.
+  returned: when O(gather_driver=true)
+  type: dict
+  contains:
+    consistent: {description: True when every GPU host runs the same driver version., type: bool}
+    versions: {description: Driver version to host names., type: dict}
+    missing: {description: GPU hosts without an NVIDIA driver VIB., type: list, elements: str}
+    majority: {description: The version most GPU hosts run., type: str}
+  sample: {consistent: false, versions: {"535.154.02": [esx1], "550.54.10": [esx2]}, missing: [], majority: "535.154.02"}
+vgpu_vms:
+  description: All VMs in scope that hold vGPUs.
+  returned: when O(gather_vgpu_vms=true)
+  type: list
+  elements: dict
+  sample: [{name: ml-01, moid: vm-63, host: esx1, power_state: poweredOff, profiles: [grid_a100-40c]}]
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu, _vsphere
+
+
+def gather(session, params):
+    hosts = session.hosts(params["datacenter"], params["cluster"], params["esxi_hostname"])
+    clusters = _vsphere.cluster_names(session)
+    out, by_moid = [], {}
+    for row in hosts:
+        parent = row.get("parent")
+        entry = dict(
+            name=row["name"], moid=row["moid"],
+            cluster=clusters.get(parent._moId) if parent is not None else None,
+            connection_state=row.get("runtime.connectionState"),
+            in_maintenance_mode=bool(row.get("runtime.inMaintenanceMode")),
+            gpu_host=_vsphere.is_gpu_host(row),
+            gpus=_vsphere.graphics_devices(row.get("config.graphicsInfo")),
+            graphics_config=_vsphere.graphics_config(row.get("config.graphicsConfig")),
+            profiles=_vsphere.host_offer(row),
+            vgpu_vms=[],
+            driver=dict(vib=None, vib_version=None, version=None, source=None),
+        )
+        if params["gather_driver"] and entry["gpu_host"] and entry["connection_state"] == "connected":
+            entry["driver"] = _vsphere.host_driver(session, row, params["driver_vib_regex"])
+        out.append(entry)
+        by_moid[row["moid"]] = entry
+    result = dict(hosts=out)
+    if params["gather_vgpu_vms"]:
+        container = session.scope_container(params["datacenter"], params["cluster"])
+        vgpu_vms = []
+        for vm in session.vms(container):
+            devs = _vsphere.vm_vgpus(vm.get("config.hardware.device"))
+            host = vm.get("runtime.host")
+            if not devs or host is None or host._moId not in by_moid:
+                continue
+            item = dict(name=vm["name"], moid=vm["moid"], host=by_moid[host._moId]["name"],
+                        power_state=vm.get("runtime.powerState"), profiles=[d["profile"] for d in devs])
+            by_moid[host._moId]["vgpu_vms"].append({k: v for k, v in item.items() if k != "host"})
+            vgpu_vms.append(item)
+        result["vgpu_vms"] = sorted(vgpu_vms, key=lambda v: v["name"])
+    if params["gather_driver"]:
+        result["drift"] = _vgpu.drift_report({h["name"]: h["driver"]["version"] for h in out
+                                              if h["gpu_host"] and h["connection_state"] == "connected"})
+    return result
+
+
+def main():
+    spec = _auth.vsphere_argument_spec()
+    spec.update(
+        datacenter=dict(type="str"),
+        cluster=dict(type="str"),
+        esxi_hostname=dict(type="list", elements="str"),
+        driver_vib_regex=dict(type="str", default=_vsphere.DEFAULT_DRIVER_REGEX),
+        gather_driver=dict(type="bool", default=True),
+        gather_vgpu_vms=dict(type="bool", default=True),
+    )
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    if not _vsphere.HAS_PYVMOMI:
+        module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
+    try:
+        _vsphere.valid_regex(module.params["driver_vib_regex"])
+        with _vsphere.Session(module.params) as session:
+            result = gather(session, module.params)
+    except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
+        module.fail_json(msg=str(e))
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

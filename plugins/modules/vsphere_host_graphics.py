@@ -1,0 +1,228 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vsphere_host_graphics
+short_description: Set the graphics configuration of ESXi hosts for NVIDIA vGPU
+version_added: 0.1.0
+description:
+  - Sets the default graphics type, the shared passthrough GPU assignment policy and per-device graphics types
+    of every host in scope through C(HostGraphicsManager.UpdateGraphicsConfig).
+  - Validates every host first (device PCI ids must exist on the host); nothing is changed when one host is invalid.
+  - Only hosts whose configuration differs are updated.
+  - Warns when powered-on VMs run on a host that is changed; vSphere applies graphics changes to VMs at their next power on,
+    and a change of the default graphics type usually needs a host reboot or an Xorg restart.
+options:
+  datacenter:
+    description: Limit the scope to this datacenter.
+    type: str
+  cluster:
+    description: Hosts of this cluster. One of O(cluster) or O(esxi_hostname) is required.
+    type: str
+  esxi_hostname:
+    description: These hosts. One of O(cluster) or O(esxi_hostname) is required.
+    type: list
+    elements: str
+  default_graphics_type:
+    description:
+      - V(sharedDirect) is NVIDIA vGPU (vendor shared passthrough graphics); V(shared) is VMware vSGA.
+      - Unset leaves the current value.
+    type: str
+    choices: [shared, sharedDirect]
+  assignment_policy:
+    description:
+      - V(performance) spreads VMs across GPUs; V(consolidation) fills one GPU before the next.
+      - Unset leaves the current value.
+    type: str
+    choices: [performance, consolidation]
+  devices:
+    description: Per-device graphics types; they override O(default_graphics_type). Devices not listed keep their setting.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      pci_id:
+        description: PCI id of the graphics device as the host reports it, for example V(0000:3b:00.0).
+        type: str
+        required: true
+      graphics_type:
+        description: Graphics type of this device.
+        type: str
+        required: true
+        choices: [shared, sharedDirect]
+  skip_non_gpu_hosts:
+    description: Leave hosts without graphics devices alone instead of failing on them.
+    type: bool
+    default: true
+  restart_xorg:
+    description: Restart the C(xorg) service on every changed host so the new default graphics type takes effect.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - gpuops.provision._vsphere_auth
+  - gpuops.provision._attributes
+  - gpuops.provision._attributes.ACTIONGROUP_VSPHERE
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+author:
+  - gpuops.provision maintainers (@gpuops)
+"""
+
+EXAMPLES = r"""
+- name: NVIDIA vGPU on every GPU host of the cluster, spread VMs for performance
+  gpuops.provision.vsphere_host_graphics:
+    hostname: vcenter.example.com
+    username: administrator@vsphere.local
+    password: "{{ vcenter_password }}"
+    cluster: gpu-cluster
+    default_graphics_type: sharedDirect
+    assignment_policy: performance
+
+- name: One device per host as vSGA
+  gpuops.provision.vsphere_host_graphics:
+    esxi_hostname: [esx1.example.com]
+    devices:
+      - pci_id: "0000:af:00.0"
+        graphics_type: shared
+  module_defaults:
+    group/gpuops.provision.vsphere:
+      hostname: vcenter.example.com
+      username: administrator@vsphere.local
+      password: "{{ vcenter_password }}"
+"""
+
+RETURN = r"""
+hosts:
+  description: One entry per host in scope.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: Host name., type: str}
+    changed: {description: Whether the host's configuration was (or in check mode would be) changed., type: bool}
+    skipped: {description: True for hosts without graphics devices when O(skip_non_gpu_hosts=true)., type: bool}
+    before: {description: Configuration before., type: dict}
+    after: {description: Configuration after., type: dict}
+    running_vms: {description: Powered-on VMs on the host., type: list, elements: str}
+  sample:
+    - name: esx1
+      changed: true
+      skipped: false
+      before: {default_graphics_type: shared, assignment_policy: performance, devices: {}}
+      after: {default_graphics_type: sharedDirect, assignment_policy: performance, devices: {}}
+      running_vms: []
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu, _vsphere
+
+try:
+    from pyVmomi import vim, vmodl
+except ImportError:
+    pass  # reported through _vsphere.HAS_PYVMOMI
+
+
+def to_graphics_config(after):
+    return vim.host.GraphicsConfig(
+        hostDefaultGraphicsType=after["default_graphics_type"],
+        sharedPassthruAssignmentPolicy=after["assignment_policy"],
+        deviceType=[vim.host.GraphicsConfig.DeviceType(deviceId=pci, graphicsType=gt)
+                    for pci, gt in sorted(after["devices"].items())])
+
+
+def run(module, session):
+    p = module.params
+    hosts = session.hosts(p["datacenter"], p["cluster"], p["esxi_hostname"])
+    plans = []
+    for row in hosts:
+        gpus = _vsphere.graphics_devices(row.get("config.graphicsInfo"))
+        if not gpus and p["skip_non_gpu_hosts"]:
+            plans.append((row, dict(host=row["name"], changed=False, skipped=True, before=None, after=None)))
+            continue
+        if not gpus:
+            raise _vgpu.VgpuError("host %s: no graphics devices" % row["name"])
+        if row.get("runtime.connectionState") != "connected":
+            raise _vgpu.VgpuError("host %s: %s, cannot change graphics settings"
+                                  % (row["name"], row.get("runtime.connectionState")))
+        plan = _vgpu.plan_graphics(row["name"], _vsphere.graphics_config(row.get("config.graphicsConfig")),
+                                   p["default_graphics_type"], p["assignment_policy"], p["devices"],
+                                   known_devices=[g["pci_id"] for g in gpus])
+        plan["skipped"] = False
+        plans.append((row, plan))
+
+    changed_rows = [row for row, plan in plans if plan["changed"]]
+    running = {}
+    if changed_rows:
+        # Power state of every VM on the changed hosts, in one retrieval.
+        vm_objs = []
+        for row in session.collect(vim.HostSystem, ["vm"], objects=[r["obj"] for r in changed_rows]):
+            vm_objs.extend(row.get("vm") or [])
+        for vm in session.vms(props=["name", "runtime.host", "runtime.powerState"], objects=vm_objs):
+            if vm.get("runtime.powerState") == "poweredOn" and vm.get("runtime.host") is not None:
+                running.setdefault(vm["runtime.host"]._moId, []).append(vm["name"])
+
+    results, done = [], []
+    for row, plan in plans:
+        vms = sorted(running.get(row["moid"], []))
+        if plan["changed"] and vms:
+            module.warn("host %s: %d powered-on VM(s) (%s) keep the old graphics settings until they are power-cycled"
+                        % (row["name"], len(vms), ", ".join(vms[:10])))
+        if plan["changed"] and not module.check_mode:
+            gm = row.get("configManager.graphicsManager")
+            if gm is None:
+                raise _vsphere.VsphereError("host %s: no HostGraphicsManager" % row["name"])
+            try:
+                gm.UpdateGraphicsConfig(to_graphics_config(plan["after"]))
+                if p["restart_xorg"]:
+                    row["obj"].configManager.serviceSystem.RestartService(id="xorg")
+            except vmodl.MethodFault as e:
+                raise _vsphere.VsphereError("host %s: UpdateGraphicsConfig failed: %s (already changed: %s)"
+                                            % (row["name"], _vsphere.fault_message(e), ", ".join(done) or "none"))
+            done.append(row["name"])
+        results.append(dict(name=row["name"], changed=plan["changed"], skipped=plan["skipped"],
+                            before=plan["before"], after=plan["after"], running_vms=vms))
+    return results
+
+
+def main():
+    spec = _auth.vsphere_argument_spec()
+    spec.update(
+        datacenter=dict(type="str"),
+        cluster=dict(type="str"),
+        esxi_hostname=dict(type="list", elements="str"),
+        default_graphics_type=dict(type="str", choices=list(_vgpu.GRAPHICS_TYPES)),
+        assignment_policy=dict(type="str", choices=list(_vgpu.ASSIGNMENT_POLICIES)),
+        devices=dict(type="list", elements="dict", default=[], options=dict(
+            pci_id=dict(type="str", required=True),
+            graphics_type=dict(type="str", required=True, choices=list(_vgpu.GRAPHICS_TYPES)),
+        )),
+        skip_non_gpu_hosts=dict(type="bool", default=True),
+        restart_xorg=dict(type="bool", default=False),
+    )
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
+    if not _vsphere.HAS_PYVMOMI:
+        module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
+    try:
+        with _vsphere.Session(module.params) as session:
+            hosts = run(module, session)
+    except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
+        module.fail_json(msg=str(e))
+    changed = any(h["changed"] for h in hosts)
+    result = dict(changed=changed, hosts=hosts)
+    if module._diff:
+        result["diff"] = dict(before={h["name"]: h["before"] for h in hosts if h["changed"]},
+                              after={h["name"]: h["after"] for h in hosts if h["changed"]})
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Roles vsphere_vgpu_host and vsphere_vgpu_vm run by ansible-playbook against the vcsim-gpu stand-in."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+
+pytestmark = pytest.mark.slow
+
+FIXTURE = {"hosts": {"DC0_C0_H0": {"model": "a100-40"},
+                     "DC0_C0_H1": {"model": "a100-40", "driver": "535.154.02-1OEM.800.1.0.20613240"},
+                     "DC0_C0_H2": {"model": "a100-40"}}}
+
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  roles:
+    - role: gpuops.provision.{role}
+"""
+
+
+def conn(sim, prefix):
+    return {prefix + "_vcenter_hostname": sim.address, prefix + "_vcenter_port": int(sim.port),
+            prefix + "_vcenter_username": sim.info["username"], prefix + "_vcenter_password": sim.info["password"],
+            prefix + "_vcenter_ca_path": sim.info["ca"]}
+
+
+def graphics(sim):
+    with sim.connect() as s:
+        return {r["name"]: r["config.graphicsConfig"].hostDefaultGraphicsType for r in s.hosts(props=["name", "config.graphicsConfig"])}
+
+
+def test_host_role_fails_on_drift_before_changing_then_applies(vcsim_factory, ansible, tmp_path):
+    sim = vcsim_factory(hosts=3, vms=0, fixture=FIXTURE)
+    book = tmp_path / "host.yml"
+    book.write_text(PLAYBOOK.format(role="vsphere_vgpu_host"))
+    rc, out = ansible.playbook(str(book), dict(conn(sim, "vsphere_vgpu_host"), vsphere_vgpu_host_cluster="DC0_C0"))
+    tasks = ansible.tasks(out)
+    assert rc != 0 and tasks["Fail on NVIDIA driver drift between GPU hosts"]["failed"]
+    assert "535.154.02" in tasks["Fail on NVIDIA driver drift between GPU hosts"]["msg"]
+    assert set(graphics(sim).values()) == {"shared"}
+
+    hosts = ["DC0_C0_H0", "DC0_C0_H2"]
+    extra = dict(conn(sim, "vsphere_vgpu_host"), vsphere_vgpu_host_esxi_hostnames=hosts,
+                 vsphere_vgpu_host_driver_version="550.90.05", vsphere_vgpu_host_maintenance_mode=True)
+    rc, out = ansible.playbook(str(book), extra)
+    assert rc == 0, out
+    assert graphics(sim) == {"DC0_C0_H0": "sharedDirect", "DC0_C0_H1": "shared", "DC0_C0_H2": "sharedDirect"}
+    tasks = ansible.tasks(out)
+    assert tasks["Enter maintenance mode on DC0_C0_H2"]["changed"] and tasks["Exit maintenance mode on DC0_C0_H2"]["changed"]
+    with sim.connect() as s:
+        assert not any(r["runtime.inMaintenanceMode"] for r in s.hosts(props=["name", "runtime.inMaintenanceMode"]))
+    rc, out = ansible.playbook(str(book), extra)
+    assert rc == 0 and out["stats"]["localhost"]["changed"] == 0
+
+
+def test_vm_role_plans_all_vms_before_changing_any(vcsim_factory, ansible, tmp_path):
+    sim = vcsim_factory(hosts=3, vms=1, fixture=FIXTURE)
+    book = tmp_path / "vm.yml"
+    book.write_text(PLAYBOOK.format(role="vsphere_vgpu_vm"))
+    vms = [dict(name="DC0_C0_H0_VM0", profiles=["grid_a100-40c"], power_policy="power_off"),
+           dict(name="DC0_C0_H1_VM0", profiles=["grid_bogus-1q"], power_policy="power_off")]
+    rc, out = ansible.playbook(str(book), dict(conn(sim, "vsphere_vgpu_vm"), vsphere_vgpu_vm_vms=vms))
+    assert rc != 0
+
+    def profiles():
+        with sim.connect() as s:
+            return {r["name"]: [d["profile"] for d in _vsphere.vm_vgpus(r["config.hardware.device"])]
+                    for r in s.vms(props=["name", "config.hardware.device"])}
+
+    assert profiles()["DC0_C0_H0_VM0"] == []  # the valid VM was not touched either
+    vms[1]["profiles"] = ["grid_a100-8c"]
+    rc, out = ansible.playbook(str(book), dict(conn(sim, "vsphere_vgpu_vm"), vsphere_vgpu_vm_vms=vms))
+    assert rc == 0, out
+    got = profiles()
+    assert got["DC0_C0_H0_VM0"] == ["grid_a100-40c"] and got["DC0_C0_H1_VM0"] == ["grid_a100-8c"]
