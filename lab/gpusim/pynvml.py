@@ -3,7 +3,7 @@
 Put ``lab/gpusim`` first on PYTHONPATH and set GPUSIM_STATE to a state file (see
 README.md). Names, constants, ctypes structures, NVMLError subclasses and return
 types mirror nvidia-ml-py; only the subset a GPU inventory and a MIG manager use is
-provided, and tests/unit/lab/test_gpusim_api.py checks every public name against
+provided, and tests/lab/test_gpusim_api.py checks every public name against
 the real module. Handles are real ctypes pointers (opaque, never dereference them).
 """
 

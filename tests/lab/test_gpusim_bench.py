@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "device" / "nvml_profiles.py"
 MODELS_PY = ROOT / "lab" / "gpusim" / "gpusim" / "models.py"
 ALL = ["NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A30", "NVIDIA H100 80GB HBM3",

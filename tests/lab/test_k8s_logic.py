@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-LAB = os.path.join(os.path.dirname(__file__), "..", "..", "..", "lab", "k8s")
+LAB = os.path.join(os.path.dirname(__file__), "..", "..", "lab", "k8s")
 sys.path.insert(0, os.path.abspath(LAB))
 
 import k8s_logic as L  # noqa: E402  pylint: disable=wrong-import-position

@@ -8,7 +8,7 @@ import sys
 import pytest
 import requests
 
-LAB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), "lab")
+LAB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "lab")
 if LAB not in sys.path:
     sys.path.insert(0, LAB)
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SMI = Path(__file__).resolve().parents[3] / "lab" / "gpusim" / "bin" / "nvidia-smi"
+SMI = Path(__file__).resolve().parents[2] / "lab" / "gpusim" / "bin" / "nvidia-smi"
 A100 = "NVIDIA A100-SXM4-40GB"
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from kubernetes import client, config
 
-LAB = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "lab", "k8s"))
+LAB = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "lab", "k8s"))
 sys.path.insert(0, LAB)
 
 from k8s_harness import k8s_lab  # noqa: E402  pylint: disable=wrong-import-position

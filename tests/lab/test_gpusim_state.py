@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-LAB = Path(__file__).resolve().parents[3] / "lab" / "gpusim"
+LAB = Path(__file__).resolve().parents[2] / "lab" / "gpusim"
 
 
 def load_gpusim():
