@@ -3,50 +3,14 @@ states and fault injection."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-LAB = Path(__file__).resolve().parents[2] / "lab" / "gpusim"
-
-
-def load_gpusim():
-    """gpusim's pynvml under the name gpusim_pynvml, so the real pynvml stays importable."""
-    if "gpusim" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("gpusim", LAB / "gpusim" / "__init__.py",
-                                                      submodule_search_locations=[str(LAB / "gpusim")])
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["gpusim"] = mod
-        spec.loader.exec_module(mod)
-    if "gpusim_pynvml" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("gpusim_pynvml", LAB / "pynvml.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["gpusim_pynvml"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["gpusim_pynvml"]
-
-
-@pytest.fixture
-def sim(tmp_path, monkeypatch):
-    """start(state) writes the state file and runs nvmlInit; .state() reads the file back."""
-    path = tmp_path / "gpusim.json"
-    monkeypatch.setenv("GPUSIM_STATE", str(path))
-    nv = load_gpusim()
-
-    def start(st):
-        path.write_text(json.dumps(st))
-        nv.nvmlInit()
-        return nv
-
-    yield SimpleNamespace(nv=nv, path=path, start=start, state=lambda: json.loads(path.read_text()))
-    while nv._refcount > 0:  # pylint: disable=protected-access
-        nv.nvmlShutdown()
+from gpusim_loader import LAB, load_gpusim  # pylint: disable=import-error  # on sys.path via conftest.py
 
 
 A100 = "NVIDIA A100-SXM4-40GB"
