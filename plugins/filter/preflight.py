@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side node preflight filters: per-node report, fleet collection, summary and JUnit XML.
+
+Documentation of each filter is in the ``<filter>.yml`` file next to this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
+
+
+def _plain(value):
+    """Ansible lazy containers / tagged strings -> plain Python (the pure code compares types)."""
+    if isinstance(value, Mapping):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def preflight_report(facts, node, options=None, generated_at=None):
+    try:
+        return P.evaluate(str(node), _plain(facts or {}), _plain(options or {}), generated_at)
+    except P.PreflightError as e:
+        raise AnsibleFilterError("gpuops.provision.preflight_report: %s" % e)
+
+
+def preflight_reports(hostvars, hosts, fact="node_preflight_report"):
+    """The report of every host in ``hosts``; a host without one gets a failing 'facts' report."""
+    out = []
+    for host in hosts or []:
+        try:
+            hv = hostvars[host]
+        except KeyError:
+            hv = {}
+        rep = hv.get(fact) if isinstance(hv, Mapping) else None
+        if isinstance(rep, Mapping) and "checks" in rep:
+            out.append(_plain(rep))
+        else:
+            out.append(P.missing_report(str(host), "no preflight report: gathering facts failed or the host was unreachable"))
+    return out
+
+
+def preflight_summary(reports):
+    return P.fleet_summary(_plain(reports or []))
+
+
+def preflight_junit(reports, suite_name="node_preflight"):
+    return P.junit_xml(_plain(reports or []), suite_name)
+
+
+class FilterModule:
+    """gpuops.provision preflight filters."""
+
+    def filters(self):
+        return {
+            "preflight_report": preflight_report,
+            "preflight_reports": preflight_reports,
+            "preflight_summary": preflight_summary,
+            "preflight_junit": preflight_junit,
+        }

@@ -1,0 +1,516 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Node readiness (pre-join) checks: pure decisions over facts other modules gathered (no I/O).
+
+Each check is a function ``(facts, options) -> {id, title, status, evidence, remedy}`` with status
+``pass``/``fail``/``warn``/``skip``. ``evaluate`` runs the checks that apply to the node's role and aggregates a verdict;
+``junit_xml`` and ``fleet_summary`` render many nodes' reports for CI systems and the play recap.
+
+facts (all optional; a missing source makes the checks that need it fail, naming what is missing):
+  iommu    iommu_info result                    gpu      gpu_info result (nvml, gpus)
+  license  nvidia_license_info result           mig      mig_geometry check-mode result (or {failed, msg})
+  driver   {installed_version, loaded_version}  cmdline  kernel command line text
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _iommu, _versions
+
+STATUSES = ("pass", "fail", "warn", "skip")
+NODE_ROLES = ("k8s_worker", "vgpu_guest", "passthrough_host")
+CHECK_IDS = ("iommu_active", "iommu_isolation", "vfio_bound", "driver_version", "license", "mig_pending", "mig_geometry",
+             "kernel_args")
+# Checks each kind of node needs; the others are reported as skipped. A passthrough (vfio) host runs no NVIDIA driver.
+DEFAULT_CHECKS = {
+    "passthrough_host": ("iommu_active", "iommu_isolation", "vfio_bound", "kernel_args"),
+    "k8s_worker": ("driver_version", "license", "mig_pending", "mig_geometry", "kernel_args"),
+    "vgpu_guest": ("driver_version", "license", "mig_pending", "mig_geometry", "kernel_args"),
+}
+DEFAULT_OPTIONS = {
+    "node_role": "k8s_worker",
+    "checks": None,              # None: DEFAULT_CHECKS[node_role]
+    "passthrough_gpus": "all",   # "all" or PCI addresses of the GPUs given to VMs whole
+    "vfio_devices": "all",       # "all" (every function of those GPUs) or PCI addresses that must use vfio-pci
+    "driver_version": "",        # the pin; empty = installed and loaded must only agree
+    "license_required": "auto",  # auto: when NVML reports a vGPU guest; or True/False
+    "license_min_days": 7,       # fail when the licence expires sooner
+    "license_warn_days": 30,     # warn when it expires sooner
+    "mig_target": False,         # a MIG target was declared (the mig facts are the check-mode plan against it)
+    "kernel_args": [],           # "key" (present) or "key=value" (exact value)
+    "fail_on_warn": False,
+}
+TITLES = {
+    "iommu_active": "IOMMU active",
+    "iommu_isolation": "GPU IOMMU groups isolated",
+    "vfio_bound": "vfio-pci bound to passthrough GPUs",
+    "driver_version": "NVIDIA driver installed = loaded = pinned",
+    "license": "vGPU licence acquired and not expiring soon",
+    "mig_pending": "No pending MIG mode change",
+    "mig_geometry": "MIG mode and geometry equal the declared target",
+    "kernel_args": "Required kernel arguments present",
+}
+REMEDY_KERNEL_ARGS = ("add them to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub and run update-grub "
+                      "(systemd-boot: /etc/kernel/cmdline and proxmox-boot-tool refresh), then reboot")
+
+
+class PreflightError(ValueError):
+    """Invalid options; the message names the option."""
+
+
+def result(check_id, status, evidence, remedy=""):
+    if status not in STATUSES:
+        raise PreflightError("check %s: unknown status %r" % (check_id, status))
+    return {"id": check_id, "title": TITLES.get(check_id, check_id), "status": status, "evidence": evidence,
+            "remedy": remedy if status in ("fail", "warn") else ""}
+
+
+def _gpu_label(gpu):
+    return "GPU %s (%s)" % (gpu.get("index"), gpu.get("model") or gpu.get("address") or "?")
+
+
+def _source_error(facts, name, what):
+    """Evidence when a fact source is missing or its module failed; None when usable."""
+    src = facts.get(name)
+    if not src:
+        return "%s were not gathered" % what
+    if src.get("failed"):
+        return "reading %s failed: %s" % (what, src.get("msg") or "unknown error")
+    return None
+
+
+def _nvml_error(facts):
+    err = _source_error(facts, "gpu", "GPU facts (gpu_info)")
+    if err:
+        return err
+    nvml = facts["gpu"].get("nvml") or {}
+    if not nvml.get("available"):
+        return "NVML is not available: %s" % (nvml.get("reason") or "unknown reason")
+    return None
+
+
+# --- IOMMU / vfio (passthrough hosts) -----------------------------------------------------------------------------
+
+def check_iommu_active(facts, options):
+    err = _source_error(facts, "iommu", "IOMMU facts (iommu_info)")
+    remedy = ("enable VT-d (Intel) or AMD-Vi/IOMMU in the firmware setup; on Intel with a kernel older than 6.8 add "
+              "intel_iommu=on to the kernel command line, then reboot")
+    if err:
+        return result("iommu_active", "fail", err, remedy)
+    io = facts["iommu"]
+    units = io.get("units") or []
+    groups = io.get("groups") or []
+    detail = "kind %s, units [%s], %d IOMMU groups, cmdline: %s" % (
+        io.get("kind"), ", ".join(units), len(groups), io.get("cmdline", ""))
+    if not io.get("active"):
+        why = "no IOMMU unit in /sys/class/iommu" if not units else "IOMMU units exist but no IOMMU groups were created"
+        return result("iommu_active", "fail", "IOMMU is not active: %s (%s)" % (why, detail), remedy)
+    if io.get("interrupt_remapping") is False and not io.get("allow_unsafe_interrupts"):
+        return result("iommu_active", "warn", "IOMMU active but interrupt remapping is off (%s)" % detail,
+                      "enable interrupt remapping in the firmware (or remove intremap=off); without it VFIO refuses "
+                      "assignment unless vfio_iommu_type1 allow_unsafe_interrupts=1, which is unsafe")
+    return result("iommu_active", "pass", "IOMMU active: %s" % detail)
+
+
+def _wanted_gpus(io_gpus, wanted):
+    if wanted in (None, "all"):
+        return list(io_gpus), []
+    wanted = [str(a).lower() for a in wanted]
+    found = [g for g in io_gpus if g["address"] in wanted]
+    missing = [a for a in wanted if a not in [g["address"] for g in io_gpus]]
+    return found, missing
+
+
+def check_iommu_isolation(facts, options):
+    remedy = ("move the card to a slot whose root port isolates it (see the mainboard manual) or enable ACS in the "
+              "firmware; pcie_acs_override breaks isolation between devices and is not recommended")
+    err = _source_error(facts, "iommu", "IOMMU facts (iommu_info)")
+    if err:
+        return result("iommu_isolation", "fail", err, remedy)
+    io = facts["iommu"]
+    if not io.get("active"):
+        return result("iommu_isolation", "fail", "no IOMMU groups: the IOMMU is not active",
+                      "make the IOMMU active first (see check iommu_active)")
+    gpus, missing = _wanted_gpus(io.get("gpus") or [], options["passthrough_gpus"])
+    if missing:
+        return result("iommu_isolation", "fail", "passthrough GPU(s) %s not found in any IOMMU group" % ", ".join(missing),
+                      "check the PCI addresses in node_preflight_passthrough_gpus against lspci -D")
+    if not gpus:
+        return result("iommu_isolation", "fail", "no NVIDIA GPU found in the IOMMU groups",
+                      "check that the GPU is seated and visible in lspci -nn")
+    bad = [g for g in gpus if not g.get("isolated")]
+    lines = ["%s: %s" % (g["address"], g.get("isolation_reason")) for g in gpus]
+    if bad:
+        return result("iommu_isolation", "fail", "not isolated: " + "; ".join(
+            "%s: %s" % (g["address"], g.get("isolation_reason")) for g in bad), remedy)
+    return result("iommu_isolation", "pass", "; ".join(lines))
+
+
+def _slot(address):
+    return address.rsplit(".", 1)[0]
+
+
+def check_vfio_bound(facts, options):
+    err = _source_error(facts, "iommu", "IOMMU facts (iommu_info)")
+    if err:
+        return result("vfio_bound", "fail", err, "check that sysfs is readable (iommu_info) and rerun")
+    io = facts["iommu"]
+    devices = [d for g in io.get("groups") or [] for d in g.get("devices") or []]
+    by_addr = dict((d["address"], d) for d in devices)
+    wanted = options["vfio_devices"]
+    if wanted in (None, "all"):
+        gpus, _missing = _wanted_gpus(io.get("gpus") or [], options["passthrough_gpus"])
+        slots = set(_slot(g["address"]) for g in gpus)
+        # Every function of the card (GPU, HDMI audio, USB-C) goes to the VM together, so all need vfio-pci.
+        expected = sorted(a for a, d in by_addr.items() if _slot(a) in slots and d.get("vendor") == _iommu.NVIDIA_VENDOR)
+        missing = []
+    else:
+        expected = sorted(str(a).lower() for a in wanted)
+        missing = [a for a in expected if a not in by_addr]
+    if not expected:
+        return result("vfio_bound", "fail", "no NVIDIA GPU function found to check",
+                      "check that the GPU is visible in lspci -nn and that the IOMMU is active")
+    wrong = [(a, by_addr[a].get("driver")) for a in expected if a in by_addr and by_addr[a].get("driver") != "vfio-pci"]
+    if missing or wrong:
+        ids = sorted(set("%s:%s" % (by_addr[a]["vendor"][2:], by_addr[a]["device"][2:]) for a, _drv in wrong))
+        parts = ["%s is bound to %s" % (a, drv or "no driver") for a, drv in wrong]
+        parts += ["%s is not present" % a for a in missing]
+        remedy = ("bind them to vfio-pci at boot: 'options vfio-pci ids=%s' in /etc/modprobe.d/vfio.conf, 'softdep nvidia "
+                  "pre: vfio-pci' (and nouveau), vfio modules in /etc/modules-load.d, update-initramfs -u -k all, reboot"
+                  % ",".join(ids or ["<vendor>:<device>"]))
+        return result("vfio_bound", "fail", "; ".join(parts), remedy)
+    return result("vfio_bound", "pass", "vfio-pci bound to %s" % ", ".join(expected))
+
+
+# --- driver ------------------------------------------------------------------------------------------------------------
+
+def check_driver_version(facts, options):
+    drv = facts.get("driver") or {}
+    pin = str(options.get("driver_version") or "").strip()
+    installed = drv.get("installed_version")
+    loaded = drv.get("loaded_version")
+    gpu = facts.get("gpu") or {}
+    nvml = gpu.get("nvml") or {}
+    nvml_version = nvml.get("driver_version") if nvml.get("available") else None
+    loaded = loaded or nvml_version
+    evidence = "installed %s, loaded %s, NVML %s, pin %s" % (installed or "none", loaded or "none",
+                                                             nvml_version or ("unavailable: %s" % nvml.get("reason") if nvml else "not read"),
+                                                             pin or "none")
+    install_remedy = "install the pinned driver with playbooks/driver_pin.yml (driver_pin_mode=converge)"
+    if not installed:
+        return result("driver_version", "fail", "no NVIDIA driver package installed (%s)" % evidence, install_remedy)
+    try:
+        inst_drv = _versions.driver_version_of(installed)
+    except _versions.VersionError as e:
+        return result("driver_version", "fail", "installed version not understood: %s (%s)" % (e, evidence), install_remedy)
+    if not loaded:
+        return result("driver_version", "fail", "driver %s is installed but the kernel module is not loaded (%s)" % (installed, evidence),
+                      "load it (modprobe nvidia) or reboot; if it does not load see dmesg (Secure Boot signing, nouveau "
+                      "still bound, missing DKMS build for the running kernel)")
+    try:
+        loaded_drv = _versions.driver_version_of(loaded)
+    except _versions.VersionError as e:
+        return result("driver_version", "fail", "loaded version not understood: %s (%s)" % (e, evidence), "reboot the node")
+    if loaded_drv != inst_drv:
+        return result("driver_version", "fail", "installed driver %s differs from the loaded kernel module %s: reboot pending (%s)"
+                      % (inst_drv, loaded_drv, evidence), "reboot the node (drain it first) so the installed driver loads")
+    if nvml and not nvml.get("available"):
+        return result("driver_version", "fail", "NVML is not usable: %s (%s)" % (nvml.get("reason"), evidence),
+                      "reboot the node; check that the NVIDIA userspace libraries match the kernel module")
+    if nvml_version and _versions.driver_version_of(nvml_version) != loaded_drv:
+        return result("driver_version", "fail", "NVML reports driver %s but the kernel module is %s (%s)" % (nvml_version, loaded_drv, evidence),
+                      "reboot the node so userspace and kernel module agree")
+    if not pin:
+        return result("driver_version", "warn", "installed = loaded = %s, but no pinned version is declared (%s)" % (inst_drv, evidence),
+                      "declare the fleet's pin in node_preflight_driver_version (or nvidia_driver_version)")
+    try:
+        on_pin = _versions.matches_pin(installed, pin)
+    except _versions.VersionError as e:
+        raise PreflightError("node_preflight_driver_version: %s" % e)
+    if not on_pin:
+        return result("driver_version", "fail", "installed driver %s is not the pinned %s (%s)" % (installed, pin, evidence),
+                      install_remedy + " then reboot")
+    return result("driver_version", "pass", "installed = loaded = pinned %s (%s)" % (pin, evidence))
+
+
+# --- licence ---------------------------------------------------------------------------------------------------------
+
+def _licence_needed(facts, options):
+    req = options["license_required"]
+    if req in (True, False):
+        return req, "required by configuration" if req else "not required by configuration"
+    lic = facts.get("license") or {}
+    gpus = lic.get("gpus") or []
+    if any(g.get("virtualization_mode") == "vgpu" for g in gpus):
+        return True, "NVML reports a vGPU guest"
+    if options["node_role"] == "vgpu_guest":
+        return True, "the node is declared a vGPU guest"
+    return False, "no GPU runs as a vGPU (virtualization modes: %s)" % (
+        ", ".join(sorted(set(str(g.get("virtualization_mode")) for g in gpus))) or "unknown")
+
+
+def check_license(facts, options):
+    remedy = ("configure licensing with the gpuops.provision.nvidia_license role: FeatureType in /etc/nvidia/gridd.conf and the "
+              "client configuration token in /etc/nvidia/ClientConfigToken (mode 0744), restart nvidia-gridd; on failure "
+              "see journalctl -u nvidia-gridd and the CLS/DLS instance")
+    needed, why = _licence_needed(facts, options)
+    if not needed:
+        return result("license", "skip", "licence not needed: %s" % why)
+    err = _source_error(facts, "license", "licence facts (nvidia_license_info)")
+    if err:
+        return result("license", "fail", err, remedy)
+    lic = facts["license"]
+    nvml = lic.get("nvml") or {}
+    if nvml and not nvml.get("available", True):
+        return result("license", "fail", "NVML is not available: %s" % nvml.get("reason"), remedy)
+    gpus = lic.get("gpus") or []
+    if not gpus:
+        return result("license", "fail", "NVML lists no GPU to license", remedy)
+    fails, warns, good = [], [], []
+    min_days = int(options["license_min_days"])
+    warn_days = int(options["license_warn_days"])
+    gridd = lic.get("gridd") or {}
+    for g in gpus:
+        label = _gpu_label(g)
+        if not g.get("supported"):
+            fails.append("%s: NVML reports no licensable feature (virtualization mode %s)" % (label, g.get("virtualization_mode")))
+        elif not g.get("licensed"):
+            fails.append("%s: unlicensed (%s; gridd FeatureType %s)" % (
+                label, g.get("state") or "unlicensed", gridd.get("feature_type", "not set")))
+        elif g.get("expiry_status") == "permanent" or g.get("days_left") is None:
+            good.append("%s: %s licensed (%s)" % (label, g.get("product"), g.get("expiry_status")))
+        elif g["days_left"] < min_days:
+            fails.append("%s: %s licence expires %s, in %d days (minimum %d)" % (label, g.get("product"), g.get("expiry"),
+                                                                                 g["days_left"], min_days))
+        elif g["days_left"] < warn_days:
+            warns.append("%s: %s licence expires %s, in %d days" % (label, g.get("product"), g.get("expiry"), g["days_left"]))
+        else:
+            good.append("%s: %s licensed until %s (%d days)" % (label, g.get("product"), g.get("expiry"), g["days_left"]))
+    if fails:
+        expiring = all("expires" in f for f in fails)
+        if expiring:
+            remedy = ("the lease normally renews by itself: check that nvidia-gridd reaches the CLS/DLS instance "
+                      "(journalctl -u nvidia-gridd) and the entitlement's end date on the NVIDIA Licensing Portal")
+        return result("license", "fail", "; ".join(fails + warns + good), remedy)
+    if warns:
+        return result("license", "warn", "; ".join(warns + good),
+                      "renew the entitlement or check lease renewal (journalctl -u nvidia-gridd)")
+    return result("license", "pass", "; ".join(good))
+
+
+# --- MIG -------------------------------------------------------------------------------------------------------------
+
+def check_mig_pending(facts, options):
+    err = _nvml_error(facts)
+    if err:
+        return result("mig_pending", "fail", err, "make the driver usable first (see check driver_version)")
+    gpus = [g for g in facts["gpu"].get("gpus") or [] if g.get("mig_mode")]
+    if not gpus:
+        return result("mig_pending", "skip", "no MIG-capable GPU")
+    pending = [g for g in gpus if g["mig_mode"].get("current") != g["mig_mode"].get("pending")]
+    if pending:
+        return result("mig_pending", "fail", "; ".join(
+            "%s: MIG mode %s, pending %s" % (_gpu_label(g), g["mig_mode"]["current"], g["mig_mode"]["pending"]) for g in pending),
+            "stop GPU clients and reset the GPU (nvidia-smi -r -i %s) or reboot the node; in a pass-through VM only a reboot "
+            "applies it" % ",".join(str(g.get("index")) for g in pending))
+    return result("mig_pending", "pass", "; ".join("%s: MIG %s" % (_gpu_label(g), g["mig_mode"]["current"]) for g in gpus))
+
+
+def _geometry_text(geo):
+    if not geo:
+        return "none"
+    mode = (geo.get("mig_mode") or {}).get("current", "?")
+    devices = geo.get("mig_devices") or {}
+    if mode != "enabled":
+        return "MIG %s" % mode
+    return "MIG enabled {%s}" % ", ".join("%s: %s" % (k, devices[k]) for k in sorted(devices))
+
+
+def check_mig_geometry(facts, options):
+    remedy = ("apply the target with the mig_reconfigure workflow (drain, mig_geometry, uncordon); "
+              "for a single node: gpuops.provision.mig_geometry with the same configuration")
+    if not options["mig_target"]:
+        return result("mig_geometry", "skip", "no MIG target declared (node_preflight_mig_config / node_preflight_mig_devices)")
+    mig = facts.get("mig")
+    if not mig:
+        return result("mig_geometry", "fail", "the MIG plan (mig_geometry in check mode) was not gathered", remedy)
+    if mig.get("failed"):
+        return result("mig_geometry", "fail", "the declared MIG target cannot be applied: %s" % mig.get("msg"),
+                      "fix the MIG target (profiles and counts must fit each GPU)")
+    changed = [g for g in mig.get("gpus") or [] if g.get("changed")]
+    selected = [g for g in mig.get("gpus") or [] if g.get("selected") and not g.get("skipped")]
+    if changed:
+        return result("mig_geometry", "fail", "; ".join(
+            "%s: is %s, target %s%s" % (_gpu_label(g), _geometry_text(g.get("before")), _geometry_text(g.get("after")),
+                                        " (needs a GPU reset)" if g.get("reset_required") else "") for g in changed), remedy)
+    if not selected:
+        return result("mig_geometry", "warn", "the MIG target selects no MIG-capable GPU on this node",
+                      "check the target's devices / device-filter")
+    return result("mig_geometry", "pass", "; ".join("%s: %s" % (_gpu_label(g), _geometry_text(g.get("before"))) for g in selected))
+
+
+# --- kernel command line ---------------------------------------------------------------------------------------------
+
+def parse_required_arg(text):
+    key, sep, value = str(text).strip().partition("=")
+    if not key:
+        raise PreflightError("node_preflight_kernel_args: empty entry %r" % (text,))
+    return key, (value if sep else None)
+
+
+def check_kernel_args(facts, options):
+    required = [parse_required_arg(a) for a in options["kernel_args"] or []]
+    if not required:
+        return result("kernel_args", "skip", "no kernel arguments required (node_preflight_kernel_args)")
+    cmdline = facts.get("cmdline")
+    if cmdline is None and facts.get("iommu") and not facts["iommu"].get("failed"):
+        cmdline = facts["iommu"].get("cmdline")
+    if cmdline is None:
+        return result("kernel_args", "fail", "the kernel command line was not read", "check that /proc/cmdline is readable")
+    have = _iommu.parse_cmdline(cmdline)
+    problems = []
+    for key, value in required:
+        if key not in have:
+            problems.append("%s missing" % (key if value is None else "%s=%s" % (key, value)))
+        elif value is not None and have[key] != value:
+            problems.append("%s=%s wanted, %s=%s present" % (key, value, key, have[key] if have[key] is not None else ""))
+    want = " ".join(k if v is None else "%s=%s" % (k, v) for k, v in required)
+    if problems:
+        return result("kernel_args", "fail", "%s (cmdline: %s)" % ("; ".join(problems), cmdline.strip()),
+                      "set '%s': %s" % (want, REMEDY_KERNEL_ARGS))
+    return result("kernel_args", "pass", "present: %s" % want)
+
+
+CHECKS = {
+    "iommu_active": check_iommu_active,
+    "iommu_isolation": check_iommu_isolation,
+    "vfio_bound": check_vfio_bound,
+    "driver_version": check_driver_version,
+    "license": check_license,
+    "mig_pending": check_mig_pending,
+    "mig_geometry": check_mig_geometry,
+    "kernel_args": check_kernel_args,
+}
+
+
+# --- aggregation and rendering ---------------------------------------------------------------------------------------
+
+def normalize_options(options):
+    opts = dict(DEFAULT_OPTIONS)
+    opts.update(dict((k, v) for k, v in (options or {}).items() if v is not None or k == "checks"))
+    unknown = sorted(set(opts) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise PreflightError("unknown option(s): %s" % ", ".join(unknown))
+    if opts["node_role"] not in NODE_ROLES:
+        raise PreflightError("node_role %r is not one of %s" % (opts["node_role"], ", ".join(NODE_ROLES)))
+    if opts["checks"] is None:
+        opts["checks"] = list(DEFAULT_CHECKS[opts["node_role"]])
+    bad = [c for c in opts["checks"] if c not in CHECKS]
+    if bad:
+        raise PreflightError("unknown check(s) %s; known: %s" % (", ".join(map(str, bad)), ", ".join(CHECK_IDS)))
+    if opts["license_required"] not in ("auto", True, False):
+        raise PreflightError("license_required must be auto, true or false, not %r" % (opts["license_required"],))
+    for key in ("license_min_days", "license_warn_days"):
+        try:
+            opts[key] = int(opts[key])
+        except (TypeError, ValueError):
+            raise PreflightError("%s must be a number of days, not %r" % (key, opts[key]))
+    for key in ("passthrough_gpus", "vfio_devices"):
+        if opts[key] != "all" and not isinstance(opts[key], (list, tuple)):
+            raise PreflightError("%s must be 'all' or a list of PCI addresses" % key)
+    for arg in opts["kernel_args"] or []:
+        parse_required_arg(arg)
+    return opts
+
+
+def verdict_of(checks, fail_on_warn=False):
+    statuses = [c["status"] for c in checks]
+    if "fail" in statuses:
+        return "fail"
+    if "warn" in statuses:
+        return "fail" if fail_on_warn else "warn"
+    return "pass"
+
+
+def evaluate(node, facts, options=None, generated_at=None):
+    """The node's report: every known check (selected ones run, others skipped), counts and verdict."""
+    opts = normalize_options(options)
+    checks = []
+    for check_id in CHECK_IDS:
+        if check_id in opts["checks"]:
+            checks.append(CHECKS[check_id](facts or {}, opts))
+        else:
+            checks.append(result(check_id, "skip", "not selected for a %s node" % opts["node_role"]))
+    counts = dict((s, sum(1 for c in checks if c["status"] == s)) for s in STATUSES)
+    verdict = verdict_of(checks, opts["fail_on_warn"])
+    return {
+        "node": node,
+        "node_role": opts["node_role"],
+        "verdict": verdict,
+        "ready": verdict != "fail",
+        "generated_at": generated_at,
+        "counts": counts,
+        "failed_checks": [c["id"] for c in checks if c["status"] == "fail"],
+        "warned_checks": [c["id"] for c in checks if c["status"] == "warn"],
+        "selected_checks": list(opts["checks"]),
+        "checks": checks,
+    }
+
+
+def missing_report(node, reason):
+    """Report for a node whose facts could not be gathered (unreachable, a gathering task failed)."""
+    return {"node": node, "node_role": None, "verdict": "fail", "ready": False, "generated_at": None,
+            "counts": {"pass": 0, "fail": 1, "warn": 0, "skip": 0}, "failed_checks": ["facts"], "warned_checks": [],
+            "selected_checks": [],
+            "checks": [{"id": "facts", "title": "Facts gathered", "status": "fail", "evidence": reason,
+                        "remedy": "make the node reachable and rerun the preflight"}]}
+
+
+def fleet_summary(reports):
+    """Counts and one line per node for the play recap and set_stats."""
+    reports = sorted(reports, key=lambda r: r["node"])
+    nodes = dict((r["node"], {"verdict": r["verdict"], "ready": r["ready"], "failed_checks": r["failed_checks"],
+                              "warned_checks": r["warned_checks"]}) for r in reports)
+    total = dict((v, sum(1 for r in reports if r["verdict"] == v)) for v in ("pass", "warn", "fail"))
+    width = max([len(r["node"]) for r in reports] + [4])
+    lines = ["%-*s  %-7s %s" % (width, "node", "verdict", "failing / warning checks")]
+    for r in reports:
+        detail = ", ".join(r["failed_checks"] + ["%s (warn)" % w for w in r["warned_checks"]]) or "-"
+        lines.append("%-*s  %-7s %s" % (width, r["node"], r["verdict"].upper(), detail))
+    lines.append("%d node(s): %d pass, %d warn, %d fail" % (len(reports), total["pass"], total["warn"], total["fail"]))
+    return {"nodes": nodes, "total": len(reports), "passed": total["pass"], "warned": total["warn"], "failed": total["fail"],
+            "ready": sorted(r["node"] for r in reports if r["ready"]),
+            "not_ready": sorted(r["node"] for r in reports if not r["ready"]), "table": "\n".join(lines)}
+
+
+def junit_xml(reports, suite_name="node_preflight"):
+    """JUnit XML: one testsuite per node, one testcase per check (fail -> failure, skip -> skipped, warn -> system-out)."""
+    reports = sorted(reports, key=lambda r: r["node"])
+    root = ET.Element("testsuites", name=suite_name)
+    totals = {"tests": 0, "failures": 0, "skipped": 0}
+    for rep in reports:
+        checks = rep["checks"]
+        suite = ET.SubElement(root, "testsuite", name="%s.%s" % (suite_name, rep["node"]), tests=str(len(checks)),
+                              failures=str(sum(1 for c in checks if c["status"] == "fail")), errors="0",
+                              skipped=str(sum(1 for c in checks if c["status"] == "skip")))
+        if rep.get("generated_at"):
+            suite.set("timestamp", str(rep["generated_at"]))
+        for c in checks:
+            case = ET.SubElement(suite, "testcase", classname="%s.%s" % (suite_name, rep["node"]), name=c["id"])
+            totals["tests"] += 1
+            if c["status"] == "fail":
+                totals["failures"] += 1
+                failure = ET.SubElement(case, "failure", message=c["evidence"], type="preflight")
+                failure.text = "%s\nevidence: %s\nremedy: %s" % (c["title"], c["evidence"], c["remedy"])
+            elif c["status"] == "skip":
+                totals["skipped"] += 1
+                ET.SubElement(case, "skipped", message=c["evidence"])
+            else:
+                out = ET.SubElement(case, "system-out")
+                out.text = "%s: %s%s" % (c["status"].upper(), c["evidence"], ("\nremedy: %s" % c["remedy"]) if c["remedy"] else "")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("errors", "0")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,260 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: nvidia_license_info
+short_description: Report the NVIDIA vGPU licence state per GPU and the nvidia-gridd configuration in effect
+version_added: 0.1.0
+description:
+  - Reads through NVML (the C(pynvml) module of the C(nvidia-ml-py) package) each GPU's licensable features and
+    reports whether it is licensed, the licensed product, the licence expiry and the days left until it.
+  - Reads C(/etc/nvidia/gridd.conf) (the settings in effect, FeatureType by name) and lists the client configuration
+    token files in the token directory with their mode and size. Token contents are never read.
+  - When the NVML library or the NVIDIA driver is missing the module does not fail;
+    it returns RV(nvml.available=false) with the reason.
+author:
+  - gpuops.provision contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.provision._attributes
+  - gpuops.provision._attributes.INFO_MODULE
+options:
+  gridd_conf:
+    description:
+      - Path of the nvidia-gridd configuration file.
+    type: path
+    default: /etc/nvidia/gridd.conf
+  token_dir:
+    description:
+      - Directory holding the client configuration token (C(*.tok)).
+      - Defaults to C(ClientConfigTokenPath) of O(gridd_conf) when set there, else C(/etc/nvidia/ClientConfigToken).
+    type: path
+requirements:
+  - nvidia-ml-py (import name C(pynvml)) on the managed host
+notes:
+  - nvidia-ml-py 13.615.71 defines the C(NVML_GRID_LICENSE_EXPIRY_*) constants as 1-tuples; this module compares the
+    normalised values, so expiry dates are reported with every binding version.
+  - RV(gpus[].days_left) is computed with the managed host's clock.
+seealso:
+  - module: gpuops.provision.gpu_info
+  - name: NVIDIA License System user guide
+    description: Client configuration tokens and gridd settings.
+    link: https://docs.nvidia.com/license-system/latest/
+"""
+
+EXAMPLES = r"""
+- name: Read the licence state
+  gpuops.provision.nvidia_license_info:
+  register: lic
+
+- name: Fail unless every vGPU is licensed for at least 14 more days
+  ansible.builtin.assert:
+    that:
+      - lic.licensed
+      - lic.gpus | selectattr('days_left', 'number') | selectattr('days_left', 'lt', 14) | list | length == 0
+    fail_msg: "{{ lic.gpus | map(attribute='state') | list }}"
+
+- name: Wait until nvidia-gridd has acquired the licence (5 minutes at most)
+  gpuops.provision.nvidia_license_info:
+  register: lic
+  until: lic.licensed | default(false)
+  retries: 30
+  delay: 10
+"""
+
+RETURN = r"""
+nvml:
+  description: NVML availability and the driver version.
+  returned: always
+  type: dict
+  contains:
+    available:
+      description: Whether NVML could be loaded and initialised.
+      type: bool
+      sample: true
+    reason:
+      description: Why NVML is not available; V(null) otherwise.
+      type: str
+      sample: the NVIDIA kernel driver is not loaded
+    driver_version:
+      description: NVIDIA driver version.
+      type: str
+      sample: 550.163.01
+licensed:
+  description: V(true) when every licensable GPU is licensed, V(false) when one is not, V(null) when no GPU is licensable
+    (bare metal, pass-through without licensing, NVML unavailable).
+  returned: always
+  type: bool
+  sample: true
+vgpu_guest:
+  description: Whether NVML reports a GPU in vGPU guest mode.
+  returned: always
+  type: bool
+  sample: true
+gpus:
+  description: One entry per GPU in NVML index order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: NVML index.
+      type: int
+      sample: 0
+    uuid:
+      description: GPU UUID.
+      type: str
+    model:
+      description: Product name.
+      type: str
+      sample: NVIDIA A100-SXM4-40GB
+    virtualization_mode:
+      description: V(none), V(passthrough), V(vgpu), V(host_vgpu) or V(host_vsga).
+      type: str
+      sample: vgpu
+    supported:
+      description: Whether the GPU has licensable features.
+      type: bool
+    licensed:
+      description: Whether an enabled feature is licensed.
+      type: bool
+    state:
+      description: V(licensed), V(unlicensed) or V(not licensable).
+      type: str
+    feature:
+      description: Licensed (or enabled) feature, such as V(compute), V(vgpu) or V(nvidia_rtx).
+      type: str
+      sample: compute
+    product:
+      description: Licensed product name.
+      type: str
+      sample: NVIDIA Virtual Compute Server
+    expiry_status:
+      description: V(valid), V(permanent), V(not_available), V(invalid) or V(not_applicable).
+      type: str
+      sample: valid
+    expiry:
+      description: Licence expiry (UTC, ISO 8601) when NVML reports one.
+      type: str
+      sample: "2027-05-27T00:08:28Z"
+    days_left:
+      description: Whole days until RV(gpus[].expiry); V(null) without an expiry date.
+      type: int
+      sample: 180
+    error:
+      description: Set instead of the licence keys when NVML failed for this GPU.
+      type: str
+gridd:
+  description: The nvidia-gridd configuration in effect.
+  returned: always
+  type: dict
+  contains:
+    path:
+      description: The configuration file read.
+      type: str
+    exists:
+      description: Whether it exists.
+      type: bool
+    settings:
+      description: Active C(Key=Value) settings (comments ignored).
+      type: dict
+      sample: {FeatureType: "4", EnableUI: "FALSE"}
+    feature_type:
+      description: C(FeatureType) as a number.
+      type: int
+      sample: 4
+    feature_name:
+      description: V(unlicensed) (0), V(vgpu) (1), V(nvidia_rtx) (2), V(compute) (4) or V(reserved).
+      type: str
+      sample: compute
+    token_dir:
+      description: The token directory in effect.
+      type: str
+      sample: /etc/nvidia/ClientConfigToken
+    tokens:
+      description: Token files (C(name), C(mode), C(size)); contents are never read.
+      type: list
+      elements: dict
+      sample: [{name: client_configuration_token.tok, mode: "0744", size: 2875}]
+"""
+
+import datetime
+import os
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _license
+from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml
+
+DEFAULT_TOKEN_DIR = "/etc/nvidia/ClientConfigToken"
+
+
+def read_gridd(gridd_conf, token_dir):
+    try:
+        with open(gridd_conf, encoding="utf-8") as fh:
+            settings = _license.parse_gridd_conf(fh.read())
+        exists = True
+    except FileNotFoundError:
+        settings, exists = {}, False
+    token_dir = token_dir or settings.get("ClientConfigTokenPath") or DEFAULT_TOKEN_DIR
+    tokens = []
+    if os.path.isdir(token_dir):
+        for name in sorted(os.listdir(token_dir)):
+            if not name.endswith(".tok"):
+                continue
+            st = os.stat(os.path.join(token_dir, name))
+            tokens.append({"name": name, "mode": "%04o" % stat.S_IMODE(st.st_mode), "size": st.st_size})
+    return _license.gridd_summary(settings, exists, gridd_conf, token_dir, tokens)
+
+
+def read_gpus(nvml, now):
+    gpus = []
+    for index in range(nvml.count()):
+        try:
+            dev, identity = nvml.identity(index)
+            gpus.append(_license.gpu_licence(index, identity, nvml.virtualization(dev), nvml.licence(dev), now))
+        except nvml.nv.NVMLError as e:
+            gpus.append({"index": index, "error": nvml.describe(e)})
+    return gpus
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            gridd_conf=dict(type="path", default="/etc/nvidia/gridd.conf"),
+            token_dir=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    result = {"changed": False, "nvml": {"available": False, "reason": None, "driver_version": None},
+              "licensed": None, "vgpu_guest": False, "gpus": []}
+    try:
+        result["gridd"] = read_gridd(module.params["gridd_conf"], module.params["token_dir"])
+    except (OSError, UnicodeDecodeError) as e:
+        module.fail_json(msg="cannot read the gridd configuration: %s" % e, **result)
+    nvml = Nvml()
+    if not nvml.open():
+        result["nvml"]["reason"] = nvml.reason
+        module.exit_json(**result)
+    try:
+        result["nvml"]["driver_version"] = nvml.system()["driver_version"]
+        result["nvml"]["available"] = True
+        result["gpus"] = read_gpus(nvml, datetime.datetime.now(datetime.timezone.utc))
+    except nvml.nv.NVMLError as e:
+        module.fail_json(msg="reading NVML failed: %s" % nvml.describe(e), **result)
+    finally:
+        nvml.close()
+    good = [g for g in result["gpus"] if "error" not in g]
+    result["licensed"] = _license.overall(good)
+    if len(good) != len(result["gpus"]) and result["licensed"]:
+        result["licensed"] = False  # a GPU NVML cannot answer for is not known to be licensed
+    result["vgpu_guest"] = any(g.get("virtualization_mode") == "vgpu" for g in good)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/preflight.yml end to end: one ansible-playbook run over simulated nodes (fake sysfs trees + gpusim
+states) — passing nodes of each kind and one node per failing check — with the gate taint managed on the lab's
+Kubernetes stand-in. Asserts the per-node JSON reports, the JUnit file, set_stats, the failed hosts and the taints."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from preflight_lab import ROOT, ansible_env, make_node, run_playbook, write_inventory  # noqa: E402  pylint: disable=import-error,wrong-import-position
+
+sys.path.insert(0, os.path.join(ROOT, "lab", "k8s"))
+from k8s_harness import k8s_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
+
+pytestmark = pytest.mark.slow
+
+PIN = "550.163.01"
+TAINT = {"key": "gpuops.io/preflight", "value": "pending", "effect": "NoSchedule"}
+OTHER_TAINT = {"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}
+H100_3G_X2 = [{"profile_id": 9, "start": 0, "compute_instances": [{"slices": 3}]},
+              {"profile_id": 9, "start": 4, "compute_instances": [{"slices": 3}]}]
+MIG_TARGET = [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]
+WORKER_ARGS = ["nvidia-drm.modeset=1", "systemd.unified_cgroup_hierarchy"]
+WORKER_CMDLINE = "BOOT_IMAGE=/boot/vmlinuz-6.1.0-28-amd64 root=/dev/sda1 ro nvidia-drm.modeset=1 systemd.unified_cgroup_hierarchy"
+HOST_CMDLINE = "BOOT_IMAGE=/boot/vmlinuz-6.8.12-4-pve root=/dev/mapper/pve-root ro quiet intel_iommu=on iommu=pt"
+
+
+def _expiry(days):
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=days, hours=1)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def worker(cmdline=WORKER_CMDLINE, module_version=PIN):
+    return {"cmdline": cmdline, "modules": {"nvidia": {"version": module_version}} if module_version else {}}
+
+
+def passthrough(cmdline=HOST_CMDLINE, units=True, gpu_driver="vfio-pci", shared_group=False):
+    devices = [
+        {"address": "0000:64:00.0", "vendor": "0x8086", "device": "0x352a", "class": "0x060400", "driver": "pcieport", "group": 40},
+        {"address": "0000:65:00.0", "vendor": "0x10de", "device": "0x26b9", "class": "0x030200", "driver": gpu_driver, "group": 40},
+        {"address": "0000:65:00.1", "vendor": "0x10de", "device": "0x22ba", "class": "0x040300", "driver": gpu_driver, "group": 40},
+        {"address": "0000:66:00.0", "vendor": "0x8086", "device": "0x1572", "class": "0x020000", "driver": "i40e",
+         "group": 40 if shared_group else 41},
+    ]
+    if not units:
+        devices = [dict(d, group=None) for d in devices]
+    return {"cmdline": cmdline, "iommu_units": {"dmar0": {"ecap": "0xf050da"}} if units else {}, "devices": devices}
+
+
+def gpusim_worker(**gpu):
+    base = {"model": "NVIDIA H100 80GB HBM3", "mig_mode": "enabled", "gpu_instances": H100_3G_X2}
+    base.update(gpu)
+    return {"driver_version": PIN, "gpus": [base]}
+
+
+def gpusim_guest(licence, driver=PIN):
+    return {"driver_version": driver, "gpus": [{"model": "NVIDIA L40S", "virtualization_mode": "vgpu", "license": licence}]}
+
+
+LICENSED = {"feature": "compute", "licensed": True, "expiry": _expiry(200)}
+DRIVER_OK = {"nvidia_driver_facts": {"installed_version": PIN + "-1"}, "node_preflight_driver_version": PIN}
+WORKER_VARS = dict(DRIVER_OK, node_preflight_role="k8s_worker", node_preflight_mig_devices=MIG_TARGET,
+                   node_preflight_kernel_args=WORKER_ARGS)
+GUEST_VARS = dict(DRIVER_OK, node_preflight_role="vgpu_guest")
+HOST_VARS = {"node_preflight_role": "passthrough_host", "node_preflight_kernel_args": ["intel_iommu=on", "iommu=pt"]}
+
+# name: (sysfs spec, gpusim state or None, host vars, expected failing checks)
+NODES = {
+    "pass-worker": (worker(), gpusim_worker(), WORKER_VARS, []),
+    "pass-guest": (worker(), gpusim_guest(LICENSED), GUEST_VARS, []),
+    "pass-host": (passthrough(), None, HOST_VARS, []),
+    "fail-iommu": (passthrough(cmdline="BOOT_IMAGE=/boot/vmlinuz ro quiet", units=False), None,
+                   dict(HOST_VARS, node_preflight_kernel_args=[]), ["iommu_active", "iommu_isolation", "vfio_bound"]),
+    "fail-isolation": (passthrough(shared_group=True), None, HOST_VARS, ["iommu_isolation"]),
+    "fail-vfio": (passthrough(gpu_driver="nvidia"), None, HOST_VARS, ["vfio_bound"]),
+    "fail-kargs": (passthrough(cmdline="BOOT_IMAGE=/boot/vmlinuz ro intel_iommu=on"), None, HOST_VARS, ["kernel_args"]),
+    "fail-reboot": (worker(module_version="550.144.03"), gpusim_worker(), WORKER_VARS, ["driver_version"]),
+    "fail-pin": (worker(module_version="550.144.03"), dict(gpusim_worker(), driver_version="550.144.03"),
+                 dict(WORKER_VARS, nvidia_driver_facts={"installed_version": "550.144.03-1"}), ["driver_version"]),
+    "fail-pending": (worker(), {"driver_version": PIN,
+                                "gpus": [{"model": "NVIDIA A100-SXM4-40GB", "mig_mode": "disabled", "mig_mode_pending": "enabled"}]},
+                     dict(WORKER_VARS, node_preflight_mig_devices=[]), ["mig_pending"]),
+    "fail-geometry": (worker(), gpusim_worker(gpu_instances=[]), WORKER_VARS, ["mig_geometry"]),
+    "fail-unlicensed": (worker(), gpusim_guest({"feature": "compute", "licensed": False}), GUEST_VARS, ["license"]),
+    "fail-expiring": (worker(), gpusim_guest(dict(LICENSED, expiry=_expiry(3))), GUEST_VARS, ["license"]),
+}
+EXPECTED_REMEDY = {
+    "iommu_active": "VT-d", "iommu_isolation": "slot", "vfio_bound": "options vfio-pci ids=10de:22ba,10de:26b9",
+    "kernel_args": "update-grub", "driver_version": "reboot", "mig_pending": "nvidia-smi -r -i 0",
+    "mig_geometry": "mig_reconfigure", "license": "nvidia-gridd",
+}
+EXPECTED_EVIDENCE = {
+    "fail-iommu": "no IOMMU unit", "fail-isolation": "also holds 0000:66:00.0", "fail-vfio": "0000:65:00.0 is bound to nvidia",
+    "fail-kargs": "iommu=pt missing", "fail-reboot": "reboot pending", "fail-pin": "is not the pinned 550.163.01",
+    "fail-pending": "MIG mode disabled, pending enabled", "fail-geometry": "target MIG enabled {3g.40gb: 2}",
+    "fail-unlicensed": "unlicensed", "fail-expiring": "in 3 days",
+}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    base = tmp_path_factory.mktemp("preflight")
+    hosts = dict((name, make_node(base, name, sysfs, state, hv)) for name, (sysfs, state, hv, _exp) in NODES.items())
+    inventory = write_inventory(base / "hosts.yml", hosts)
+    k8s_fixture = {"nodes": [{"metadata": {"name": name}, "spec": {"taints": [TAINT] + ([OTHER_TAINT] if name == "pass-worker" else [])}}
+                             for name in NODES]}
+    report_dir = str(base / "reports")
+    with k8s_lab(k8s_fixture) as lab:
+        env = ansible_env(lab.ansible_env(), {"ANSIBLE_SHOW_CUSTOM_STATS": "1"})
+        rc, out, _stdout, stderr = run_playbook(os.path.join(ROOT, "playbooks", "preflight.yml"), inventory,
+                                                {"preflight_gate": "taint", "preflight_report_dir": report_dir}, env=env)
+        nodes = dict((n["metadata"]["name"], n) for n in lab.get_json("/api/v1/nodes")["items"])
+    reports = {}
+    for name in NODES:
+        path = os.path.join(report_dir, name + ".json")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                reports[name] = json.load(fh)
+    return {"rc": rc, "out": out, "stderr": stderr, "reports": reports, "k8s_nodes": nodes,
+            "junit": os.path.join(report_dir, "preflight-junit.xml")}
+
+
+def test_play_fails_for_failing_nodes_only(fleet):
+    assert fleet["rc"] != 0
+    stats = fleet["out"]["stats"]
+    for name, (_s, _g, _h, expected) in NODES.items():
+        assert name in stats, fleet["stderr"]
+        assert bool(stats[name]["failures"]) == bool(expected), (name, stats[name])
+        assert stats[name]["unreachable"] == 0
+
+
+@pytest.mark.parametrize("name", sorted(NODES))
+def test_report_names_failing_check_and_remedy(fleet, name):
+    report = fleet["reports"][name]
+    expected = NODES[name][3]
+    assert report["node"] == name
+    assert report["failed_checks"] == expected, json.dumps(report, indent=1)
+    assert report["verdict"] == ("fail" if expected else "pass")
+    assert report["ready"] is not bool(expected)
+    assert [c["id"] for c in report["checks"]] == ["iommu_active", "iommu_isolation", "vfio_bound", "driver_version",
+                                                   "license", "mig_pending", "mig_geometry", "kernel_args"]
+    checks = dict((c["id"], c) for c in report["checks"])
+    for cid in expected:
+        assert checks[cid]["remedy"], checks[cid]
+    if expected:
+        # the first failing check is the root cause; its remedy says what to do about it
+        assert EXPECTED_REMEDY[expected[0]] in checks[expected[0]]["remedy"], checks[expected[0]]
+    if name in EXPECTED_EVIDENCE:
+        evidence = " ".join(checks[c]["evidence"] for c in expected)
+        assert EXPECTED_EVIDENCE[name] in evidence, evidence
+    # every selected check ran on real facts: a passing node has its checks passing, not skipped
+    if name == "pass-worker":
+        assert [checks[c]["status"] for c in ("driver_version", "mig_pending", "mig_geometry", "kernel_args")] == ["pass"] * 4
+        assert checks["license"]["status"] == "skip"
+    if name == "pass-guest":
+        assert checks["license"]["status"] == "pass" and "NVIDIA Virtual Compute Server" in checks["license"]["evidence"]
+    if name == "pass-host":
+        assert [checks[c]["status"] for c in ("iommu_active", "iommu_isolation", "vfio_bound", "kernel_args")] == ["pass"] * 4
+
+
+def test_failure_message_names_check_and_remedy(fleet):
+    failed = {}
+    for play in fleet["out"]["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"].endswith("Fail the nodes that are not ready"):
+                failed = dict((h, r) for h, r in task["hosts"].items() if r.get("failed"))
+    assert sorted(failed) == sorted(n for n, v in NODES.items() if v[3])
+    msg = failed["fail-vfio"]["msg"]
+    assert "fail-vfio is NOT READY" in msg and "[vfio_bound]" in msg and "remedy:" in msg
+
+
+def test_taint_stays_on_failing_nodes_and_is_removed_on_passing(fleet):
+    for name, (_s, _g, _h, expected) in NODES.items():
+        taints = fleet["k8s_nodes"][name]["spec"].get("taints") or []
+        keys = [t["key"] for t in taints]
+        if expected:
+            assert TAINT["key"] in keys, (name, taints)
+        else:
+            assert TAINT["key"] not in keys, (name, taints)
+    # an unrelated taint on a passing node is left alone
+    assert OTHER_TAINT["key"] in [t["key"] for t in fleet["k8s_nodes"]["pass-worker"]["spec"]["taints"]]
+
+
+def test_junit_file_has_a_suite_per_node_and_failures(fleet):
+    tree = ET.parse(fleet["junit"])
+    root = tree.getroot()
+    suites = dict((s.get("name"), s) for s in root.findall("testsuite"))
+    assert sorted(suites) == sorted("node_preflight.%s" % n for n in NODES)
+    total_fail = sum(len(v[3]) for v in NODES.values())
+    assert int(root.get("failures")) == total_fail
+    case = [c for c in suites["node_preflight.fail-kargs"].findall("testcase") if c.get("name") == "kernel_args"][0]
+    failure = case.find("failure")
+    assert failure is not None and "iommu=pt missing" in failure.get("message") and "remedy:" in failure.text
+    passing = suites["node_preflight.pass-host"]
+    assert passing.get("failures") == "0"
+
+
+def test_set_stats_and_summary(fleet):
+    stats = fleet["out"]["global_custom_stats"]["node_preflight"]
+    assert stats["total"] == len(NODES)
+    assert sorted(stats["ready"]) == sorted(n for n, v in NODES.items() if not v[3])
+    assert stats["nodes"]["fail-geometry"]["failed_checks"] == ["mig_geometry"]
+
+
+def test_join_gate_runs_join_tasks_only_on_passing_nodes(tmp_path):
+    """gate 'join': the user's join tasks run after the checks, and only where the node passed."""
+    names = ("pass-host", "fail-vfio")
+    hosts = dict((n, make_node(tmp_path, n, NODES[n][0], NODES[n][1], NODES[n][2])) for n in names)
+    inventory = write_inventory(tmp_path / "hosts.yml", hosts)
+    join = tmp_path / "join.yml"
+    marker_dir = tmp_path / "joined"
+    marker_dir.mkdir()
+    join.write_text("- name: kubeadm join (stand-in)\n  ansible.builtin.copy:\n    content: joined\n"
+                    "    dest: \"%s/{{ inventory_hostname }}\"\n    mode: \"0644\"\n" % marker_dir)
+    rc, out, _so, _se = run_playbook(os.path.join(ROOT, "playbooks", "preflight.yml"), inventory,
+                                     {"preflight_gate": "join", "node_preflight_join_tasks": str(join),
+                                      "preflight_report_dir": str(tmp_path / "reports")})
+    assert rc != 0
+    assert sorted(os.listdir(marker_dir)) == ["pass-host"]
+    assert out["stats"]["fail-vfio"]["failures"] == 1 and out["stats"]["pass-host"]["failures"] == 0

@@ -1,0 +1,311 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decision logic of every preflight check, the verdict, the fleet summary and the JUnit rendering."""
+
+from __future__ import annotations
+
+import copy
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
+
+
+def opts(**kw):
+    return P.normalize_options(kw)
+
+
+def dev(address, vendor="0x10de", device="0x26b9", cls="0x030200", driver="vfio-pci"):
+    return {"address": address, "vendor": vendor, "device": device, "class": cls, "driver": driver}
+
+
+def iommu_facts(active=True, isolated=True, driver="vfio-pci", remap=True, units=("dmar0",)):
+    gpu = dev("0000:65:00.0", driver=driver)
+    audio = dev("0000:65:00.1", device="0x22ba", cls="0x040300", driver=driver)
+    nic = dev("0000:66:00.0", vendor="0x8086", device="0x1572", cls="0x020000", driver="i40e")
+    groups = [{"id": 40, "devices": [gpu, audio] + ([] if isolated else [nic])}] if active else []
+    gpus = [dict(gpu, iommu_group=40, isolated=isolated,
+                 isolation_reason="IOMMU group 40 holds only this card's functions and bridges" if isolated
+                 else "IOMMU group 40 also holds 0000:66:00.0")] if active else []
+    return {"active": active, "kind": "intel" if units else None, "units": list(units), "groups": groups, "gpus": gpus,
+            "interrupt_remapping": remap, "allow_unsafe_interrupts": False, "cmdline": "ro intel_iommu=on iommu=pt"}
+
+
+def gpu_facts(driver="550.163.01", available=True, mig=("enabled", "enabled")):
+    g = {"index": 0, "model": "NVIDIA A100-SXM4-40GB", "mig_mode": {"current": mig[0], "pending": mig[1]} if mig else None}
+    return {"nvml": {"available": available, "driver_version": driver if available else None,
+                     "reason": None if available else "the NVIDIA kernel driver is not loaded"}, "gpus": [g]}
+
+
+def lic_facts(licensed=True, days=200, status="valid", mode="vgpu", supported=True):
+    return {"nvml": {"available": True}, "licensed": licensed, "gridd": {"feature_type": 4},
+            "gpus": [{"index": 0, "model": "NVIDIA L40S", "virtualization_mode": mode, "supported": supported,
+                      "licensed": licensed, "state": "licensed" if licensed else "unlicensed",
+                      "product": "NVIDIA Virtual Compute Server", "expiry_status": status if licensed else "not_available",
+                      "expiry": "2027-06-01T00:00:00Z" if licensed and status == "valid" else None,
+                      "days_left": days if licensed and status == "valid" else None}]}
+
+
+# --- iommu_active -------------------------------------------------------------------------------------------------
+
+def test_iommu_active_pass_and_fail():
+    o = opts(node_role="passthrough_host")
+    assert P.check_iommu_active({"iommu": iommu_facts()}, o)["status"] == "pass"
+    res = P.check_iommu_active({"iommu": iommu_facts(active=False, units=())}, o)
+    assert res["status"] == "fail" and "no IOMMU unit" in res["evidence"] and "VT-d" in res["remedy"]
+    res = P.check_iommu_active({"iommu": iommu_facts(active=False)}, o)
+    assert res["status"] == "fail" and "no IOMMU groups were created" in res["evidence"]
+
+
+def test_iommu_active_warns_without_interrupt_remapping():
+    res = P.check_iommu_active({"iommu": iommu_facts(remap=False)}, opts())
+    assert res["status"] == "warn" and "interrupt remapping" in res["evidence"] and res["remedy"]
+
+
+def test_iommu_active_fails_when_facts_are_missing_or_failed():
+    assert "were not gathered" in P.check_iommu_active({}, opts())["evidence"]
+    res = P.check_iommu_active({"iommu": {"failed": True, "msg": "Cannot read IOMMU state: boom"}}, opts())
+    assert res["status"] == "fail" and "boom" in res["evidence"]
+
+
+# --- iommu_isolation ----------------------------------------------------------------------------------------------
+
+def test_isolation_pass_fail_and_selection():
+    assert P.check_iommu_isolation({"iommu": iommu_facts()}, opts())["status"] == "pass"
+    res = P.check_iommu_isolation({"iommu": iommu_facts(isolated=False)}, opts())
+    assert res["status"] == "fail" and "0000:66:00.0" in res["evidence"] and "slot" in res["remedy"]
+    # only the listed GPUs count; an address that is not there fails naming it
+    res = P.check_iommu_isolation({"iommu": iommu_facts(isolated=False)}, opts(passthrough_gpus=["0000:b3:00.0"]))
+    assert res["status"] == "fail" and "0000:b3:00.0 not found" in res["evidence"]
+    res = P.check_iommu_isolation({"iommu": iommu_facts()}, opts(passthrough_gpus=["0000:65:00.0"]))
+    assert res["status"] == "pass"
+
+
+def test_isolation_fails_without_iommu_or_gpu():
+    assert P.check_iommu_isolation({"iommu": iommu_facts(active=False)}, opts())["status"] == "fail"
+    facts = iommu_facts()
+    facts["gpus"] = []
+    assert "no NVIDIA GPU" in P.check_iommu_isolation({"iommu": facts}, opts())["evidence"]
+
+
+# --- vfio_bound ---------------------------------------------------------------------------------------------------
+
+def test_vfio_all_functions_of_the_card_must_use_vfio():
+    assert P.check_vfio_bound({"iommu": iommu_facts()}, opts())["status"] == "pass"
+    facts = iommu_facts()
+    facts["groups"][0]["devices"][1]["driver"] = "snd_hda_intel"  # the HDMI audio function left on the host driver
+    res = P.check_vfio_bound({"iommu": facts}, opts())
+    assert res["status"] == "fail" and "0000:65:00.1 is bound to snd_hda_intel" in res["evidence"]
+    assert "ids=10de:22ba" in res["remedy"] and "update-initramfs" in res["remedy"]
+
+
+def test_vfio_explicit_addresses():
+    res = P.check_vfio_bound({"iommu": iommu_facts(driver="nvidia")}, opts(vfio_devices=["0000:65:00.0", "0000:99:00.0"]))
+    assert res["status"] == "fail"
+    assert "0000:65:00.0 is bound to nvidia" in res["evidence"] and "0000:99:00.0 is not present" in res["evidence"]
+    res = P.check_vfio_bound({"iommu": iommu_facts()}, opts(vfio_devices=["0000:65:00.0"]))
+    assert res["status"] == "pass"
+
+
+def test_vfio_no_gpu_function_fails():
+    res = P.check_vfio_bound({"iommu": iommu_facts(active=False)}, opts())
+    assert res["status"] == "fail" and "no NVIDIA GPU function" in res["evidence"]
+
+
+# --- driver_version -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("installed,loaded,nvml,pin,status,text", [
+    ("550.163.01-1", "550.163.01", "550.163.01", "550.163.01", "pass", "installed = loaded = pinned"),
+    ("550.163.01-1", "550.163.01", "550.163.01", "550.163.01-1", "pass", "pinned"),
+    (None, None, None, "550.163.01", "fail", "no NVIDIA driver package installed"),
+    ("550.163.01-1", None, None, "550.163.01", "fail", "kernel module is not loaded"),
+    ("550.163.01-1", "550.144.03", "550.144.03", "550.163.01", "fail", "reboot pending"),
+    ("550.144.03-1", "550.144.03", "550.144.03", "550.163.01", "fail", "is not the pinned 550.163.01"),
+    ("550.163.01-1", "550.163.01", "550.163.01", "550.163.01-2", "fail", "is not the pinned"),
+    ("550.163.01-1", "550.163.01", "550.163.01", "", "warn", "no pinned version"),
+    ("550.163.01-1", "550.163.01", "550.90.07", "550.163.01", "fail", "NVML reports driver 550.90.07"),
+    ("garbage", "550.163.01", "550.163.01", "550.163.01", "fail", "not understood"),
+])
+def test_driver_version(installed, loaded, nvml, pin, status, text):
+    facts = {"driver": {"installed_version": installed, "loaded_version": loaded}}
+    if nvml:
+        facts["gpu"] = gpu_facts(driver=nvml)
+    res = P.check_driver_version(facts, opts(driver_version=pin))
+    assert res["status"] == status, res
+    assert text in res["evidence"], res
+    assert bool(res["remedy"]) == (status != "pass")
+
+
+def test_driver_loaded_version_falls_back_to_nvml_and_nvml_failure_fails():
+    facts = {"driver": {"installed_version": "550.163.01-1", "loaded_version": None}, "gpu": gpu_facts()}
+    assert P.check_driver_version(facts, opts(driver_version="550.163.01"))["status"] == "pass"
+    facts = {"driver": {"installed_version": "550.163.01-1", "loaded_version": "550.163.01"}, "gpu": gpu_facts(available=False)}
+    res = P.check_driver_version(facts, opts(driver_version="550.163.01"))
+    assert res["status"] == "fail" and "NVML is not usable" in res["evidence"]
+
+
+def test_driver_bad_pin_is_an_option_error():
+    with pytest.raises(P.PreflightError):
+        P.check_driver_version({"driver": {"installed_version": "550.163.01-1", "loaded_version": "550.163.01"}},
+                               opts(driver_version="not a version!"))
+
+
+# --- license ------------------------------------------------------------------------------------------------------
+
+def test_license_pass_warn_fail_by_days():
+    o = opts(license_min_days=7, license_warn_days=30)
+    assert P.check_license({"license": lic_facts(days=200)}, o)["status"] == "pass"
+    res = P.check_license({"license": lic_facts(days=20)}, o)
+    assert res["status"] == "warn" and "in 20 days" in res["evidence"]
+    res = P.check_license({"license": lic_facts(days=3)}, o)
+    assert res["status"] == "fail" and "in 3 days (minimum 7)" in res["evidence"] and "renew" in res["remedy"]
+    res = P.check_license({"license": lic_facts(days=-2)}, o)
+    assert res["status"] == "fail"
+
+
+def test_license_unlicensed_and_not_supported_fail():
+    res = P.check_license({"license": lic_facts(licensed=False)}, opts())
+    assert res["status"] == "fail" and "unlicensed" in res["evidence"] and "nvidia-gridd" in res["remedy"]
+    assert "FeatureType 4" in res["evidence"]
+    res = P.check_license({"license": lic_facts(supported=False)}, opts(license_required=True))
+    assert res["status"] == "fail" and "no licensable feature" in res["evidence"]
+
+
+def test_license_permanent_passes():
+    assert P.check_license({"license": lic_facts(status="permanent")}, opts())["status"] == "pass"
+
+
+def test_license_applicability():
+    bare = lic_facts(licensed=False, mode="none", supported=False)
+    assert P.check_license({"license": bare}, opts())["status"] == "skip"
+    assert P.check_license({"license": bare}, opts(license_required=False))["status"] == "skip"
+    assert P.check_license({"license": bare}, opts(license_required=True))["status"] == "fail"
+    # a declared vGPU guest needs a licence even when the facts are missing
+    res = P.check_license({}, opts(node_role="vgpu_guest"))
+    assert res["status"] == "fail" and "not gathered" in res["evidence"]
+    # auto: NVML reporting a vGPU makes it required whatever the role says
+    assert P.check_license({"license": lic_facts(licensed=False)}, opts(node_role="k8s_worker"))["status"] == "fail"
+
+
+# --- MIG ----------------------------------------------------------------------------------------------------------
+
+def test_mig_pending():
+    assert P.check_mig_pending({"gpu": gpu_facts()}, opts())["status"] == "pass"
+    res = P.check_mig_pending({"gpu": gpu_facts(mig=("disabled", "enabled"))}, opts())
+    assert res["status"] == "fail" and "pending enabled" in res["evidence"] and "nvidia-smi -r -i 0" in res["remedy"]
+    assert P.check_mig_pending({"gpu": gpu_facts(mig=None)}, opts())["status"] == "skip"
+    assert P.check_mig_pending({"gpu": gpu_facts(available=False)}, opts())["status"] == "fail"
+
+
+def _mig_result(changed, selected=True, skipped=None):
+    before = {"mig_mode": {"current": "enabled", "pending": "enabled"}, "mig_devices": {"1g.5gb": 7}}
+    after = {"mig_mode": {"current": "enabled", "pending": "enabled"}, "mig_devices": {"3g.20gb": 2}}
+    g = {"index": 0, "model": "NVIDIA A100-SXM4-40GB", "selected": selected, "changed": changed, "reset_required": False,
+         "before": before, "after": after if changed else before}
+    if skipped:
+        g["skipped"] = skipped
+    return {"gpus": [g], "changed": changed}
+
+
+def test_mig_geometry():
+    o = opts(mig_target=True)
+    assert P.check_mig_geometry({}, opts())["status"] == "skip"
+    assert P.check_mig_geometry({"mig": _mig_result(False)}, o)["status"] == "pass"
+    res = P.check_mig_geometry({"mig": _mig_result(True)}, o)
+    assert res["status"] == "fail" and "is MIG enabled {1g.5gb: 7}, target MIG enabled {3g.20gb: 2}" in res["evidence"]
+    assert "mig_reconfigure" in res["remedy"]
+    res = P.check_mig_geometry({"mig": {"failed": True, "msg": "GPU 0: cannot apply"}}, o)
+    assert res["status"] == "fail" and "cannot be applied" in res["evidence"]
+    assert P.check_mig_geometry({"mig": _mig_result(False, skipped="GPU does not support MIG")}, o)["status"] == "warn"
+    assert P.check_mig_geometry({}, o)["status"] == "fail"
+
+
+# --- kernel_args --------------------------------------------------------------------------------------------------
+
+def test_kernel_args():
+    facts = {"cmdline": "BOOT_IMAGE=/vmlinuz ro intel_iommu=on iommu=pt quiet"}
+    assert P.check_kernel_args(facts, opts())["status"] == "skip"
+    assert P.check_kernel_args(facts, opts(kernel_args=["intel_iommu=on", "iommu", "quiet"]))["status"] == "pass"
+    res = P.check_kernel_args(facts, opts(kernel_args=["intel_iommu=on", "iommu=off", "nvidia-drm.modeset=1"]))
+    assert res["status"] == "fail"
+    assert "iommu=off wanted, iommu=pt present" in res["evidence"] and "nvidia-drm.modeset=1 missing" in res["evidence"]
+    assert "update-grub" in res["remedy"]
+    # falls back to the cmdline iommu_info read
+    assert P.check_kernel_args({"iommu": iommu_facts()}, opts(kernel_args=["iommu=pt"]))["status"] == "pass"
+    assert P.check_kernel_args({}, opts(kernel_args=["iommu=pt"]))["status"] == "fail"
+
+
+# --- options, verdict, rendering ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", [
+    {"node_role": "router"}, {"checks": ["iommu_active", "nope"]}, {"license_required": "maybe"},
+    {"license_min_days": "soon"}, {"vfio_devices": "0000:65:00.0"}, {"kernel_args": ["=x"]}, {"colour": "blue"},
+])
+def test_invalid_options_raise(bad):
+    with pytest.raises(P.PreflightError):
+        P.normalize_options(bad)
+
+
+def passing_worker_facts():
+    return {"driver": {"installed_version": "550.163.01-1", "loaded_version": "550.163.01"}, "gpu": gpu_facts(),
+            "license": lic_facts(mode="none", supported=False, licensed=False), "mig": _mig_result(False),
+            "cmdline": "ro nvidia-drm.modeset=1"}
+
+
+def test_evaluate_lists_every_check_and_aggregates():
+    o = {"driver_version": "550.163.01", "mig_target": True, "kernel_args": ["nvidia-drm.modeset=1"]}
+    rep = P.evaluate("gpu-1", passing_worker_facts(), o, "2026-11-29T12:00:00Z")
+    assert [c["id"] for c in rep["checks"]] == list(P.CHECK_IDS)
+    assert rep["verdict"] == "pass" and rep["ready"] and rep["failed_checks"] == []
+    assert rep["counts"] == {"pass": 4, "fail": 0, "warn": 0, "skip": 4}
+    assert [c["status"] for c in rep["checks"][:3]] == ["skip"] * 3
+    assert rep["checks"][0]["evidence"] == "not selected for a k8s_worker node"
+    facts = passing_worker_facts()
+    facts["gpu"]["gpus"][0]["mig_mode"]["pending"] = "disabled"
+    rep = P.evaluate("gpu-1", facts, o)
+    assert rep["verdict"] == "fail" and not rep["ready"] and rep["failed_checks"] == ["mig_pending"]
+
+
+def test_warn_verdict_and_fail_on_warn():
+    o = {"mig_target": True, "kernel_args": ["nvidia-drm.modeset=1"]}  # no pin -> driver warns
+    rep = P.evaluate("gpu-1", passing_worker_facts(), o)
+    assert rep["verdict"] == "warn" and rep["ready"] and rep["warned_checks"] == ["driver_version"]
+    rep = P.evaluate("gpu-1", passing_worker_facts(), dict(o, fail_on_warn=True))
+    assert rep["verdict"] == "fail" and not rep["ready"]
+
+
+def test_explicit_checks_override_role_defaults():
+    rep = P.evaluate("h", {"cmdline": "ro iommu=pt"}, {"checks": ["kernel_args"], "kernel_args": ["iommu=pt"]})
+    assert rep["selected_checks"] == ["kernel_args"] and rep["verdict"] == "pass"
+
+
+def test_fleet_summary_and_junit():
+    good = P.evaluate("a-good", passing_worker_facts(), {"driver_version": "550.163.01", "mig_target": True,
+                                                         "kernel_args": ["nvidia-drm.modeset=1"]})
+    facts = copy.deepcopy(passing_worker_facts())
+    facts["driver"]["loaded_version"] = "550.144.03"
+    bad = P.evaluate("b-bad", facts, {"driver_version": "550.163.01"})
+    gone = P.missing_report("c-gone", "unreachable")
+    summary = P.fleet_summary([bad, good, gone])
+    assert (summary["total"], summary["passed"], summary["failed"]) == (3, 1, 2)
+    assert summary["ready"] == ["a-good"] and summary["not_ready"] == ["b-bad", "c-gone"]
+    assert "b-bad" in summary["table"] and "driver_version" in summary["table"]
+
+    root = ET.fromstring(P.junit_xml([bad, good, gone]).split("\n", 1)[1])
+    assert root.get("tests") == str(8 + 8 + 1) and root.get("failures") == "2"
+    suites = dict((s.get("name"), s) for s in root.findall("testsuite"))
+    assert sorted(suites) == ["node_preflight.a-good", "node_preflight.b-bad", "node_preflight.c-gone"]
+    case = [c for c in suites["node_preflight.b-bad"] if c.get("name") == "driver_version"][0]
+    assert "reboot pending" in case.find("failure").get("message") and "remedy: reboot" in case.find("failure").text
+    assert suites["node_preflight.a-good"].get("failures") == "0"
+    assert [c for c in suites["node_preflight.a-good"] if c.get("name") == "iommu_active"][0].find("skipped") is not None
+    assert suites["node_preflight.c-gone"].find("testcase").get("name") == "facts"
+
+
+def test_junit_escapes_markup_in_evidence():
+    rep = P.evaluate("n", {"cmdline": "ro a=<b>&c"}, {"checks": ["kernel_args"], "kernel_args": ["a=x"]})
+    xml = P.junit_xml([rep])
+    root = ET.fromstring(xml.split("\n", 1)[1])
+    assert "<b>&c" in root.find("testsuite/testcase/failure").get("message")

@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""nvidia_license_info against gpusim (lab/gpusim) in-process as ``pynvml``, and the pure helpers of _license."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _license
+from ansible_collections.gpuops.provision.plugins.modules import nvidia_license_info
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+GPUSIM = os.path.join(ROOT, "lab", "gpusim")
+TEMPLATE = """# /etc/nvidia/gridd.conf.template - Configuration file for NVIDIA Grid Daemon
+# Description: Set Feature to be enabled
+# Possible values:
+#    0 => for unlicensed state
+#    4 => for NVIDIA Virtual Compute Server
+FeatureType=4
+#EnableUI=TRUE
+ServerPort = "7070"
+"""
+
+
+def use_gpusim(monkeypatch, tmp_path, state):
+    path = tmp_path / "gpusim.json"
+    path.write_text(json.dumps(state))
+    monkeypatch.setenv("GPUSIM_STATE", str(path))
+    monkeypatch.syspath_prepend(GPUSIM)
+    spec = importlib.util.spec_from_file_location("pynvml", os.path.join(GPUSIM, "pynvml.py"))
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _in_days(days):
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=days, hours=2)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_licensed_guest_with_expiry_days_left_and_gridd(monkeypatch, tmp_path, run_module):
+    nv = use_gpusim(monkeypatch, tmp_path, {"driver_version": "550.163.01", "gpus": [
+        {"model": "NVIDIA L40S", "virtualization_mode": "vgpu",
+         "license": {"feature": "compute", "licensed": True, "expiry": _in_days(45)}},
+        {"model": "NVIDIA L40S", "virtualization_mode": "vgpu", "license": {"feature": "compute", "licensed": True}},
+    ]})
+    # the binding quirk this module must survive: the expiry constants are 1-tuples
+    assert nv.NVML_GRID_LICENSE_EXPIRY_VALID == (2,)
+    conf = tmp_path / "gridd.conf"
+    conf.write_text(TEMPLATE)
+    tokens = tmp_path / "tok"
+    tokens.mkdir()
+    (tokens / "client_configuration_token.tok").write_text("SECRET-TOKEN-CONTENT")
+    os.chmod(tokens / "client_configuration_token.tok", 0o744)
+    (tokens / "README").write_text("not a token")
+    res = run_module(nvidia_license_info, {"gridd_conf": str(conf), "token_dir": str(tokens)})
+    assert not res.get("failed") and res["changed"] is False
+    assert res["licensed"] is True and res["vgpu_guest"] is True
+    g0, g1 = res["gpus"]
+    assert g0["product"] == "NVIDIA Virtual Compute Server" and g0["feature"] == "compute"
+    assert g0["expiry_status"] == "valid" and g0["expiry"] and g0["days_left"] == 45
+    assert g1["expiry_status"] == "permanent" and g1["days_left"] is None and g1["state"] == "licensed"
+    gridd = res["gridd"]
+    assert gridd["exists"] and gridd["feature_type"] == 4 and gridd["feature_name"] == "compute"
+    assert gridd["settings"] == {"FeatureType": "4", "ServerPort": "7070"}
+    assert gridd["tokens"] == [{"name": "client_configuration_token.tok", "mode": "0744", "size": 20}]
+    assert "SECRET-TOKEN-CONTENT" not in json.dumps(res)
+
+
+def test_unlicensed_guest(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [
+        {"model": "NVIDIA L40S", "virtualization_mode": "vgpu", "license": {"feature": "compute", "licensed": False}}]})
+    res = run_module(nvidia_license_info, {"gridd_conf": str(tmp_path / "missing.conf")})
+    assert res["licensed"] is False
+    assert res["gpus"][0]["state"] == "unlicensed" and res["gpus"][0]["days_left"] is None
+    assert res["gridd"]["exists"] is False and res["gridd"]["token_dir"] == "/etc/nvidia/ClientConfigToken"
+
+
+def test_bare_metal_is_not_licensable(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled"}]})
+    res = run_module(nvidia_license_info, {"gridd_conf": str(tmp_path / "none")})
+    assert res["licensed"] is None and res["vgpu_guest"] is False
+    assert res["gpus"][0]["supported"] is False and res["gpus"][0]["state"] == "not licensable"
+
+
+def test_token_dir_from_gridd_conf(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": []})
+    tokdir = tmp_path / "custom"
+    tokdir.mkdir()
+    (tokdir / "x.tok").write_text("t")
+    conf = tmp_path / "gridd.conf"
+    conf.write_text("FeatureType=1\nClientConfigTokenPath=%s\n" % tokdir)
+    res = run_module(nvidia_license_info, {"gridd_conf": str(conf)})
+    assert res["gridd"]["token_dir"] == str(tokdir) and [t["name"] for t in res["gridd"]["tokens"]] == ["x.tok"]
+    assert res["gridd"]["feature_name"] == "vgpu"
+
+
+def test_no_driver_is_reported_not_failed(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [], "driver_loaded": False})
+    res = run_module(nvidia_license_info, {"gridd_conf": str(tmp_path / "none")})
+    assert not res.get("failed")
+    assert res["nvml"]["available"] is False and "not loaded" in res["nvml"]["reason"]
+    assert res["licensed"] is None and res["gpus"] == []
+
+
+def test_parse_gridd_conf_last_wins_and_quotes():
+    text = "# c\nFeatureType=0\n\nFeatureType=2\n ServerAddress = \"dls.example\" \nbroken line\n#EnableUI=TRUE\n"
+    assert _license.parse_gridd_conf(text) == {"FeatureType": "2", "ServerAddress": "dls.example"}
+    s = _license.gridd_summary({"FeatureType": "3"}, True, "/p", "/t", [])
+    assert s["feature_type"] == 3 and s["feature_name"] == "reserved"
+
+
+@pytest.mark.parametrize("expiry,days", [("2027-01-10T12:00:00Z", 10), ("2027-01-01T11:59:59Z", 0), ("2026-12-31T11:00:00Z", -1), (None, None)])
+def test_days_left(expiry, days):
+    now = datetime.datetime(2026, 12, 31, 12, 0, 0, tzinfo=datetime.timezone.utc)
+    assert _license.days_left(expiry, now) == days
