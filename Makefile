@@ -22,7 +22,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-sysfs lab-down test sanity units lab-tests integration molecule lint build docs-check bench clean
+.PHONY: help deps venv collection lab lab-sysfs lab-images lab-down test sanity units lab-tests integration molecule lint build docs-check bench clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
@@ -95,7 +95,11 @@ lab-tests: venv collection deps
 integration: venv collection deps
 	$(PY) -m pytest tests/integration -q
 
-molecule: venv collection deps
+# Debian base images for the containers (debootstrap + podman import; skipped when present).
+lab-images: deps
+	lab/images/build.sh bookworm trixie
+
+molecule: venv collection deps lab-images
 	@for s in $$(ls molecule 2>/dev/null); do \
 	  echo ">> molecule test -s $$s"; $(BIN)/molecule test -s $$s || exit 1; \
 	done

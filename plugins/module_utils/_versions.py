@@ -1,0 +1,439 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NVIDIA driver versions, branches and vGPU host/guest compatibility (pure: no I/O).
+
+Version strings seen in the wild and accepted here:
+  535.261.03                 driver (upstream) version; ``R535``/``535`` name its branch
+  535.216.03-2~bpo12+1       Debian/Ubuntu package version (epoch:upstream-revision, dpkg ordering incl. ``~``)
+  3:550.163.01-1.el9         RPM EVR (epoch:version-release, rpmvercmp ordering)
+  535.154.02-1OEM.800.1.0.2  ESXi VIB version (handled like a package version)
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "VersionError", "DriverVersion", "PackageVersion", "BRANCHES",
+    "parse_branch", "parse_driver_version", "parse_package_version", "branch_of",
+    "compare_debian", "compare_rpm", "compare_versions", "version_in_branch", "validate_version_branch",
+    "matches_pin", "select_version", "vgpu_compatibility", "branch_info", "driver_version_of",
+]
+
+
+class VersionError(ValueError):
+    """A version or branch string that cannot be understood; the message quotes it and says why."""
+
+
+# Driver (upstream) version: <branch>.<minor>[.<patch>], e.g. 535.261.03, Windows-style 580.88.
+_DRIVER_RE = re.compile(r"^(?P<branch>\d{2,4})\.(?P<minor>\d{1,4})(?:\.(?P<patch>\d{1,4}))?$")
+_BRANCH_RE = re.compile(r"^[Rr]?(?P<branch>\d{2,4})$")
+# Anything that may appear in a Debian or RPM version.
+_PKG_CHARS_RE = re.compile(r"^[A-Za-z0-9.+~^_:-]+$")
+
+# Known driver branches in release order, as vGPU software releases pair them (reference
+# licensing-driver-k8s.md section 2: 8.x=R418, 15.x=R525, 16=R535 LTSB, 17=R550 PB, 19=R580; 18=R570 by
+# the naming pattern). The branches in between (R430..R510) are listed so "previous branch" is right;
+# the LTSB flags of R450 (vGPU 11) and R470 (vGPU 13) follow NVIDIA's vGPU lifecycle table.
+# Callers can pass their own table (same shape) where NVIDIA publishes newer facts.
+BRANCHES = (
+    dict(branch=418, vgpu=8, lts=False),
+    dict(branch=430, vgpu=9, lts=False),
+    dict(branch=440, vgpu=10, lts=False),
+    dict(branch=450, vgpu=11, lts=True),
+    dict(branch=460, vgpu=12, lts=False),
+    dict(branch=470, vgpu=13, lts=True),
+    dict(branch=510, vgpu=14, lts=False),
+    dict(branch=525, vgpu=15, lts=False),
+    dict(branch=535, vgpu=16, lts=True),
+    dict(branch=550, vgpu=17, lts=False),
+    dict(branch=570, vgpu=18, lts=False),
+    dict(branch=580, vgpu=19, lts=False),
+)
+
+
+class DriverVersion:
+    """An NVIDIA driver version such as 535.261.03; ordered numerically field by field."""
+
+    __slots__ = ("branch", "minor", "patch", "text")
+
+    def __init__(self, branch, minor, patch, text):
+        self.branch = branch
+        self.minor = minor
+        self.patch = patch
+        self.text = text
+
+    @property
+    def key(self):
+        return (self.branch, self.minor, -1 if self.patch is None else self.patch)
+
+    def __eq__(self, other):
+        return isinstance(other, DriverVersion) and self.key == other.key
+
+    def __lt__(self, other):
+        return self.key < other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return "DriverVersion(%r)" % self.text
+
+
+class PackageVersion:
+    """A distribution package version: epoch, upstream, revision/release, and the driver version inside it."""
+
+    __slots__ = ("epoch", "upstream", "revision", "scheme", "text", "driver")
+
+    def __init__(self, epoch, upstream, revision, scheme, text, driver):
+        self.epoch = epoch
+        self.upstream = upstream
+        self.revision = revision
+        self.scheme = scheme
+        self.text = text
+        self.driver = driver
+
+    def as_dict(self):
+        return dict(text=self.text, epoch=self.epoch, upstream=self.upstream, revision=self.revision,
+                    scheme=self.scheme, driver_version=str(self.driver) if self.driver else None,
+                    branch=self.driver.branch if self.driver else None)
+
+    def __repr__(self):
+        return "PackageVersion(%r, scheme=%r)" % (self.text, self.scheme)
+
+
+def parse_branch(value):
+    """Branch number from ``R535``, ``r535``, ``535`` or 535. Raises VersionError otherwise."""
+    if isinstance(value, bool):
+        raise VersionError("driver branch %r is not a branch (expected e.g. R535 or 535)" % (value,))
+    if isinstance(value, int):
+        text = str(value)
+    else:
+        text = str(value if value is not None else "").strip()
+    m = _BRANCH_RE.match(text)
+    if not m:
+        raise VersionError("driver branch %r is not a branch (expected e.g. R535 or 535)" % (value,))
+    return int(m.group("branch"))
+
+
+def parse_driver_version(value):
+    """Parse a plain driver version (``535.261.03``). Package versions are not accepted here."""
+    text = str(value if value is not None else "").strip()
+    m = _DRIVER_RE.match(text)
+    if not m:
+        raise VersionError("driver version %r is not an NVIDIA driver version (expected e.g. 535.261.03)" % (value,))
+    patch = m.group("patch")
+    return DriverVersion(int(m.group("branch")), int(m.group("minor")), int(patch) if patch is not None else None, text)
+
+
+def _split_epoch(text):
+    if ":" in text:
+        epoch, rest = text.split(":", 1)
+        if not epoch.isdigit():
+            raise VersionError("package version %r has a non-numeric epoch %r" % (text, epoch))
+        return int(epoch), rest
+    return 0, text
+
+
+def parse_package_version(value, scheme="deb"):
+    """Parse a package version into a PackageVersion.
+
+    scheme ``deb``: revision after the last ``-`` (dpkg); ``rpm``: release after the last ``-`` (version has none).
+    ``driver`` is the DriverVersion at the start of the upstream part, or None when there is none (a package
+    that is not a driver). A plain driver version is a valid package version without revision.
+    """
+    if scheme not in ("deb", "rpm"):
+        raise VersionError("unknown version scheme %r (deb or rpm)" % (scheme,))
+    text = str(value if value is not None else "").strip()
+    if not text or not _PKG_CHARS_RE.match(text):
+        raise VersionError("package version %r is empty or has characters a package version cannot have" % (value,))
+    epoch, rest = _split_epoch(text)
+    if "-" in rest:
+        upstream, revision = rest.rsplit("-", 1)
+        if not revision:
+            raise VersionError("package version %r ends with '-' (empty revision)" % (value,))
+    else:
+        upstream, revision = rest, ""
+    if not upstream or not upstream[0].isdigit():
+        raise VersionError("package version %r must start with a digit after the epoch" % (value,))
+    driver = None
+    m = re.match(r"^(\d{2,4}\.\d{1,4}(?:\.\d{1,4})?)(?![\d])", upstream)
+    if m:
+        driver = parse_driver_version(m.group(1))
+    return PackageVersion(epoch, upstream, revision, scheme, text, driver)
+
+
+def driver_version_of(value):
+    """The DriverVersion inside a driver version or any package version string; raises VersionError."""
+    if isinstance(value, DriverVersion):
+        return value
+    if isinstance(value, PackageVersion):
+        if value.driver is None:
+            raise VersionError("package version %r does not carry an NVIDIA driver version" % value.text)
+        return value.driver
+    text = str(value if value is not None else "").strip()
+    if _DRIVER_RE.match(text):
+        return parse_driver_version(text)
+    pkg = parse_package_version(text, "rpm" if re.search(r"\.el\d|\.fc\d", text) else "deb")
+    if pkg.driver is None:
+        raise VersionError("version %r does not carry an NVIDIA driver version (expected e.g. 535.261.03)" % (value,))
+    return pkg.driver
+
+
+def branch_of(value):
+    """Branch number of a driver or package version: 535 for ``535.216.03-2~bpo12+1``."""
+    return driver_version_of(value).branch
+
+
+# --- dpkg ordering (lib/dpkg/version.c: order() and verrevcmp()) ---------------------------------
+
+_DIGITS = "0123456789"
+
+
+def _deb_order(char):
+    if char in _DIGITS:
+        return 0
+    if char.isascii() and char.isalpha():
+        return ord(char)
+    if char == "~":
+        return -1
+    return ord(char) + 256
+
+
+def _deb_verrevcmp(a, b):
+    i = j = 0
+    la, lb = len(a), len(b)
+    while i < la or j < lb:
+        first_diff = 0
+        while (i < la and a[i] not in _DIGITS) or (j < lb and b[j] not in _DIGITS):
+            ac = _deb_order(a[i]) if i < la and a[i] not in _DIGITS else 0
+            bc = _deb_order(b[j]) if j < lb and b[j] not in _DIGITS else 0
+            if ac != bc:
+                return ac - bc
+            i += 1
+            j += 1
+        while i < la and a[i] == "0":
+            i += 1
+        while j < lb and b[j] == "0":
+            j += 1
+        while i < la and a[i] in _DIGITS and j < lb and b[j] in _DIGITS:
+            if not first_diff:
+                first_diff = ord(a[i]) - ord(b[j])
+            i += 1
+            j += 1
+        if i < la and a[i] in _DIGITS:
+            return 1
+        if j < lb and b[j] in _DIGITS:
+            return -1
+        if first_diff:
+            return first_diff
+    return 0
+
+
+def _sign(value):
+    return (value > 0) - (value < 0)
+
+
+def compare_debian(a, b):
+    """dpkg --compare-versions: -1, 0 or 1. ``~`` sorts before everything, even the end of the string."""
+    pa = a if isinstance(a, PackageVersion) else parse_package_version(a, "deb")
+    pb = b if isinstance(b, PackageVersion) else parse_package_version(b, "deb")
+    if pa.epoch != pb.epoch:
+        return _sign(pa.epoch - pb.epoch)
+    r = _deb_verrevcmp(pa.upstream, pb.upstream)
+    if r:
+        return _sign(r)
+    return _sign(_deb_verrevcmp(pa.revision, pb.revision))
+
+
+# --- rpm ordering (rpmio/rpmvercmp.c) -------------------------------------------------------------
+
+def _rpm_alnum(char):
+    return char.isascii() and char.isalnum()
+
+
+def _rpmvercmp(a, b):
+    if a == b:
+        return 0
+    i = j = 0
+    la, lb = len(a), len(b)
+    while i < la or j < lb:
+        while i < la and not _rpm_alnum(a[i]) and a[i] not in "~^":
+            i += 1
+        while j < lb and not _rpm_alnum(b[j]) and b[j] not in "~^":
+            j += 1
+        # A tilde sorts before anything, including the end of the string.
+        if (i < la and a[i] == "~") or (j < lb and b[j] == "~"):
+            if i >= la or a[i] != "~":
+                return 1
+            if j >= lb or b[j] != "~":
+                return -1
+            i += 1
+            j += 1
+            continue
+        # A caret sorts after the end of the string but before anything else.
+        if (i < la and a[i] == "^") or (j < lb and b[j] == "^"):
+            if i >= la:
+                return -1
+            if j >= lb:
+                return 1
+            if a[i] != "^":
+                return 1
+            if b[j] != "^":
+                return -1
+            i += 1
+            j += 1
+            continue
+        if not (i < la and j < lb):
+            break
+        isnum = a[i] in _DIGITS
+        take = (lambda c: c in _DIGITS) if isnum else (lambda c: c.isascii() and c.isalpha())
+        si = i
+        while i < la and take(a[i]):
+            i += 1
+        sj = j
+        while j < lb and take(b[j]):
+            j += 1
+        seg_a, seg_b = a[si:i], b[sj:j]
+        if not seg_b:
+            # Numeric segments are newer than alphabetic ones.
+            return 1 if isnum else -1
+        if isnum:
+            seg_a, seg_b = seg_a.lstrip("0"), seg_b.lstrip("0")
+            if len(seg_a) != len(seg_b):
+                return 1 if len(seg_a) > len(seg_b) else -1
+        if seg_a != seg_b:
+            return 1 if seg_a > seg_b else -1
+    if i >= la and j >= lb:
+        return 0
+    return -1 if i >= la else 1
+
+
+def compare_rpm(a, b):
+    """rpm EVR comparison: -1, 0 or 1 (epoch, then version, then release when both have one)."""
+    pa = a if isinstance(a, PackageVersion) else parse_package_version(a, "rpm")
+    pb = b if isinstance(b, PackageVersion) else parse_package_version(b, "rpm")
+    if pa.epoch != pb.epoch:
+        return _sign(pa.epoch - pb.epoch)
+    r = _rpmvercmp(pa.upstream, pb.upstream)
+    if r or not pa.revision or not pb.revision:
+        return r
+    return _rpmvercmp(pa.revision, pb.revision)
+
+
+def compare_versions(a, b, scheme="deb"):
+    """Compare two package (or driver) versions in the given scheme: -1, 0 or 1."""
+    if scheme == "deb":
+        return compare_debian(a, b)
+    if scheme == "rpm":
+        return compare_rpm(a, b)
+    raise VersionError("unknown version scheme %r (deb or rpm)" % (scheme,))
+
+
+def version_in_branch(version, branch):
+    """True when the driver inside ``version`` belongs to ``branch`` (R535 / 535)."""
+    return branch_of(version) == parse_branch(branch)
+
+
+def validate_version_branch(version, branch=None):
+    """Check a requested version (and optional branch). Returns dict(driver_version, branch); raises VersionError."""
+    driver = driver_version_of(version)
+    if branch not in (None, ""):
+        wanted = parse_branch(branch)
+        if driver.branch != wanted:
+            raise VersionError("driver version %s belongs to branch R%d, not to the requested branch R%d"
+                               % (version, driver.branch, wanted))
+    return dict(driver_version=str(driver), branch=driver.branch)
+
+
+def matches_pin(installed, pin, scheme="deb"):
+    """Does an installed package version satisfy a pin?
+
+    A pin with a revision (``535.261.03-1``) must match exactly (same epoch, upstream and revision in the scheme's
+    ordering); a plain driver version (``535.261.03``) matches any packaging of that driver version.
+    """
+    if installed in (None, ""):
+        return False
+    pin_text = str(pin).strip()
+    if _DRIVER_RE.match(pin_text):
+        return driver_version_of(installed) == parse_driver_version(pin_text)
+    return compare_versions(installed, pin_text, scheme) == 0
+
+
+def select_version(available, requested, scheme="deb"):
+    """Pick the exact package version for ``requested`` from the versions a repository offers.
+
+    ``requested`` is either a full package version (must be offered as is) or a driver version (the highest
+    packaging of it wins, e.g. 535.216.03-2~bpo12+1 over 535.216.03-1). Returns the chosen string or None.
+    """
+    offered = []
+    for text in available or []:
+        try:
+            offered.append(parse_package_version(text, scheme))
+        except VersionError:
+            continue
+    fits = [p for p in offered if matches_pin(p, requested, scheme)]
+    if not fits:
+        return None
+    best = fits[0]
+    for cand in fits[1:]:
+        if compare_versions(cand, best, scheme) > 0:
+            best = cand
+    return best.text
+
+
+def branch_info(branch, branches=BRANCHES):
+    """The table row for a branch, or None."""
+    number = parse_branch(branch)
+    for row in branches:
+        if int(row["branch"]) == number:
+            return dict(row)
+    return None
+
+
+def vgpu_compatibility(host, guest, branches=BRANCHES):
+    """vGPU manager (host) vs guest driver compatibility by branch.
+
+    ``host``/``guest``: driver versions, package versions or branches. Compatible combinations (NVIDIA vGPU
+    release notes): the same branch; the guest on the branch right before the host's; a long-term-support host
+    with the guest on the previous long-term-support branch. A guest newer than the host never is.
+    Returns dict(compatible, reason, host_branch, guest_branch).
+    """
+    hb = _as_branch(host)
+    gb = _as_branch(guest)
+    result = dict(host_branch=hb, guest_branch=gb, compatible=False)
+    order = sorted(int(r["branch"]) for r in branches)
+    if gb == hb:
+        result.update(compatible=True, reason="same branch")
+    elif gb > hb:
+        result.update(reason="guest branch R%d is newer than the host's R%d" % (gb, hb))
+    elif hb not in order or gb not in order:
+        unknown = hb if hb not in order else gb
+        result.update(reason="branch R%d is not in the known branch table; only equal branches are accepted" % unknown)
+    else:
+        previous = [b for b in order if b < hb]
+        lts = sorted(int(r["branch"]) for r in branches if r.get("lts"))
+        host_lts = hb in lts
+        prev_lts = [b for b in lts if b < hb]
+        if previous and gb == previous[-1]:
+            result.update(compatible=True, reason="guest on the branch before the host's")
+        elif host_lts and prev_lts and gb == prev_lts[-1]:
+            result.update(compatible=True, reason="guest on the previous long-term-support branch of an LTSB host")
+        else:
+            result.update(reason="guest branch R%d is too old for host branch R%d" % (gb, hb))
+    return result
+
+
+def _as_branch(value):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return parse_branch(value)
+    text = str(value if value is not None else "").strip()
+    if _BRANCH_RE.match(text):
+        return parse_branch(text)
+    if not text or not text[0].isdigit():
+        raise VersionError("%r is not a driver branch (R535) nor a driver version (535.261.03)" % (value,))
+    return branch_of(text)
