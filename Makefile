@@ -13,7 +13,7 @@ BIN         := $(VENV)/bin
 COLL_ROOT   := $(ROOT)/build/collections
 COLL_LINK   := $(COLL_ROOT)/ansible_collections/gpuops/provision
 SANITY_DIR  := $(ROOT)/build/sanity/ansible_collections/gpuops/provision
-APT_PACKAGES := git rsync podman runc debootstrap golang-go golang-github-vmware-govmomi-dev ca-certificates
+APT_PACKAGES := git rsync podman runc debootstrap golang-go golang-github-vmware-govmomi-dev ca-certificates chromium fonts-dejavu-core
 CORE_VERSION := $(shell $(PY) -c 'import ansible.release as r; print(".".join(r.__version__.split(".")[:2]))' 2>/dev/null)
 
 export PATH := $(BIN):$(PATH)
@@ -22,7 +22,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-sysfs lab-images lab-down test sanity units lab-tests integration molecule lint build docs-check bench clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-down test sanity units lab-tests integration molecule lint build docs-check bench clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
@@ -57,8 +57,12 @@ $(COLL_LINK):
 	@ln -sfn ../../../.. $@
 
 # --- the main job ---------------------------------------------------------------------------------------------------
-lab: deps venv collection lab-sysfs
+lab: deps venv collection lab-sysfs lab-up
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
+
+# Start the stand-ins (kept running between runs so a second `make lab` sees the first one's state).
+lab-up: deps venv
+	lab/up.sh build/lab/run
 
 # Fake /sys + /proc trees of the lab's hosts (the kernel's layout, from lab/sysfs/specs/*.json).
 lab-sysfs:
@@ -67,7 +71,7 @@ lab-sysfs:
 	done
 
 lab-down:
-	@echo "nothing is running"
+	lab/down.sh build/lab/run
 
 # --- tests ----------------------------------------------------------------------------------------------------------
 test: deps venv collection sanity lint build docs-check units lab-tests integration molecule

@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Write the fleet report (report.json + self-contained report.html) on the controller in one task.
+
+The model and the HTML come from the pure functions in plugins/filter/report.py; this file only reads the optional
+run log and writes files (atomically, and only when the content differs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from ansible.errors import AnsibleActionFail, AnsibleFilterError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpuops.provision.plugins.filter import report as R
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def _write(path, text, check_mode):
+    """Atomic write when the content differs; returns whether it (would have) changed."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return False
+    except FileNotFoundError:
+        pass
+    if check_mode:
+        return True
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".report-")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return True
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("hosts", "dest", "title", "driver_pin", "run_log", "generated_at"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = self._task.args
+        unknown = sorted(set(args) - self._VALID_ARGS)
+        if unknown:
+            raise AnsibleActionFail("fleet_report: unsupported parameters %s" % ", ".join(unknown))
+        hosts = _plain(args.get("hosts"))
+        dest = args.get("dest")
+        if not isinstance(hosts, dict):
+            raise AnsibleActionFail("fleet_report: hosts must be a dict of host name to facts; nothing was written")
+        if not dest:
+            raise AnsibleActionFail("fleet_report: dest is required; nothing was written")
+        for name, facts in hosts.items():
+            if facts is not None and not isinstance(facts, dict):
+                raise AnsibleActionFail("fleet_report: facts of host %s must be a dict, got %s; nothing was written"
+                                        % (name, type(facts).__name__))
+        run_log = args.get("run_log")
+        if run_log:
+            run_log = os.path.expanduser(str(run_log))
+            try:
+                with open(run_log, encoding="utf-8") as fh:
+                    changes = R.changes_from_run_log(json.load(fh))
+            except FileNotFoundError:
+                changes = {}
+                result["warnings"] = ["fleet_report: run log %s not found; changes come from the hosts' facts only" % run_log]
+            except (OSError, ValueError, AnsibleFilterError) as e:
+                raise AnsibleActionFail("fleet_report: cannot read the run log %s: %s; nothing was written" % (run_log, e))
+            for name, items in changes.items():
+                if name in hosts:
+                    facts = dict(hosts[name] or {})
+                    facts["changes"] = list(facts.get("changes") or []) + items
+                    hosts[name] = facts
+        try:
+            model = R.fleet_model(hosts, title=str(args.get("title") or "GPU fleet report"),
+                                  generated_at=args.get("generated_at") or None, driver_pin=args.get("driver_pin") or None)
+        except (AnsibleFilterError, TypeError, ValueError) as e:
+            raise AnsibleActionFail("fleet_report: %s; nothing was written" % e)
+        dest = os.path.expanduser(str(dest))
+        json_path, html_path = os.path.join(dest, "report.json"), os.path.join(dest, "report.html")
+        written = []
+        try:
+            if _write(json_path, json.dumps(model, indent=2, sort_keys=True) + "\n", self._task.check_mode):
+                written.append(json_path)
+            if _write(html_path, R.render_html(model), self._task.check_mode):
+                written.append(html_path)
+        except OSError as e:
+            raise AnsibleActionFail("fleet_report: writing the report to %s failed: %s" % (dest, e))
+        result.update(changed=bool(written), json=json_path, html=html_path, written=written, summary=model["summary"])
+        return result
