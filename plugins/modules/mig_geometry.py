@@ -21,7 +21,8 @@ description:
     of the target fits around them; otherwise the GPU is cleared and rebuilt. Compute instances are destroyed before
     GPU instances, MIG mode is changed when needed, then GPU instances are created with their placements, then their
     compute instances, and the result is verified.
-  - If a step fails, the GPU's previous geometry is restored and the module fails saying what happened.
+  - If a step fails, the GPU's previous geometry is restored, and so is that of every GPU the same run already changed;
+    the module fails saying what happened on each.
 author:
   - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
@@ -280,10 +281,7 @@ class Runner:
                 except self.nvml.nv.NVMLError:
                     pass
                 res["changed"] = not e.restored
-                msg = "%s: %s" % (_label(gpu), e)
-                if done:
-                    msg += " (already changed: %s)" % ", ".join("GPU %d" % i for i in done)
-                self.fail(msg)
+                self.fail("%s: %s%s" % (_label(gpu), e, self.undo(done)))
             res["reset_required"] = outcome["reset_required"]
             if outcome["deferred"]:
                 # Instances wait for the reset; report only what was done.
@@ -292,10 +290,34 @@ class Runner:
             res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
             if not outcome["reset_required"] and gpu["_entry"]["mig_enabled"] and \
                     not _mig.geometry_matches(fresh["instances"], plan["target_counts"]):
-                self.fail("%s: verification failed: the GPU shows %s instead of %s"
+                self.fail("%s: verification failed: the GPU shows %s instead of %s%s"
                           % (_label(gpu), _mig.describe_request(_mig.current_counts(fresh["instances"])),
-                             _mig.describe_request(plan["target_counts"])))
-            done.append(gpu["index"])
+                             _mig.describe_request(plan["target_counts"]), self.undo(done)))
+            done.append((gpu, res))
+
+    def undo(self, done):
+        """Put the GPUs this run already changed back to their geometry before it, newest first.
+
+        One module run is one host's change: a failure on a later GPU must not leave earlier ones on the new layout
+        while the play reports the host as failed. Returns a note for the error message.
+        """
+        notes = []
+        for gpu, res in reversed(done):
+            before = {"devices": "all", "mig_enabled": gpu["mig_mode"]["current"] == "enabled",
+                      "mig_devices": _mig.current_counts(gpu["instances"])}
+            try:
+                fresh = self.nvml.refresh(dict(gpu))
+                resets = self.nvml.architecture(gpu["_handle"]) in RESET_ARCHES
+                back = _mig.plan_gpu(gpu["_table"], fresh["mig_mode"], fresh["instances"], before, mode_change_resets=resets)
+                if back["changed"]:
+                    self.nvml.apply(fresh, back)
+                fresh = self.nvml.refresh(dict(gpu))
+                res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
+                res["changed"] = back["reset_required"]
+                notes.append("GPU %d restored" % gpu["index"])
+            except (_mig.MigError, NvmlError, self.nvml.nv.NVMLError) as e:
+                notes.append("GPU %d changed by this run could not be restored: %s" % (gpu["index"], e))
+        return " (%s)" % "; ".join(notes) if notes else ""
 
     def fail(self, msg, applied=True):
         """Fail with the per-GPU results; before apply nothing changed, whatever the plan said."""

@@ -134,6 +134,22 @@ def test_mid_apply_failure_restores_previous_geometry(monkeypatch, tmp_path, run
     assert res["gpus"][0]["after"]["mig_devices"] == {"1g.5gb": 7}
 
 
+def test_failure_on_a_later_gpu_restores_the_gpus_already_changed(monkeypatch, tmp_path, run_module):
+    previous = [{"profile_id": 19, "start": s, "compute_instances": [{}]} for s in range(7)]
+    # GPU 0 needs 3 creations for TARGET; the 5th creation of the run (GPU 1's second) fails once.
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled", "gpu_instances": previous},
+                                                       {"model": A100, "mig_mode": "enabled", "gpu_instances": previous}],
+                                              "faults": {"fail_gi_create_after": 4, "fail_gi_create_times": 1}})
+    before = [geometry(path, 0), geometry(path, 1)]
+    res = run_module(mig_geometry, {"devices": [entry()]})
+    assert res["failed"]
+    assert "GPU 1 (NVIDIA A100-SXM4-40GB)" in res["msg"] and "GPU 0 restored" in res["msg"], res["msg"]
+    assert [geometry(path, 0), geometry(path, 1)] == before
+    assert [g["changed"] for g in res["gpus"]] == [False, False]
+    assert res["gpus"][0]["after"]["mig_devices"] == {"1g.5gb": 7}
+    assert res["changed"] is False
+
+
 def test_ampere_mode_change_needs_reset_then_completes(monkeypatch, tmp_path, run_module):
     path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "disabled"}]})
     plan = run_module(mig_geometry, {"devices": [entry()]}, check_mode=True)
