@@ -49,6 +49,23 @@ def _write(path, text, check_mode):
     return True
 
 
+def _without_times(value):
+    if isinstance(value, dict):
+        return dict((k, _without_times(v)) for k, v in value.items() if k != "generated_at")
+    if isinstance(value, list):
+        return [_without_times(v) for v in value]
+    return value
+
+
+def _same_fleet(json_path, model):
+    """Whether report.json already holds this model, generation times aside."""
+    try:
+        with open(json_path, encoding="utf-8") as fh:
+            return _without_times(json.load(fh)) == _without_times(json.loads(json.dumps(model, sort_keys=True)))
+    except (OSError, ValueError):
+        return False
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("hosts", "dest", "title", "driver_pin", "run_log", "generated_at"))
@@ -93,6 +110,11 @@ class ActionModule(ActionBase):
         dest = os.path.expanduser(str(dest))
         json_path, html_path = os.path.join(dest, "report.json"), os.path.join(dest, "report.html")
         written = []
+        if _same_fleet(json_path, model):
+            # Only the generation times would differ: the report on disk still describes this fleet (and a re-run
+            # of an unchanged lab reports changed=0).
+            result.update(changed=False, json=json_path, html=html_path, written=written, summary=model["summary"])
+            return result
         try:
             if _write(json_path, json.dumps(model, indent=2, sort_keys=True) + "\n", self._task.check_mode):
                 written.append(json_path)

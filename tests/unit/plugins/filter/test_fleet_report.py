@@ -210,3 +210,19 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(AnsibleFilterError, match="hosts must be a mapping"):
         R.fleet_model(["n1"])
     assert R.FilterModule().filters()["report_model"]({"x": {}})["summary"]["hosts"] == 1
+
+
+def test_report_on_disk_is_kept_when_only_generation_times_differ(tmp_path):
+    from ansible_collections.gpuops.provision.plugins.action import fleet_report as action
+
+    first = R.fleet_model({"n1": {"preflight": {"verdict": "pass", "generated_at": "2026-01-01T00:00:00Z"}}},
+                          generated_at="2026-01-01T00:00:00Z")
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(first))
+    later = R.fleet_model({"n1": {"preflight": {"verdict": "pass", "generated_at": "2026-01-02T00:00:00Z"}}},
+                          generated_at="2026-01-02T00:00:00Z")
+    assert action._same_fleet(str(path), later)  # pylint: disable=protected-access
+    changed = R.fleet_model({"n1": {"preflight": {"verdict": "fail", "generated_at": "2026-01-02T00:00:00Z"}}},
+                            generated_at="2026-01-02T00:00:00Z")
+    assert not action._same_fleet(str(path), changed)  # pylint: disable=protected-access
+    assert not action._same_fleet(str(tmp_path / "missing.json"), later)  # pylint: disable=protected-access
