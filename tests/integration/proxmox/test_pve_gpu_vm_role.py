@@ -1,0 +1,113 @@
+"""Role gpuops.provision.pve_gpu_vm against pvesim: mappings first, then VMs; idempotent; check mode writes nothing;
+an impossible VM fails the play before any VM is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from .conftest import PYTHON, ROOT, VENV_BIN
+
+MAPPINGS = [{"id": "h100", "description": "H100 of pve2", "map": [{"node": "pve2", "path": ["0000:02:00.0"]}]}]
+VMS = [
+    # stopped q35 VM on pve2: gets the new mapping
+    {"vmid": 200, "gpus": [{"mapping": "h100", "pcie": True}]},
+    # running VM on pve1: the existing a100 mapping, pending until its next start (restart never)
+    {"vmid": 100, "node": "pve1", "gpus": [{"mapping": "a100", "pcie": True}]},
+]
+
+
+def run_role(sim, mappings, vms, check=False):
+    """Run the role in a play on localhost; return (play recap for localhost, failure messages, API writes made)."""
+    auth = sim.auth(token=True)
+    play = [{
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars": {
+            "pve_gpu_vm_api_host": auth["api_host"],
+            "pve_gpu_vm_api_port": auth["api_port"],
+            "pve_gpu_vm_api_user": auth["api_user"],
+            "pve_gpu_vm_api_token_id": auth["api_token_id"],
+            "pve_gpu_vm_api_token_secret": auth["api_token_secret"],
+            "pve_gpu_vm_ca_path": auth["ca_path"],
+            "pve_gpu_vm_mappings": mappings,
+            "pve_gpu_vm_vms": vms,
+        },
+        "roles": ["gpuops.provision.pve_gpu_vm"],
+    }]
+    playbook = sim.tmp / "play.yml"
+    playbook.write_text(json.dumps(play), encoding="utf-8")
+    env = dict(os.environ)
+    env.update({
+        "PATH": VENV_BIN + os.pathsep + env.get("PATH", ""),
+        "ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "build", "collections"),
+        "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+        "ANSIBLE_STDOUT_CALLBACK": "json",
+        "ANSIBLE_LOCAL_TEMP": str(sim.tmp / "ansible-tmp"),
+        "ANSIBLE_HOME": str(sim.tmp / "ansible-home"),
+    })
+    cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local",
+           "-e", "ansible_python_interpreter=" + PYTHON, str(playbook)]
+    if check:
+        cmd.append("--check")
+    before = sim.writes()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError("ansible-playbook output not parseable (rc=%s):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
+    failures = [h.get("msg", "") for play_ in out["plays"] for task in play_["tasks"]
+                for h in task["hosts"].values() if h.get("failed")]
+    failures += [r.get("msg", "") for play_ in out["plays"] for task in play_["tasks"]
+                 for h in task["hosts"].values() for r in h.get("results", [])
+                 if r.get("failed") or "exception" in r]
+    return out["stats"]["localhost"], failures, sim.writes() - before
+
+
+def test_role_applies_mappings_then_vms_and_is_idempotent(pvesim):
+    stats, failures, writes = run_role(pvesim, MAPPINGS, VMS)
+    assert stats["failures"] == 0, failures
+    assert stats["changed"] == 2  # the mapping task and the VM apply task (two VMs)
+    assert writes == 3  # POST mapping, POST config of 200, POST config of 100
+    state = pvesim.state()
+    assert [m for m in state["mappings"]["h100"]["map"] if "node=pve2" in m and "path=0000:02:00.0" in m]
+    assert state["vms"]["200"]["config"]["hostpci0"] == "mapping=h100,pcie=1"
+    assert state["vms"]["100"]["pending"] == {"hostpci0": "mapping=a100,pcie=1"}
+    assert "hostpci0" not in state["vms"]["100"]["config"]
+
+    stats, failures, writes = run_role(pvesim, MAPPINGS, VMS)
+    assert stats["failures"] == 0, failures
+    assert stats["changed"] == 0 and writes == 0
+
+
+def test_check_mode_changes_nothing(pvesim):
+    before = pvesim.state()
+    stats, failures, writes = run_role(pvesim, MAPPINGS, VMS, check=True)
+    assert stats["failures"] == 0, failures
+    # The mapping and both VMs would change: reported, not written.
+    assert stats["changed"] == 2  # mapping task + VM plan task
+    assert writes == 0
+    after = pvesim.state()
+    assert "h100" not in after["mappings"]
+    assert after["vms"] == before["vms"]
+
+
+def test_impossible_vm_fails_before_any_vm_is_written(pvesim):
+    # VM 101 is i440fx: pcie=1 needs q35. It comes after VM 200, which must not be written either.
+    vms = [{"vmid": 200, "gpus": [{"mapping": "a100", "pcie": True}]}, {"vmid": 101, "gpus": [{"mapping": "a100", "pcie": True}]}]
+    stats, failures, writes = run_role(pvesim, [], vms)
+    assert stats["failures"] == 1
+    assert any("VM 101" in f and "q35" in f for f in failures), failures
+    assert writes == 0
+    state = pvesim.state()
+    assert "hostpci0" not in state["vms"]["200"]["config"] and "hostpci0" not in state["vms"]["101"]["config"]
+
+
+@pytest.mark.parametrize("vms", [[{"vmid": 200}], [{"vmid": 200, "gpus": []}, {"vmid": 200, "gpus": []}]])
+def test_invalid_input_fails_without_api_writes(pvesim, vms):
+    stats, failures, writes = run_role(pvesim, [], vms)
+    assert stats["failures"] == 1 and writes == 0
+    assert any("invalid input" in f for f in failures), failures
