@@ -1,0 +1,173 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/mig_reconfigure.yml end to end: ansible-playbook over simulated nodes (local hosts, one gpusim state
+each) against the Kubernetes stand-in, whose device plugin advertises what gpusim holds. Asserts on the stand-in's
+request log (cordon/uncordon PATCHes, evictions), node labels/unschedulable/allocatable and the gpusim state files."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
+    A100, BALANCED_A100, BALANCED_H100, H100_3G_X2, H100_BALANCED, Fleet, failures, gpu)
+
+pytestmark = pytest.mark.slow
+
+STATE = "nvidia.com/mig.config.state"
+
+
+def three_nodes(node2=None, node3=None):
+    return {"node-1": {"gpus": [gpu(instances=H100_BALANCED)]},          # already at all-balanced
+            "node-2": node2 or {"gpus": [gpu(instances=H100_3G_X2)]},
+            "node-3": node3 or {"gpus": [gpu(instances=H100_3G_X2)]}}
+
+
+def mig_alloc(node):
+    return {k: int(v) for k, v in node["status"]["allocatable"].items() if k.startswith("nvidia.com/mig-") and int(v) > 0}
+
+
+def counts(state, index=0):
+    """Profile ids of the GPU instances in a gpusim state (order-free)."""
+    return sorted(g["profile_id"] for g in state["gpus"][index].get("gpu_instances", []))
+
+
+def test_roll_three_nodes_skips_the_matching_node(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes(node3={"gpus": [gpu(A100, "disabled")]}))  # A100: mode change needs a GPU reset
+    with fleet.start() as lab:
+        node1_before = fleet.raw("node-1")
+        rc, out = fleet.run()
+        assert rc == 0, failures(out)
+
+        # node-1 was already at its target: never cordoned, never drained, never labelled, GPU untouched.
+        assert fleet.node_patches("node-1") == []
+        assert lab.evictions(node="node-1") == []
+        assert fleet.raw("node-1") == node1_before
+
+        for name, expected in (("node-2", BALANCED_H100), ("node-3", BALANCED_A100)):
+            node = fleet.node(name)
+            assert lab.cordons(name) == 1 and lab.cordons(name, value=False) == 1
+            assert not node["spec"].get("unschedulable")
+            labels = node["metadata"]["labels"]
+            assert labels[STATE] == "success" and labels["nvidia.com/mig.config"] == "all-balanced"
+            # Operand paused during the change and restored; the one that was "false" left alone.
+            assert labels["nvidia.com/gpu.deploy.device-plugin"] == "true"
+            assert labels["nvidia.com/gpu.deploy.dcgm-exporter"] == "false"
+            assert any((r.get("body") or {}).get("metadata", {}).get("labels", {}).get("nvidia.com/gpu.deploy.device-plugin")
+                       == "paused-for-mig-change" for r in fleet.node_patches(name))
+            assert mig_alloc(node) == {"nvidia.com/mig-" + k: v for k, v in expected.items()}
+            assert [e["outcome"] for e in lab.evictions(node=name)] == ["Evicted"]  # the app pod; DaemonSet pod stays
+            assert lab.count("DELETE", "/api/v1/namespaces/gpu-operator/pods/nvidia-device-plugin-daemonset-" + name) == 1
+            assert not os.path.exists(os.path.join(str(tmp_path), name + ".lock")), "lock not released"
+        assert fleet.state("node-3")["gpus"][0]["mig_mode"] in (1, "enabled", True)
+
+        # serial 1: node-2 uncordoned before node-3 was cordoned; timeline from the stand-in's request log.
+        t2, t3 = fleet.timeline("node-2"), fleet.timeline("node-3")
+        assert t2[1] < t3[0]
+        stats = out["global_custom_stats"]["mig_reconfigure"]["nodes"]
+        assert stats["node-1"]["result"] == "skipped" and stats["node-1"]["drained"] is False
+        assert stats["node-2"]["result"] == stats["node-3"]["result"] == "success"
+        print("\ntimeline (cordon -> uncordon, s): node-1 never cordoned; node-2 %.1f; node-3 %.1f (role: %s / %s)"
+              % (t2[1] - t2[0], t3[1] - t3[0], stats["node-2"]["cordoned_seconds"], stats["node-3"]["cordoned_seconds"]))
+
+        # A second run finds every node at its target: plan only, no write to the cluster.
+        writes = len(fleet.writes())
+        rc, out = fleet.run()
+        assert rc == 0, failures(out)
+        assert len(fleet.writes()) == writes
+        assert all(v["result"] == "skipped" for v in out["global_custom_stats"]["mig_reconfigure"]["nodes"].values())
+
+
+def test_pdb_blocks_drain_bounded_retries_then_clean_failure(tmp_path):
+    db = {"metadata": {"name": "db-0-a", "namespace": "ml", "labels": {"app": "db"},
+                       "ownerReferences": [{"kind": "ReplicaSet", "name": "db-0"}]}, "spec": {"nodeName": "node-2"}}
+    pdb = {"metadata": {"name": "db", "namespace": "ml"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
+    fleet = Fleet(tmp_path, three_nodes(), extra_pods=[db], pdbs=[pdb])
+    with fleet.start() as lab:
+        before = {n: fleet.raw(n) for n in fleet.nodes}
+        rc, out = fleet.run()
+        assert rc != 0
+        msg = " ".join(failures(out)["node-2"])
+        assert "drain did not finish after 3 attempt(s)" in msg and "ml/db-0-a" in msg and "No GPU was touched" in msg
+        # mig_reconfigure_drain_pdb_retries=2: three drain attempts, each refused once with 429.
+        assert len(lab.evictions(node="node-2", outcome="TooManyRequests")) == 3
+        assert fleet.raw("node-2") == before["node-2"], "a GPU was touched"
+        node2 = fleet.node("node-2")
+        assert not node2["spec"].get("unschedulable"), "nothing changed on the GPUs, so the node must be uncordoned"
+        assert node2["metadata"]["labels"][STATE] == "failed"
+        assert node2["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] == "true"
+        # The roll stopped: node-3 needed a change but was never touched.
+        assert fleet.node_patches("node-3") == [] and lab.evictions(node="node-3") == []
+        assert fleet.raw("node-3") == before["node-3"]
+        assert not os.path.exists(os.path.join(str(tmp_path), "node-2.lock"))
+
+
+def test_gi_creation_fault_on_node2_restores_it_and_stops_the_roll(tmp_path):
+    node2 = {"faults": {"fail_gi_create_after": 1, "fail_gi_create_error": "INSUFFICIENT_RESOURCES", "fail_gi_create_times": 1},
+             "gpus": [gpu(instances=H100_3G_X2)]}
+    fleet = Fleet(tmp_path, three_nodes(node2=node2))
+    with fleet.start() as lab:
+        node3_before = fleet.raw("node-3")
+        rc, out = fleet.run()
+        assert rc != 0
+        msg = " ".join(failures(out)["node-2"])
+        assert "stage apply" in msg and "restored" in msg
+        assert fleet.state("node-2")["counters"]["gi_create"] >= 2  # the fault fired
+        assert counts(fleet.state("node-2")) == [9, 9], "previous geometry (3g.40gb x2) not restored"
+        n2 = fleet.node("node-2")
+        assert n2["metadata"]["labels"][STATE] == "failed"
+        assert n2["spec"]["unschedulable"] is True, "a failed node whose GPUs were touched stays cordoned"
+        assert mig_alloc(n2) == {"nvidia.com/mig-3g.40gb": 2}
+        assert fleet.node_patches("node-3") == [] and fleet.raw("node-3") == node3_before
+        stats = out["global_custom_stats"]["mig_reconfigure"]
+        assert stats["stopped_at"] == "node-2"
+        assert stats["nodes"]["node-2"]["result"] == "failed" and stats["nodes"]["node-2"]["restored"] is True
+        assert stats["nodes"]["node-3"]["result"] == "planned"
+        assert fleet.node_patches("node-1") == []
+
+
+def test_check_mode_changes_nothing_anywhere(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes())
+    with fleet.start():
+        before = {n: fleet.raw(n) for n in fleet.nodes}
+        rc, out = fleet.run(check=True)
+        assert rc == 0, failures(out)
+        assert fleet.writes() == []
+        assert {n: fleet.raw(n) for n in fleet.nodes} == before
+        nodes = out["global_custom_stats"]["mig_reconfigure"]["nodes"]
+        assert nodes["node-1"]["result"] == "skipped" and nodes["node-2"]["result"] == nodes["node-3"]["result"] == "planned"
+
+
+def test_invalid_input_fails_naming_every_node_before_any_cordon(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes(), host_vars={"node-2": {"mig_reconfigure_selected": "too-big"},
+                                                      "node-3": {"mig_reconfigure_selected": "no-such-config"}})
+    with fleet.start():
+        before = {n: fleet.raw(n) for n in fleet.nodes}
+        rc, out = fleet.run()
+        assert rc != 0
+        msg = failures(out)["node-1"][0]
+        assert "invalid input on 2 node(s)" in msg
+        assert "[node-2]" in msg and "3g.40gb" in msg and "[node-3]" in msg and "no-such-config" in msg
+        assert fleet.writes() == []
+        assert {n: fleet.raw(n) for n in fleet.nodes} == before
+
+
+def test_lock_held_by_another_run_touches_nothing(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes())
+    lock = os.path.join(str(tmp_path), "node-2.lock")
+    os.mkdir(lock)
+    with open(os.path.join(lock, "owner"), "w", encoding="utf-8") as fh:
+        fh.write("user=alice controller=awx-1 since=2026-11-29T12:00:00Z\n")
+    with fleet.start():
+        before = {n: fleet.raw(n) for n in fleet.nodes}
+        rc, out = fleet.run()
+        assert rc != 0
+        msg = " ".join(failures(out)["node-2"])
+        assert "user=alice controller=awx-1" in msg
+        assert fleet.writes() == []
+        assert {n: fleet.raw(n) for n in fleet.nodes} == before
+        assert os.path.exists(os.path.join(lock, "owner")), "another run's lock was removed"
