@@ -11,59 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 from ansible.errors import AnsibleActionFail, AnsibleFilterError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.provision.plugins.filter import report as R
-
-
-def _plain(value):
-    if isinstance(value, dict):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
-
-
-def _write(path, text, check_mode):
-    """Atomic write when the content differs; returns whether it (would have) changed."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            if fh.read() == text:
-                return False
-    except FileNotFoundError:
-        pass
-    if check_mode:
-        return True
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".report-")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return True
-
-
-def _without_times(value):
-    if isinstance(value, dict):
-        return dict((k, _without_times(v)) for k, v in value.items() if k != "generated_at")
-    if isinstance(value, list):
-        return [_without_times(v) for v in value]
-    return value
-
-
-def _same_fleet(json_path, model):
-    """Whether report.json already holds this model, generation times aside."""
-    try:
-        with open(json_path, encoding="utf-8") as fh:
-            return _without_times(json.load(fh)) == _without_times(json.loads(json.dumps(model, sort_keys=True)))
-    except (OSError, ValueError):
-        return False
+from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files import plain, write_report
 
 
 class ActionModule(ActionBase):
@@ -76,7 +29,7 @@ class ActionModule(ActionBase):
         unknown = sorted(set(args) - self._VALID_ARGS)
         if unknown:
             raise AnsibleActionFail("fleet_report: unsupported parameters %s" % ", ".join(unknown))
-        hosts = _plain(args.get("hosts"))
+        hosts = plain(args.get("hosts"))
         dest = args.get("dest")
         if not isinstance(hosts, dict):
             raise AnsibleActionFail("fleet_report: hosts must be a dict of host name to facts; nothing was written")
@@ -110,15 +63,13 @@ class ActionModule(ActionBase):
         dest = os.path.expanduser(str(dest))
         json_path, html_path = os.path.join(dest, "report.json"), os.path.join(dest, "report.html")
         written = []
-        if _same_fleet(json_path, model):
-            # Only the generation times would differ: the report on disk still describes this fleet (and a re-run
-            # of an unchanged lab reports changed=0).
-            result.update(changed=False, json=json_path, html=html_path, written=written, summary=model["summary"])
-            return result
         try:
-            if _write(json_path, json.dumps(model, indent=2, sort_keys=True) + "\n", self._task.check_mode):
+            # The HTML follows the JSON: when the model is the same but for its generation time, both stay as they are.
+            if write_report(json_path, json.dumps(model, indent=2, sort_keys=True) + "\n", self._task.check_mode):
                 written.append(json_path)
-            if _write(html_path, R.render_html(model), self._task.check_mode):
+                if write_report(html_path, R.render_html(model), self._task.check_mode):
+                    written.append(html_path)
+            elif not os.path.exists(html_path) and write_report(html_path, R.render_html(model), self._task.check_mode):
                 written.append(html_path)
         except OSError as e:
             raise AnsibleActionFail("fleet_report: writing the report to %s failed: %s" % (dest, e))

@@ -11,42 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
-
-
-def _plain(value):
-    if isinstance(value, dict):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
-
-
-def _write(path, text, check_mode):
-    """Atomic write when the content differs; returns whether it (would have) changed."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            if fh.read() == text:
-                return False
-    except FileNotFoundError:
-        pass
-    if check_mode:
-        return True
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".preflight-")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return True
+from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files import plain, write_report
 
 
 class ActionModule(ActionBase):
@@ -56,7 +26,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         args = self._task.args
-        reports = _plain(args.get("reports"))
+        reports = plain(args.get("reports"))
         report_dir = args.get("report_dir")
         if not isinstance(reports, list) or not all(isinstance(r, dict) and "node" in r and "checks" in r for r in reports):
             raise AnsibleActionFail("reports must be a list of preflight reports (gpuops.provision.preflight_reports)")
@@ -71,13 +41,13 @@ class ActionModule(ActionBase):
                     raise AnsibleActionFail("node name %r cannot be a file name" % name)
                 path = os.path.join(report_dir, name + ".json")
                 files.append(path)
-                if _write(path, json.dumps(rep, indent=2, sort_keys=True) + "\n", self._task.check_mode):
+                if write_report(path, json.dumps(rep, indent=2, sort_keys=True) + "\n", self._task.check_mode):
                     changed.append(path)
             junit = args.get("junit_file")
             if junit:
                 junit = os.path.expanduser(str(junit))
                 files.append(junit)
-                if _write(junit, P.junit_xml(reports, str(args.get("suite_name") or "node_preflight")), self._task.check_mode):
+                if write_report(junit, P.junit_xml(reports, str(args.get("suite_name") or "node_preflight")), self._task.check_mode):
                     changed.append(junit)
         except OSError as e:
             raise AnsibleActionFail("writing the preflight reports failed: %s" % e)

@@ -212,17 +212,19 @@ def test_bad_input_is_a_clear_error():
     assert R.FilterModule().filters()["report_model"]({"x": {}})["summary"]["hosts"] == 1
 
 
-def test_report_on_disk_is_kept_when_only_generation_times_differ(tmp_path):
-    from ansible_collections.gpuops.provision.plugins.action import fleet_report as action
+def test_report_files_are_kept_when_only_generation_times_differ(tmp_path):
+    from ansible_collections.gpuops.provision.plugins.plugin_utils import _report_files as F
 
-    first = R.fleet_model({"n1": {"preflight": {"verdict": "pass", "generated_at": "2026-01-01T00:00:00Z"}}},
-                          generated_at="2026-01-01T00:00:00Z")
+    def model(verdict, when):
+        return json.dumps(R.fleet_model({"n1": {"preflight": {"verdict": verdict, "generated_at": when}}}, generated_at=when))
+
     path = tmp_path / "report.json"
-    path.write_text(json.dumps(first))
-    later = R.fleet_model({"n1": {"preflight": {"verdict": "pass", "generated_at": "2026-01-02T00:00:00Z"}}},
-                          generated_at="2026-01-02T00:00:00Z")
-    assert action._same_fleet(str(path), later)  # pylint: disable=protected-access
-    changed = R.fleet_model({"n1": {"preflight": {"verdict": "fail", "generated_at": "2026-01-02T00:00:00Z"}}},
-                            generated_at="2026-01-02T00:00:00Z")
-    assert not action._same_fleet(str(path), changed)  # pylint: disable=protected-access
-    assert not action._same_fleet(str(tmp_path / "missing.json"), later)  # pylint: disable=protected-access
+    assert F.write_report(str(path), model("pass", "2026-01-01T00:00:00Z"), check_mode=False)
+    assert not F.write_report(str(path), model("pass", "2026-01-02T00:00:00Z"), check_mode=False)
+    assert "2026-01-01" in path.read_text()  # kept as it was
+    assert F.write_report(str(path), model("fail", "2026-01-02T00:00:00Z"), check_mode=True)
+    assert "2026-01-01" in path.read_text()  # check mode writes nothing
+    assert F.write_report(str(path), model("fail", "2026-01-02T00:00:00Z"), check_mode=False)
+    junit = '<testsuite name="x" timestamp="%s"><testcase name="a"/></testsuite>'
+    assert F.same_report(junit % "2026-01-01", junit % "2026-01-02")
+    assert not F.same_report(junit % "2026-01-01", junit.replace('"a"', '"b"') % "2026-01-01")
