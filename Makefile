@@ -58,7 +58,8 @@ $(COLL_LINK):
 
 # --- the main job ---------------------------------------------------------------------------------------------------
 lab: deps venv collection lab-sysfs lab-up
-	$(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
+	ANSIBLE_SHOW_CUSTOM_STATS=1 $(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
+	@echo "fleet report: build/lab/report/report.html (preflight reports in build/lab/preflight/); make lab-down stops the lab"
 
 # Start the stand-ins (kept running between runs so a second `make lab` sees the first one's state).
 lab-up: deps venv
