@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import pytest
 from ansible.module_utils import _internal as ansible_internal, basic
 from ansible.module_utils.common import warnings as ansible_warnings
+
+# Helpers shared by the unit tests (gpusim_nvml) import from this folder.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture

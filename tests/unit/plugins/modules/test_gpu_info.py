@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import sys
 
@@ -14,21 +12,8 @@ import pytest
 
 from ansible_collections.gpuops.provision.plugins.modules import gpu_info
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-GPUSIM = os.path.join(ROOT, "lab", "gpusim")
+from gpusim_nvml import use_gpusim  # pylint: disable=import-error
 
-
-def use_gpusim(monkeypatch, tmp_path, state):
-    """Write ``state`` to a temp GPUSIM_STATE file and make ``import pynvml`` return gpusim."""
-    path = tmp_path / "gpusim.json"
-    path.write_text(json.dumps(state))
-    monkeypatch.setenv("GPUSIM_STATE", str(path))
-    monkeypatch.syspath_prepend(GPUSIM)
-    spec = importlib.util.spec_from_file_location("pynvml", os.path.join(GPUSIM, "pynvml.py"))
-    mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "pynvml", mod)
-    spec.loader.exec_module(mod)
-    return path
 
 
 def test_missing_python_module_is_reported_not_raised(monkeypatch, run_module):

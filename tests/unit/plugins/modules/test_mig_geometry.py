@@ -5,31 +5,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import sys
 
 from ansible_collections.gpuops.provision.plugins.modules import mig_geometry
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-GPUSIM = os.path.join(ROOT, "lab", "gpusim")
+from gpusim_nvml import use_gpusim  # pylint: disable=import-error
+
 A100 = "NVIDIA A100-SXM4-40GB"
 H100 = "NVIDIA H100 80GB HBM3"
 TARGET = {"3g.20gb": 1, "2g.10gb": 2}
-
-
-def use_gpusim(monkeypatch, tmp_path, state):
-    """Write ``state`` to a temp GPUSIM_STATE file and make ``import pynvml`` return gpusim."""
-    path = tmp_path / "gpusim.json"
-    path.write_text(json.dumps(state))
-    monkeypatch.setenv("GPUSIM_STATE", str(path))
-    monkeypatch.syspath_prepend(GPUSIM)
-    spec = importlib.util.spec_from_file_location("pynvml", os.path.join(GPUSIM, "pynvml.py"))
-    mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "pynvml", mod)
-    spec.loader.exec_module(mod)
-    return path
 
 
 def entry(devices="all", enabled=True, mig_devices=None, **extra):

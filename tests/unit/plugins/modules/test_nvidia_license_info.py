@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import json
 import os
 import sys
@@ -16,8 +15,8 @@ import pytest
 from ansible_collections.gpuops.provision.plugins.module_utils import _license
 from ansible_collections.gpuops.provision.plugins.modules import nvidia_license_info
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-GPUSIM = os.path.join(ROOT, "lab", "gpusim")
+from gpusim_nvml import use_gpusim  # pylint: disable=import-error
+
 TEMPLATE = """# /etc/nvidia/gridd.conf.template - Configuration file for NVIDIA Grid Daemon
 # Description: Set Feature to be enabled
 # Possible values:
@@ -29,29 +28,18 @@ ServerPort = "7070"
 """
 
 
-def use_gpusim(monkeypatch, tmp_path, state):
-    path = tmp_path / "gpusim.json"
-    path.write_text(json.dumps(state))
-    monkeypatch.setenv("GPUSIM_STATE", str(path))
-    monkeypatch.syspath_prepend(GPUSIM)
-    spec = importlib.util.spec_from_file_location("pynvml", os.path.join(GPUSIM, "pynvml.py"))
-    mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "pynvml", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _in_days(days):
     t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=days, hours=2)
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_licensed_guest_with_expiry_days_left_and_gridd(monkeypatch, tmp_path, run_module):
-    nv = use_gpusim(monkeypatch, tmp_path, {"driver_version": "550.163.01", "gpus": [
+    use_gpusim(monkeypatch, tmp_path, {"driver_version": "550.163.01", "gpus": [
         {"model": "NVIDIA L40S", "virtualization_mode": "vgpu",
          "license": {"feature": "compute", "licensed": True, "expiry": _in_days(45)}},
         {"model": "NVIDIA L40S", "virtualization_mode": "vgpu", "license": {"feature": "compute", "licensed": True}},
     ]})
+    nv = sys.modules["pynvml"]
     # the binding quirk this module must survive: the expiry constants are 1-tuples
     assert nv.NVML_GRID_LICENSE_EXPIRY_VALID == (2,)
     conf = tmp_path / "gridd.conf"
