@@ -15,7 +15,6 @@ from ansible_collections.gpuops.provision.plugins.modules import gpu_info
 from gpusim_nvml import use_gpusim  # pylint: disable=import-error
 
 
-
 def test_missing_python_module_is_reported_not_raised(monkeypatch, run_module):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # makes the import fail
     res = run_module(gpu_info, {})
