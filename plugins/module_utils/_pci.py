@@ -345,24 +345,23 @@ def plan_hostpci(current, desired, exclusive=True):
         if slot is not None:
             assigned[slot] = norm
     pending = [w for w in want if w[0] is None]
+
+    def claim(matches):
+        """Give each still unplaced entry the first free current slot whose entry ``matches`` it."""
+        for w in pending:
+            if w[0] is not None:
+                continue
+            for slot in sorted(cur):
+                if slot not in taken and matches(cur[slot], w[1]):
+                    w[0] = slot
+                    taken.add(slot)
+                    assigned[slot] = w[1]
+                    break
+
     # 1) exact matches keep their slot
-    for w in pending:
-        for slot in sorted(cur):
-            if slot not in taken and cur[slot] == w[1]:
-                w[0] = slot
-                taken.add(slot)
-                assigned[slot] = w[1]
-                break
+    claim(lambda have, want_: have == want_)
     # 2) same device, other options: replace in place so the guest sees it at the same slot
-    for w in pending:
-        if w[0] is not None:
-            continue
-        for slot in sorted(cur):
-            if slot not in taken and hostpci_device_key(cur[slot]) == hostpci_device_key(w[1]):
-                w[0] = slot
-                taken.add(slot)
-                assigned[slot] = w[1]
-                break
+    claim(lambda have, want_: hostpci_device_key(have) == hostpci_device_key(want_))
     # 3) new entries: lowest slot that is neither requested nor (in non-exclusive mode) occupied
     for w in pending:
         if w[0] is not None:
