@@ -47,7 +47,7 @@ $(VENV)/.stamp: requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt 2>&1 | grep -v '^WARNING: Location' || true
-	@$(PY) -c 'import ansible, pyVmomi, proxmoxer, pynvml, jmespath, kubernetes, kmock' # fail here if pip failed
+	@$(PY) -c 'import ansible, ansible_builder, pyVmomi, proxmoxer, pynvml, jmespath, kubernetes, kmock' # fail here if pip failed
 	@touch $@
 
 # ansible-test and `ansible` need the collection under ansible_collections/<namespace>/<name>.
@@ -61,14 +61,17 @@ lab: deps venv collection lab-sysfs lab-up
 	ANSIBLE_SHOW_CUSTOM_STATS=1 $(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
 	@echo "fleet report: build/lab/report/report.html (preflight reports in build/lab/preflight/); make lab-down stops the lab"
 
-# Start the stand-ins (kept running between runs so a second `make lab` sees the first one's state).
-lab-up: deps venv
+# Start the stand-ins and the GPU node containers (kept running between runs so a second `make lab` sees the first
+# one's state); builds the node image (lab/images) when it is missing.
+lab-up: deps venv lab-sysfs
 	lab/up.sh build/lab/run
 
-# Fake /sys + /proc trees of the lab's hosts (the kernel's layout, from lab/sysfs/specs/*.json).
-lab-sysfs:
+# Fake /sys + /proc trees of the lab's hosts (the kernel's layout, from lab/sysfs/specs/*.json). Emptied, not removed:
+# the GPU node containers bind-mount these directories.
+lab-sysfs: venv
 	@for spec in lab/sysfs/specs/*.json; do \
-	  dst=build/lab/sysfs/$$(basename $$spec .json); rm -rf $$dst; $(PY) lab/sysfs/fake_tree.py $$spec $$dst; \
+	  dst=build/lab/sysfs/$$(basename $$spec .json); mkdir -p $$dst; find $$dst -mindepth 1 -delete; \
+	  $(PY) lab/sysfs/fake_tree.py $$spec $$dst; \
 	done
 
 lab-down:
@@ -118,6 +121,11 @@ build: venv
 	@tar -tzf build/dist/gpuops-provision-*.tar.gz > build/dist/contents.txt
 	@if grep -E '^(lab|bench|molecule|build|\.venv)/' build/dist/contents.txt; then echo "tarball ships dev-only files"; exit 1; fi
 	@echo "tarball: $$(ls build/dist/*.tar.gz) ($$(wc -l < build/dist/contents.txt) entries, no lab/ bench/ molecule/)"
+	@# The execution environment's definition and its inputs (the tarball, requirements.txt, bindep.txt) must render
+	@# into a build context; the image build itself (ansible-builder build) needs the base image's registry.
+	@rm -rf build/ee && $(BIN)/ansible-builder create -f execution-environment.yml --context build/ee >/dev/null
+	@test -s build/ee/Containerfile && ls build/ee/_build/collection/gpuops-provision-*.tar.gz >/dev/null
+	@echo "execution environment: build context in build/ee ($$(grep -c . build/ee/Containerfile) Containerfile lines)"
 
 docs-check: venv collection
 	@for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \

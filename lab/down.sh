@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Stop what lab/up.sh started, by the pid each stand-in recorded. Leaves the state files for inspection.
+# Stop what lab/up.sh started: the stand-ins by the pid each recorded, the GPU node containers by name.
+# Leaves the state files for inspection.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 run="${1:-$root/build/lab/run}"
+export CONTAINERS_CONF="${CONTAINERS_CONF:-$root/lab/images/containers.conf}"
 for name in pvesim vcsim k8s; do
     pidfile="$run/$name/pid"
     [ -f "$pidfile" ] || continue
@@ -14,3 +16,12 @@ for name in pvesim vcsim k8s; do
     fi
     rm -f "$pidfile"
 done
+# One container per seed state (lab/up.sh's naming); their packages go with them, so the next up starts off the pin.
+if command -v podman >/dev/null; then
+    for seed in "$root"/lab/gpusim/states/*.json; do
+        name="gpuops-lab-$(basename "$seed" .json)"
+        podman container exists "$name" || continue
+        podman rm -f -t 1 "$name" >/dev/null
+        echo "lab: removed container $name"
+    done
+fi

@@ -14,8 +14,10 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 # python3 + python3-apt: Ansible's apt module needs them and would otherwise try to install
-# python3-apt itself; ca-certificates: https sources (NVIDIA CUDA repo, mirrors).
-packages="python3,python3-apt,ca-certificates${EXTRA_PACKAGES:+,${EXTRA_PACKAGES}}"
+# python3-apt itself; ca-certificates: https sources (NVIDIA CUDA repo, mirrors); systemd + systemd-sysv:
+# containers started with /sbin/init (podman --systemd=always) run real units and can reboot
+# (molecule/mig_reconfigure); the others keep "sleep infinity" and never start it.
+packages="python3,python3-apt,ca-certificates,systemd,systemd-sysv${EXTRA_PACKAGES:+,${EXTRA_PACKAGES}}"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-${here}/containers.conf}"
 
 die() { echo "build.sh: $*" >&2; exit 1; }

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -189,3 +190,29 @@ def test_impossible_seeded_geometry_is_rejected(sim, gpu, why):
     with pytest.raises(nv.NVMLError_Unknown) as exc:
         nv.nvmlInit()
     assert why in exc.value.gpusim_reason
+
+
+def test_cli_hold_blocks_mig_changes_until_sigterm(sim):
+    """`python -m gpusim hold` is the lab's DCGM-like GPU client unit: while it runs, GPU instances cannot be
+    destroyed nor the GPU reset; SIGTERM (systemctl stop) lets go of the GPU."""
+    nv = sim.start({"gpus": [{"model": A100, "mig_mode": "enabled",
+                              "gpu_instances": [{"profile_id": 9, "start": 0}]}]})
+    env = dict(os.environ, PYTHONPATH=str(LAB))
+    proc = subprocess.Popen([sys.executable, "-m", "gpusim", "--state", str(sim.path), "hold"], env=env)
+    try:
+        for dummy in range(200):
+            if sim.state()["gpus"][0].get("processes"):
+                break
+            time.sleep(0.05)
+        assert [p["pid"] for p in sim.state()["gpus"][0]["processes"]] == [proc.pid]
+        dev = nv.nvmlDeviceGetHandleByIndex(0)
+        gi = nv.nvmlDeviceGetGpuInstanceById(dev, sim.state()["gpus"][0]["gpu_instances"][0]["id"])
+        with pytest.raises(nv.NVMLError_InUse):
+            nv.nvmlGpuInstanceDestroy(gi)
+        with pytest.raises(nv.NVMLError_InUse):
+            nv.nvmlDeviceSetMigMode(dev, 0)
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    assert sim.state()["gpus"][0]["processes"] == []
+    nv.nvmlGpuInstanceDestroy(gi)

@@ -8,9 +8,12 @@
 from __future__ import annotations
 
 import json
+import os
 
 from . import machine, state
 from .models import MODELS
+
+HOLD_MEMORY = 256 * 1024 * 1024
 
 
 def write_minimal(path, models, mig_mode="disabled", driver_version=None):
@@ -36,6 +39,34 @@ def reboot(path=None):
         machine.reboot(st)
 
 
+def attach(path, pid, used_memory=HOLD_MEMORY):
+    """Register ``pid`` as a compute process holding every GPU (as DCGM or a monitoring agent does)."""
+    with state.transaction(path) as st:
+        for gpu in st["gpus"]:
+            gpu["processes"] = [p for p in gpu["processes"] if p.get("pid") != pid]
+            gpu["processes"].append({"pid": pid, "used_memory": used_memory})
+
+
+def detach(path, pid):
+    with state.transaction(path) as st:
+        for gpu in st["gpus"]:
+            gpu["processes"] = [p for p in gpu["processes"] if p.get("pid") != pid]
+
+
+def hold(path=None):
+    """A GPU client for lab hosts (run as a systemd unit): holds every GPU until SIGTERM/SIGINT, then lets go.
+    While it runs, GPU instances cannot be destroyed, MIG mode not changed and the GPU not reset (IN_USE)."""
+    import signal
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # queued from here on: no lost-wakeup race
+    pid = os.getpid()
+    attach(path, pid)
+    try:
+        signal.sigwait(stop_signals)
+    finally:
+        detach(path, pid)
+
+
 def show(path=None):
     return state.load(path)
 
@@ -53,6 +84,7 @@ def main(argv=None):
     p = sub.add_parser("reset", help="GPU reset (nvidia-smi -r): commits pending MIG mode, drops GIs/CIs")
     p.add_argument("-i", "--index", type=int, action="append")
     sub.add_parser("reboot", help="reboot: commits pending MIG modes, drops GIs/CIs and processes")
+    sub.add_parser("hold", help="hold every GPU as a client process until SIGTERM (a DCGM-like systemd unit)")
     args = ap.parse_args(argv)
     path = args.state or state.state_path()
     if not path:
@@ -66,6 +98,8 @@ def main(argv=None):
             reset(path, args.index)
         elif args.cmd == "reboot":
             reboot(path)
+        elif args.cmd == "hold":
+            hold(path)
     except machine.Fault as f:
         print("gpusim: %s failed: %s (NVML error %d)" % (args.cmd, f.why, f.code))
         return 1
