@@ -26,6 +26,64 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 SERVER = os.path.join(HERE, "server.py")
 
 
+# --- views of the request log (one JSON object per request); pure, so molecule/mig_reconfigure's filters use them too
+
+
+def parse_requests(text):
+    """The request log's text -> list of requests."""
+    return [json.loads(line) for line in (text or "").splitlines() if line.strip()]
+
+
+def writes(log):
+    return [r for r in log if r["method"] in ("POST", "PATCH", "PUT", "DELETE")]
+
+
+def node_patches(log, node):
+    return [r for r in log if r["method"] == "PATCH" and r["path"] == f"/api/v1/nodes/{node}"]
+
+
+def unschedulable(entry):
+    """What a node PATCH sets spec.unschedulable to (merge or JSON patch), None when it leaves it alone."""
+    body = entry.get("body")
+    if isinstance(body, dict) and "unschedulable" in (body.get("spec") or {}):
+        return bool(body["spec"]["unschedulable"])
+    if isinstance(body, list):
+        for op in body:
+            if op.get("path") == "/spec/unschedulable":
+                return bool(op.get("value"))
+    return None
+
+
+def timeline(log, node):
+    """{cordon, uncordon, cordons, uncordons, seconds}: the node's first cordon and last uncordon times."""
+    cordon = uncordon = None
+    cordons = uncordons = 0
+    for r in node_patches(log, node):
+        value = unschedulable(r)
+        if value is True:
+            cordons += 1
+            cordon = r["t"] if cordon is None else cordon
+        elif value is False:
+            uncordons += 1
+            uncordon = r["t"]
+    seconds = round(uncordon - cordon, 2) if cordon is not None and uncordon is not None else None
+    return {"cordon": cordon, "uncordon": uncordon, "cordons": cordons, "uncordons": uncordons, "seconds": seconds}
+
+
+def evictions(log, node=None, outcome=None):
+    return [
+        r for r in log
+        if r["method"] == "POST" and r.get("subresource") == "eviction"
+        and (node is None or r.get("node") == node) and (outcome is None or r.get("outcome") == outcome)
+    ]
+
+
+def mig_allocatable(node):
+    """A Node object's advertised MIG devices: {nvidia.com/mig-<profile>: count} with count > 0."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return {k: int(v) for k, v in allocatable.items() if k.startswith("nvidia.com/mig-") and int(v) > 0}
+
+
 class K8sLab:
     """A running stand-in: its run dir, URL, kubeconfig and request log."""
 
@@ -94,7 +152,7 @@ class K8sLab:
         if not os.path.exists(self.request_log):
             return []
         with open(self.request_log, encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
+            return parse_requests(fh.read())
 
     def count(self, method=None, path=None, predicate=None):
         return sum(
@@ -105,22 +163,10 @@ class K8sLab:
 
     def cordons(self, node, value=True):
         """PATCHes of the node that set spec.unschedulable to ``value`` (cordon: True, uncordon: False)."""
-        def sets_unschedulable(entry):
-            body = entry.get("body")
-            if isinstance(body, dict):
-                spec = body.get("spec") or {}
-                return "unschedulable" in spec and bool(spec["unschedulable"]) == value
-            if isinstance(body, list):  # JSON patch
-                return any(op.get("path") == "/spec/unschedulable" and bool(op.get("value")) == value for op in body)
-            return False
-        return self.count("PATCH", f"/api/v1/nodes/{node}", sets_unschedulable)
+        return sum(1 for r in node_patches(self.requests(), node) if unschedulable(r) is value)
 
     def evictions(self, node=None, outcome=None):
-        return [
-            r for r in self.requests()
-            if r["method"] == "POST" and r.get("subresource") == "eviction"
-            and (node is None or r.get("node") == node) and (outcome is None or r.get("outcome") == outcome)
-        ]
+        return evictions(self.requests(), node, outcome)
 
 
 def _wait_ready(run_dir, proc, timeout):

@@ -1,63 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Views of the Kubernetes stand-in's request log (lab/k8s: one JSON object per line) for verify.yml."""
+"""verify.yml's views of the Kubernetes stand-in's request log: the ones the pytest drivers use (lab/k8s/k8s_harness.py),
+plus the failures of a nested ansible-playbook run."""
 
 from __future__ import annotations
 
-import json
+import os
+import sys
 
-WRITES = ("POST", "PATCH", "PUT", "DELETE")
-
-
-def k8s_requests(text):
-    """The request log's text -> list of requests."""
-    return [json.loads(line) for line in (text or "").splitlines() if line.strip()]
-
-
-def k8s_writes(log):
-    return [r for r in log if r["method"] in WRITES]
-
-
-def k8s_node_patches(log, node):
-    return [r for r in log if r["method"] == "PATCH" and r["path"] == "/api/v1/nodes/" + node]
-
-
-def _unschedulable(entry):
-    """True/False when the PATCH sets spec.unschedulable, else None."""
-    body = entry.get("body")
-    if isinstance(body, dict) and "unschedulable" in (body.get("spec") or {}):
-        return bool(body["spec"]["unschedulable"])
-    if isinstance(body, list):
-        for op in body:
-            if op.get("path") == "/spec/unschedulable":
-                return bool(op.get("value"))
-    return None
-
-
-def k8s_timeline(log, node):
-    """{cordon, uncordon, cordons, uncordons, seconds}: first cordon and last uncordon times of the node."""
-    cordon = uncordon = None
-    cordons = uncordons = 0
-    for r in k8s_node_patches(log, node):
-        value = _unschedulable(r)
-        if value is True:
-            cordons += 1
-            cordon = r["t"] if cordon is None else cordon
-        elif value is False:
-            uncordons += 1
-            uncordon = r["t"]
-    seconds = round(uncordon - cordon, 2) if cordon is not None and uncordon is not None else None
-    return {"cordon": cordon, "uncordon": uncordon, "cordons": cordons, "uncordons": uncordons, "seconds": seconds}
-
-
-def k8s_evictions(log, node=None, outcome=None):
-    return [r for r in log if r["method"] == "POST" and r.get("subresource") == "eviction"
-            and (node is None or r.get("node") == node) and (outcome is None or r.get("outcome") == outcome)]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "lab", "k8s"))
+import k8s_harness  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 
 def playbook_failures(out):
-    """ansible.builtin's json callback output -> {host: [msg, ...]} of failed tasks (rescued or ignored ones aside)."""
+    """ansible.builtin's json callback output -> {host: [msg, ...]} of failed tasks (ignored ones aside)."""
     res = {}
     for play in out.get("plays", []):
         for task in play.get("tasks", []):
@@ -70,10 +27,11 @@ def playbook_failures(out):
 class FilterModule:
     def filters(self):
         return {
-            "k8s_requests": k8s_requests,
-            "k8s_writes": k8s_writes,
-            "k8s_node_patches": k8s_node_patches,
-            "k8s_timeline": k8s_timeline,
-            "k8s_evictions": k8s_evictions,
+            "k8s_requests": k8s_harness.parse_requests,
+            "k8s_writes": k8s_harness.writes,
+            "k8s_node_patches": k8s_harness.node_patches,
+            "k8s_timeline": k8s_harness.timeline,
+            "k8s_evictions": k8s_harness.evictions,
+            "k8s_mig_allocatable": k8s_harness.mig_allocatable,
             "playbook_failures": playbook_failures,
         }

@@ -22,7 +22,7 @@ GPUSIM = os.path.join(ROOT, "lab", "gpusim")
 PLAYBOOK = os.path.join(ROOT, "playbooks", "mig_reconfigure.yml")
 
 sys.path.insert(0, os.path.join(ROOT, "lab", "k8s"))
-from k8s_harness import k8s_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from k8s_harness import k8s_lab, node_patches, timeline, writes  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -167,25 +167,17 @@ class Fleet:
                                  % (proc.returncode, proc.stdout[-6000:], proc.stderr[-4000:])) from None
         return proc.returncode, out
 
-    # --- request-log views ---------------------------------------------------------------------------------------
+    # --- request-log views (lab/k8s/k8s_harness.py) --------------------------------------------------------------
     def node_patches(self, node):
-        return [r for r in self.lab.requests() if r["method"] == "PATCH" and r["path"] == "/api/v1/nodes/" + node]
+        return node_patches(self.lab.requests(), node)
 
     def timeline(self, node):
-        """(cordon t, uncordon t) from the request log, None where absent."""
-        cordon = uncordon = None
-        for r in self.node_patches(node):
-            body = r.get("body") if isinstance(r.get("body"), dict) else {}
-            spec = body.get("spec") or {}
-            if "unschedulable" in spec:
-                if spec["unschedulable"] and cordon is None:
-                    cordon = r["t"]
-                elif not spec["unschedulable"]:
-                    uncordon = r["t"]
-        return cordon, uncordon
+        """(first cordon t, last uncordon t) from the request log, None where absent."""
+        t = timeline(self.lab.requests(), node)
+        return t["cordon"], t["uncordon"]
 
     def writes(self):
-        return [r for r in self.lab.requests() if r["method"] in ("POST", "PATCH", "PUT", "DELETE")]
+        return writes(self.lab.requests())
 
 
 def failures(out):

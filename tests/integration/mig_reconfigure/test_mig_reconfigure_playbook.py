@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
     A100, BALANCED_A100, BALANCED_H100, H100_3G_X2, H100_BALANCED, Fleet, failures, gpu)
+from k8s_harness import mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +26,6 @@ def three_nodes(node2=None, node3=None):
     return {"node-1": {"gpus": [gpu(instances=H100_BALANCED)]},          # already at all-balanced
             "node-2": node2 or {"gpus": [gpu(instances=H100_3G_X2)]},
             "node-3": node3 or {"gpus": [gpu(instances=H100_3G_X2)]}}
-
-
-def mig_alloc(node):
-    return {k: int(v) for k, v in node["status"]["allocatable"].items() if k.startswith("nvidia.com/mig-") and int(v) > 0}
 
 
 def counts(state, index=0):
@@ -59,7 +56,7 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
             assert labels["nvidia.com/gpu.deploy.dcgm-exporter"] == "false"
             assert any((r.get("body") or {}).get("metadata", {}).get("labels", {}).get("nvidia.com/gpu.deploy.device-plugin")
                        == "paused-for-mig-change" for r in fleet.node_patches(name))
-            assert mig_alloc(node) == {"nvidia.com/mig-" + k: v for k, v in expected.items()}
+            assert mig_allocatable(node) == {"nvidia.com/mig-" + k: v for k, v in expected.items()}
             assert [e["outcome"] for e in lab.evictions(node=name)] == ["Evicted"]  # the app pod; DaemonSet pod stays
             assert lab.count("DELETE", "/api/v1/namespaces/gpu-operator/pods/nvidia-device-plugin-daemonset-" + name) == 1
             assert not os.path.exists(os.path.join(str(tmp_path), name + ".lock")), "lock not released"
@@ -121,7 +118,7 @@ def test_gi_creation_fault_on_node2_restores_it_and_stops_the_roll(tmp_path):
         n2 = fleet.node("node-2")
         assert n2["metadata"]["labels"][STATE] == "failed"
         assert n2["spec"]["unschedulable"] is True, "a failed node whose GPUs were touched stays cordoned"
-        assert mig_alloc(n2) == {"nvidia.com/mig-3g.40gb": 2}
+        assert mig_allocatable(n2) == {"nvidia.com/mig-3g.40gb": 2}
         assert fleet.node_patches("node-3") == [] and fleet.raw("node-3") == node3_before
         stats = out["global_custom_stats"]["mig_reconfigure"]
         assert stats["stopped_at"] == "node-2"
