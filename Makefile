@@ -133,6 +133,8 @@ docs-check: venv collection
 	  grep -q 'EXAMPLES' build/ansible-doc-$$m.txt && grep -q 'RETURN VALUES' build/ansible-doc-$$m.txt || { echo "$$m: docs incomplete"; exit 1; }; \
 	done
 	@echo "ansible-doc renders $$(ls plugins/modules/*.py | wc -l) modules"
+	@# Every plugin's and role entry point's docs, as Galaxy and docs sites render them (semantic markup, references).
+	cd $(COLL_LINK) && $(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
 
 bench: venv collection deps
 	@for b in bench/*/run.py; do echo ">> $$b"; $(PY) $$b; done

@@ -958,6 +958,8 @@ def nvmlDeviceGetMemoryInfo(handle, version=None):
 def _processes(handle, kind):
     def fn(st):
         g, mig = _gpu(st, handle, allow_mig=True)
+        # faults.fail_processes_after: a process list NVML refuses (e.g. NO_PERMISSION for a non-root caller).
+        _m.inject(st, "processes")
         out = []
         for p in g["processes"]:
             if p.get("type", "compute") not in (kind, "compute+graphics"):
@@ -1118,7 +1120,7 @@ def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
 
     def fn(st):
         g = _gpu(st, device)[0]
-        _m.require_mig_capable(g)
+        _m.require_profile_queries(st, g)
         index = _int(profile)
         if not 0 <= index < NVML_GPU_INSTANCE_PROFILE_COUNT:
             raise _err(NVML_ERROR_INVALID_ARGUMENT, "profile index %d out of range" % index)
@@ -1134,6 +1136,7 @@ def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
 def nvmlDeviceGetGpuInstanceProfileInfoById(device, profileId):
     def fn(st):
         g = _gpu(st, device)[0]
+        _m.require_profile_queries(st, g)
         prof = _m.gi_profile(g, _int(profileId))
         return _fill_gi_profile(_m.model_of(g), prof, c_nvmlGpuInstanceProfileInfo_v2_t())
     return _run(fn)
@@ -1167,9 +1170,11 @@ def _write_placements(ref, count_ref, items, cls):
 
 
 def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef, countRef):
-    """M2: all placements of the profile, whether or not they are free or MIG is enabled."""
+    """M2: all placements of the profile, whether or not they are free or MIG is enabled (R550 and newer; older
+    drivers refuse profile queries while MIG is disabled, machine.profile_queries_need_mig)."""
     def fn(st):
         g = _gpu(st, device)[0]
+        _m.require_profile_queries(st, g)
         prof = _m.gi_profile(g, _int(profileId))
         return _write_placements(placementsRef, countRef, [(s, prof.size) for s in prof.starts],
                                  c_nvmlGpuInstancePlacement_t)

@@ -413,6 +413,10 @@ def device_plugin_resources(state, strategy="mixed", namer=None):
     for gpu in gpus:
         if _mig_enabled(gpu):
             for name in mig_devices(gpu, namer):
+                # NVIDIA/k8s-device-plugin internal/rm/rm.go AddDefaultResourcesToConfig: the mixed strategy adds a
+                # resource only for profiles whose compute instance spans the GPU instance ("if info.C != info.G").
+                if re.match(r"^\d+c\.", name):
+                    continue
                 add(f"nvidia.com/mig-{_resource_suffix(name)}")
         else:
             add("nvidia.com/gpu")

@@ -384,6 +384,25 @@ def resolve_target(table, mig_devices):
     return groups
 
 
+def gi_profile_names(mig_devices):
+    """GPU-instance profile names a mig-devices request uses ('1c.3g.20gb' uses '3g.20gb')."""
+    out = set()
+    for name in mig_devices:
+        c = parse_profile_name(name)[0]
+        out.add(name.split(".", 1)[1] if c is not None else name)
+    return out
+
+
+def unknown_profiles(table, mig_devices):
+    """Requested names whose GPU-instance profile the table does not have, sorted."""
+    out = []
+    for name in sorted(mig_devices):
+        c = parse_profile_name(name)[0]
+        if table.get(name.split(".", 1)[1] if c is not None else name) is None:
+            out.append(name)
+    return out
+
+
 def _ci_fit(sizes, g):
     items = [(c, modelled_ci_placements(c, g)) for c in sizes]
     return solve_placements(items, total_slices=g) is not None

@@ -288,10 +288,19 @@ class Nvml:
         result.sort(key=lambda g: (g["placement"]["start"], g["gi_id"]))
         return result
 
-    def processes(self, dev):
+    def processes(self, dev, strict=False):
+        """Processes on the GPU. ``strict``: a list NVML refuses (NO_PERMISSION, FUNCTION_NOT_FOUND, ...) raises
+        NvmlError, because "no processes" would let a change destroy instances that are in use."""
         procs = {}
         for fn, kind in (("nvmlDeviceGetComputeRunningProcesses", "compute"), ("nvmlDeviceGetGraphicsRunningProcesses", "graphics")):
-            for p in self._try(fn, dev) or []:
+            try:
+                found = self.call(fn, dev)
+            except (self.nv.NVMLError, AttributeError, NotImplementedError) as e:
+                if strict:
+                    why = self.describe(e) if isinstance(e, self.nv.NVMLError) else str(e)
+                    raise NvmlError("cannot list the processes on the GPU (%s): %s" % (fn, why))
+                found = None
+            for p in found or []:
                 gi_id = getattr(p, "gpuInstanceId", NO_ID)
                 ci_id = getattr(p, "computeInstanceId", NO_ID)
                 used = getattr(p, "usedGpuMemory", None)
@@ -337,8 +346,10 @@ class Nvml:
         dev, info = self.identity(index)
         return self.fill(dev, info, detail)
 
-    def fill(self, dev, info, detail=True):
-        """Add MIG profiles, instances, processes (and with ``detail`` virtualization and licence) to identity()."""
+    def fill(self, dev, info, detail=True, strict=False):
+        """Add MIG profiles, instances, processes (and with ``detail`` virtualization and licence) to identity().
+
+        ``strict`` makes an unreadable process list an error (see processes())."""
         info["_handle"] = dev
         info["_table"] = _mig.ProfileTable([])
         info["instances"] = []
@@ -346,7 +357,7 @@ class Nvml:
             info["_table"] = self.profiles(dev, info["memory"]["total_bytes"])
             if info["mig_mode"]["current"] == "enabled":
                 info["instances"] = self.instances(dev, info["_table"])
-        info["processes"] = self.processes(dev)
+        info["processes"] = self.processes(dev, strict=strict)
         if detail:
             info["virtualization"] = self.virtualization(dev)
             info["license"] = self.licence(dev)
@@ -443,21 +454,53 @@ class Nvml:
                 raise NvmlError("destroying %s failed: %s%s" % (what, self.describe(e), hint))
 
     def set_mig_mode(self, dev, enabled):
-        """Returns True when the new mode only takes effect after a GPU reset."""
+        """Request a MIG mode; returns None when it is current now, else why it is still pending.
+
+        ``nvmlDeviceSetMigMode`` returns SUCCESS and reports the outcome in its activation status (nvml.h): SUCCESS
+        (the driver reset the GPU itself), RESET_REQUIRED (pass-through VM: only a VM reboot commits it) or IN_USE
+        (the GPU was not idle: the mode stays pending until the clients stop and the GPU is reset). mig-parted reads
+        the pending state back the same way (``pkg/mig/mode/nvml.go`` ``IsMigModeChangePending``).
+        """
         want = self.nv.NVML_DEVICE_MIG_ENABLE if enabled else self.nv.NVML_DEVICE_MIG_DISABLE
+        status = None
         try:
             status = self.call("nvmlDeviceSetMigMode", dev, want)
         except self.nv.NVMLError as e:
+            # Older bindings raised the activation status instead of returning it.
             if self.is_error(e, "NVML_ERROR_RESET_REQUIRED"):
-                return True
-            hint = " (processes or other clients hold the GPU)" if self.is_error(e, "NVML_ERROR_IN_USE") else ""
+                return "reset_required"
+            hint = " (GPU instances or clients hold the GPU)" if self.is_error(e, "NVML_ERROR_IN_USE") else ""
             raise NvmlError("setting MIG mode %s failed: %s%s" % ("enabled" if enabled else "disabled", self.describe(e), hint))
         cur, _pend = self.call("nvmlDeviceGetMigMode", dev)
-        return bool(status == self.nv.NVML_ERROR_RESET_REQUIRED) or bool(cur) != bool(enabled)
+        if bool(cur) == bool(enabled):
+            return None
+        if status == self.nv.NVML_ERROR_IN_USE:
+            return "in_use"
+        return "reset_required"
 
-    def apply(self, gpu, plan):
-        """Carry out a plan on one GPU. Returns {'reset_required', 'deferred'}; raises ApplyError after restoring."""
-        dev = gpu["_handle"]
+    def reopen(self):
+        """A new NVML session: a MIG mode change may unbind or reset the device, and nvml.h expects the caller to
+        query its attributes again, so handles from before are not reused."""
+        try:
+            self.call("nvmlShutdown")
+        except self.nv.NVMLError:
+            pass
+        self.available = False
+        self._ci_profiles = {}
+        try:
+            self.call("nvmlInit")
+        except self.nv.NVMLError as e:
+            raise NvmlError("NVML could not be opened again after the MIG mode change: %s" % self.describe(e))
+        self.available = True
+
+    def apply(self, gpu, plan, after_mode=None):
+        """Carry out a plan on one GPU. Returns {'reset_required', 'deferred', 'pending_reason'}.
+
+        MIG mode first, then the instances (mig-parted's order: ``apply --mode-only``, then ``apply``). When the
+        mode became current, ``after_mode(gpu)`` may return the create actions planned again on the GPU as it is
+        now (new session, live profile table); it raises NvmlError to refuse, and the mode is rolled back.
+        Raises ApplyError after restoring.
+        """
         actions = plan["actions"]
         destroys = [a for a in actions if a["action"] in ("destroy_ci", "destroy_gi")]
         modes = [a for a in actions if a["action"] == "set_mig_mode"]
@@ -465,22 +508,25 @@ class Nvml:
         done = []
         created = []
         mode_set = None
-        reset = False
+        pending = None
         step = "destroying instances"
         try:
-            self._destroy(dev, destroys, done)
+            self._destroy(gpu["_handle"], destroys, done)
             for a in modes:
                 step = "setting MIG mode"
-                reset = self.set_mig_mode(dev, a["mode"] == "enabled")
+                pending = self.set_mig_mode(gpu["_handle"], a["mode"] == "enabled")
                 mode_set = a["mode"]
-            if reset and creates:
-                return {"reset_required": True, "deferred": True}
+            if pending and creates:
+                return {"reset_required": True, "deferred": True, "pending_reason": pending}
+            if modes and not pending and after_mode is not None:
+                step = "checking the GPU after the MIG mode change"
+                creates = after_mode(gpu)
             step = "creating instances"
-            self._create_gis(dev, creates, created)
+            self._create_gis(gpu["_handle"], creates, created)
         except NvmlError as e:
-            restored, notes = self._restore(dev, gpu, created, done, mode_set, reset)
+            restored, notes = self._restore(gpu["_handle"], gpu, created, done, mode_set, bool(pending))
             raise ApplyError("%s failed: %s; %s" % (step, e, notes), restored)
-        return {"reset_required": reset, "deferred": False}
+        return {"reset_required": bool(pending), "deferred": False, "pending_reason": pending}
 
     def _restore(self, dev, gpu, created, done, mode_set, reset):
         """Undo a partial apply: drop what was created, restore the mode, recreate what was destroyed."""
@@ -503,12 +549,16 @@ class Nvml:
             except self.nv.NVMLError as e:
                 problems.append("removing a new GPU instance: %s" % self.describe(e))
         before = gpu["mig_mode"]
+        still_pending = None
         if mode_set is not None and mode_set != before["pending"]:
             try:
-                self.set_mig_mode(dev, before["pending"] == "enabled")
+                still_pending = self.set_mig_mode(dev, before["pending"] == "enabled")
             except NvmlError as e:
                 problems.append("restoring MIG mode %s: %s" % (before["pending"], e))
-        if removed and not reset:
+            if still_pending and before["current"] == before["pending"] and removed:
+                problems.append("MIG mode %s is back but pending a GPU reset (%s), so the previous instances could "
+                                "not be recreated" % (before["pending"], still_pending))
+        if removed and not reset and not still_pending:
             try:
                 self._create_gis(dev, _mig.rollback_actions(removed), [])
             except NvmlError as e:

@@ -32,7 +32,8 @@ attributes:
     support: full
     details:
       - Reports per GPU the geometry before and after and the actions it would take.
-      - Whether a MIG mode change needs a GPU reset is predicted from the GPU architecture (Ampere needs one).
+      - Whether a MIG mode change waits for a GPU reset is predicted. On Ampere (A100, A30) it does in a pass-through VM
+        or while processes hold the GPU; Hopper and later switch at once.
   diff_mode:
     support: full
   idempotent:
@@ -68,8 +69,18 @@ notes:
   - Profile names are those mig-parted computes (C(1g.5gb), C(3g.20gb), C(1c.3g.20gb) for a 1-slice compute instance
     in a 3g GPU instance); NVML's own name for a profile is accepted too. A plain GPU-instance name gets one full-size
     compute instance, as with mig-parted.
-  - On Ampere (A100, A30) a MIG mode change takes effect after a GPU reset. The module then reports
-    RV(reset_required=true) and creates the instances on its next run after the reset.
+  - The MIG mode is changed first, as mig-parted does. A mode change that takes effect at once (Hopper, or an idle
+    bare-metal Ampere GPU that the driver resets itself) is followed by a new NVML session, a fresh read of the
+    GPU's profile table and the instance creation, in the same run. When the change waits for a GPU reset (Ampere in
+    a pass-through VM, or a GPU that was not idle) the module reports RV(reset_required=true) with
+    RV(gpus[].pending_reason) and creates the instances on its next run after the reset.
+  - Drivers of the R535 branch and older do not list GPU instance profiles while MIG mode is disabled. The target is
+    then validated against the profile table NVIDIA documents for the GPU model (by PCI device id), and checked
+    against the driver's own table right after the mode change; if they disagree the mode is set back and the module
+    fails, having created nothing. RV(gpus[].profile_table) says which table the plan used.
+  - A GPU whose driver is older than NVIDIA's documented minimum for MIG on that model (A100 R450, A30 R460,
+    H100 R525, H200 R550), a requested profile the loaded driver does not offer, a GPU in a vGPU guest, and a GPU
+    whose process list NVML refuses, all fail before any GPU is changed, naming the GPU and the reason.
   - GPUs without MIG support are skipped when matched by C(devices=all) or C(mig-enabled=false), and fail otherwise.
 seealso:
   - module: gpuops.provision.gpu_info
@@ -139,8 +150,7 @@ gpus:
       type: bool
     before:
       description: Geometry before the run, C(mig_mode) (C(current), C(pending)), C(mig_devices) (count per profile)
-        and C(instances) (C(profile), C(placement), C(compute_instances)). V(null) for GPUs no entry selects,
-        which are not read.
+        and C(instances) (C(profile), C(placement), C(compute_instances)).
       type: dict
     after:
       description: Geometry after the run (predicted in check mode).
@@ -160,6 +170,20 @@ gpus:
     skipped:
       description: Why a selected GPU was left alone (no MIG support), if it was.
       type: str
+    mig_capable:
+      description: Whether the GPU supports MIG. GPUs no entry selects are reported too, as they are, since the
+        device plugin still advertises them.
+      type: bool
+    profile_table:
+      description: Which profile table the plan was checked against, V(nvml) (read from the driver) or
+        V(documented) (NVIDIA's table for the model, when the driver lists none while MIG is disabled).
+      type: str
+      sample: nvml
+    pending_reason:
+      description: Why a MIG mode change is still pending, when it is, V(in_use) (the GPU was not idle) or
+        V(reset_required) (the driver did not reset the GPU, for example in a pass-through VM).
+      type: str
+      returned: when a mode change is pending after this run
 reset_required:
   description: Whether any GPU waits for a reset.
   returned: always
@@ -173,8 +197,12 @@ nvml_calls:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_models
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import RESET_ARCHES, ApplyError, Nvml, NvmlError
+
+
+def _text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _label(gpu):
@@ -199,6 +227,7 @@ class Runner:
         self.gpus = []
         self.results = []
         self.applying = False
+        self.driver = None
 
     def entries(self):
         p = self.module.params
@@ -210,17 +239,21 @@ class Runner:
         errors = []
         count = self.nvml.count()
         _mig.check_indexes(entries, count)
+        self.driver = _text(self.nvml.call("nvmlSystemGetDriverVersion"))
         for index in range(count):
             dev, gpu = self.nvml.identity(index)
             entry = _mig.select_entry(entries, index, int(gpu["pci_device_id"], 16), int(gpu["pci_subsystem_id"], 16))
             if entry is not None and gpu["mig_capable"]:
-                self.nvml.fill(dev, gpu, detail=False)
+                self.nvml.fill(dev, gpu, detail=False, strict=True)
             else:
                 # Untouched GPUs need no profile or instance reads.
                 gpu.update({"_handle": dev, "_table": _mig.ProfileTable([]), "instances": [], "processes": []})
-            table = gpu["_table"]
+            if gpu["mig_capable"] and entry is None and gpu["mig_mode"]["current"] == "enabled":
+                # Not selected, but still advertised by the device plugin: reported as it is.
+                gpu["instances"] = self.nvml.instances(dev, self.nvml.profiles(dev, gpu["memory"]["total_bytes"]))
+            gpu["_table_source"] = "nvml"
             res = {"index": index, "uuid": gpu["uuid"], "model": gpu["model"], "selected": entry is not None, "changed": False,
-                   "reset_required": False, "actions": []}
+                   "reset_required": False, "actions": [], "profile_table": "nvml", "mig_capable": gpu["mig_capable"]}
             mode = gpu["mig_mode"] or {"current": "disabled", "pending": "disabled"}
             res["before"] = res["after"] = _mig.summarize(mode, gpu["instances"])
             gpu["_entry"] = entry
@@ -228,30 +261,90 @@ class Runner:
             self.gpus.append(gpu)
             self.results.append(res)
             if entry is None:
-                res["before"] = res["after"] = None
                 continue
-            if not gpu["mig_capable"]:
-                if entry["devices"] == "all" or not entry["mig_enabled"]:
-                    res["skipped"] = "GPU does not support MIG"
-                    continue
-                errors.append("%s does not support MIG but the configuration enables MIG on it" % _label(gpu))
-                continue
-            if entry["mig_enabled"] and entry["mig_devices"] and not table.profiles:
-                errors.append("%s: NVML lists no GPU instance profiles while MIG mode is %s; enable MIG first "
-                              "(mig-devices: {}) and run again" % (_label(gpu), mode["current"]))
-                continue
-            resets = self.nvml.architecture(gpu["_handle"]) in RESET_ARCHES
-            try:
-                plan = _mig.plan_gpu(table, mode, gpu["instances"], entry, mode_change_resets=resets)
-            except _mig.MigError as e:
-                errors.append("%s: cannot apply {%s}: %s" % (_label(gpu), _mig.describe_request(entry["mig_devices"]), e))
-                continue
-            gpu["_plan"] = plan
-            res["changed"] = plan["changed"]
-            res["reset_required"] = plan["reset_required"]
-            res["actions"] = plan["actions"]
-            res["after"] = _mig.predicted_after(mode, gpu["instances"], plan, table)
+            error = self.plan_one(gpu, res, entry, mode)
+            if error:
+                errors.append(error)
         return errors
+
+    def plan_one(self, gpu, res, entry, mode):
+        """Plan one selected GPU; returns an error sentence or None."""
+        if not gpu["mig_capable"]:
+            if entry["devices"] == "all" or not entry["mig_enabled"]:
+                res["skipped"] = "GPU does not support MIG"
+                return None
+            return "%s does not support MIG but the configuration enables MIG on it" % _label(gpu)
+        virt = self.nvml.virtualization(gpu["_handle"])["mode"]
+        if virt == "vgpu" and entry["mig_enabled"]:
+            # nvml.h: GPU instance creation returns NOT_SUPPORTED "in vGPU guest"; MIG-backed vGPU is set on the host.
+            return ("%s is a vGPU guest: MIG GPU instances cannot be created inside a vGPU VM; set MIG on the "
+                    "hypervisor and give the VM a MIG-backed vGPU profile" % _label(gpu))
+        pci_id = int(gpu["pci_device_id"], 16)
+        if entry["mig_enabled"]:
+            below = _mig_models.below_minimum(pci_id, self.driver)
+            if below:
+                return "%s: %s" % (_label(gpu), below)
+        table = gpu["_table"]
+        if entry["mig_enabled"] and entry["mig_devices"] and not table.profiles:
+            # R535 and older answer NOT_SUPPORTED to profile queries while MIG is disabled (mig-parted 219e780d).
+            table = _mig_models.documented_table(pci_id, self.driver)
+            if table is None:
+                return ("%s: NVML (driver %s) lists no GPU instance profiles while MIG mode is %s, and the collection "
+                        "has no documented table for PCI device %s; enable MIG first (mig-devices: {}) and run again"
+                        % (_label(gpu), self.driver, mode["current"], gpu["pci_device_id"]))
+            gpu["_table"] = table
+            gpu["_table_source"] = res["profile_table"] = "documented"
+        unknown = _mig.unknown_profiles(table, entry["mig_devices"])
+        if unknown:
+            return "%s: profile(s) %s not offered (this GPU offers %s); %s" % (
+                _label(gpu), ", ".join(unknown), ", ".join(table.names()) or "none",
+                _mig_models.missing_profiles_hint(pci_id, self.driver, unknown))
+        try:
+            plan = _mig.plan_gpu(table, mode, gpu["instances"], entry, mode_change_resets=self.predict_reset(gpu, virt))
+        except _mig.MigError as e:
+            return "%s: cannot apply {%s}: %s" % (_label(gpu), _mig.describe_request(entry["mig_devices"]), e)
+        gpu["_plan"] = plan
+        res["changed"] = plan["changed"]
+        res["reset_required"] = plan["reset_required"]
+        res["actions"] = plan["actions"]
+        res["after"] = _mig.predicted_after(mode, gpu["instances"], plan, table)
+        return None
+
+    def predict_reset(self, gpu, virt=None):
+        """Whether a mode change will wait for a reset: on Ampere when the driver cannot reset the GPU itself, in a
+        pass-through VM (nvml.h: RESET_REQUIRED) or while processes hold it (IN_USE). Hopper switches at once."""
+        if self.nvml.architecture(gpu["_handle"]) not in RESET_ARCHES:
+            return False
+        virt = virt or self.nvml.virtualization(gpu["_handle"])["mode"]
+        return virt == "passthrough" or bool(gpu.get("processes"))
+
+    def after_mode(self, gpu):
+        """After a MIG mode change took effect: a new NVML session, fresh handles, the live profile table (checked
+        against the documented one the plan used, if any) and the creations planned again on the GPU as it is."""
+        self.nvml.reopen()
+        for other in self.gpus:
+            dev = self.nvml.handle(other["index"])
+            uuid = _text(self.nvml.call("nvmlDeviceGetUUID", dev))
+            if uuid != other["uuid"]:
+                raise NvmlError("GPU %d is %s after the MIG mode change, not %s: the GPUs were renumbered"
+                                % (other["index"], uuid, other["uuid"]))
+            other["_handle"] = dev
+        live = self.nvml.profiles(gpu["_handle"], gpu["memory"]["total_bytes"])
+        entry = gpu["_entry"]
+        if gpu["_table_source"] == "documented":
+            used = _mig.gi_profile_names(entry["mig_devices"])
+            diff = _mig_models.disagreements(gpu["_table"], live, used)
+            if diff:
+                raise NvmlError("the driver's profile table differs from the documented one the plan was checked "
+                                "against (%s); nothing was created" % "; ".join(diff))
+        gpu["_table"] = live
+        fresh = self.nvml.refresh(dict(gpu))
+        try:
+            again = _mig.plan_gpu(live, fresh["mig_mode"], fresh["instances"], entry)
+        except _mig.MigError as e:
+            raise NvmlError("the plan no longer fits the GPU after the MIG mode change: %s" % e)
+        gpu["_plan"]["target_counts"] = again["target_counts"]
+        return [a for a in again["actions"] if a["action"] in ("create_gi", "create_ci")]
 
     def check_processes(self):
         errors = []
@@ -273,7 +366,7 @@ class Runner:
             if not plan or not plan["changed"]:
                 continue
             try:
-                outcome = self.nvml.apply(gpu, plan)
+                outcome = self.nvml.apply(gpu, plan, after_mode=self.after_mode)
             except ApplyError as e:
                 try:
                     fresh = self.nvml.refresh(dict(gpu))
@@ -283,6 +376,8 @@ class Runner:
                 res["changed"] = not e.restored
                 self.fail("%s: %s%s" % (_label(gpu), e, self.undo(done)))
             res["reset_required"] = outcome["reset_required"]
+            if outcome["pending_reason"]:
+                res["pending_reason"] = outcome["pending_reason"]
             if outcome["deferred"]:
                 # Instances wait for the reset; report only what was done.
                 res["actions"] = [a for a in res["actions"] if a["action"] not in ("create_gi", "create_ci")]
@@ -307,8 +402,8 @@ class Runner:
                       "mig_devices": _mig.current_counts(gpu["instances"])}
             try:
                 fresh = self.nvml.refresh(dict(gpu))
-                resets = self.nvml.architecture(gpu["_handle"]) in RESET_ARCHES
-                back = _mig.plan_gpu(gpu["_table"], fresh["mig_mode"], fresh["instances"], before, mode_change_resets=resets)
+                back = _mig.plan_gpu(gpu["_table"], fresh["mig_mode"], fresh["instances"], before,
+                                     mode_change_resets=self.predict_reset(gpu))
                 if back["changed"]:
                     self.nvml.apply(fresh, back)
                 fresh = self.nvml.refresh(dict(gpu))
@@ -370,8 +465,10 @@ def main():
     changed = any(r["changed"] for r in results)
     for r in results:
         if r["reset_required"]:
-            module.warn("GPU %d (%s): the MIG mode change takes effect after a GPU reset or reboot; run again afterwards "
-                        "to create the instances" % (r["index"], r["model"]))
+            why = {"in_use": " (the GPU was not idle: stop its clients, then reset it)",
+                   "reset_required": " (the driver did not reset the GPU; in a pass-through VM only a reboot does)"}
+            module.warn("GPU %d (%s): the MIG mode change takes effect after a GPU reset or reboot%s; run again afterwards "
+                        "to create the instances" % (r["index"], r["model"], why.get(r.get("pending_reason"), "")))
     out = {"changed": changed, "gpus": results, "reset_required": any(r["reset_required"] for r in results),
            "nvml_calls": nvml.calls}
     if module._diff:

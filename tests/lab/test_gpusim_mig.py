@@ -306,8 +306,9 @@ def test_ci_placements_7g_3c(sim):
 
 # ---------------------------------------------------------------- M6 / P1 / P2 MIG mode
 def test_ampere_mode_change_pending_until_reset(sim):
+    """mig.md P1 (older drivers): mig_mode_self_reset=false keeps the change pending until a GPU reset."""
     from gpusim import control  # loaded by load_gpusim()
-    nv = sim.start(one(A100, mig="disabled"))
+    nv = sim.start(one(A100, mig="disabled", mig_mode_self_reset=False))
     dev = nv.nvmlDeviceGetHandleByIndex(0)
     assert nv.nvmlDeviceSetMigMode(dev, nv.NVML_DEVICE_MIG_ENABLE) == nv.NVML_ERROR_RESET_REQUIRED
     assert nv.nvmlDeviceGetMigMode(dev) == [0, 1]
@@ -316,6 +317,72 @@ def test_ampere_mode_change_pending_until_reset(sim):
     control.reset()
     assert nv.nvmlDeviceGetMigMode(dev) == [1, 1]
     nv.nvmlDeviceCreateGpuInstance(dev, 19)
+
+
+def test_idle_bare_metal_ampere_resets_itself_on_mode_change(sim):
+    """nvml.h nvmlDeviceSetMigMode: "This API may unbind or reset the device to activate the requested mode"."""
+    nv = sim.start(one(A100, mig="disabled"))
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    assert nv.nvmlDeviceSetMigMode(dev, nv.NVML_DEVICE_MIG_ENABLE) == nv.NVML_SUCCESS
+    assert nv.nvmlDeviceGetMigMode(dev) == [1, 1]
+    nv.nvmlDeviceCreateGpuInstance(dev, 19)
+
+
+def test_pass_through_ampere_reports_reset_required(sim):
+    """nvml.h: "On certain platforms like pass-through virtualization ... activationStatus would return
+    NVML_ERROR_RESET_REQUIRED" (mig.md P2)."""
+    nv = sim.start(one(A100, mig="disabled", reset_supported=False))
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    assert nv.nvmlDeviceSetMigMode(dev, 1) == nv.NVML_ERROR_RESET_REQUIRED
+    assert nv.nvmlDeviceGetMigMode(dev) == [0, 1]
+
+
+@pytest.mark.parametrize("persists,after", [(True, [1, 1]), (False, [0, 0])])
+def test_mig_mode_across_reset_is_a_state_option(sim, persists, after):
+    """mig.md M8 (mode persists) vs P10 (old drivers lost it); evidence for Hopper differs, so both are served."""
+    from gpusim import control
+    nv = sim.start(one(H100, mig="enabled", mig_mode_persists=persists))
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    nv.nvmlDeviceCreateGpuInstance(dev, 19)
+    control.reset()
+    assert nv.nvmlDeviceGetMigMode(dev) == after
+    assert sim.state()["gpus"][0]["gpu_instances"] == []
+    control.reboot()
+    assert nv.nvmlDeviceGetMigMode(dev) == after
+
+
+@pytest.mark.parametrize("driver,supported", [("535.261.03", False), ("550.163.01", True)])
+def test_profile_queries_while_mig_disabled_follow_the_driver_branch(sim, driver, supported):
+    """NVIDIA/mig-parted 219e780d (pkg/mig/discovery/discovery.go): R535 and older answer NOT_SUPPORTED to profile
+    queries while MIG mode is disabled; with MIG enabled they answer."""
+    from gpusim import control
+    nv = sim.start(dict(one(A100, mig="disabled", mig_mode_self_reset=False), driver_version=driver))
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    if supported:
+        assert nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, 0).id == 19
+        assert placements(nv, dev, 19) == [(s, 1) for s in range(7)]
+    else:
+        with pytest.raises(nv.NVMLError_NotSupported):
+            nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, 0)
+        with pytest.raises(nv.NVMLError_NotSupported):
+            nv.nvmlDeviceGetGpuInstanceProfileInfoById(dev, 19)
+        with pytest.raises(nv.NVMLError_NotSupported):
+            placements(nv, dev, 19)
+    nv.nvmlDeviceSetMigMode(dev, 1)
+    control.reset()
+    assert nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, 0).id == 19
+
+
+def test_profile_queries_option_overrides_the_branch(sim):
+    nv = sim.start(dict(one(A100, mig="disabled"), driver_version="550.163.01", profile_queries_need_mig=True))
+    with pytest.raises(nv.NVMLError_NotSupported):
+        nv.nvmlDeviceGetGpuInstanceProfileInfo(nv.nvmlDeviceGetHandleByIndex(0), 0)
+
+
+def test_process_list_fault(sim):
+    nv = sim.start(dict(one(H100), faults={"fail_processes_after": 0, "fail_processes_error": "NO_PERMISSION"}))
+    with pytest.raises(nv.NVMLError_NoPermission):
+        nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(0))
 
 
 def test_cancel_pending_mode(sim):
@@ -335,13 +402,20 @@ def test_hopper_mode_change_applies_at_once(sim, model):
     nv.nvmlDeviceCreateGpuInstance(dev, 0)
 
 
-def test_processes_block_mode_change(sim):
-    nv = sim.start(one(H100, mig="disabled", processes=[{"pid": 4242, "used_memory": 1 << 30}]))
+@pytest.mark.parametrize("model", [H100, A100])
+def test_processes_leave_the_mode_change_pending_in_use(sim, model):
+    """nvml.h: "if device unbind fails because the device isn't idle, NVML_ERROR_IN_USE would be returned" in the
+    activation status; the call itself succeeds and the mode is pending."""
+    from gpusim import control
+    nv = sim.start(one(model, mig="disabled", processes=[{"pid": 4242, "used_memory": 1 << 30}]))
     dev = nv.nvmlDeviceGetHandleByIndex(0)
-    with pytest.raises(nv.NVMLError_InUse):
-        nv.nvmlDeviceSetMigMode(dev, 1)
-    assert nv.nvmlDeviceGetMigMode(dev) == [0, 0]
-    assert nv.nvmlDeviceSetMigMode(dev, 0) == nv.NVML_SUCCESS  # no change requested: fine
+    assert nv.nvmlDeviceSetMigMode(dev, 1) == nv.NVML_ERROR_IN_USE
+    assert nv.nvmlDeviceGetMigMode(dev) == [0, 1]
+    st = sim.state()
+    st["gpus"][0]["processes"] = []
+    sim.path.write_text(json.dumps(st))
+    control.reset()
+    assert nv.nvmlDeviceGetMigMode(dev) == [1, 1]
 
 
 def test_gpu_instances_block_disabling(sim):
@@ -383,7 +457,7 @@ def test_reset_and_reboot_drop_instances_but_keep_mode(sim):
 
 def test_reset_refused_while_processes_run(sim):
     from gpusim import control, machine
-    nv = sim.start(one(A100, mig="disabled"))
+    nv = sim.start(one(A100, mig="disabled", mig_mode_self_reset=False))
     dev = nv.nvmlDeviceGetHandleByIndex(0)
     nv.nvmlDeviceSetMigMode(dev, 1)
     st = sim.state()

@@ -42,7 +42,7 @@ def test_list_and_csv_query(tmp_path):
 
 
 def test_mig_enable_pending_then_gpu_reset(tmp_path):
-    path = write(tmp_path, {"gpus": [{"model": A100}, {"model": "NVIDIA H100 80GB HBM3"}]})
+    path = write(tmp_path, {"gpus": [{"model": A100, "mig_mode_self_reset": False}, {"model": "NVIDIA H100 80GB HBM3"}]})
     res = smi(path, "-i", "0", "-mig", "1")
     assert res.returncode == 0 and "pending enable state for GPU 00000000:17:00.0" in res.stdout
     q = smi(path, "-i", "0", "--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader")
@@ -53,6 +53,14 @@ def test_mig_enable_pending_then_gpu_reset(tmp_path):
     assert q.stdout.split() == ["Enabled", "Disabled"]
     res = smi(path, "-i", "1", "-mig", "1")  # Hopper: no warning, applied
     assert res.returncode == 0 and "pending" not in res.stdout
+
+
+def test_mig_enable_on_a_busy_gpu_warns_in_use(tmp_path):
+    """mig.md P1: "Warning: MIG mode is in pending enable state ... In use by another client"."""
+    path = write(tmp_path, {"gpus": [{"model": A100, "processes": [{"pid": 9, "used_memory": 0}]}]})
+    res = smi(path, "-i", "0", "-mig", "1")
+    assert res.returncode == 0
+    assert "pending enable state for GPU 00000000:17:00.0:In use by another client" in res.stdout
 
 
 def test_reset_refusals_exit_codes(tmp_path):

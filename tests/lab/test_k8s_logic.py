@@ -146,8 +146,9 @@ def test_device_plugin_mixed_with_named_entries_and_defensive_modes():
     ]}
     res, err = L.device_plugin_resources(state, "mixed")
     assert err is None
-    # Empty GI (no compute instance) is no device; pending-enable still counts as a full GPU.
-    assert res == {"nvidia.com/mig-1g.5gb": 2, "nvidia.com/mig-1c.3g.20gb": 1, "nvidia.com/gpu": 1}
+    # Empty GI (no compute instance) is no device; pending-enable still counts as a full GPU. The 1c.3g.20gb CI is
+    # not registered: NVIDIA/k8s-device-plugin internal/rm/rm.go (mixed: "if info.C != info.G { return nil }").
+    assert res == {"nvidia.com/mig-1g.5gb": 2, "nvidia.com/gpu": 1}
     assert L.device_plugin_resources({}, "mixed") == ({}, None)
     assert L.device_plugin_resources({"gpus": "x"}, "mixed") == ({}, None)
     assert L.device_plugin_resources({"driver_loaded": False, "gpus": state["gpus"]}, "mixed") == ({}, "NVML is not available on the node")
@@ -173,7 +174,8 @@ def test_device_plugin_names_gpusim_id_only_state():
         {"profile_id": 9, "compute_instances": [{"slices": 3}]},
     ]}]}
     res = L.device_plugin_resources(state, "mixed", namer)[0]
-    assert res == {"nvidia.com/mig-1g.5gb": 1, "nvidia.com/mig-1c.2g.10gb": 2, "nvidia.com/mig-3g.20gb": 1}
+    # 1c.2g.10gb CIs are not advertised by the mixed strategy (internal/rm/rm.go AddDefaultResourcesToConfig).
+    assert res == {"nvidia.com/mig-1g.5gb": 1, "nvidia.com/mig-3g.20gb": 1}
 
 
 def test_apply_node_resources_replaces_only_nvidia_keys():

@@ -69,13 +69,15 @@ def test_vmware_guest_vgpu_info_reads_the_vm_vgpu(sim, tmp_path):
             key=-100, backing=vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu="grid_a100-10c"))
         WaitForTask(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(
             deviceChange=[vim.vm.device.VirtualDeviceSpec(operation="add", device=dev)])))
+        # vcsim numbers device keys in the order devices were added; other tests of this module share the VM.
+        (key,) = [d.key for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualPCIPassthrough)]
     finally:
         Disconnect(si)
 
     status, result = run_module(sim, tmp_path, "community.vmware.vmware_guest_vgpu_info",
                                 {"name": "DC0_C0_H0_VM0", "datacenter": "DC0"})
     assert status == "SUCCESS", result
-    assert result["vgpu"] == [{"Controller_Key": 100, "Key": 203, "Label": "PCI device 0",
+    assert result["vgpu"] == [{"Controller_Key": 100, "Key": key, "Label": "PCI device 0",
                                "Summary": "NVIDIA GRID vGPU grid_a100-10c", "Unit_Number": 18, "Vgpu": "grid_a100-10c"}]
 
 

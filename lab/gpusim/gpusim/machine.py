@@ -317,11 +317,16 @@ def destroy_ci(st, gpu, gi, ci_id):
 
 
 def set_mig_mode(st, gpu, mode):
-    """M6/P1/P2: returns the activation status.
+    """M6/P1/P2: returns the activation status; the call itself succeeds (nvml.h ``nvmlDeviceSetMigMode``).
 
-    Hopper applies at once. Ampere keeps the change pending and reports RESET_REQUIRED
-    until a GPU reset (or a reboot where reset is not available, e.g. pass-through VMs).
-    Processes on the GPU, or existing GPU instances, block the change (IN_USE).
+    Hopper applies at once. An idle bare-metal Ampere GPU is reset by the driver itself ("This API may unbind or
+    reset the device to activate the requested mode"); `mig_mode_self_reset: false` (older drivers, evidence
+    differs, mig.md P1) keeps it pending until a reset instead, reported as RESET_REQUIRED. In a pass-through VM
+    (`reset_supported: false`) only a VM reboot commits it: RESET_REQUIRED. A GPU with processes is "not idle":
+    the mode stays pending and the status is IN_USE ("The caller of this API is expected to idle the device and
+    retry"). mig-parted reads the pending state back with GetMigMode (pkg/mig/mode/nvml.go
+    IsMigModeChangePending). Existing GPU instances make the call fail with IN_USE (mig-parted clears them first,
+    cmd/nvidia-mig-parted/apply/mode.go ApplyMigMode).
     """
     require_mig_capable(gpu)
     if mode not in (0, 1):
@@ -329,16 +334,19 @@ def set_mig_mode(st, gpu, mode):
     inject(st, "set_mig_mode")
     if gpu["mig_mode"] == mode and gpu["mig_mode_pending"] == mode:
         return SUCCESS
-    if gpu["processes"]:
-        raise Fault(IN_USE, "processes are running on the GPU")
     if gpu["gpu_instances"]:
         raise Fault(IN_USE, "GPU instances exist")
     gpu["mig_mode_pending"] = mode
     if gpu["mig_mode"] == mode:
         # Cancelling a pending change needs no reset.
         return SUCCESS
+    if gpu["processes"]:
+        return IN_USE
     if model_of(gpu).mig_reset_required:
-        return RESET_REQUIRED
+        if not gpu.get("reset_supported", True) or not gpu.get("mig_mode_self_reset", True):
+            return RESET_REQUIRED
+        _power_cycle(gpu)
+        return SUCCESS
     gpu["mig_mode"] = mode
     return SUCCESS
 
@@ -354,9 +362,37 @@ def reset_gpu(st, gpu):
 
 
 def _power_cycle(gpu):
+    """A GPU reset or reboot: a pending mode commits, instances are lost (M8). Whether the mode itself survives
+    (mig.md M8 for Ampere; P10 reports old drivers losing it; Hopper evidence differs) is the per-GPU option
+    `mig_mode_persists` (default true): false brings the GPU back with MIG disabled."""
     if model_of(gpu).mig_capable:
         gpu["mig_mode"] = gpu["mig_mode_pending"]
+        if not gpu.get("mig_mode_persists", True):
+            gpu["mig_mode"] = gpu["mig_mode_pending"] = 0
     gpu["gpu_instances"] = []
+
+
+def profile_queries_need_mig(st, gpu):
+    """R535 and older drivers answer NOT_SUPPORTED to GPU-instance profile queries while MIG mode is disabled
+    (NVIDIA/mig-parted 219e780d: pkg/mig/discovery/discovery.go ErrNoProfilesDiscovered, "Older drivers such as
+    R535 does not support querying MIG profiles when MIG mode is disabled"). Decided by the state's driver branch
+    (< 550), or set per state with `profile_queries_need_mig: true|false`."""
+    if gpu["mig_mode"] == 1:
+        return False
+    explicit = st.get("profile_queries_need_mig")
+    if explicit is not None:
+        return bool(explicit)
+    try:
+        return int(str(st.get("driver_version", "")).split(".")[0]) < 550
+    except ValueError:
+        return False
+
+
+def require_profile_queries(st, gpu):
+    require_mig_capable(gpu)
+    if profile_queries_need_mig(st, gpu):
+        raise Fault(NOT_SUPPORTED, "driver %s lists no GPU instance profiles while MIG mode is disabled"
+                    % st.get("driver_version"))
 
 
 def reboot(st):

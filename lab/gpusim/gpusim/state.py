@@ -73,9 +73,11 @@ def normalize(raw):
         g.setdefault("serial", "%013d" % (1320000000000 + int(g["uuid"][4:12], 16) % 100000000))
         g.setdefault("minor_number", i)
         g.setdefault("persistence_mode", True)
-        g.setdefault("virtualization_mode", "none")
-        g.setdefault("host_vgpu_mode", "non_sriov")
         g.setdefault("reset_supported", True)
+        # A GPU whose reset is not exposed sits in a pass-through VM, and NVML says so (nvml.h
+        # NVML_GPU_VIRTUALIZATION_MODE_PASSTHROUGH; mig.md P2).
+        g.setdefault("virtualization_mode", "none" if g["reset_supported"] else "passthrough")
+        g.setdefault("host_vgpu_mode", "non_sriov")
         g.setdefault("license", None)
         g.setdefault("processes", [])
         if model.mig_capable:

@@ -168,3 +168,59 @@ def test_lock_held_by_another_run_touches_nothing(tmp_path):
         assert fleet.writes() == []
         assert {n: fleet.raw(n) for n in fleet.nodes} == before
         assert os.path.exists(os.path.join(lock, "owner")), "another run's lock was removed"
+
+
+def test_drain_wait_timeout_fails_the_node_and_stops_the_roll(tmp_path):
+    # Evicted pods linger 20 s; the role waits 3 s. k8s_drain only warns then (kubernetes.core
+    # K8sDrainAnsible.wait_for_pod_deletion); the role must treat it as a failed drain.
+    fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_drain_timeout": 3})
+    with fleet.start(eviction_delay=20) as lab:
+        before = {n: fleet.raw(n) for n in fleet.nodes}
+        rc, out = fleet.run()
+        assert rc != 0
+        msg = " ".join(failures(out)["node-2"])
+        assert "evicted pods were still running after 3 s" in msg and "ml/inference-7d9f-node-2" in msg
+        assert "No GPU was touched" in msg
+        assert fleet.raw("node-2") == before["node-2"]
+        node2 = fleet.node("node-2")
+        assert node2["metadata"]["labels"][STATE] == "failed" and not node2["spec"].get("unschedulable")
+        assert fleet.node_patches("node-3") == [] and fleet.raw("node-3") == before["node-3"]
+        assert out["global_custom_stats"]["mig_reconfigure"]["stopped_at"] == "node-2"
+
+
+def test_plan_refuses_mig_manager_nodes_and_ci_profiles_before_any_cordon(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes())
+    fleet.fixture["nodes"][2]["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "true"
+    with fleet.start():
+        rc, out = fleet.run()
+        assert rc != 0 and fleet.writes() == []
+        msg = " ".join(" ".join(v) for v in failures(out).values())
+        assert "[node-3] the GPU Operator deploys mig-manager on this node (nvidia.com/gpu.deploy.mig-manager=true)" in msg
+        assert "[node-2]" not in msg
+        ci = {"version": "v1", "mig-configs": {"all-balanced": [
+            {"devices": "all", "mig-enabled": True, "mig-devices": {"1c.3g.40gb": 2, "3g.40gb": 1}}]}}
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_config": ci, "mig_reconfigure_hosts": "node-1,node-2"})
+        assert rc != 0 and fleet.writes() == []
+        msg = " ".join(" ".join(v) for v in failures(out).values())
+        assert "compute-instance profile(s) 1c.3g.40gb are not registered by the NVIDIA device plugin" in msg
+
+
+def test_unselected_gpus_count_paused_labels_recover_and_an_operator_cordon_stays(tmp_path):
+    # node-2 has an L40S that no entry selects: the device plugin still advertises it as nvidia.com/gpu, and the
+    # wait for the resources must expect it. Its device-plugin label was left paused by an interrupted run.
+    node2 = {"gpus": [gpu(instances=H100_3G_X2), {"model": "NVIDIA L40S"}]}
+    fleet = Fleet(tmp_path, three_nodes(node2=node2))
+    labels2 = fleet.fixture["nodes"][1]["metadata"]["labels"]
+    labels2["nvidia.com/gpu.deploy.device-plugin"] = "paused-for-mig-change"
+    fleet.fixture["nodes"][2]["spec"] = {"unschedulable": True}  # cordoned by an operator before the roll
+    with fleet.start():
+        rc, out = fleet.run()
+        assert rc == 0, failures(out)
+        n2, n3 = fleet.node("node-2"), fleet.node("node-3")
+        assert mig_allocatable(n2) == {"nvidia.com/mig-" + k: v for k, v in BALANCED_H100.items()}
+        assert n2["status"]["allocatable"]["nvidia.com/gpu"] == "1"
+        assert n2["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] == "true"
+        assert n2["metadata"]["labels"]["nvidia.com/gpu.deploy.gpu-feature-discovery"] == "true"
+        assert n2["metadata"]["labels"]["nvidia.com/gpu.deploy.dcgm-exporter"] == "false"
+        assert not n2["spec"].get("unschedulable")
+        assert n3["metadata"]["labels"][STATE] == "success" and n3["spec"]["unschedulable"] is True

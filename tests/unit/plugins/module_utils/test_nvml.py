@@ -68,7 +68,7 @@ def test_apply_plan_and_refresh(sim):
     gpu = nvml.snapshot(0, detail=False)
     entry = {"mig_enabled": True, "mig_devices": {"1c.7g.40gb": 1, "2c.7g.40gb": 1, "4c.7g.40gb": 1}}
     plan = _mig.plan_gpu(gpu["_table"], gpu["mig_mode"], gpu["instances"], entry)
-    assert nvml.apply(gpu, plan) == {"reset_required": False, "deferred": False}
+    assert nvml.apply(gpu, plan) == {"reset_required": False, "deferred": False, "pending_reason": None}
     nvml.refresh(gpu)
     (seven,) = gpu["instances"]
     # Three CIs share one GI: their placements were solved, not left to NVML.
@@ -76,11 +76,34 @@ def test_apply_plan_and_refresh(sim):
     assert _mig.geometry_matches(gpu["instances"], plan["target_counts"])
 
 
-def test_set_mig_mode_in_use_is_explained(sim):
-    nvml = sim({"gpus": [{"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled", "processes": [{"pid": 9}]}]})
+def test_set_mig_mode_reports_why_the_change_is_pending(sim):
+    # nvml.h: the call succeeds and the activation status says IN_USE (not idle) or RESET_REQUIRED (pass-through).
+    nvml = sim({"gpus": [{"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled", "processes": [{"pid": 9}]},
+                         {"model": A100, "mig_mode": "disabled", "reset_supported": False},
+                         {"model": A100, "mig_mode": "disabled"}]})
+    busy, vm, idle = (nvml.snapshot(i, detail=False) for i in range(3))
+    assert nvml.set_mig_mode(busy["_handle"], True) == "in_use"
+    assert nvml.set_mig_mode(vm["_handle"], True) == "reset_required"
+    assert nvml.set_mig_mode(idle["_handle"], True) is None
+    assert [nvml.refresh(g)["mig_mode"] for g in (busy, vm, idle)] == [
+        {"current": "disabled", "pending": "enabled"}] * 2 + [{"current": "enabled", "pending": "enabled"}]
+
+
+def test_set_mig_mode_failure_is_explained(sim):
+    nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled", "gpu_instances": [{"profile_id": 0}]}]})
     gpu = nvml.snapshot(0, detail=False)
-    with pytest.raises(_nvml.NvmlError, match="NVML_ERROR_IN_USE.*processes or other clients hold the GPU"):
-        nvml.set_mig_mode(gpu["_handle"], True)
+    with pytest.raises(_nvml.NvmlError, match="setting MIG mode disabled failed: .*NVML_ERROR_IN_USE"):
+        nvml.set_mig_mode(gpu["_handle"], False)
+
+
+def test_strict_process_list_refuses_to_guess(sim):
+    nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled"}],
+                "faults": {"fail_processes_after": 0, "fail_processes_error": "NO_PERMISSION"}})
+    dev, info = nvml.identity(0)
+    with pytest.raises(_nvml.NvmlError, match="cannot list the processes.*NVML_ERROR_NO_PERMISSION"):
+        nvml.fill(dev, dict(info), detail=False, strict=True)
+    # Reporting (gpu_info) keeps going: no list is not an error there.
+    assert nvml.fill(dev, dict(info), detail=False)["processes"] == []
 
 
 def test_licence_expiry_constant_is_a_tuple_in_nvidia_ml_py(monkeypatch):

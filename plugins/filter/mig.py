@@ -1,0 +1,65 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side MIG roll filters (thin: the logic is in module_utils/_mig_roll.py).
+
+Documentation of each filter is in the ``<filter>.yml`` file next to this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_roll as R
+
+
+def _plain(value):
+    if isinstance(value, Mapping):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def _wrap(name, fn, *args, **kwargs):
+    try:
+        return fn(*[_plain(a) for a in args], **dict((k, _plain(v)) for k, v in kwargs.items()))
+    except (R.RollError, _mig.MigError) as e:
+        raise AnsibleFilterError("gpuops.provision.%s: %s" % (name, e))
+
+
+def mig_expected_resources(gpus, strategy="mixed", ci_profiles_served=False):
+    return _wrap("mig_expected_resources", R.expected_resources, gpus, strategy, bool(ci_profiles_served))
+
+
+def mig_advertised_resources(allocatable):
+    return _wrap("mig_advertised_resources", R.advertised_resources, allocatable)
+
+
+def mig_ci_profiles(gpus):
+    return _wrap("mig_ci_profiles", R.ci_profiles_requested, gpus)
+
+
+def mig_operand_labels(node_labels, operands, phase):
+    return _wrap("mig_operand_labels", R.operand_labels, node_labels, operands, phase)
+
+
+def mig_drain_timed_out(result):
+    return _wrap("mig_drain_timed_out", R.drain_timed_out, result)
+
+
+class FilterModule:
+    """gpuops.provision MIG roll filters."""
+
+    def filters(self):
+        return {
+            "mig_expected_resources": mig_expected_resources,
+            "mig_advertised_resources": mig_advertised_resources,
+            "mig_ci_profiles": mig_ci_profiles,
+            "mig_operand_labels": mig_operand_labels,
+            "mig_drain_timed_out": mig_drain_timed_out,
+        }

@@ -1,0 +1,140 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Documented MIG profile tables per GPU model, keyed by PCI device id (pure data, no I/O).
+
+Why it exists: R535 and older drivers answer ``NVML_ERROR_NOT_SUPPORTED`` to GPU-instance profile queries while
+MIG mode is disabled (NVIDIA/mig-parted commit 219e780d, ``pkg/mig/discovery/discovery.go``
+``ErrNoProfilesDiscovered``; mig-manager then falls back to a static config, ``cmd/nvidia-mig-manager/main.go``
+``setupMigConfig``). A plan must still be validated before anything is disrupted, so it is validated against the
+table NVIDIA documents for the model, and re-checked against the live table right after the mode change.
+
+Sources: NVIDIA MIG User Guide, "Supported MIG Profiles" (names, instance counts, memory fractions) and "Getting
+Started" (``nvidia-smi mig -lgipp`` placements, profile ids), "Deployment Considerations" (minimum drivers:
+A100 R450 450.80.02, A30 R460 460.73.01, H100 R525 525.85.12, H200 R550 550.90.07). A30 ``+me`` profiles need
+R470 (1g.6gb+me) and R525 (2g.12gb+me) per the same page. PCI device ids as mig-parted's
+``deployments/systemd/config-default.yaml`` device filters spell them.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _versions
+
+# Placements in memory slices, {starts}:size as ``nvidia-smi mig -lgipp`` prints them.
+_P8 = {
+    "1g": (tuple(range(7)), 1), "1g+me": (tuple(range(7)), 1), "1g2x": ((0, 2, 4, 6), 2),
+    "2g": ((0, 2, 4), 2), "3g": ((0, 4), 4), "4g": ((0,), 4), "7g": ((0,), 8),
+}
+_P4 = {"1g": (tuple(range(4)), 1), "1g+me": (tuple(range(4)), 1), "2g": ((0, 2), 2), "2g+me": ((0, 2), 2), "4g": ((0,), 4)}
+
+# (kind, nvidia-smi profile id, SM slices, max instances, NVML profile index) of the 8-memory-slice parts.
+_LAYOUT8 = (("1g", 19, 1, 7, 0), ("1g+me", 20, 1, 1, 7), ("1g2x", 15, 1, 4, 9), ("2g", 14, 2, 3, 1),
+            ("3g", 9, 3, 2, 2), ("4g", 5, 4, 1, 3), ("7g", 0, 7, 1, 4))
+
+
+def _eight(gb):
+    """Profiles of an 8-memory-slice GPU; gb = the GB figures of (1g, 1g double memory/2g, 3g/4g, 7g) names."""
+    g1, g2, g4, g7 = gb
+    names = {"1g": "1g.%dgb" % g1, "1g+me": "1g.%dgb+me" % g1, "1g2x": "1g.%dgb" % g2, "2g": "2g.%dgb" % g2,
+             "3g": "3g.%dgb" % g4, "4g": "4g.%dgb" % g4, "7g": "7g.%dgb" % g7}
+    return tuple({"name": names[k], "id": pid, "slices": s, "max_count": n, "index": idx,
+                  "placements": tuple((start, _P8[k][1]) for start in _P8[k][0]), "min_branch": None}
+                 for k, pid, s, n, idx in _LAYOUT8)
+
+
+_A30 = tuple({"name": name, "id": pid, "slices": s, "max_count": n, "index": idx, "min_branch": mind,
+              "placements": tuple((start, _P4[k][1]) for start in _P4[k][0])}
+             for k, name, pid, s, n, idx, mind in (
+                 ("1g", "1g.6gb", 14, 1, 4, 0, None), ("1g+me", "1g.6gb+me", 21, 1, 1, 7, 470),
+                 ("2g", "2g.12gb", 5, 2, 2, 1, None), ("2g+me", "2g.12gb+me", 6, 2, 1, 8, 525),
+                 ("4g", "4g.24gb", 0, 4, 1, 3, None)))
+
+_A100_40 = _eight((5, 10, 20, 40))
+_A100_80 = _eight((10, 20, 40, 80))
+_H100_80 = _eight((10, 20, 40, 80))
+_H100_NVL = _eight((12, 24, 47, 94))
+_H200 = _eight((18, 35, 71, 141))
+
+# PCI device id (device << 16 | vendor, as NVML's pciDeviceId) -> documented model.
+MODELS = {
+    0x20B010DE: {"family": "A100", "name": "A100-SXM4-40GB", "min_driver": "450.80.02", "profiles": _A100_40},
+    0x20F110DE: {"family": "A100", "name": "A100-PCIE-40GB", "min_driver": "450.80.02", "profiles": _A100_40},
+    0x20B210DE: {"family": "A100", "name": "A100-SXM4-80GB", "min_driver": "450.80.02", "profiles": _A100_80},
+    0x20B510DE: {"family": "A100", "name": "A100-PCIE-80GB", "min_driver": "450.80.02", "profiles": _A100_80},
+    0x20B710DE: {"family": "A30", "name": "A30", "min_driver": "460.73.01", "profiles": _A30},
+    0x233010DE: {"family": "H100", "name": "H100 80GB HBM3", "min_driver": "525.85.12", "profiles": _H100_80},
+    0x233110DE: {"family": "H100", "name": "H100 PCIe", "min_driver": "525.85.12", "profiles": _H100_80},
+    0x232110DE: {"family": "H100", "name": "H100 NVL", "min_driver": "525.85.12", "profiles": _H100_NVL},
+    0x233510DE: {"family": "H200", "name": "H200", "min_driver": "550.90.07", "profiles": _H200},
+    0x233B10DE: {"family": "H200", "name": "H200 NVL", "min_driver": "550.90.07", "profiles": _H200},
+}
+
+
+def documented(pci_device_id):
+    """The documented model for a PCI device id (int or '0x...' string), or None."""
+    if isinstance(pci_device_id, str):
+        pci_device_id = int(pci_device_id, 16)
+    return MODELS.get(pci_device_id)
+
+
+def _driver(version):
+    try:
+        return _versions.parse_driver_version(version)
+    except _versions.VersionError:
+        return None
+
+
+def documented_table(pci_device_id, driver_version=None):
+    """A ProfileTable built from the documented model (profiles the driver branch lacks left out), or None."""
+    model = documented(pci_device_id)
+    if model is None:
+        return None
+    drv = _driver(driver_version)
+    profiles = [_mig.Profile(p["name"], p["id"], p["slices"], p["placements"], p["max_count"], 0, (), p["index"])
+                for p in model["profiles"]
+                if not (p["min_branch"] and drv is not None and drv.branch < p["min_branch"])]
+    return _mig.ProfileTable(profiles)
+
+
+def below_minimum(pci_device_id, driver_version):
+    """A sentence when the driver is older than NVIDIA's documented minimum for MIG on this model, else None."""
+    model = documented(pci_device_id)
+    drv = _driver(driver_version)
+    if model is None or drv is None:
+        return None
+    if drv < _versions.parse_driver_version(model["min_driver"]):
+        return "driver %s is older than %s, the minimum NVIDIA documents for MIG on %s (R%s)" % (
+            driver_version, model["min_driver"], model["name"], model["min_driver"].split(".")[0])
+    return None
+
+
+def missing_profiles_hint(pci_device_id, driver_version, names):
+    """Why profiles may be missing from the live table: the model's and each profile's documented minimum driver."""
+    model = documented(pci_device_id)
+    if model is None:
+        return "driver %s; the collection has no documented MIG table for PCI device 0x%08X" % (
+            driver_version, pci_device_id if isinstance(pci_device_id, int) else int(pci_device_id, 16))
+    needs = []
+    for p in model["profiles"]:
+        if p["name"] in names and p["min_branch"]:
+            needs.append("%s needs R%d or newer" % (p["name"], p["min_branch"]))
+    below = below_minimum(pci_device_id, driver_version)
+    parts = ["the loaded driver is %s" % driver_version]
+    parts.append(below or "NVIDIA documents MIG on %s from driver %s" % (model["name"], model["min_driver"]))
+    return "; ".join(parts + needs)
+
+
+def disagreements(documented_table_, live_table, names):
+    """Differences between the documented and the live table for the profiles a target uses (empty: they agree)."""
+    out = []
+    for name in sorted(names):
+        doc, live = documented_table_.get(name), live_table.get(name)
+        if doc is None:
+            continue
+        if live is None:
+            out.append("%s is documented but the driver does not offer it" % name)
+            continue
+        for attr in ("id", "slices", "max_count", "placements"):
+            if getattr(doc, attr) != getattr(live, attr):
+                out.append("%s: %s documented %s, NVML reports %s" % (name, attr, getattr(doc, attr), getattr(live, attr)))
+    return out

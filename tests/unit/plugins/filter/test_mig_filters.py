@@ -1,0 +1,30 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""plugins/filter/mig.py: the role's filters, through Jinja as a playbook calls them."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.provision.plugins.filter import mig
+
+
+def test_filters_are_registered_and_wrap_the_pure_code():
+    f = mig.FilterModule().filters()
+    assert sorted(f) == ["mig_advertised_resources", "mig_ci_profiles", "mig_drain_timed_out",
+                         "mig_expected_resources", "mig_operand_labels"]
+    gpus = [{"selected": True, "mig_capable": True,
+             "after": {"mig_mode": {"current": "enabled"}, "mig_devices": {"1g.10gb": 2, "1c.3g.40gb": 1}}}]
+    assert f["mig_expected_resources"](gpus, "mixed", "yes") == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-1c.3g.40gb": 1}
+    assert f["mig_ci_profiles"](gpus) == ["1c.3g.40gb"]
+    assert f["mig_operand_labels"]({}, ["dcgm"], "restore") == {"nvidia.com/gpu.deploy.dcgm": "true"}
+    assert f["mig_drain_timed_out"]({"warnings": ["timeout reached while pods were still running."]}) is True
+
+
+def test_bad_input_is_a_filter_error_naming_the_filter():
+    with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_operand_labels: phase must be pause or restore"):
+        mig.mig_operand_labels({}, ["dcgm"], "later")
+    with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_expected_resources: .*not a MIG profile name"):
+        mig.mig_expected_resources([{"after": {"mig_mode": {"current": "enabled"}, "mig_devices": {"bogus": 1}}}])

@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""MIG roll decisions (plugins/module_utils/_mig_roll.py) and the documented profile tables (_mig_models.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_models as M, _mig_roll as R
+
+
+def gpu(current="enabled", devices=None, selected=True, capable=True):
+    after = {"mig_mode": {"current": current, "pending": current}, "mig_devices": devices or {}}
+    return {"selected": selected, "mig_capable": capable, "before": after, "after": after}
+
+
+def test_expected_resources_count_every_gpu_selected_or_not():
+    gpus = [gpu(devices={"1g.10gb": 2, "3g.40gb": 1}),
+            gpu(devices={"2g.20gb": 3}, selected=False),          # not selected: still advertised
+            gpu(current="disabled", selected=False),              # MIG off: one whole GPU
+            gpu(current="disabled", capable=False, selected=False)]  # L40S
+    assert R.expected_resources(gpus) == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-3g.40gb": 1,
+                                          "nvidia.com/mig-2g.20gb": 3, "nvidia.com/gpu": 2}
+    assert R.expected_resources(gpus, "single") == {"nvidia.com/gpu": 8}
+
+
+def test_expected_resources_leave_out_ci_profiles_unless_served_and_rename_plus():
+    gpus = [gpu(devices={"1c.3g.40gb": 2, "1g.10gb+me": 1})]
+    # k8s-device-plugin internal/rm/rm.go: mixed registers C == G profiles only.
+    assert R.expected_resources(gpus) == {"nvidia.com/mig-1g.10gb.me": 1}
+    assert R.expected_resources(gpus, ci_profiles_served=True) == {"nvidia.com/mig-1g.10gb.me": 1,
+                                                                   "nvidia.com/mig-1c.3g.40gb": 2}
+    with pytest.raises(R.RollError, match="mixed or single"):
+        R.expected_resources(gpus, "none")
+
+
+def test_a_mig_gpu_with_no_instances_advertises_nothing():
+    assert R.expected_resources([gpu(devices={})]) == {}
+    assert R.expected_resources([]) == {}
+
+
+def test_advertised_resources_pick_gpu_keys_above_zero_as_ints():
+    alloc = {"cpu": "8", "nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "2", "nvidia.com/mig-3g.40gb": "x",
+             "nvidia.com/mig-2g.20gb": 1, "example.com/foo": "3"}
+    assert R.advertised_resources(alloc) == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-2g.20gb": 1}
+    assert R.advertised_resources(None) == {}
+
+
+def test_ci_profiles_requested_only_on_selected_gpus():
+    gpus = [gpu(devices={"1c.3g.40gb": 2, "3g.40gb": 1}), gpu(devices={"1c.2g.20gb": 1}, selected=False),
+            gpu(devices={"7c.7g.80gb": 1})]
+    assert R.ci_profiles_requested(gpus) == ["1c.3g.40gb"]
+    assert R.is_ci_profile("2c.3g.40gb") and not R.is_ci_profile("3g.40gb") and not R.is_ci_profile("7c.7g.80gb")
+
+
+def test_operand_labels_follow_mig_manager():
+    # mig-parted pkg/mig/reconfigure/reconfigure.go maybeSetPaused / maybeSetTrue.
+    labels = {"nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.deploy.dcgm": "false",
+              "nvidia.com/gpu.deploy.nvsm": "paused-for-mig-change"}
+    ops = ["device-plugin", "dcgm", "nvsm", "dcgm-exporter", "client"]
+    assert R.operand_labels(labels, ops, "pause") == {
+        "nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change", "nvidia.com/gpu.deploy.dcgm": "false",
+        "nvidia.com/gpu.deploy.nvsm": "paused-for-mig-change", "nvidia.com/gpu.deploy.dcgm-exporter": "paused-for-mig-change"}
+    # A label an interrupted run left paused comes back as true; the absent client label is not added.
+    assert R.operand_labels(labels, ops, "restore") == {
+        "nvidia.com/gpu.deploy.device-plugin": "true", "nvidia.com/gpu.deploy.dcgm": "false",
+        "nvidia.com/gpu.deploy.nvsm": "true", "nvidia.com/gpu.deploy.dcgm-exporter": "true"}
+    with_client = dict(labels, **{"nvidia.com/gpu.deploy.client": "true"})
+    assert R.operand_labels(with_client, ["client"], "pause") == {"nvidia.com/gpu.deploy.client": "paused-for-mig-change"}
+    with pytest.raises(R.RollError, match="pause or restore"):
+        R.operand_labels(labels, ops, "resume")
+
+
+def test_drain_timed_out_reads_the_k8s_drain_warning():
+    # kubernetes.core 6.x K8sDrainAnsible.wait_for_pod_deletion returns this text and the module only warns.
+    assert R.drain_timed_out({"changed": True, "warnings": ["timeout reached while pods were still running."]})
+    assert not R.drain_timed_out({"changed": True, "warnings": ["Deleting Pods not managed by a controller"]})
+    assert not R.drain_timed_out({}) and not R.drain_timed_out(None)
+
+
+# --- documented tables --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pci,names", [
+    (0x20B010DE, ["1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]),
+    (0x233010DE, ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]),
+    (0x232110DE, ["1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"]),
+    (0x233510DE, ["1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"]),
+    (0x20B710DE, ["1g.6gb", "1g.6gb+me", "2g.12gb", "2g.12gb+me", "4g.24gb"]),
+])
+def test_documented_tables_carry_the_user_guide_names(pci, names):
+    table = M.documented_table(pci, "580.95.05")
+    assert table.names() == names
+    assert M.documented_table("0x%08X" % pci).names() == names
+
+
+def test_documented_placements_and_counts():
+    table = M.documented_table(0x20B010DE)
+    assert table.get("3g.20gb").placements == ((0, 4), (4, 4)) and table.get("3g.20gb").id == 9
+    assert table.get("1g.10gb").placements == ((0, 2), (2, 2), (4, 2), (6, 2)) and table.get("1g.10gb").max_count == 4
+    assert table.get("7g.40gb").placements == ((0, 8),) and table.memory_slices == 8
+    assert M.documented_table(0x20B710DE).memory_slices == 4
+    # The documented table validates a target as the live one does.
+    groups, placed = _mig.validate_target(table, {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1})
+    assert len(groups) == 4 and len(placed) == 4
+    assert M.documented_table(0x26B910DE) is None  # L40S: no MIG
+
+
+def test_a30_me_profiles_need_their_branch():
+    assert "1g.6gb+me" not in M.documented_table(0x20B710DE, "460.106.00").names()
+    assert "2g.12gb+me" not in M.documented_table(0x20B710DE, "470.256.02").names()
+    assert "2g.12gb+me" in M.documented_table(0x20B710DE, "525.147.05").names()
+    hint = M.missing_profiles_hint(0x20B710DE, "460.106.00", ["1g.6gb+me"])
+    assert hint == ("the loaded driver is 460.106.00; NVIDIA documents MIG on A30 from driver 460.73.01; "
+                    "1g.6gb+me needs R470 or newer")
+
+
+@pytest.mark.parametrize("pci,driver,expected", [
+    (0x233510DE, "535.261.03", "driver 535.261.03 is older than 550.90.07, the minimum NVIDIA documents for MIG on H200 (R550)"),
+    (0x233510DE, "550.90.07", None),
+    (0x233010DE, "525.85.11", "driver 525.85.11 is older than 525.85.12, the minimum NVIDIA documents for MIG on H100 80GB HBM3 (R525)"),
+    (0x20B010DE, "450.80.02", None),
+    (0x26B910DE, "535.261.03", None),
+    (0x233010DE, "garbage", None),
+])
+def test_below_minimum(pci, driver, expected):
+    assert M.below_minimum(pci, driver) == expected
+
+
+def test_disagreements_name_each_difference():
+    doc = M.documented_table(0x233010DE)
+    live = _mig.ProfileTable([_mig.Profile("3g.40gb", 9, 3, [(0, 4)], 1), _mig.Profile("1g.10gb", 19, 1, [(s, 1) for s in range(7)], 7)])
+    assert M.disagreements(doc, live, {"1g.10gb"}) == []
+    assert M.disagreements(doc, live, {"3g.40gb", "2g.20gb", "9g.1gb"}) == [
+        "2g.20gb is documented but the driver does not offer it",
+        "3g.40gb: max_count documented 2, NVML reports 1",
+        "3g.40gb: placements documented ((0, 4), (4, 4)), NVML reports ((0, 4),)"]
+
+
+def test_unknown_profiles_and_gi_names():
+    table = M.documented_table(0x233010DE)
+    assert _mig.unknown_profiles(table, {"1c.3g.40gb": 1, "3g.20gb": 1, "1g.10gb": 2}) == ["3g.20gb"]
+    assert _mig.gi_profile_names({"1c.3g.40gb": 1, "3g.40gb": 1, "1g.10gb+me": 1}) == {"3g.40gb", "1g.10gb+me"}
