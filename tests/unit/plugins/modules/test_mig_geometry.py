@@ -226,8 +226,8 @@ def _state(model, driver=R535, **gpu):
 
 @pytest.mark.parametrize("model,target", [(H100, {"1g.10gb": 2, "3g.40gb": 1}), (A100, TARGET)])
 @pytest.mark.parametrize("driver,source", [(R535, "documented"), ("550.163.01", "nvml")])
-def test_mig_off_plans_applies_and_is_idempotent_on_old_and_new_drivers(monkeypatch, tmp_path, run_module,
-                                                                         model, target, driver, source):
+def test_mig_off_plans_applies_and_is_idempotent_on_old_and_new_drivers(
+        monkeypatch, tmp_path, run_module, model, target, driver, source):
     # R535 answers NOT_SUPPORTED to profile queries while MIG is off (mig-parted 219e780d): the plan uses the
     # documented table; R550 answers, and the live table is used.
     path = use_gpusim(monkeypatch, tmp_path, _state(model, driver))
