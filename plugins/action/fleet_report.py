@@ -16,7 +16,8 @@ from ansible.errors import AnsibleActionFail, AnsibleFilterError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.provision.plugins.filter import report as R
-from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files import plain, write_report
+from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain
+from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files import write_report
 
 
 class ActionModule(ActionBase):

@@ -16,7 +16,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
-from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files import plain, write_report
+from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain
+from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files import write_report
 
 
 class ActionModule(ActionBase):

@@ -8,21 +8,10 @@ Documentation of each filter is in the ``<filter>.yml`` file next to this one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_roll as R
-
-
-def _plain(value):
-    if isinstance(value, Mapping):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 
 def _wrap(name, fn, *args, **kwargs):

@@ -13,17 +13,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
-
-
-def _plain(value):
-    """Ansible lazy containers / tagged strings -> plain Python (the pure code compares types)."""
-    if isinstance(value, Mapping):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 
 def preflight_report(facts, node, options=None, generated_at=None):

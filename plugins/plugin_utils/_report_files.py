@@ -10,20 +10,10 @@ import os
 import re
 import tempfile
 
+
 # When a report was made is not what it says: a re-run over an unchanged fleet keeps the files (changed=false).
 _JSON_TIME_KEY = "generated_at"
 _XML_TIME_ATTR = re.compile(r' timestamp="[^"]*"')
-
-
-def plain(value):
-    """Ansible's tagged/lazy containers as plain dicts, lists and strs (for json.dumps and comparisons)."""
-    if isinstance(value, dict):
-        return dict((str(k), plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
 
 
 def _without_times(value):
