@@ -213,9 +213,16 @@ def test_unselected_gpus_count_paused_labels_recover_and_an_operator_cordon_stay
     labels2 = fleet.fixture["nodes"][1]["metadata"]["labels"]
     labels2["nvidia.com/gpu.deploy.device-plugin"] = "paused-for-mig-change"
     fleet.fixture["nodes"][2]["spec"] = {"unschedulable": True}  # cordoned by an operator before the roll
-    with fleet.start():
+    fleet.fixture["daemonsets"].append({"metadata": {"name": "nvidia-operator-validator", "namespace": "gpu-operator"}})
+    fleet.fixture["pods"].append({"metadata": {"name": "nvidia-operator-validator-node-2", "namespace": "gpu-operator",
+                                               "labels": {"app": "nvidia-operator-validator"},
+                                               "ownerReferences": [{"kind": "DaemonSet", "name": "nvidia-operator-validator"}]},
+                                  "spec": {"nodeName": "node-2"}})
+    with fleet.start() as lab:
         rc, out = fleet.run()
         assert rc == 0, failures(out)
+        # mig-manager restarts the validator after a change (reconfigure.go restartValidatorPod).
+        assert lab.count("DELETE", "/api/v1/namespaces/gpu-operator/pods/nvidia-operator-validator-node-2") == 1
         n2, n3 = fleet.node("node-2"), fleet.node("node-3")
         assert mig_allocatable(n2) == {"nvidia.com/mig-" + k: v for k, v in BALANCED_H100.items()}
         assert n2["status"]["allocatable"]["nvidia.com/gpu"] == "1"
