@@ -154,6 +154,25 @@ class K8sLab:
         with open(self.request_log, encoding="utf-8") as fh:
             return parse_requests(fh.read())
 
+    def mig_manager_events(self, node=None):
+        """The lab mig-manager's log (lab/k8s/mig_manager.py via server.py): [{"t", "node", "event"}]."""
+        path = os.path.join(self.run_dir, "mig-manager.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as fh:
+            events = [json.loads(line) for line in fh if line.strip()]
+        return [e for e in events if node is None or e["node"] == node]
+
+    def mig_manager_states(self, node):
+        """The nvidia.com/mig.config.state values mig-manager set on a node, in order."""
+        out = []
+        for e in self.mig_manager_events(node):
+            if e["event"].startswith("labels "):
+                value = json.loads(e["event"][len("labels "):]).get("nvidia.com/mig.config.state")
+                if value is not None:
+                    out.append(value)
+        return out
+
     def count(self, method=None, path=None, predicate=None):
         return sum(
             1 for r in self.requests()

@@ -35,6 +35,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import k8s_logic  # noqa: E402  pylint: disable=wrong-import-position
+import mig_manager  # noqa: E402  pylint: disable=wrong-import-position
 from k8s_gpusim import gpusim_namer  # noqa: E402  pylint: disable=wrong-import-position
 
 # Fixture shorthand keys -> (apiVersion, kind) filled into objects that omit them.
@@ -47,6 +48,7 @@ SHORTHANDS = {
     "deployments": ("apps/v1", "Deployment"),
     "statefulsets": ("apps/v1", "StatefulSet"),
     "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget"),
+    "configmaps": ("v1", "ConfigMap"),
 }
 STRATEGIES = ("none", "single", "mixed")
 
@@ -81,6 +83,11 @@ class LabCluster(kmock.KubernetesEmulator):
     eviction_delay: float = attrs.field(default=0.0)
     gpusim: dict = attrs.field(factory=dict)  # node name -> {"state": path, "strategy": "mixed"}
     devplugin_lag: float = attrs.field(default=0.0)  # seconds a state change takes to reach the node (device plugin restart)
+    # GPU Operator mig-manager (fixture "migManager": configMap, namespace, withReboot, stepDelay); None: not deployed.
+    mig_manager: dict | None = attrs.field(default=None)
+    run_dir: str | None = attrs.field(default=None)
+    _mm_queue: dict = attrs.field(factory=dict, init=False)
+    _mm_running: set = attrs.field(factory=set, init=False)
     _rv: int = attrs.field(default=1000, init=False)
     _log_fh = attrs.field(default=None, init=False)
     _tasks: set = attrs.field(factory=set, init=False)
@@ -389,6 +396,12 @@ class LabCluster(kmock.KubernetesEmulator):
             meta["resourceVersion"] = self.next_rv()
             obj.create(new)
             await self._publish(res, "MODIFIED", new)
+        if res.plural == "nodes" and res.group == "":
+            old_value = ((current.get("metadata") or {}).get("labels") or {}).get(mig_manager.CONFIG_LABEL)
+            new_value = (meta.get("labels") or {}).get(mig_manager.CONFIG_LABEL)
+            if old_value != new_value:
+                # mig-manager's informer UpdateFunc: only a changed nvidia.com/mig.config value triggers it.
+                self.mig_manager_trigger(request.name, new_value)
         return _json_response(new)
 
     async def _delete(self, request):
@@ -400,6 +413,10 @@ class LabCluster(kmock.KubernetesEmulator):
             raw = copy.deepcopy(obj.raw)
             obj.delete()
             await self._publish(res, "DELETED", raw)
+        if res.plural == "pods" and ((raw.get("metadata") or {}).get("labels") or {}).get("app") == "nvidia-mig-manager":
+            # The DaemonSet starts a new mig-manager pod, which applies the node's current label (AddFunc).
+            node = (raw.get("spec") or {}).get("nodeName")
+            self.mig_manager_trigger(node, self._node_label(node, mig_manager.CONFIG_LABEL))
         return _json_response(raw)
 
     async def _evict(self, request, extra):
@@ -437,6 +454,75 @@ class LabCluster(kmock.KubernetesEmulator):
                 await self._publish(pods_res, "DELETED", raw)
         return _json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
+    # --- GPU Operator mig-manager (lab/k8s/mig_manager.py) ----------------------------------------------------------
+    def _node_label(self, node, key):
+        obj = self.get_live(kmock.resource("", "v1", "nodes"), None, node)
+        return ((obj.raw.get("metadata") or {}).get("labels") or {}).get(key) if obj is not None else None
+
+    def mig_manager_managed(self, node):
+        return (self.mig_manager is not None and node in self.gpusim
+                and self._node_label(node, mig_manager.DEPLOY_LABEL) == "true")
+
+    def mig_manager_trigger(self, node, value):
+        """Queue a reconfigure to ``value`` for a node where mig-manager runs; one at a time per node, latest wins
+        (cmd/nvidia-mig-manager/main.go: SyncableMigConfig and the loop over migReconfigure)."""
+        if not value or not self.mig_manager_managed(node):
+            return
+        self._mm_queue[node] = value
+        if node in self._mm_running:
+            return
+        self._mm_running.add(node)
+        task = asyncio.get_running_loop().create_task(self._mig_manager_loop(node))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _mig_manager_loop(self, node):
+        loop = asyncio.get_running_loop()
+        try:
+            while node in self._mm_queue:
+                value = self._mm_queue.pop(node)
+                adapter = _MigManagerNode(self, loop, node)
+                path = self.gpusim[node]["state"]
+                result = await asyncio.to_thread(mig_manager.reconfigure, adapter, path, value,
+                                                 bool(self.mig_manager.get("withReboot")))
+                adapter.log(f"reconfigure to {value}: {result}")
+        finally:
+            self._mm_running.discard(node)
+
+    async def set_node_labels(self, node, labels):
+        node_res = kmock.resource("", "v1", "nodes")
+        async with self._lock:
+            obj = self.get_live(node_res, None, node)
+            if obj is None:
+                return
+            raw = copy.deepcopy(obj.raw)
+            raw["metadata"].setdefault("labels", {}).update(labels)
+            raw["metadata"]["resourceVersion"] = self.next_rv()
+            obj.create(raw)
+            await self._publish(node_res, "MODIFIED", raw)
+
+    async def delete_node_pods(self, node, namespace, selector):
+        pods_res = kmock.resource("", "v1", "pods")
+        wanted = k8s_logic.parse_label_selector(selector)
+        async with self._lock:
+            for _key, obj in self.live(pods_res, namespace):
+                if (obj.raw.get("spec") or {}).get("nodeName") == node and \
+                        k8s_logic.match_labels((obj.raw.get("metadata") or {}).get("labels"), wanted):
+                    raw = copy.deepcopy(obj.raw)
+                    obj.delete()
+                    await self._publish(pods_res, "DELETED", raw)
+
+    def mig_manager_config(self):
+        name = self.mig_manager.get("configMap", "default-mig-parted-config")
+        namespace = self.mig_manager.get("namespace", "gpu-operator")
+        obj = self.get_live(kmock.resource("", "v1", "configmaps"), namespace, name)
+        return ((obj.raw.get("data") or {}).get("config.yaml")) if obj is not None else None
+
+    def start_mig_managers(self):
+        """At start every mig-manager pod applies its node's current label (the informer's AddFunc)."""
+        for node in list(self.gpusim):
+            self.mig_manager_trigger(node, self._node_label(node, mig_manager.CONFIG_LABEL))
+
     async def _delete_later(self, namespace, name, delay):
         await asyncio.sleep(delay)
         pods_res = kmock.resource("", "v1", "pods")
@@ -446,6 +532,40 @@ class LabCluster(kmock.KubernetesEmulator):
                 raw = copy.deepcopy(obj.raw)
                 obj.delete()
                 await self._publish(pods_res, "DELETED", raw)
+
+
+class _MigManagerNode:
+    """What mig_manager.reconfigure needs from the cluster, for one node, called from its worker thread."""
+
+    def __init__(self, cluster, loop, node):
+        self.cluster, self.loop, self.node = cluster, loop, node
+        self.namespace = cluster.mig_manager.get("namespace", "gpu-operator")
+        self.delay = float(cluster.mig_manager.get("stepDelay", 0.5))
+
+    def _run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
+
+    def labels(self):
+        obj = self.cluster.get_live(kmock.resource("", "v1", "nodes"), None, self.node)
+        return dict(((obj.raw.get("metadata") or {}).get("labels") or {})) if obj is not None else {}
+
+    def set_labels(self, labels):
+        self._run(self.cluster.set_node_labels(self.node, labels))
+        self.log("labels " + json.dumps(labels, sort_keys=True))
+
+    def delete_pods(self, selector):
+        self._run(self.cluster.delete_node_pods(self.node, self.namespace, selector))
+
+    def config(self):
+        return self.cluster.mig_manager_config()
+
+    def sleep(self):
+        time.sleep(self.delay)
+
+    def log(self, message):
+        if self.cluster.run_dir:
+            with open(os.path.join(self.cluster.run_dir, "mig-manager.jsonl"), "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"t": time.time(), "node": self.node, "event": message}) + "\n")
 
 
 def _defaults(obj):
@@ -592,6 +712,9 @@ async def serve(args):
     fixture = load_fixture(args.fixture) if args.fixture else {}
     cluster.gpusim.update(parse_gpusim_args(args.gpusim))
     cluster.seed(fixture)
+    cluster.run_dir = args.run_dir
+    if fixture.get("migManager") is not None:
+        cluster.mig_manager = dict(fixture["migManager"])
     if "evictionDelaySeconds" in fixture and args.eviction_delay == 0:
         cluster.eviction_delay = float(fixture["evictionDelaySeconds"])
     for spec in cluster.gpusim.values():
@@ -615,6 +738,8 @@ async def serve(args):
         _write_atomic(os.path.join(args.run_dir, "kubeconfig"), yaml.safe_dump(kubeconfig(url, token, ca_pem), sort_keys=False), 0o600)
         _write_atomic(os.path.join(args.run_dir, "port"), f"{port}\n")  # written last: readiness marker
         print(f"k8s lab listening on {url}", flush=True)
+        if cluster.mig_manager is not None:
+            cluster.start_mig_managers()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -94,9 +94,11 @@ def test_mid_apply_gi_failure_restores_previous_geometry(host):
 
 
 def test_reset_required_on_ampere(host):
-    host.write({"gpus": [{"model": A100, "mig_mode": "disabled"}]})
+    # A pass-through VM: the driver cannot reset the GPU itself (mig.md P2), so the mode change stays pending.
+    host.write({"gpus": [{"model": A100, "mig_mode": "disabled", "reset_supported": False}]})
     res = host.run("mig_geometry", apply_args(TARGET))
     assert res["changed"] is True and res["reset_required"] is True
+    assert res["gpus"][0]["pending_reason"] == "reset_required"
     assert res["gpus"][0]["after"]["mig_mode"] == {"current": "disabled", "pending": "enabled"}
     assert "GPU reset" in " ".join(str(w) for w in res.get("warnings", []))
     info = host.run("gpu_info", {"profiles": False})

@@ -11,10 +11,11 @@ import os
 import sys
 
 import pytest
+import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
-    A100, BALANCED_A100, BALANCED_H100, H100_3G_X2, H100_BALANCED, Fleet, failures, gpu)
+    A100, BALANCED_A100, BALANCED_H100, CONFIG, H100_3G_X2, H100_BALANCED, Fleet, failures, gpu)
 from k8s_harness import mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
@@ -231,3 +232,85 @@ def test_unselected_gpus_count_paused_labels_recover_and_an_operator_cordon_stay
         assert n2["metadata"]["labels"]["nvidia.com/gpu.deploy.dcgm-exporter"] == "false"
         assert not n2["spec"].get("unschedulable")
         assert n3["metadata"]["labels"][STATE] == "success" and n3["spec"]["unschedulable"] is True
+
+
+# --- backend gpu_operator: the stand-in's mig-manager (lab/k8s/mig_manager.py) changes the GPUs ----------------------
+
+def gpu_operator_fleet(tmp_path, node2=None):
+    """Nodes labelled as the GPU Operator leaves them: mig-manager deployed, each node's current configuration in
+    nvidia.com/mig.config (node-1 all-balanced; node-2/3 all-3g), the ConfigMap the ClusterPolicy names."""
+    fleet = Fleet(tmp_path, three_nodes(node2=node2), label_selected=False,
+                  group_vars={"mig_reconfigure_backend": "gpu_operator", "mig_reconfigure_mig_manager_timeout": 60})
+    fleet.fixture["migManager"] = {"configMap": "custom-mig-parted-config", "namespace": "gpu-operator", "stepDelay": 0.3}
+    fleet.fixture["configmaps"] = [{"metadata": {"name": "custom-mig-parted-config", "namespace": "gpu-operator"},
+                                    "data": {"config.yaml": yaml.safe_dump(CONFIG)}}]
+    fleet.fixture["daemonsets"].append({"metadata": {"name": "nvidia-mig-manager", "namespace": "gpu-operator"}})
+    for node in fleet.fixture["nodes"]:
+        name = node["metadata"]["name"]
+        node["metadata"]["labels"].update({"nvidia.com/gpu.deploy.mig-manager": "true",
+                                           "nvidia.com/mig.config": "all-balanced" if name == "node-1" else "all-3g"})
+        fleet.fixture["pods"].append({"metadata": {"name": "nvidia-mig-manager-" + name, "namespace": "gpu-operator",
+                                                   "labels": {"app": "nvidia-mig-manager"},
+                                                   "ownerReferences": [{"kind": "DaemonSet", "name": "nvidia-mig-manager"}]},
+                                      "spec": {"nodeName": name}})
+    return fleet
+
+
+def test_gpu_operator_backend_mig_manager_applies_only_changed_nodes_are_drained(tmp_path):
+    fleet = gpu_operator_fleet(tmp_path)
+    with fleet.start() as lab:
+        node1_before = fleet.raw("node-1")
+        rc, out = fleet.run()
+        assert rc == 0, failures(out)
+        assert fleet.node_patches("node-1") == [] and lab.evictions(node="node-1") == []
+        assert fleet.raw("node-1") == node1_before
+        for name in ("node-2", "node-3"):
+            node = fleet.node(name)
+            labels = node["metadata"]["labels"]
+            # mig-manager's transitions (reconfigure.go Run): its start-up assert (success), then pending -> success.
+            assert lab.mig_manager_states(name)[-2:] == ["pending", "success"], lab.mig_manager_states(name)
+            assert labels[STATE] == "success" and labels["nvidia.com/mig.config"] == "all-balanced"
+            assert labels["nvidia.com/gpu.deploy.device-plugin"] == "true"
+            assert mig_allocatable(node) == {"nvidia.com/mig-" + k: v for k, v in BALANCED_H100.items()}
+            assert lab.cordons(name) == 1 and lab.cordons(name, value=False) == 1
+            assert [e["outcome"] for e in lab.evictions(node=name)] == ["Evicted"]
+            # The role never wrote the state label itself, nor paused operands: that is mig-manager's part.
+            for patch in fleet.node_patches(name):
+                written = (patch.get("body") or {}).get("metadata", {}).get("labels", {})
+                assert written.get(STATE) is None and not any(k.startswith("nvidia.com/gpu.deploy.") for k in written)
+        # mig-manager read the role's document: the same mig-parted v1 configuration as mig_reconfigure_config.
+        cm = lab.get_json("/api/v1/namespaces/gpu-operator/configmaps/custom-mig-parted-config")
+        assert yaml.safe_load(cm["data"]["config.yaml"]) == CONFIG
+        t2, t3 = fleet.timeline("node-2"), fleet.timeline("node-3")
+        assert t2[1] < t3[0]
+
+
+def test_gpu_operator_backend_failure_goes_back_to_the_previous_config_and_stops(tmp_path):
+    # Every ordering mig-parted tries for all-balanced fails its first GPU instance (12 distinct orderings of
+    # 3g, 2g, 1g, 1g); going back to all-3g then succeeds.
+    node2 = {"faults": {"fail_gi_create_after": 0, "fail_gi_create_times": 12}, "gpus": [gpu(instances=H100_3G_X2)]}
+    fleet = gpu_operator_fleet(tmp_path, node2=node2)
+    with fleet.start() as lab:
+        node3_before = fleet.raw("node-3")
+        rc, out = fleet.run()
+        assert rc != 0
+        msg = " ".join(failures(out)["node-2"])
+        assert "mig-manager set nvidia.com/mig.config.state=failed for all-balanced" in msg
+        assert "GPUs restored to their previous geometry" in msg
+        assert lab.mig_manager_states("node-2")[-4:] == ["pending", "failed", "pending", "success"]
+        assert counts(fleet.state("node-2")) == [9, 9]
+        n2 = fleet.node("node-2")
+        assert n2["metadata"]["labels"]["nvidia.com/mig.config"] == "all-3g"
+        assert n2["spec"]["unschedulable"] is True
+        assert fleet.node_patches("node-3") == [] and fleet.raw("node-3") == node3_before
+        assert out["global_custom_stats"]["mig_reconfigure"]["nodes"]["node-2"]["restored"] is True
+
+
+def test_gpu_operator_backend_refuses_nodes_without_mig_manager(tmp_path):
+    fleet = gpu_operator_fleet(tmp_path)
+    fleet.fixture["nodes"][2]["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "false"
+    with fleet.start():
+        rc, out = fleet.run()
+        assert rc != 0 and fleet.writes() == []
+        msg = " ".join(" ".join(v) for v in failures(out).values())
+        assert "[node-3] backend gpu_operator needs mig-manager of the GPU Operator on this node" in msg
