@@ -31,7 +31,8 @@ DOC = {"version": "v1", "mig-configs": {
 
 
 class FakeNode:
-    def __init__(self, labels, config=DOC):
+    def __init__(self, labels, config="doc"):
+        config = DOC if config == "doc" else config
         self.labels_ = dict(labels)
         self.history = []
         self.deleted = []
@@ -152,7 +153,8 @@ def test_every_gpu_must_be_matched_for_assert(tmp_path):
 
 # --- through the stand-in server --------------------------------------------------------------------------------------
 
-def _fixture(label, config=DOC, deployed="true"):
+def _fixture(label, config=None, deployed="true"):
+    config = DOC if config is None else config
     return {
         "migManager": {"configMap": "custom-mig-parted-config", "namespace": "gpu-operator", "stepDelay": 0.2},
         "nodes": [{"metadata": {"name": "gpu-a", "labels": {MM.CONFIG_LABEL: label, MM.DEPLOY_LABEL: deployed,
