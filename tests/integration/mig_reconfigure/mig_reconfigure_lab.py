@@ -123,6 +123,12 @@ class Fleet:
             "mig_reconfigure_drain_timeout": 30,
             "mig_reconfigure_resource_delay": 1,
             "mig_reconfigure_resource_timeout": 30,
+            # The boot-time re-apply goes into this fleet's directory, never into the test machine's /etc.
+            "mig_reconfigure_boot_dir": os.path.join(self.base, "boot", "{{ inventory_hostname }}", "lib"),
+            "mig_reconfigure_boot_declared": os.path.join(self.base, "boot", "{{ inventory_hostname }}", "mig-config.json"),
+            "mig_reconfigure_boot_unit_dir": os.path.join(self.base, "boot", "{{ inventory_hostname }}"),
+            "mig_reconfigure_boot_enable": False,
+            "mig_reconfigure_boot_python": PYTHON,
         }
         if not label_selected:
             gv["mig_reconfigure_selected"] = selected

@@ -8,6 +8,7 @@ request log (cordon/uncordon PATCHes, evictions), node labels/unschedulable/allo
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -15,7 +16,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
-    A100, BALANCED_A100, BALANCED_H100, CONFIG, H100_3G_X2, H100_BALANCED, Fleet, failures, gpu)
+    A100, BALANCED_A100, BALANCED_H100, CONFIG, GPUSIM, H100_3G_X2, H100_BALANCED, Fleet, failures, gpu)
 from k8s_harness import mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
@@ -71,6 +72,24 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
         assert stats["node-2"]["result"] == stats["node-3"]["result"] == "success"
         print("\ntimeline (cordon -> uncordon, s): node-1 never cordoned; node-2 %.1f; node-3 %.1f (role: %s / %s)"
               % (t2[1] - t2[0], t3[1] - t3[0], stats["node-2"]["cordoned_seconds"], stats["node-3"]["cordoned_seconds"]))
+
+        # Every node at its target got the boot-time re-apply (skipped node-1 too); a simulated reboot of node-2
+        # loses its instances, and the installed applier, run as the unit would run it, brings them back.
+        for name in ("node-1", "node-2", "node-3"):
+            unit = open(os.path.join(str(tmp_path), "boot", name, "gpuops-mig-apply.service"), encoding="utf-8").read()
+            assert "Before=kubelet.service" in unit and "Type=oneshot" in unit
+            assert 'Environment="GPUSIM_STATE=%s"' % fleet.states[name] in unit
+        boot = os.path.join(str(tmp_path), "boot", "node-2")
+        env = dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"])
+        subprocess.run([sys.executable, "-m", "gpusim", "reboot"], env=env, check=True)
+        assert fleet.state("node-2")["gpus"][0]["gpu_instances"] == []
+        applier = [sys.executable, os.path.join(boot, "lib", "gpuops-mig-apply"), os.path.join(boot, "mig-config.json")]
+        done = subprocess.run(applier, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "GPU 0 (NVIDIA H100 80GB HBM3): changed" in done.stdout
+        assert counts(fleet.state("node-2")) == [9, 14, 19, 19]
+        again = subprocess.run(applier, env=env, capture_output=True, text=True, check=False)
+        assert again.returncode == 0 and "unchanged" in again.stdout
 
         # A second run finds every node at its target: plan only, no write to the cluster.
         writes = len(fleet.writes())
