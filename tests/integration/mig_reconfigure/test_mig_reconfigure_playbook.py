@@ -208,20 +208,23 @@ def test_drain_wait_timeout_fails_the_node_and_stops_the_roll(tmp_path):
         assert out["global_custom_stats"]["mig_reconfigure"]["stopped_at"] == "node-2"
 
 
+def refused_before_any_write(fleet, extra_vars=None):
+    """Run a roll the plan must refuse: it fails and writes nothing to the cluster; returns every failure message."""
+    rc, out = fleet.run(extra_vars=extra_vars)
+    assert rc != 0 and fleet.writes() == []
+    return " ".join(" ".join(v) for v in failures(out).values())
+
+
 def test_plan_refuses_mig_manager_nodes_and_ci_profiles_before_any_cordon(tmp_path):
     fleet = Fleet(tmp_path, three_nodes())
     fleet.fixture["nodes"][2]["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "true"
     with fleet.start():
-        rc, out = fleet.run()
-        assert rc != 0 and fleet.writes() == []
-        msg = " ".join(" ".join(v) for v in failures(out).values())
+        msg = refused_before_any_write(fleet)
         assert "[node-3] the GPU Operator deploys mig-manager on this node (nvidia.com/gpu.deploy.mig-manager=true)" in msg
         assert "[node-2]" not in msg
         ci = {"version": "v1", "mig-configs": {"all-balanced": [
             {"devices": "all", "mig-enabled": True, "mig-devices": {"1c.3g.40gb": 2, "3g.40gb": 1}}]}}
-        rc, out = fleet.run(extra_vars={"mig_reconfigure_config": ci, "mig_reconfigure_hosts": "node-1,node-2"})
-        assert rc != 0 and fleet.writes() == []
-        msg = " ".join(" ".join(v) for v in failures(out).values())
+        msg = refused_before_any_write(fleet, {"mig_reconfigure_config": ci, "mig_reconfigure_hosts": "node-1,node-2"})
         assert "compute-instance profile(s) 1c.3g.40gb are not registered by the NVIDIA device plugin" in msg
 
 
@@ -329,7 +332,5 @@ def test_gpu_operator_backend_refuses_nodes_without_mig_manager(tmp_path):
     fleet = gpu_operator_fleet(tmp_path)
     fleet.fixture["nodes"][2]["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "false"
     with fleet.start():
-        rc, out = fleet.run()
-        assert rc != 0 and fleet.writes() == []
-        msg = " ".join(" ".join(v) for v in failures(out).values())
+        msg = refused_before_any_write(fleet)
         assert "[node-3] backend gpu_operator needs mig-manager of the GPU Operator on this node" in msg
