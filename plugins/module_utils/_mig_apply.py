@@ -2,7 +2,7 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One host's MIG change from a mig-parted configuration: the workflow behind the mig_geometry module and the
-boot-time re-apply of the mig_reconfigure role (roles/mig_reconfigure/files/gpuops-mig-apply).
+boot-time re-apply of the mig_reconfigure role (roles/mig_reconfigure/files/gpuops_mig_apply.py).
 
 Plan every GPU against its own profile table before touching any (NVML's, or NVIDIA's documented one while an old
 driver lists none), refuse what cannot work, then apply GPU by GPU (mode first, a new NVML session, instances),

@@ -83,7 +83,7 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
         env = dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"])
         subprocess.run([sys.executable, "-m", "gpusim", "reboot"], env=env, check=True)
         assert fleet.state("node-2")["gpus"][0]["gpu_instances"] == []
-        applier = [sys.executable, os.path.join(boot, "lib", "gpuops-mig-apply"), os.path.join(boot, "mig-config.json")]
+        applier = [sys.executable, os.path.join(boot, "lib", "gpuops_mig_apply.py"), os.path.join(boot, "mig-config.json")]
         done = subprocess.run(applier, env=env, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
         assert "GPU 0 (NVIDIA H100 80GB HBM3): changed" in done.stdout

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -10,7 +9,7 @@ same code as the mig_geometry module (the collection's module_utils, installed n
 the checks and the rollback are the module's. Exit status: 0 applied or already there, 1 failed (nothing or the
 previous geometry left, see the message), 2 a MIG mode change waits for a GPU reset.
 
-Usage: gpuops-mig-apply [DECLARED.json]   (default /etc/gpuops/mig-config.json: {"config": {...}, "selected": "..."})
+Usage: python3 gpuops_mig_apply.py [DECLARED.json]   (default /etc/gpuops/mig-config.json: {"config": {...}, "selected": "..."})
 """
 
 from __future__ import annotations
