@@ -363,6 +363,10 @@ def resolve_target(table, mig_devices):
         size = prof.slices if c is None else c
         if not ci_size_allowed(size, prof.slices):
             raise MigError("%s: a %d-slice compute instance is not possible in a %s GPU instance" % (name, size, prof.name))
+        # Bounded before anything is built: a count of 10**15 must be a clear error, not a MemoryError.
+        limit = prof.max_count * (len(modelled_ci_placements(size, prof.slices)) if c is not None else 1)
+        if count > limit:
+            raise MigError("%d x %s requested but this GPU allows at most %d" % (count, name, limit))
         per_profile.setdefault(prof.name, (prof, []))[1].extend([size] * count)
     if unknown:
         raise MigError("unknown profile(s) %s; this GPU offers %s" % (", ".join(unknown), ", ".join(table.names())))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -328,3 +329,14 @@ def test_idle_bare_metal_ampere_enables_and_creates_in_one_run(monkeypatch, tmp_
     res = run_module(mig_geometry, {"devices": [entry()]})
     assert res["changed"] and res["reset_required"] is False
     assert res["gpus"][0]["after"]["mig_devices"] == TARGET
+
+
+@pytest.mark.parametrize("name,count,limit", [("1g.5gb", 10 ** 15, 7), ("3g.20gb", 10 ** 7, 2), ("1c.3g.20gb", 7, 6)])
+def test_huge_counts_are_refused_at_once(monkeypatch, tmp_path, run_module, name, count, limit):
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    before = path.read_bytes()
+    started = time.monotonic()
+    res = run_module(mig_geometry, {"devices": [entry(mig_devices={name: count})]})
+    assert time.monotonic() - started < 5
+    assert res["failed"] and "%d x %s requested but this GPU allows at most %d" % (count, name, limit) in res["msg"]
+    assert "GPU 0 (NVIDIA A100-SXM4-40GB)" in res["msg"] and path.read_bytes() == before
