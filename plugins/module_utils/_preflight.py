@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _iommu, _versions
+from ansible_collections.gpuops.provision.plugins.module_utils import _iommu, _mig_models, _versions
 
 STATUSES = ("pass", "fail", "warn", "skip")
 NODE_ROLES = ("k8s_worker", "vgpu_guest", "passthrough_host")
@@ -48,7 +48,7 @@ TITLES = {
     "vfio_bound": "vfio-pci bound to passthrough GPUs",
     "driver_version": "NVIDIA driver installed = loaded = pinned",
     "license": "vGPU licence acquired and not expiring soon",
-    "mig_pending": "No pending MIG mode change",
+    "mig_pending": "No pending MIG mode change, and a driver NVIDIA supports for MIG on the GPU",
     "mig_geometry": "MIG mode and geometry equal the declared target",
     "kernel_args": "Required kernel arguments present",
 }
@@ -315,6 +315,14 @@ def check_mig_pending(facts, options):
             "%s: MIG mode %s, pending %s" % (_gpu_label(g), g["mig_mode"]["current"], g["mig_mode"]["pending"]) for g in pending),
             "stop GPU clients and reset the GPU (nvidia-smi -r -i %s) or reboot the node; in a pass-through VM only a reboot "
             "applies it" % ",".join(str(g.get("index")) for g in pending))
+    # MIG user guide, deployment considerations: A100 R450, A30 R460, H100 R525, H200 R550 (_mig_models).
+    driver = (facts["gpu"].get("nvml") or {}).get("driver_version")
+    old = [(g, _mig_models.below_minimum(g["pci_device_id"], driver)) for g in gpus
+           if g.get("pci_device_id") and "enabled" in (g["mig_mode"].get("current"), g["mig_mode"].get("pending"))]
+    old = [(g, why) for g, why in old if why]
+    if old:
+        return result("mig_pending", "fail", "; ".join("%s: %s" % (_gpu_label(g), why) for g, why in old),
+                      "install a driver of the documented branch or newer (playbooks/driver_pin.yml), or disable MIG")
     return result("mig_pending", "pass", "; ".join("%s: MIG %s" % (_gpu_label(g), g["mig_mode"]["current"]) for g in gpus))
 
 

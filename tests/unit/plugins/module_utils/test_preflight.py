@@ -191,6 +191,21 @@ def test_license_applicability():
 
 # --- MIG ----------------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("driver,status", [("535.261.03", "fail"), ("550.90.07", "pass")])
+def test_mig_pending_checks_the_documented_minimum_driver(driver, status):
+    facts = gpu_facts(driver=driver)
+    facts["gpus"][0].update(model="NVIDIA H200", pci_device_id="0x233510DE")
+    res = P.check_mig_pending({"gpu": facts}, opts())
+    assert res["status"] == status
+    if status == "fail":
+        assert res["evidence"] == ("GPU 0 (NVIDIA H200): driver 535.261.03 is older than 550.90.07, the minimum NVIDIA "
+                                   "documents for MIG on H200 (R550)")
+        assert "playbooks/driver_pin.yml" in res["remedy"]
+    # MIG disabled and not pending: the driver minimum does not matter.
+    facts["gpus"][0]["mig_mode"] = {"current": "disabled", "pending": "disabled"}
+    assert P.check_mig_pending({"gpu": facts}, opts())["status"] == "pass"
+
+
 def test_mig_pending():
     assert P.check_mig_pending({"gpu": gpu_facts()}, opts())["status"] == "pass"
     res = P.check_mig_pending({"gpu": gpu_facts(mig=("disabled", "enabled"))}, opts())
