@@ -345,6 +345,12 @@ def solve_placements(items, occupied=(), total_slices=None):
 # Targets
 # ---------------------------------------------------------------------------------------------------------------
 
+def gi_profile_of(name):
+    """(compute slices or None, GPU-instance profile name) of a requested name: '1c.3g.20gb' -> (1, '3g.20gb')."""
+    c = parse_profile_name(name)[0]
+    return c, (name.split(".", 1)[1] if c is not None else name)
+
+
 def resolve_target(table, mig_devices):
     """Turn mig-devices {name: count} into GPU-instance groups [(Profile, (ci sizes, largest first))].
 
@@ -354,8 +360,7 @@ def resolve_target(table, mig_devices):
     per_profile = {}
     unknown = []
     for name, count in sorted(mig_devices.items()):
-        c = parse_profile_name(name)[0]
-        gi_name = name.split(".", 1)[1] if c is not None else name
+        c, gi_name = gi_profile_of(name)
         prof = table.get(gi_name)
         if prof is None:
             unknown.append(name)
@@ -390,21 +395,12 @@ def resolve_target(table, mig_devices):
 
 def gi_profile_names(mig_devices):
     """GPU-instance profile names a mig-devices request uses ('1c.3g.20gb' uses '3g.20gb')."""
-    out = set()
-    for name in mig_devices:
-        c = parse_profile_name(name)[0]
-        out.add(name.split(".", 1)[1] if c is not None else name)
-    return out
+    return set(gi_profile_of(name)[1] for name in mig_devices)
 
 
 def unknown_profiles(table, mig_devices):
     """Requested names whose GPU-instance profile the table does not have, sorted."""
-    out = []
-    for name in sorted(mig_devices):
-        c = parse_profile_name(name)[0]
-        if table.get(name.split(".", 1)[1] if c is not None else name) is None:
-            out.append(name)
-    return out
+    return [name for name in sorted(mig_devices) if table.get(gi_profile_of(name)[1]) is None]
 
 
 def _ci_fit(sizes, g):

@@ -13,7 +13,7 @@ collection's module_utils, not ansible-core, so it runs on a host at boot too.
 from __future__ import annotations
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_models
-from ansible_collections.gpuops.provision.plugins.module_utils._nvml import RESET_ARCHES, ApplyError, Nvml, NvmlError
+from ansible_collections.gpuops.provision.plugins.module_utils._nvml import RESET_ARCHES, ApplyError, Nvml, NvmlError, _text
 
 PENDING_WHY = {"in_use": " (the GPU was not idle: stop its clients, then reset it)",
                "reset_required": " (the driver did not reset the GPU; in a pass-through VM only a reboot does)"}
@@ -25,10 +25,6 @@ class RunError(Exception):
     def __init__(self, msg, result=None):
         super(RunError, self).__init__(msg)
         self.result = result or {"changed": False}
-
-
-def _text(value):
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _label(gpu):
