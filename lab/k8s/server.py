@@ -455,9 +455,13 @@ class LabCluster(kmock.KubernetesEmulator):
         return _json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
     # --- GPU Operator mig-manager (lab/k8s/mig_manager.py) ----------------------------------------------------------
-    def _node_label(self, node, key):
+    def node_labels(self, node):
+        """A copy of a node's labels ({} when the node does not exist)."""
         obj = self.get_live(kmock.resource("", "v1", "nodes"), None, node)
-        return ((obj.raw.get("metadata") or {}).get("labels") or {}).get(key) if obj is not None else None
+        return dict(((obj.raw.get("metadata") or {}).get("labels") or {})) if obj is not None else {}
+
+    def _node_label(self, node, key):
+        return self.node_labels(node).get(key)
 
     def mig_manager_managed(self, node):
         return (self.mig_manager is not None and node in self.gpusim
@@ -546,8 +550,7 @@ class _MigManagerNode:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
 
     def labels(self):
-        obj = self.cluster.get_live(kmock.resource("", "v1", "nodes"), None, self.node)
-        return dict(((obj.raw.get("metadata") or {}).get("labels") or {})) if obj is not None else {}
+        return self.cluster.node_labels(self.node)
 
     def set_labels(self, labels):
         self._run(self.cluster.set_node_labels(self.node, labels))
