@@ -13,7 +13,7 @@ BIN         := $(VENV)/bin
 COLL_ROOT   := $(ROOT)/build/collections
 COLL_LINK   := $(COLL_ROOT)/ansible_collections/gpuops/provision
 SANITY_DIR  := $(ROOT)/build/sanity/ansible_collections/gpuops/provision
-APT_PACKAGES := git rsync podman runc debootstrap golang-go golang-github-vmware-govmomi-dev ca-certificates chromium fonts-dejavu-core
+APT_PACKAGES := git rsync podman runc debootstrap ca-certificates chromium fonts-dejavu-core
 CORE_VERSION := $(shell $(PY) -c 'import ansible.release as r; print(".".join(r.__version__.split(".")[:2]))' 2>/dev/null)
 
 export PATH := $(BIN):$(PATH)
@@ -119,7 +119,9 @@ build: venv
 	@rm -rf build/dist && mkdir -p build/dist
 	$(BIN)/ansible-galaxy collection build --force --output-path build/dist .
 	@tar -tzf build/dist/gpuops-provision-*.tar.gz > build/dist/contents.txt
-	@if grep -E '^(lab|bench|molecule|build|\.venv)/' build/dist/contents.txt; then echo "tarball ships dev-only files"; exit 1; fi
+	@if grep -E '^(lab|bench|molecule|build|\.venv|inventories/lab)/' build/dist/contents.txt; then echo "tarball ships dev-only files"; exit 1; fi
+	@# No simulator secret (lab/pvesim/fixtures/lab.json passwords and tokens) may ship in the tarball.
+	@$(PY) tools/tarball_secrets.py build/dist/gpuops-provision-*.tar.gz lab/pvesim/fixtures/lab.json
 	@echo "tarball: $$(ls build/dist/*.tar.gz) ($$(wc -l < build/dist/contents.txt) entries, no lab/ bench/ molecule/)"
 	@# The execution environment's definition and its inputs (the tarball, requirements.txt, bindep.txt) must render
 	@# into a build context; the image build itself (ansible-builder build) needs the base image's registry.

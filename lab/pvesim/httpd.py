@@ -273,7 +273,9 @@ class Handler(BaseHTTPRequestHandler):
                 props = {"node": schema.NODE, "upid": {"type": "string"},
                          "start": schema.OPT | {"type": "integer"}, "limit": schema.OPT | {"type": "integer"}}
             else:
-                props = (schema.EXPANDED_PVE8 if self.sim.major < 9 else schema.EXPANDED)[key]
+                props = schema.expanded_params(self.sim.release)[key]
+            if path_params.get("node") is not None and path_params["node"] in self.sim.nodes:
+                self.sim.require_reachable(path_params["node"])
             args = schema.validate(props, params, path_params)
             if key in PERMS:
                 acl, needed = PERMS[key]
@@ -372,16 +374,18 @@ class Handler(BaseHTTPRequestHandler):
             return sim.vm_config(node, vmid, bool(args.get("current")))
         sim.vm(node, vmid)
         raw = {k: v for k, v in args.items() if k not in ("node", "vmid")}
-        sim.check_config_perms(user, dict(raw, vmid=vmid), self.auth.privs(user))
+        privs = self.auth.privs(user)
         if method == "PUT":
-            sim.vm_update(node, vmid, raw, user)
+            sim.vm_update(node, vmid, raw, user, privs)
             return None
         # POST: the update runs in a 'qmconfig' worker; its errors fail the task instead of the request.
         try:
-            sim.vm_update(node, vmid, raw, user)
+            sim.vm_update(node, vmid, raw, user, privs)
             upid = sim.new_task(node, "qmconfig", str(vmid), user)
-        except PveError as exc:
-            upid = sim.new_task(node, "qmconfig", str(vmid), user, exitstatus=exc.message.strip())
+        except (PveError, schema.ParamError) as exc:
+            text = exc.message.strip() if isinstance(exc, PveError) else "%s %s" % (
+                str(exc).strip(), "; ".join(f"{k}: {v}" for k, v in sorted(exc.errors.items())))
+            upid = sim.new_task(node, "qmconfig", str(vmid), user, exitstatus=text)
             if args.get("background_delay"):
                 raise
         if args.get("background_delay") and sim.task_seconds <= args["background_delay"]:
@@ -444,6 +448,17 @@ def main(argv=None):
     server = Server(opts.fixture, opts.run_dir, opts.host, opts.port, opts.task_seconds)
     with open(os.path.join(opts.run_dir, "pid"), "w", encoding="utf-8") as handle:
         handle.write(f"{os.getpid()}\n")
+    # root@pam's first API token, for the lab inventory: read from here, so no secret is written into the repository's
+    # inventories or docs (and none ships in the collection tarball).
+    users = server.sim.users
+    tokens = users.get("root@pam", {}).get("tokens") or {}
+    if tokens:
+        name, secret = sorted(tokens.items())[0]
+        fd = os.open(os.path.join(opts.run_dir, "token"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(f"{secret['secret'] if isinstance(secret, dict) else secret}\n")
+        with open(os.path.join(opts.run_dir, "token_id"), "w", encoding="utf-8") as handle:
+            handle.write(f"{name}\n")
     # port last: its presence tells a waiting launcher that ca.pem and pid are in place
     tmp = os.path.join(opts.run_dir, "port.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:

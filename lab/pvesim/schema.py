@@ -222,27 +222,56 @@ def expand_indexed(props):
     return out
 
 
-def _pve8_params():
-    """PVE 8.4's view of the same routes: hostpci has no 'driver', machine no 'aw-bits'."""
-    machine8 = {k: v for k, v in MACHINE_FMT.items() if k != "aw-bits"}
+# What each release lacks, read from the upstream repositories (2026-12-01):
+# - hostpci 'driver': qemu-server commit aa47045f "pci: add 'driver' option", first in qemu-server 9.0.25 (PVE 9.1).
+# - mapping 'live-migration-capable': pve-guest-common commit ef051db, libpve-guest-common-perl 5.1.7 (PVE 8.4).
+# - machine 'aw-bits': PVE 9 (absent from the 8.4 API viewer, pve-api-subset.json paths_pve8).
+# - ostype's default is not documented in 8.4's API viewer.
+FEATURES = {"hostpci-driver": (9, 1), "live-migration-capable": (8, 4), "aw-bits": (9, 0)}
+
+
+def has_feature(release, feature):
+    return tuple(release[:2]) >= FEATURES[feature]
+
+
+def hostpci_fmt(release):
+    return HOSTPCI_FMT if has_feature(release, "hostpci-driver") else {k: v for k, v in HOSTPCI_FMT.items() if k != "driver"}
+
+
+def _params_for(release):
+    """The route parameters as a server of ``release`` (major, minor) declares them."""
+    machine = MACHINE_FMT if has_feature(release, "aw-bits") else {k: v for k, v in MACHINE_FMT.items() if k != "aw-bits"}
     out = {}
     for key, props in PARAMS.items():
         out[key] = {}
         for name, spec in props.items():
             if spec.get("format") == "pve-qm-hostpci":
-                spec = dict(spec, pve8=1)  # same named format, checked without 'driver'
-            elif name == "ostype":
-                spec = {k: v for k, v in spec.items() if k != "default"}  # undocumented in 8.4
+                spec = dict(spec, release=tuple(release[:2]))  # same named format, checked with this release's keys
+            elif name == "ostype" and release[0] < 9:
+                spec = {k: v for k, v in spec.items() if k != "default"}
             elif spec.get("format") is MACHINE_FMT:
-                spec = dict(spec, format=machine8)
+                spec = dict(spec, format=machine)
+            elif name == "live-migration-capable" and not has_feature(release, "live-migration-capable"):
+                continue
             out[key][name] = spec
     return out
 
 
-PARAMS_PVE8 = _pve8_params()
-HOSTPCI_FMT_PVE8 = {k: v for k, v in HOSTPCI_FMT.items() if k != "driver"}
+_EXPANDED_BY_RELEASE = {}
+
+
+def expanded_params(release):
+    """``{(path, method): props}`` with indexed keys expanded, for a server of ``release`` (cached)."""
+    release = tuple(release[:2])
+    if release not in _EXPANDED_BY_RELEASE:
+        _EXPANDED_BY_RELEASE[release] = {key: expand_indexed(props) for key, props in _params_for(release).items()}
+    return _EXPANDED_BY_RELEASE[release]
+
+
+PARAMS_PVE8 = _params_for((8, 4))
+HOSTPCI_FMT_PVE8 = hostpci_fmt((8, 4))
 EXPANDED = {key: expand_indexed(props) for key, props in PARAMS.items()}
-EXPANDED_PVE8 = {key: expand_indexed(props) for key, props in PARAMS_PVE8.items()}
+EXPANDED_PVE8 = expanded_params((8, 4))
 NODE_RE = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?$")
 CONFIGID_RE = re.compile(r"^[a-z][a-z0-9_-]+$", re.I)
 DNS_RE = re.compile(r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9\-]*[a-zA-Z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?$")
@@ -261,7 +290,7 @@ def split_list(raw):
     return [item for item in re.split(r"[,;\s]+", raw or "") if item]
 
 
-def _check_named_format(fmt, value, pve8=False):
+def _check_named_format(fmt, value, release=None):
     if fmt == "pve-node":
         if not NODE_RE.match(value):
             return "value does not look like a valid node name"
@@ -277,7 +306,7 @@ def _check_named_format(fmt, value, pve8=False):
             return f"value '{value}' does not look like a valid DNS name"
     elif fmt == "pve-qm-hostpci":
         try:
-            parse_property_string(HOSTPCI_FMT_PVE8 if pve8 else HOSTPCI_FMT, value)
+            parse_property_string(hostpci_fmt(release) if release else HOSTPCI_FMT, value)
         except ValueError as exc:
             return f"invalid format - {exc}"
     return None
@@ -321,29 +350,35 @@ def check_value(spec, raw):
         except ValueError as exc:
             return None, f"invalid format - {exc}"
     elif isinstance(fmt, str) and fmt != OPAQUE:
-        err = _check_named_format(fmt, val, bool(spec.get("pve8")))
+        err = _check_named_format(fmt, val, spec.get("release"))
         if err:
             return None, err
     return val, None
 
 
 def parse_property_string(fmt, text):
-    """Parse ``k=v,k2=v2`` (with an optional default key) into a dict of raw strings, validated against ``fmt``."""
+    """PVE::JSONSchema::parse_property_string (pve-common): split on every comma (there is no quoting), skip parts
+    that are only white space, ``key=value`` needs a non-empty value, a bare part is the default key's value."""
     result = {}
     default_key = next((k for k, s in fmt.items() if s.get("default_key")), None)
     for part in text.split(","):
-        if part == "":
+        if re.fullmatch(r"\s*", part):
             continue
-        if "=" in part:
-            key, value = part.split("=", 1)
-        elif default_key:
+        match = re.fullmatch(r"([^=]+)=(.+)", part, re.DOTALL)
+        if match:
+            key, value = match.group(1), match.group(2)
+            if key in result:
+                raise ValueError(f"duplicate key in comma-separated list property: {key}\n")
+            if key not in fmt:
+                raise ValueError(f"invalid key in comma-separated list property: {key}\n")
+        elif "=" not in part:
+            if not default_key:
+                raise ValueError("value without key, but schema does not define a default key\n")
+            if default_key in result:
+                raise ValueError(f"duplicate key in comma-separated list property: {default_key}\n")
             key, value = default_key, part
         else:
-            raise ValueError("value without key, but schema does not define a default key\n")
-        if key in result:
-            raise ValueError(f"duplicate key in comma-separated list property: {key}\n")
-        if key not in fmt:
-            raise ValueError(f"invalid key in comma-separated list property: {key}\n")
+            raise ValueError("missing key in comma-separated list property\n")
         _val, err = check_value(fmt[key], value)
         if err:
             raise ValueError(f"{key}: {err}\n")

@@ -59,7 +59,9 @@ class Sim:
         self.lock = threading.RLock()
         self.task_seconds = float(fixture.get("task_seconds", task_seconds))
         self.version = fixture.get("version", {"version": "9.1.1", "release": "9.1", "repoid": "42ee0c12a1d9f42a"})
-        self.major = int(str(self.version.get("version", "9")).split(".", maxsplit=1)[0])
+        parts = re.match(r"(\d+)(?:\.(\d+))?", str(self.version.get("version", "9.1")))
+        self.release = (int(parts.group(1)), int(parts.group(2) or 0))  # what the schema flavour and checks follow
+        self.major = self.release[0]
         self.users = fixture.get("users", {"root@pam": {"password": "pvesim", "tokens": {"ansible": "pvesim-token"}}})
         self.nodes = {}
         for name, node in fixture["nodes"].items():
@@ -124,6 +126,13 @@ class Sim:
         if node is None:
             raise PveError(f"hostname lookup '{name}' failed - failed to get address info for: {name}: Name or service not known")
         return node
+
+    def require_reachable(self, name):
+        """A call for another node is proxied to it (pve-http-server AnyEvent.pm proxy_request, AnyEvent::HTTP);
+        for a node that is down the connection fails and the client gets AnyEvent::HTTP's pseudo status 595."""
+        node = self.node(name)
+        if node["status"] != "online":
+            raise PveError("No route to host", 595)
 
     def device(self, node, pciid):
         pciid = norm_pci(pciid)
@@ -285,35 +294,42 @@ class Sim:
                 if p["node"] == node]
 
     def assert_valid(self, mid, parsed):
-        """PVE::Mapping::PCI::assert_valid: the configured ids must match the node's hardware."""
+        """PVE::Mapping::PCI::assert_valid (pve-guest-common @ 4a8f6cbf), called by qemu-server PCI.pm parse_hostpci
+        with the mapping's global config: every property the hardware has (vendor:device id, subsystem id, the IOMMU
+        group of the first path; from 8.4 (libpve-guest-common-perl 5.1.7, commit 57cd454) also mdev) must be
+        configured, none it lacks may be, and values compare as strings with '0x' removed (so case matters)."""
         node = parsed["node"]
-        cfg_mdev = int(self.mappings.get(mid, {}).get("mdev", 0) or 0)
+        cfg = self.mappings.get(mid, {})
         for index, path in enumerate(parsed["path"].split(";")):
-            if "." not in path.split(":")[-1]:
-                path += ".0"
+            if not re.search(r"\.[a-f0-9]", path, re.I):
+                path += ".0"  # whole device: its function 0 must exist
             dev = self.nodes.get(node, {}).get("pci", {}).get(norm_pci(path))
             if dev is None:
                 raise PveError(f"pci device '{path}' not found\n")
-            expected = f"{strip0x(dev['vendor'])}:{strip0x(dev['device'])}"
-            if expected.lower() != parsed["id"].lower():
-                raise PveError(f"'id' does not match for '{mid}' ({expected} != {parsed['id']})\n")
-            hw_sub = None
-            if dev.get("subsystem_vendor") and dev.get("subsystem_device"):
-                hw_sub = f"{strip0x(dev['subsystem_vendor'])}:{strip0x(dev['subsystem_device'])}"
-            cfg_sub = parsed.get("subsystem-id")
-            if hw_sub and not cfg_sub:
-                raise PveError(f"missing expected property 'subsystem-id' for device '{path}'\n")
-            if cfg_sub and not hw_sub:
-                raise PveError(f"unexpected property 'subsystem-id' configured for device '{path}' with value '{cfg_sub}'\n")
-            if hw_sub and hw_sub.lower() != cfg_sub.lower():
-                raise PveError(f"'subsystem-id' does not match for '{mid}' ({hw_sub} != {cfg_sub})\n")
-            if index == 0 and parsed.get("iommugroup") is not None:
-                hw_group = dev.get("iommugroup", -1) if self.nodes[node]["iommu"] else -1
-                if int(parsed["iommugroup"]) != hw_group:
-                    raise PveError(f"'iommugroup' does not match for '{mid}' ({hw_group} != {parsed['iommugroup']})\n")
-            hw_mdev = 1 if dev.get("mdev") else 0
-            if cfg_mdev and not hw_mdev:
-                raise PveError(f"'mdev' does not match for '{mid}' ({hw_mdev} != {cfg_mdev})\n")
+            # SysFSTools::pci_device_info($path, 1): iommugroup only with an iommu_group link, mdev 1 with
+            # mdev_supported_types or the nvidia/ directory.
+            expected = {"id": f"{strip0x(dev['vendor'])}:{strip0x(dev['device'])}",
+                        "iommugroup": str(dev["iommugroup"]) if self.nodes[node]["iommu"] and dev.get("iommugroup", -1) >= 0 else None,
+                        "subsystem-id": None}
+            if dev.get("subsystem_vendor") is not None and dev.get("subsystem_device") is not None:
+                expected["subsystem-id"] = f"{strip0x(dev['subsystem_vendor'])}:{strip0x(dev['subsystem_device'])}"
+            configured = {k: parsed.get(k) for k in ("id", "iommugroup", "subsystem-id")}
+            if schema.has_feature(self.release, "live-migration-capable"):  # same release as the mdev check
+                expected["mdev"] = "1" if dev.get("mdev") else "0"
+                configured["mdev"] = "1" if schema.parse_boolean(cfg.get("mdev", 0) or 0) else "0"
+            for prop in sorted(expected):
+                if prop == "iommugroup" and index > 0:
+                    continue
+                want, have = expected[prop], configured[prop]
+                if want is None and have is None:
+                    continue
+                if want is not None and have is None:
+                    raise PveError(f"missing expected property '{prop}' for device '{path}'\n")
+                if want is None and have is not None:
+                    raise PveError(f"unexpected property '{prop}' configured for device '{path}'\n")
+                want, have = str(want).replace("0x", ""), str(have).replace("0x", "")
+                if want != have:
+                    raise PveError(f"'{prop}' does not match for '{mid}' ({want} != {have})\n")
 
     def mapping_get(self, mid):
         with self.lock:
@@ -424,24 +440,30 @@ class Sim:
                 out.append(item)
             return out
 
-    def check_config_perms(self, user, params, privs=None):
-        """check_hostpci_perm: only root@pam (password login, not a token) may pass raw host devices;
-        mappings need Mapping.Use, any hostpci VM.Config.HWType (privs None = all privileges)."""
-        for key in sorted(params):
-            if not re.match(r"^hostpci\d+$", key):
-                continue
-            dev = schema.parse_property_string(schema.HOSTPCI_FMT, params[key])
-            if privs is not None and "VM.Config.HWType" not in privs:
-                raise PveError(f"Permission check failed (/vms/{params.get('vmid', '')}, VM.Config.HWType)", 403)
-            if dev.get("mapping") and privs is not None and "Mapping.Use" not in privs:
+    def _hostpci_perm(self, user, privs, vmid, key, value):
+        """check_hostpci_perm (qemu-server API2/Qemu.pm): root@pam passes; raw host devices are root@pam's alone
+        (an API token is 'root@pam!<id>', not root@pam); mappings need Mapping.Use on /mapping/pci/<id> and
+        VM.Config.HWType; a romfile is root@pam's alone. privs None = all privileges."""
+        if user == "root@pam":
+            return
+        dev = schema.parse_property_string(schema.hostpci_fmt(self.release), value)
+        if dev.get("host"):
+            raise PveError(f"only root can set '{key}' config for non-mapped devices\n")
+        if dev.get("mapping"):
+            if privs is not None and "Mapping.Use" not in privs:
                 raise PveError(f"Permission check failed (/mapping/pci/{dev['mapping']}, Mapping.Use)", 403)
-            if dev.get("romfile") and user != "root@pam":
-                raise schema.ParamError({key: "only root@pam can set 'romfile' option"})
-            if dev.get("host") and user != "root@pam":
-                raise PveError(f"only root can set '{key}' config for non-mapped devices\n")
+            if privs is not None and "VM.Config.HWType" not in privs:
+                raise PveError(f"Permission check failed (/vms/{vmid}, VM.Config.HWType)", 403)
+        else:
+            raise PveError("either 'host' or 'mapping' must be set.\n")
+        if dev.get("romfile") is not None:
+            raise schema.ParamError({key: "only root@pam can set 'romfile' option"})
 
-    def vm_update(self, node, vmid, params, user):
-        """update_vm_api's update function; returns warnings. Raises PveError/ParamError."""
+    def vm_update(self, node, vmid, params, user, privs=None):
+        """update_vm_api's $updatefn (qemu-server API2/Qemu.pm); returns warnings. Raises PveError/ParamError.
+
+        As upstream, deletes are handled first and each is written before the next option is checked, then the sets,
+        each checked (old and new value) and written in turn: a refusal part-way leaves the earlier changes in place."""
         with self.lock:
             vm = self.vm(node, vmid)
             meta = {"node", "vmid", "delete", "revert", "digest", "skiplock", "background_delay"}
@@ -469,6 +491,8 @@ class Sim:
                 if key not in vm["conf"] and key not in vm["pending"]:
                     warnings.append(f"cannot delete '{key}' - not set in current configuration!")
                     continue
+                if re.match(r"^hostpci\d+$", key):
+                    self._hostpci_perm(user, privs, vmid, key, vm["conf"].get(key, vm["pending"].get(key)))
                 vm["pending"].pop(key, None)
                 if key not in vm["conf"]:
                     continue
@@ -479,8 +503,14 @@ class Sim:
                     del vm["conf"][key]
                     if key in vm["pending_delete"]:
                         vm["pending_delete"].remove(key)
-            for key, value in sets.items():
+            for key, value in sorted(sets.items()):
                 value = str(value)
+                if vm["pending"].get(key) == value:
+                    continue  # "skip if nothing changed", before any check
+                if re.match(r"^hostpci\d+$", key):
+                    if vm["conf"].get(key):
+                        self._hostpci_perm(user, privs, vmid, key, vm["conf"][key])
+                    self._hostpci_perm(user, privs, vmid, key, value)
                 if key in vm["pending_delete"]:
                     vm["pending_delete"].remove(key)
                 if running and not self._hotpluggable(key):
@@ -571,6 +601,10 @@ class Sim:
             if rtype in (None, "vm"):
                 for vmid in sorted(self.vms):
                     vm = self.vms[vmid]
+                    if self.nodes[vm["node"]]["status"] != "online":
+                        # API2Tools::extract_vm_stats: no fresh RRD data from a node that is down
+                        out.append({"id": f"qemu/{vmid}", "vmid": vmid, "type": "qemu", "node": vm["node"], "status": "unknown"})
+                        continue
                     item = self.vm_status(vm["node"], vmid)
                     item.pop("ha", None)
                     item.update({"id": f"qemu/{vmid}", "type": "qemu", "node": vm["node"], "template": 0})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -96,12 +97,35 @@ type HostSpec struct {
 	DeviceTypes      map[string]string `json:"device_types,omitempty"`
 	VIBs             []VIBSpec         `json:"vibs,omitempty"`
 	AcceptanceLevel  string            `json:"acceptance_level,omitempty"`
+	VgpuModes        map[string]string `json:"vgpu_modes,omitempty"`   // {pci id: sameSize|mixedSize}; API 8.0.3.0+
+	EsxiVersion      string            `json:"esxi_version,omitempty"` // e.g. 7.0.3: this host's product version
 }
 
 // Fixture is the JSON file given with -fixture.
 type Fixture struct {
-	Defaults HostSpec            `json:"defaults"`
-	Hosts    map[string]HostSpec `json:"hosts"` // host name or glob -> spec; each named host is a GPU host
+	Defaults   HostSpec            `json:"defaults"`
+	Hosts      map[string]HostSpec `json:"hosts"`       // host name or glob -> spec; each named host is a GPU host
+	VMFirmware map[string]string   `json:"vm_firmware"` // VM name or glob -> efi|bios (VMs created by -vms)
+}
+
+var firmwareTypes = map[string]bool{"efi": true, "bios": true}
+
+// vmFirmware is the firmware of VM name: an exact fixture entry, else a matching glob, else def.
+func (f *Fixture) vmFirmware(name, def string) string {
+	if fw, ok := f.VMFirmware[name]; ok {
+		return fw
+	}
+	keys := make([]string, 0, len(f.VMFirmware))
+	for k := range f.VMFirmware {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if matchHost(k, name) {
+			return f.VMFirmware[k]
+		}
+	}
+	return def
 }
 
 // resolved is what decorateHosts applies to one host.
@@ -152,6 +176,12 @@ func (s HostSpec) overlay(o HostSpec) HostSpec {
 	if o.AcceptanceLevel != "" {
 		s.AcceptanceLevel = o.AcceptanceLevel
 	}
+	if o.VgpuModes != nil {
+		s.VgpuModes = o.VgpuModes
+	}
+	if o.EsxiVersion != "" {
+		s.EsxiVersion = o.EsxiVersion
+	}
 	return s
 }
 
@@ -181,6 +211,11 @@ func buildFixture(o *options) (*Fixture, error) {
 		}
 		if f.Hosts == nil {
 			f.Hosts = map[string]HostSpec{}
+		}
+		for vm, fw := range f.VMFirmware {
+			if !firmwareTypes[fw] {
+				return nil, fmt.Errorf("%s: vm_firmware[%s] %q not one of efi, bios", o.fixture, vm, fw)
+			}
 		}
 	}
 	base := HostSpec{Model: o.gpuModel, Count: o.gpuCount, Driver: &driver, DriverName: defaultDriverName,
@@ -250,6 +285,11 @@ func (f *Fixture) resolve(hostNames []string) (*fixtureSet, error) {
 }
 
 var graphicsTypes = map[string]bool{"shared": true, "sharedDirect": true}
+
+// HostGraphicsConfigVgpuMode (vSphere API 8.0.3.0): the values UpdateGraphicsConfig accepts.
+var vgpuModes = map[string]bool{"sameSize": true, "mixedSize": true}
+
+var esxiVersionRE = regexp.MustCompile(`^\d+\.\d+\.\d+$`)
 var assignmentPolicies = map[string]bool{"performance": true, "consolidation": true}
 
 func resolveHost(name string, spec HostSpec) (*resolved, error) {
@@ -306,12 +346,23 @@ func resolveHost(name string, spec HostSpec) (*resolved, error) {
 			return nil, fmt.Errorf("host %s: device_types[%s] %q not one of shared, sharedDirect", name, id, t)
 		}
 	}
+	for id, m := range spec.VgpuModes {
+		if !seenPci[id] {
+			return nil, fmt.Errorf("host %s: vgpu_modes names %s, which is not one of its GPUs", name, id)
+		}
+		if !vgpuModes[m] {
+			return nil, fmt.Errorf("host %s: vgpu_modes[%s] %q not one of sameSize, mixedSize", name, id, m)
+		}
+	}
+	if spec.EsxiVersion != "" && !esxiVersionRE.MatchString(spec.EsxiVersion) {
+		return nil, fmt.Errorf("host %s: esxi_version %q: want like 8.0.3", name, spec.EsxiVersion)
+	}
 	return r, nil
 }
 
 func sortedHosts() []*simulator.HostSystem {
 	var hosts []*simulator.HostSystem
-	for _, e := range simulator.Map.All("HostSystem") {
+	for _, e := range registry.All("HostSystem") {
 		hosts = append(hosts, e.(*simulator.HostSystem))
 	}
 	sort.Slice(hosts, func(i, j int) bool { return hosts[i].Name < hosts[j].Name })

@@ -1,4 +1,4 @@
-// Command vcsim-gpu starts govmomi's vCenter simulator (library 0.24.2, as Debian ships it)
+// Command vcsim-gpu starts govmomi's vCenter simulator (library v0.52.0, pinned in go.mod)
 // with an inventory of clusters, hosts and VMs, NVIDIA GPU host fixtures, and the two host
 // managers the simulator lacks (HostGraphicsManager, HostImageConfigManager).
 //
@@ -24,7 +24,6 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/simulator/esx"
-	"github.com/vmware/govmomi/simulator/vpx"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -56,7 +55,14 @@ type options struct {
 	hostDriver multiFlag
 	fixture    string
 	apiVersion string
+	roUser     string
+	roPass     string
+	vmFirmware string
+	vgpuUnset  string
 }
+
+// registry is the model's object registry; request handlers use ctx.Map, set-up code uses this.
+var registry *simulator.Registry
 
 func parseFlags() *options {
 	o := &options{}
@@ -76,10 +82,27 @@ func parseFlags() *options {
 	flag.Var(&o.hostDriver, "host-driver", "HOST=VERSION: driver VIB version for one host (repeatable; drift); empty VERSION = no driver VIB")
 	flag.StringVar(&o.fixture, "fixture", "", "JSON fixture file with per-host GPU settings (see README.md)")
 	flag.StringVar(&o.apiVersion, "api-version", "8.0.2.0", "vSphere API version vCenter and hosts report (8.0.2.0 = vSphere 8.0U2)")
+	flag.StringVar(&o.roUser, "readonly-username", "", "a second accepted user, with read-only rights (NoPermission on host configuration methods)")
+	flag.StringVar(&o.roPass, "readonly-password", "", "password of -readonly-username")
+	flag.StringVar(&o.vmFirmware, "vm-firmware", "efi", "firmware of the created VMs: efi or bios (per VM: fixture vm_firmware)")
+	flag.StringVar(&o.vgpuUnset, "vgpu-mode-unset", "keep", "UpdateGraphicsConfig deviceType entries without vgpuMode: keep (API reference) or reset to sameSize")
 	flag.Parse()
 	if o.runDir == "" {
 		log.Fatal("-run-dir is required")
 	}
+	if (o.roUser == "") != (o.roPass == "") {
+		log.Fatal("-readonly-username and -readonly-password go together")
+	}
+	if o.roUser != "" && o.roUser == o.user {
+		log.Fatal("-readonly-username must differ from -username")
+	}
+	if !firmwareTypes[o.vmFirmware] {
+		log.Fatalf("-vm-firmware %q: want efi or bios", o.vmFirmware)
+	}
+	if o.vgpuUnset != "keep" && o.vgpuUnset != "reset" {
+		log.Fatalf("-vgpu-mode-unset %q: want keep or reset", o.vgpuUnset)
+	}
+	vgpuModeUnset = o.vgpuUnset
 	return o
 }
 
@@ -96,8 +119,8 @@ func main() {
 		log.Fatal(err)
 	}
 
-	setVersions(o.apiVersion)
 	model := simulator.VPX()
+	hostVersion := setVersions(model, o.apiVersion)
 	model.Datacenter = o.dcs
 	model.Cluster = o.clusters
 	model.ClusterHost = o.hosts
@@ -109,13 +132,15 @@ func main() {
 		log.Fatalf("create model: %v", err)
 	}
 	defer model.Remove()
+	registry = model.Map()
+	hostVersionsAfterCreate(hostVersion)
 	// log.Fatal skips deferred calls: remove the model's temporary datastore directories first
 	fatalf := func(format string, args ...interface{}) {
 		model.Remove()
 		log.Fatalf(format, args...)
 	}
 
-	if err = createVMs(model, o.vms); err != nil {
+	if err = createVMs(model, o.vms, fixture, o.vmFirmware); err != nil {
 		fatalf("create VMs: %v", err)
 	}
 	registerVgpuLabeler()
@@ -137,7 +162,13 @@ func main() {
 	if h := u.Hostname(); h != "127.0.0.1" && h != "localhost" {
 		fatalf("-l %s: only 127.0.0.1 or localhost", o.listen)
 	}
-	u.User = url.UserPassword(o.user, o.pass) // a non-default Userinfo makes vcsim check both
+	u.User = url.UserPassword(o.user, o.pass)
+	// Exactly these logins are accepted: the admin and, when set, the read-only user.
+	registry.SessionManager().ValidLogin = func(req *types.Login) bool {
+		return (req.UserName == o.user && req.Password == o.pass) ||
+			(o.roUser != "" && req.UserName == o.roUser && req.Password == o.roPass)
+	}
+	readonlyUser = o.roUser
 	model.Service.Listen = u
 	model.Service.TLS = tlsConf
 	model.Service.RegisterEndpoints = true
@@ -159,10 +190,11 @@ func main() {
 	log.Print("vcsim-gpu stopping")
 }
 
-// setVersions makes vCenter and the hosts report a vSphere 8 release. The 0.24.2 templates say
+// setVersions makes vCenter and the hosts report a vSphere 8 release. The vCenter template says
 // 6.5, and pyvmomi then negotiates an API version that lacks config.sharedGpuCapabilities (6.7)
-// and fails to decode the GPU host config.
-func setVersions(api string) {
+// and fails to decode the GPU host config. vcsim serves /sdk/vimServiceVersions.xml from it.
+// Returns the host product version; see hostVersionsAfterCreate for why hosts get it late.
+func setVersions(model *simulator.Model, api string) string {
 	parts := strings.SplitN(api, ".", 3)
 	if len(parts) < 2 {
 		log.Fatalf("-api-version %q: want like 8.0.2.0", api)
@@ -171,19 +203,44 @@ func setVersions(api string) {
 	if len(parts) == 3 {
 		product = strings.Join(parts[:2], ".") + "." + strings.SplitN(parts[2], ".", 2)[0]
 	}
-	about := &vpx.ServiceContent.About
+	about := &model.ServiceContent.About
 	about.ApiVersion, about.Version, about.Build = api, product, "22385739"
 	about.FullName = fmt.Sprintf("VMware vCenter Server %s build-%s", product, about.Build)
 	about.LicenseProductVersion = parts[0] + ".0"
 	hp := &esx.HostConfigInfo.Product
-	hp.ApiVersion, hp.Version, hp.Build = api, product, "22380479"
-	hp.FullName = fmt.Sprintf("VMware ESXi %s build-%s", product, hp.Build)
+	hp.ApiVersion, hp.Version, hp.Build = api, createVersion(product), "22380479"
+	hp.FullName = fmt.Sprintf("VMware ESXi %s build-%s", hp.Version, hp.Build)
 	hp.LicenseProductVersion = parts[0] + ".0"
+	return product
+}
+
+// createVersion is a host version the simulator can create hosts with: its cluster code maps
+// host versions to VM hardware versions (types.MustParseESXiVersion) and panics on releases it
+// does not list (v0.52.0: 7.0.3, 8.0.3). The same hardware version applies within the release.
+func createVersion(product string) string {
+	if _, err := types.ParseESXiVersion(product); err == nil {
+		return product
+	}
+	if strings.HasPrefix(product, "8.0.") {
+		return "8.0.2"
+	}
+	if strings.HasPrefix(product, "7.0.") {
+		return "7.0.2"
+	}
+	return product
+}
+
+// hostVersionsAfterCreate gives every host the product version asked for once the inventory exists.
+func hostVersionsAfterCreate(product string) {
+	for _, h := range sortedHosts() {
+		setHostVersion(h, product)
+	}
 }
 
 // createVMs creates n VMs on every host, named <host>_VM<i>, like vcsim's own VM template
-// (SCSI disk, CD-ROM, one NIC), powered on as vcsim's defaults are.
-func createVMs(model *simulator.Model, n int) error {
+// (SCSI disk, CD-ROM, one NIC), powered on as vcsim's defaults are. Firmware: the fixture's
+// vm_firmware entry for the VM (name or glob), else the -vm-firmware flag.
+func createVMs(model *simulator.Model, n int, f *Fixture, firmware string) error {
 	if n <= 0 {
 		return nil
 	}
@@ -199,14 +256,15 @@ func createVMs(model *simulator.Model, n int) error {
 		if err != nil {
 			return err
 		}
-		dc := simulator.Map.Get(*datacenterOf(&h.HostSystem)).(*simulator.Datacenter)
+		dc := registry.Get(*datacenterOf(&h.HostSystem)).(*simulator.Datacenter)
 		folder := object.NewFolder(c, dc.VmFolder)
 		for i := 0; i < n; i++ {
 			name := fmt.Sprintf("%s_VM%d", h.Name, i)
 			spec := types.VirtualMachineConfigSpec{
-				Name:    name,
-				GuestId: string(types.VirtualMachineGuestOsIdentifierOtherGuest),
-				Files:   &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},
+				Name:     name,
+				GuestId:  string(types.VirtualMachineGuestOsIdentifierOtherGuest64),
+				Files:    &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},
+				Firmware: f.vmFirmware(name, firmware),
 			}
 			var devices object.VirtualDeviceList
 			scsi, _ := devices.CreateSCSIController("pvscsi")
@@ -242,7 +300,7 @@ func datacenterOf(h *mo.HostSystem) *types.ManagedObjectReference {
 		if ref.Type == "Datacenter" {
 			return ref
 		}
-		obj := simulator.Map.Get(*ref)
+		obj := registry.Get(*ref)
 		ent, ok := obj.(mo.Entity)
 		if !ok {
 			return nil

@@ -1,6 +1,6 @@
 package main
 
-// GPU host decoration and the two host managers vcsim 0.24.2 only references
+// GPU host decoration and the two host managers vcsim only references
 // (host.configManager.graphicsManager / imageConfigManager point at unregistered objects there).
 
 import (
@@ -21,7 +21,8 @@ import (
 // config.graphics* fields; UpdateGraphicsConfig changes both.
 type graphicsManager struct {
 	mo.HostGraphicsManager
-	host *simulator.HostSystem
+	host  *simulator.HostSystem
+	modes map[string]string // per-device vGPU mode (HostGraphicsConfigVgpuMode), API 8.0.3.0+
 }
 
 // imageConfigManager is one host's HostImageConfigManager, serving the host's VIB list.
@@ -52,15 +53,47 @@ func decorateHosts(f *Fixture) error {
 		r := set.gpuHosts[h.Name]
 		var packages []types.SoftwarePackage
 		acceptance := "partner"
+		modes := map[string]string{}
 		if r != nil {
+			if r.spec.EsxiVersion != "" {
+				setHostVersion(h, r.spec.EsxiVersion)
+			}
 			packages = applyGPUs(h, r)
 			acceptance = r.spec.AcceptanceLevel
+			for id, m := range r.spec.VgpuModes {
+				modes[id] = m
+			}
+			if len(modes) > 0 && !hasVgpuMode(h) {
+				return fmt.Errorf("host %s: vgpu_modes need ESXi 8.0.3 or later (API 8.0.3.0), the host reports %s",
+					h.Name, h.Config.Product.Version)
+			}
 		}
 		packages = append(basePackages(h), packages...)
-		registerManagers(h, packages, acceptance)
+		registerManagers(h, packages, acceptance, modes)
 		summarize(h, r, packages)
 	}
 	return nil
+}
+
+// setHostVersion makes one host report another ESXi release than the -api-version default.
+func setHostVersion(h *simulator.HostSystem, version string) {
+	p := &h.Config.Product
+	p.Version, p.ApiVersion = version, version+".0" // ESXi 8.0.3 reports API 8.0.3.0
+	p.FullName = fmt.Sprintf("VMware ESXi %s build-%s", version, p.Build)
+	p.LicenseProductVersion = strings.SplitN(version, ".", 2)[0] + ".0"
+	if h.Summary.Config.Product != nil {
+		prod := *p
+		h.Summary.Config.Product = &prod
+	}
+}
+
+// hasVgpuMode: HostGraphicsConfigDeviceType.vgpuMode and HostGraphicsInfo.vgpuMode are
+// "Since vSphere API Release 8.0.3.0" (govmomi vim25/types: vim:"8.0.3.0" tags); older hosts
+// do not have the fields at all.
+func hasVgpuMode(h *simulator.HostSystem) bool {
+	var a, b, c int
+	fmt.Sscanf(h.Config.Product.Version, "%d.%d.%d", &a, &b, &c)
+	return a > 8 || (a == 8 && (b > 0 || c >= 3))
 }
 
 // applyGPUs writes the GPU fixture into the host's config, hardware and sensors and returns
@@ -115,8 +148,18 @@ func applyGPUs(h *simulator.HostSystem, r *resolved) []types.SoftwarePackage {
 	for _, id := range ids {
 		gc.DeviceType = append(gc.DeviceType, types.HostGraphicsConfigDeviceType{DeviceId: id, GraphicsType: spec.DeviceTypes[id]})
 	}
+	// A device with a vGPU mode but no graphics type entry is listed with the host default.
+	for _, id := range sortedKeys(spec.VgpuModes) {
+		if _, ok := spec.DeviceTypes[id]; !ok {
+			gc.DeviceType = append(gc.DeviceType, types.HostGraphicsConfigDeviceType{DeviceId: id, GraphicsType: spec.GraphicsType})
+		}
+	}
+	sort.Slice(gc.DeviceType, func(i, j int) bool { return gc.DeviceType[i].DeviceId < gc.DeviceType[j].DeviceId })
+	for i := range gc.DeviceType {
+		gc.DeviceType[i].VgpuMode = spec.VgpuModes[gc.DeviceType[i].DeviceId]
+	}
 	cfg.GraphicsConfig = gc
-	applyEffectiveTypes(cfg)
+	applyEffectiveTypes(h, spec.VgpuModes)
 
 	var pkgs []types.SoftwarePackage
 	driverVersion := ""
@@ -144,11 +187,16 @@ func applyGPUs(h *simulator.HostSystem, r *resolved) []types.SoftwarePackage {
 
 // applyEffectiveTypes sets each device's graphicsType from the config: a per-device entry
 // overrides the host default. (Real hosts apply it after an Xorg restart or reboot; the
-// simulator applies it at once.)
-func applyEffectiveTypes(cfg *types.HostConfigInfo) {
+// simulator applies it at once.) On API 8.0.3.0+ hosts graphicsInfo[].vgpuMode is the device's
+// mode for vGPU (sharedDirect) devices, sameSize unless set ("By default, a GPU operates in
+// equal-size mode", NVIDIA vGPU deployment guide, Citrix Virtual Apps, "Selecting the Correct
+// vGPU Profiles"), and none ("vGPU mode not applicable", HostGraphicsInfoVgpuMode) for vSGA ones.
+func applyEffectiveTypes(h *simulator.HostSystem, modes map[string]string) {
+	cfg := h.Config
 	if cfg.GraphicsConfig == nil {
 		return
 	}
+	withModes := hasVgpuMode(h)
 	info := make([]types.HostGraphicsInfo, len(cfg.GraphicsInfo))
 	copy(info, cfg.GraphicsInfo)
 	for i := range info {
@@ -158,8 +206,27 @@ func applyEffectiveTypes(cfg *types.HostConfigInfo) {
 				info[i].GraphicsType = d.GraphicsType
 			}
 		}
+		info[i].VgpuMode = ""
+		if withModes {
+			info[i].VgpuMode = "none"
+			if info[i].GraphicsType == "sharedDirect" {
+				info[i].VgpuMode = "sameSize"
+				if m := modes[info[i].PciId]; m != "" {
+					info[i].VgpuMode = m
+				}
+			}
+		}
 	}
 	cfg.GraphicsInfo = info
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func addSensor(h *simulator.HostSystem, name string) {
@@ -206,17 +273,17 @@ func basePackages(h *simulator.HostSystem) []types.SoftwarePackage {
 
 // registerManagers gives the host its own manager objects: the template's configManager
 // morefs are shared by all hosts and unregistered, so each host gets fresh references.
-func registerManagers(h *simulator.HostSystem, packages []types.SoftwarePackage, acceptance string) {
-	gm := &graphicsManager{host: h}
+func registerManagers(h *simulator.HostSystem, packages []types.SoftwarePackage, acceptance string, modes map[string]string) {
+	gm := &graphicsManager{host: h, modes: modes}
 	gm.Self = types.ManagedObjectReference{Type: "HostGraphicsManager", Value: "graphicsManager-" + h.Self.Value}
 	gm.syncFromHost()
-	simulator.Map.Put(gm)
+	registry.Put(gm)
 	gref := gm.Self
 	h.ConfigManager.GraphicsManager = &gref
 
 	im := &imageConfigManager{host: h, packages: packages, acceptance: acceptance}
 	im.Self = types.ManagedObjectReference{Type: "HostImageConfigManager", Value: "imageConfigManager-" + h.Self.Value}
-	simulator.Map.Put(im)
+	registry.Put(im)
 	iref := im.Self
 	h.ConfigManager.ImageConfigManager = &iref
 }
@@ -232,6 +299,28 @@ func (m *graphicsManager) syncFromHost() {
 func invalidArgument(msg, property string) *soap.Fault {
 	return simulator.Fault(msg, &types.InvalidArgument{InvalidProperty: property})
 }
+
+// readonlyUser is the -readonly-username login: it may read everything but gets NoPermission from
+// the host configuration methods, as a vCenter role without Host.Config.* privileges does.
+var readonlyUser string
+
+// noPermission is the fault vCenter returns for a missing privilege on the host (vim.fault.NoPermission:
+// object and privilegeId, deprecated in 8.0 for missingPrivileges, which pyvmomi decodes since 7.0.3.2).
+func noPermission(ctx *simulator.Context, h *simulator.HostSystem, privilege string) *soap.Fault {
+	if readonlyUser == "" || ctx.Session == nil || ctx.Session.UserName != readonlyUser {
+		return nil
+	}
+	ref := h.Self
+	return simulator.Fault(fmt.Sprintf("Permission to perform this operation was denied (%s on %s).", privilege, h.Name),
+		&types.NoPermission{Object: &ref, PrivilegeId: privilege, MissingPrivileges: []types.NoPermissionEntityPrivileges{
+			{Entity: ref, PrivilegeIds: []string{privilege}}}})
+}
+
+// vgpuModeUnset is -vgpu-mode-unset: what UpdateGraphicsConfig does to a device whose entry has no
+// vgpuMode. The API reference says "If this value is unset, the mode remains unchanged" (govmomi
+// vim25/types HostGraphicsConfigDeviceType.VgpuMode); "reset" models a host that treats the sent
+// configuration as complete, so clients that drop the field are caught either way.
+var vgpuModeUnset = "keep"
 
 // validateGraphicsConfig rejects what ESXi rejects, naming the offending property.
 func (m *graphicsManager) validateGraphicsConfig(c *types.HostGraphicsConfig) *soap.Fault {
@@ -260,6 +349,12 @@ func (m *graphicsManager) validateGraphicsConfig(c *types.HostGraphicsConfig) *s
 		if !graphicsTypes[d.GraphicsType] {
 			return invalidArgument(fmt.Sprintf("%s: graphicsType %q for %s is not shared or sharedDirect", m.host.Name, d.GraphicsType, d.DeviceId), prop+".graphicsType")
 		}
+		if d.VgpuMode != "" && !hasVgpuMode(m.host) {
+			return invalidArgument(fmt.Sprintf("%s: vgpuMode needs ESXi 8.0.3 or later, the host runs %s", m.host.Name, m.host.Config.Product.Version), prop+".vgpuMode")
+		}
+		if d.VgpuMode != "" && !vgpuModes[d.VgpuMode] {
+			return invalidArgument(fmt.Sprintf("%s: vgpuMode %q for %s is not sameSize or mixedSize", m.host.Name, d.VgpuMode, d.DeviceId), prop+".vgpuMode")
+		}
 	}
 	return nil
 }
@@ -268,19 +363,47 @@ func (m *graphicsManager) validateGraphicsConfig(c *types.HostGraphicsConfig) *s
 // policy and the per-device list) and applies it to the devices.
 func (m *graphicsManager) UpdateGraphicsConfig(ctx *simulator.Context, req *types.UpdateGraphicsConfig) soap.HasFault {
 	body := &methods.UpdateGraphicsConfigBody{}
+	if fault := noPermission(ctx, m.host, "Host.Config.Settings"); fault != nil {
+		body.Fault_ = fault
+		return body
+	}
 	if fault := m.validateGraphicsConfig(&req.Config); fault != nil {
 		body.Fault_ = fault
 		return body
 	}
 	c := req.Config
 	c.DeviceType = append([]types.HostGraphicsConfigDeviceType(nil), req.Config.DeviceType...)
-	ctx.Map.WithLock(m.host, func() {
+	listed := map[string]bool{}
+	for i := range c.DeviceType {
+		d := &c.DeviceType[i]
+		listed[d.DeviceId] = true
+		switch {
+		case d.VgpuMode != "":
+			m.modes[d.DeviceId] = d.VgpuMode
+		case vgpuModeUnset == "reset":
+			delete(m.modes, d.DeviceId)
+		}
+		if hasVgpuMode(m.host) {
+			d.VgpuMode = m.modes[d.DeviceId]
+			if d.VgpuMode == "" {
+				d.VgpuMode = "sameSize"
+			}
+		}
+	}
+	if vgpuModeUnset == "reset" {
+		for id := range m.modes {
+			if !listed[id] {
+				delete(m.modes, id)
+			}
+		}
+	}
+	ctx.Map.WithLock(ctx, m.host, func() {
 		m.host.Config.GraphicsConfig = &c
-		applyEffectiveTypes(m.host.Config)
-		ctx.Map.Update(m.host, []types.PropertyChange{{Name: "config", Val: m.host.Config}})
+		applyEffectiveTypes(m.host, m.modes)
+		ctx.Map.Update(ctx, m.host, []types.PropertyChange{{Name: "config", Val: m.host.Config}})
 	})
 	m.syncFromHost()
-	ctx.Map.Update(m, []types.PropertyChange{
+	ctx.Map.Update(ctx, m, []types.PropertyChange{
 		{Name: "graphicsConfig", Val: m.GraphicsConfig},
 		{Name: "graphicsInfo", Val: m.GraphicsInfo},
 	})
@@ -305,8 +428,12 @@ func (m *graphicsManager) RefreshGraphicsManager(req *types.RefreshGraphicsManag
 	return &methods.RefreshGraphicsManagerBody{Res: &types.RefreshGraphicsManagerResponse{}}
 }
 
-// FetchSoftwarePackages lists the host's VIBs (what `esxcli software vib list` shows).
-func (m *imageConfigManager) FetchSoftwarePackages(req *types.FetchSoftwarePackages) soap.HasFault {
+// FetchSoftwarePackages lists the host's VIBs (what `esxcli software vib list` shows). It needs
+// Host.Config.Image (pyVmomi _typeinfo_vim.py, HostImageConfigManager.fetchSoftwarePackages).
+func (m *imageConfigManager) FetchSoftwarePackages(ctx *simulator.Context, req *types.FetchSoftwarePackages) soap.HasFault {
+	if fault := noPermission(ctx, m.host, "Host.Config.Image"); fault != nil {
+		return &methods.FetchSoftwarePackagesBody{Fault_: fault}
+	}
 	out := make([]types.SoftwarePackage, len(m.packages))
 	copy(out, m.packages)
 	return &methods.FetchSoftwarePackagesBody{Res: &types.FetchSoftwarePackagesResponse{Returnval: out}}
@@ -353,15 +480,17 @@ func summarize(h *simulator.HostSystem, r *resolved, packages []types.SoftwarePa
 		"gpus":                   []map[string]interface{}{},
 		"driver_version":         nil,
 		"software_package_names": []string{},
+		"esxi_version":           h.Config.Product.Version,
+		"vgpu_modes":             map[string]string{},
 	}
-	if parent := simulator.Map.Get(*h.Parent); parent != nil {
+	if parent := registry.Get(*h.Parent); parent != nil {
 		if c, ok := parent.(*simulator.ClusterComputeResource); ok {
 			s["cluster"] = c.Name
 		}
 	}
 	var vms []string
 	for _, ref := range h.Vm {
-		if vm, ok := simulator.Map.Get(ref).(*simulator.VirtualMachine); ok {
+		if vm, ok := registry.Get(ref).(*simulator.VirtualMachine); ok {
 			vms = append(vms, vm.Name)
 		}
 	}
@@ -381,6 +510,9 @@ func summarize(h *simulator.HostSystem, r *resolved, packages []types.SoftwarePa
 			gpus = append(gpus, map[string]interface{}{"pci_id": g.PciID, "device_name": r.models[i].Name, "memory_kb": r.models[i].MemKB})
 		}
 		s["gpus"] = gpus
+		if r.spec.VgpuModes != nil {
+			s["vgpu_modes"] = r.spec.VgpuModes
+		}
 		if r.spec.Driver != nil && *r.spec.Driver != "" {
 			s["driver_version"] = *r.spec.Driver
 			s["driver_name"] = r.spec.DriverName
@@ -406,15 +538,16 @@ func inventory() map[string]interface{} {
 		}
 	}
 	var vms []map[string]interface{}
-	for _, e := range simulator.Map.All("VirtualMachine") {
+	for _, e := range registry.All("VirtualMachine") {
 		vm := e.(*simulator.VirtualMachine)
 		host := ""
 		if vm.Runtime.Host != nil {
-			if h, ok := simulator.Map.Get(*vm.Runtime.Host).(*simulator.HostSystem); ok {
+			if h, ok := registry.Get(*vm.Runtime.Host).(*simulator.HostSystem); ok {
 				host = h.Name
 			}
 		}
-		vms = append(vms, map[string]interface{}{"name": vm.Name, "moid": vm.Self.Value, "host": host})
+		vms = append(vms, map[string]interface{}{"name": vm.Name, "moid": vm.Self.Value, "host": host,
+			"firmware": vm.Config.Firmware})
 	}
 	sort.Slice(vms, func(i, j int) bool { return strings.Compare(vms[i]["name"].(string), vms[j]["name"].(string)) < 0 })
 	if gpuHosts == nil {

@@ -7,8 +7,9 @@
         si = sim.connect()                 # pyvmomi ServiceInstance, TLS verified against sim.ca
         sim.url, sim.host, sim.port, sim.ca, sim.username, sim.password, sim.inventory
 
-Builds the binary first when needed (lab/vcsim/build.sh). Raises VcsimUnavailable when Go or
-the govmomi sources are missing, so tests can skip. Lab code only: product code never imports it.
+Builds the binary first when needed (lab/vcsim/build.sh). Raises VcsimUnavailable when no Go >= 1.23
+is installed or the pinned modules cannot be downloaded, so tests can skip. Lab code only: product
+code never imports it.
 """
 
 from __future__ import annotations
@@ -27,29 +28,30 @@ from typing import Any, Iterable, Iterator, Mapping
 HERE = os.path.dirname(os.path.abspath(__file__))
 BINARY = os.path.join(HERE, "bin", "vcsim-gpu")
 BUILD = os.path.join(HERE, "build.sh")
-GOCODE = os.environ.get("VCSIM_GOCODE", "/usr/share/gocode")
 
 DEFAULT_DRIVER = "550.90.05-1OEM.800.1.0.20613240"
 DRIVER_VIB = "NVD-AIE_ESXi_8.0.0_Driver"
 
 
 class VcsimUnavailable(RuntimeError):
-    """Go toolchain or govmomi sources are not installed."""
+    """No Go toolchain new enough, or the pinned Go modules cannot be downloaded."""
+
+
+def _go_available() -> bool:
+    return subprocess.run([BUILD, "--available"], capture_output=True, check=False).returncode == 0
 
 
 def available() -> bool:
     """True when the launcher can be built here (or already is)."""
-    if os.access(BINARY, os.X_OK):
-        return True
-    return shutil.which("go") is not None and os.path.isdir(os.path.join(GOCODE, "src/github.com/vmware/govmomi/simulator"))
+    return os.access(BINARY, os.X_OK) or _go_available()
 
 
 def build(force: bool = False) -> str:
-    """Build bin/vcsim-gpu if a .go file is newer than it; return its path."""
-    if shutil.which("go") is None:
+    """Build bin/vcsim-gpu if a source file is newer than it; return its path."""
+    if not _go_available():
         if os.access(BINARY, os.X_OK) and not force:
             return BINARY
-        raise VcsimUnavailable("'go' is not installed (apt: golang-go golang-github-vmware-govmomi-dev)")
+        raise VcsimUnavailable("no Go >= 1.23 found (see lab/vcsim/README.md)")
     cmd = [BUILD] + (["--force"] if force else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode == 3:
@@ -107,9 +109,13 @@ class Vcsim:
 
 
 def _args(clusters, hosts, vms, standalone_hosts, gpu_hosts, gpu_model, gpu_count, driver, host_drivers,
-          fixture_path, username, password, extra_args) -> list[str]:
+          fixture_path, username, password, readonly, api_version, extra_args) -> list[str]:
     args = ["-clusters", str(clusters), "-hosts", str(hosts), "-vms", str(vms),
             "-standalone-hosts", str(standalone_hosts), "-username", username, "-password", password]
+    if readonly:
+        args += ["-readonly-username", readonly[0], "-readonly-password", readonly[1]]
+    if api_version:
+        args += ["-api-version", api_version]
     if gpu_hosts:
         args += ["-gpu-hosts", gpu_hosts if isinstance(gpu_hosts, str) else ",".join(gpu_hosts)]
     if gpu_model:
@@ -130,11 +136,14 @@ def vcsim(*, clusters: int = 1, hosts: int = 2, vms: int = 1, standalone_hosts: 
           gpu_hosts: Iterable[str] | str = (), gpu_model: str | None = None, gpu_count: int | None = None,
           driver: str | None = None, host_drivers: Mapping[str, str] | None = None,
           fixture: Mapping[str, Any] | str | None = None, username: str = "user", password: str = "pass",
+          readonly: tuple[str, str] | None = None, api_version: str | None = None,
           run_dir: str | None = None, extra_args: Iterable[str] = (), timeout: float = 30.0) -> Iterator[Vcsim]:
     """Build if needed, start on a free loopback port, yield a Vcsim, stop it afterwards.
 
     fixture: a dict (written to the run dir) or a path to a JSON fixture (see README.md).
     host_drivers: {host name: driver VIB version}; "" means no NVIDIA driver VIB on that host.
+    readonly: (user, password) of a second login that gets NoPermission from host configuration methods.
+    api_version: what vCenter and the hosts report (default 8.0.2.0; 8.0.3.0 adds vgpuMode).
     """
     build()
     own_dir = run_dir is None
@@ -152,7 +161,7 @@ def vcsim(*, clusters: int = 1, hosts: int = 2, vms: int = 1, standalone_hosts: 
         os.unlink(url_file)
     log_path = os.path.join(run_dir, "vcsim.log")
     args = _args(clusters, hosts, vms, standalone_hosts, gpu_hosts, gpu_model, gpu_count, driver, host_drivers,
-                 fixture_path, username, password, extra_args)
+                 fixture_path, username, password, readonly, api_version, extra_args)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([BINARY, "-l", "127.0.0.1:0", "-run-dir", run_dir, *args],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

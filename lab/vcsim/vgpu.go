@@ -1,6 +1,6 @@
 package main
 
-// vGPU devices on VMs. vcsim 0.24.2 already stores a VirtualPCIPassthrough with a
+// vGPU devices on VMs. vcsim already stores a VirtualPCIPassthrough with a
 // VmiopBackingInfo and keeps backing.vgpu across add/edit/remove; it only names the device
 // generically ("pcipassthrough-<key>"). This handler gives it the label and summary
 // vCenter shows, so modules reading deviceInfo see realistic values.
@@ -23,9 +23,9 @@ func (vgpuLabeler) Reference() types.ManagedObjectReference {
 	return types.ManagedObjectReference{Type: "GpuopsVgpuLabeler", Value: "vgpu-labeler"}
 }
 
-func (vgpuLabeler) PutObject(mo.Reference)                    {}
-func (vgpuLabeler) RemoveObject(types.ManagedObjectReference) {}
-func (l vgpuLabeler) UpdateObject(obj mo.Reference, changes []types.PropertyChange) {
+func (vgpuLabeler) PutObject(*simulator.Context, mo.Reference)                    {}
+func (vgpuLabeler) RemoveObject(*simulator.Context, types.ManagedObjectReference) {}
+func (l vgpuLabeler) UpdateObject(_ *simulator.Context, obj mo.Reference, changes []types.PropertyChange) {
 	vm, ok := obj.(*mo.VirtualMachine)
 	if !ok || vm.Config == nil {
 		return
@@ -118,12 +118,11 @@ func attachToPCIController(devices []types.BaseVirtualDevice) {
 }
 
 func registerVgpuLabeler() {
-	simulator.Map.AddHandler(vgpuLabeler{})
+	registry.AddHandler(vgpuLabeler{})
 }
 
 // gpuEnvironmentBrowser adds the vGPU profiles of the hosts to QueryConfigTarget's
-// sharedGpuPassthroughTypes (vcsim 0.24.2 returns only datastores and networks). The 7.0U3
-// vgpuProfileInfo/vgpuDeviceInfo lists cannot be filled: their Go types postdate 0.24.2.
+// sharedGpuPassthroughTypes (vcsim returns only datastores and networks there).
 type gpuEnvironmentBrowser struct {
 	*simulator.EnvironmentBrowser
 }
@@ -158,7 +157,7 @@ func (b *gpuEnvironmentBrowser) QueryConfigTarget(ctx *simulator.Context, req *t
 // hostRefs: the hosts of the compute resource or cluster this browser belongs to.
 func (b *gpuEnvironmentBrowser) hostRefs() []types.ManagedObjectReference {
 	for _, kind := range []string{"ClusterComputeResource", "ComputeResource"} {
-		for _, e := range simulator.Map.All(kind) {
+		for _, e := range registry.All(kind) {
 			switch cr := e.(type) {
 			case *simulator.ClusterComputeResource:
 				if cr.EnvironmentBrowser != nil && *cr.EnvironmentBrowser == b.Self {
@@ -177,7 +176,7 @@ func (b *gpuEnvironmentBrowser) hostRefs() []types.ManagedObjectReference {
 // wrapEnvironmentBrowsers replaces every compute resource's browser in the registry (same moref).
 func wrapEnvironmentBrowsers() {
 	for _, kind := range []string{"ClusterComputeResource", "ComputeResource"} {
-		for _, e := range simulator.Map.All(kind) {
+		for _, e := range registry.All(kind) {
 			var ref *types.ManagedObjectReference
 			switch cr := e.(type) {
 			case *simulator.ClusterComputeResource:
@@ -188,8 +187,8 @@ func wrapEnvironmentBrowsers() {
 			if ref == nil {
 				continue
 			}
-			if eb, ok := simulator.Map.Get(*ref).(*simulator.EnvironmentBrowser); ok {
-				simulator.Map.Put(&gpuEnvironmentBrowser{eb})
+			if eb, ok := registry.Get(*ref).(*simulator.EnvironmentBrowser); ok {
+				registry.Put(&gpuEnvironmentBrowser{eb})
 			}
 		}
 	}

@@ -13,13 +13,23 @@ import re
 
 MAX_HOSTPCI = 16  # $MAX_HOSTPCI_DEVICES in qemu-server PCI.pm
 
+# Every pattern is used with fullmatch(): "$" in re.match() (as in Perl's m/^...$/) lets a trailing newline through.
+# A domain needs four or more digits as in PVE's $PCIRE (qemu-server PCI.pm), so "01:00:00" is refused rather than
+# read as domain 0001; bus and device may drop their leading zero ("1:0.0"), which is unambiguous.
 _ADDR_RE = re.compile(
-    r"^(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})(?:\.(?P<fn>[0-7]))?$"
+    r"(?:(?P<domain>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})(?:\.(?P<fn>[0-7]))?"
 )
-_HEX4_RE = re.compile(r"^(?:0x)?([0-9a-fA-F]{1,4})$")
-_CONFIGID_RE = re.compile(r"^[a-z][a-z0-9_-]+$", re.IGNORECASE)
-_MDEV_RE = re.compile(r"^[^/.:]+$")
-_ROMFILE_RE = re.compile(r"^[^,;]+$")
+# Exactly four digits: "20b" could be 020b or a truncated 20b0 (PVE's map id pattern is [0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}).
+_HEX4_RE = re.compile(r"(?:0x)?([0-9a-fA-F]{4})")
+_CONFIGID_RE = re.compile(r"[a-z][a-z0-9_-]+", re.IGNORECASE)  # $CONFIGID_RE, pve-common JSONSchema.pm
+_NODE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?")  # pve_verify_node_name, pve-common JSONSchema.pm
+_MDEV_RE = re.compile(r"[^/.:,\s]+")  # qemu-server PCI.pm: pattern '[^/\.:]+' (commas and spaces cannot survive a property string)
+# PVE's pattern is '[^,;]+' and qemu-server opens /usr/share/kvm/<romfile>; a file name only, so nothing can point elsewhere.
+_ROMFILE_RE = re.compile(r"[^,;/\s]+")
+# What PVE itself stores (its own patterns): existing configs are parsed with these, so no valid config is refused.
+_MDEV_SERVER_RE = re.compile(r"[^/.:]+")
+_ROMFILE_SERVER_RE = re.compile(r"[^,;]+")
+MAX_DESCRIPTION = 4096  # maxLength of description in PVE::Mapping::PCI ($map_fmt and the mapping itself)
 
 _TRUE = ("1", "on", "yes", "true")
 _FALSE = ("0", "off", "no", "false")
@@ -54,9 +64,9 @@ def parse_pci_address(text):
     """Parse ``[domain:]bus:dev[.fn]`` into ``(domain, bus, dev, fn)`` (lower-case hex; fn None = all functions)."""
     if not isinstance(text, str):
         raise PciError("PCI address must be a string, got %r" % (text,))
-    m = _ADDR_RE.match(text.strip())
+    m = _ADDR_RE.fullmatch(text)
     if not m:
-        raise PciError("invalid PCI address %r (expected [dddd:]bb:dd[.f])" % text)
+        raise PciError("invalid PCI address %r (expected [dddd:]bb:dd[.f], a domain has four digits)" % text)
     domain = (m.group("domain") or "0").lower().rjust(4, "0")
     return (domain, m.group("bus").lower().rjust(2, "0"), m.group("dev").lower().rjust(2, "0"), m.group("fn"))
 
@@ -87,10 +97,10 @@ def normalize_hex_id(text, what="id"):
     """``0x10DE``/``10de`` -> ``10de`` (four lower-case hex digits)."""
     if isinstance(text, int):
         text = "%04x" % text
-    m = _HEX4_RE.match(str(text).strip()) if text is not None else None
+    m = _HEX4_RE.fullmatch(str(text)) if text is not None else None
     if not m:
         raise PciError("invalid %s %r (expected four hex digits, optionally with 0x)" % (what, text))
-    return m.group(1).lower().rjust(4, "0")
+    return m.group(1).lower()
 
 
 def normalize_pci_id(text, what="vendor:device id"):
@@ -106,7 +116,12 @@ def normalize_pci_id(text, what="vendor:device id"):
 
 def is_configid(text):
     """PVE ``pve-configid`` (mapping ids): a letter, then letters, digits, ``_`` or ``-``."""
-    return bool(_CONFIGID_RE.match(text or ""))
+    return isinstance(text, str) and bool(_CONFIGID_RE.fullmatch(text))
+
+
+def is_node_name(text):
+    """PVE ``pve-node``: letters, digits and inner hyphens."""
+    return isinstance(text, str) and bool(_NODE_RE.fullmatch(text))
 
 
 def parse_bool(value, what="value"):
@@ -124,50 +139,39 @@ def parse_bool(value, what="value"):
 # --------------------------------------------------------------------------- property strings
 
 def split_property_string(text):
-    """Split ``a=1,b="x,y",bare`` into [(key or None, value)], honouring double quotes like PVE::JSONSchema."""
-    items = []
-    buf = []
-    quoted = False
-    i = 0
-    text = text or ""
-    while i < len(text):
-        c = text[i]
-        if quoted:
-            if c == "\\" and i + 1 < len(text):
-                buf.append(text[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                quoted = False
-            else:
-                buf.append(c)
-        elif c == '"':
-            quoted = True
-        elif c == ",":
-            items.append("".join(buf))
-            buf = []
-        else:
-            buf.append(c)
-        i += 1
-    if quoted:
-        raise PciError("unterminated quote in property string %r" % text)
-    items.append("".join(buf))
+    """Split a property string into [(key or None, value)] exactly as PVE::JSONSchema::parse_property_string does.
+
+    PVE splits on every comma and has no quoting; parts that are only whitespace are skipped; ``key=value`` needs a
+    non-empty value; a part without ``=`` is the default key's value; a key may appear once.
+    """
+    if not isinstance(text, str):
+        raise PciError("property string must be a string, got %r" % (text,))
     out = []
-    for item in items:
-        if item == "":
+    seen = set()
+    for part in text.split(","):
+        if part.strip() == "":
             continue
-        if "=" in item:
-            key, value = item.split("=", 1)
-            out.append((key.strip(), value))
+        m = re.fullmatch(r"([^=]+)=(.+)", part, re.DOTALL)
+        if m:
+            key, value = m.group(1), m.group(2)
+        elif "=" not in part:
+            key, value = None, part
         else:
-            out.append((None, item))
+            raise PciError("missing key or value in %r of property string %r" % (part, text))
+        if key in seen:
+            raise PciError("duplicate key %r in property string %r" % (key or "(default)", text))
+        seen.add(key)
+        out.append((key, value))
     return out
 
 
-def _quote(value):
+def _plain(key, value):
+    """A value as it goes into a property string; PVE cannot store a comma (print_property_string dies on one)."""
     value = str(value)
-    if any(c in value for c in ',="\\'):
-        return '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+    if "," in value:
+        raise PciError("%s %r contains a comma, which Proxmox VE property strings cannot hold" % (key, value))
+    if "\n" in value or "\r" in value:
+        raise PciError("%s %r contains a line break, which Proxmox VE config files cannot hold" % (key, value))
     return value
 
 
@@ -178,12 +182,12 @@ def _norm_host(value):
     return ";".join(normalize_pci_address(p) for p in parts)
 
 
-def _norm_value(key, kind, value):
+def _norm_value(key, kind, value, strict):
     if kind == "host":
         return _norm_host(value)
     if kind == "configid":
         value = str(value)
-        if not _CONFIGID_RE.match(value):
+        if not _CONFIGID_RE.fullmatch(value):
             raise PciError("invalid mapping id %r (expected [a-z][a-z0-9_-]+)" % value)
         return value
     if kind == "bool":
@@ -192,12 +196,15 @@ def _norm_value(key, kind, value):
         return "0x" + normalize_hex_id(value, key)
     if kind == "mdev":
         value = str(value)
-        if not _MDEV_RE.match(value):
-            raise PciError("invalid mdev type %r (no '/', '.' or ':' allowed)" % value)
+        if not (_MDEV_RE if strict else _MDEV_SERVER_RE).fullmatch(value):
+            raise PciError("invalid mdev type %r (no '/', '.', ':', comma or white space allowed)" % value)
         return value
     if kind == "romfile":
         value = str(value)
-        if not _ROMFILE_RE.match(value):
+        if strict and (not _ROMFILE_RE.fullmatch(value) or value in (".", "..")):
+            raise PciError("invalid romfile %r: give a file name in /usr/share/kvm/ (no '/', ';', comma or white space)"
+                           % value)
+        if not strict and not _ROMFILE_SERVER_RE.fullmatch(value):
             raise PciError("invalid romfile %r" % value)
         return value
     if kind == "driver":
@@ -208,11 +215,15 @@ def _norm_value(key, kind, value):
     raise PciError("unknown key %r" % key)  # pragma: no cover
 
 
-def normalize_hostpci(entry):
+def normalize_hostpci(entry, strict=None):
     """Normalise a hostpciN value (string or dict of PVE keys) into a dict without defaults.
 
     ``01:00`` and ``host=0000:01:00`` give the same result; ``01:00`` (all functions) differs from ``01:00.0``.
+    ``strict`` (default: True for dicts, the user's input; False for strings, what the server stored) also refuses
+    values PVE stores but that are a guess or a risk to write (a romfile path, white space in an mdev type).
     """
+    if strict is None:
+        strict = not isinstance(entry, str)
     if isinstance(entry, str):
         pairs = split_property_string(entry)
     else:
@@ -226,7 +237,7 @@ def normalize_hostpci(entry):
         if key in out:
             raise PciError("duplicate hostpci property %r" % key)
         kind, default = HOSTPCI_KEYS[key]
-        norm = _norm_value(key, kind, value)
+        norm = _norm_value(key, kind, value, strict)
         if default is not None and norm == default:
             continue
         out[key] = norm
@@ -245,7 +256,7 @@ def format_hostpci(norm):
     else:
         parts.append("mapping=%s" % norm["mapping"])
     for key in sorted(k for k in norm if k not in ("host", "mapping")):
-        parts.append("%s=%s" % (key, _quote(norm[key])))
+        parts.append("%s=%s" % (key, _plain(key, norm[key])))
     return ",".join(parts)
 
 
@@ -262,7 +273,7 @@ def hostpci_device_key(norm):
 
 
 def normalize_map_entry(entry):
-    """Normalise one cluster mapping ``map`` item (string or dict) into a dict of PVE keys."""
+    """Normalise one cluster mapping ``map`` item (string or dict) into a dict of PVE keys ($map_fmt of PVE::Mapping::PCI)."""
     if isinstance(entry, str):
         pairs = split_property_string(entry)
     else:
@@ -272,19 +283,28 @@ def normalize_map_entry(entry):
         if key is None or key not in MAP_KEYS:
             raise PciError("unknown mapping property %r in %r" % (key, entry))
         if key == "path":
-            parts = [p for p in str(value).split(";") if p.strip()]
-            if not parts:
-                raise PciError("empty mapping path")
+            parts = str(value).split(";")
+            if not all(parts):
+                raise PciError("invalid mapping path %r (empty alternative)" % (value,))
             out[key] = ";".join(normalize_pci_address(p) for p in parts)
         elif key in ("id", "subsystem-id"):
             out[key] = normalize_pci_id(str(value), key)
         elif key == "iommugroup":
-            try:
-                out[key] = str(int(str(value)))
-            except ValueError:
-                raise PciError("invalid iommugroup %r" % (value,))
-        else:
-            out[key] = str(value)
+            text = str(value)
+            # PVE's integer type check is ^[+-]?\d+$; "+12" and "012" mean 12, a negative group matches no device.
+            if isinstance(value, bool) or not re.fullmatch(r"[+-]?\d+", text):
+                raise PciError("invalid iommugroup %r (expected a number)" % (value,))
+            out[key] = str(int(text))
+        elif key == "node":
+            if not is_node_name(value):
+                raise PciError("invalid node name %r (letters, digits and inner '-' only)" % (value,))
+            out[key] = value
+        else:  # description
+            value = _plain("description", value)
+            if len(value) > MAX_DESCRIPTION:
+                raise PciError("description of node entry is %d characters long, Proxmox VE allows %d"
+                               % (len(value), MAX_DESCRIPTION))
+            out[key] = value
     for req in ("node", "path", "id"):
         if req not in out:
             raise PciError("mapping entry %r lacks required property %r" % (entry, req))
@@ -293,7 +313,7 @@ def normalize_map_entry(entry):
 
 def format_map_entry(norm):
     """Canonical ``map`` string: keys in the order PVE prints them (sorted)."""
-    return ",".join("%s=%s" % (k, _quote(norm[k])) for k in sorted(norm))
+    return ",".join("%s=%s" % (k, _plain(k, norm[k])) for k in sorted(norm))
 
 
 def normalize_map_list(entries):
@@ -427,7 +447,8 @@ def device_facts(dev):
         "vendor_id": vendor,
         "device_id": device,
         "pci_id": "%s:%s" % (vendor, device) if vendor and device else None,
-        "subsystem_id": "%s:%s" % (svendor, sdevice) if svendor and sdevice and (svendor, sdevice) != ("0000", "0000") else None,
+        # Kept even when 0000:0000: assert_valid expects whatever sysfs has (pve-common SysFSTools::pci_device_info).
+        "subsystem_id": "%s:%s" % (svendor, sdevice) if svendor and sdevice else None,
         "vendor_name": dev.get("vendor_name"),
         "device_name": dev.get("device_name"),
         "subsystem_name": dev.get("subsystem_device_name"),
@@ -522,9 +543,13 @@ def hostpci_usage(node, mappings, vm_configs):
     return usage
 
 
-def check_map_entry(entry, devices):
-    """Check one normalised ``map`` entry against a node's devices (as PVE's assert_valid does at VM start).
+def check_map_entry(entry, devices, mdev=None):
+    """Check one normalised ``map`` entry against a node's devices as PVE does when a VM starts.
 
+    Follows ``PVE::Mapping::PCI::assert_valid`` (pve-guest-common): for every path the hardware's vendor:device id,
+    subsystem id and (first path only) IOMMU group must be configured exactly when the hardware has them, and match;
+    with the mapping's ``mdev`` flag given (PVE 8.4+, libpve-guest-common-perl 5.1.7 passes it), it must equal
+    whether the device can provide mediated devices, in both directions.
     Returns a list of problems (empty = valid). ``devices``: device_facts() dicts of that node.
     """
     problems = []
@@ -534,22 +559,106 @@ def check_map_entry(entry, devices):
         if dev is None:
             problems.append("pci device '%s' not found" % path)
             continue
-        if dev["pci_id"] != entry["id"]:
-            problems.append("'id' does not match for '%s' (%s != %s)" % (path, dev["pci_id"], entry["id"]))
-        if dev["subsystem_id"] and not entry.get("subsystem-id"):
-            problems.append("missing expected property 'subsystem-id' for device '%s' (hardware has %s)" % (path, dev["subsystem_id"]))
-        elif entry.get("subsystem-id") and dev["subsystem_id"] != entry["subsystem-id"]:
-            problems.append("'subsystem-id' does not match for '%s' (%s != %s)" % (path, dev["subsystem_id"], entry["subsystem-id"]))
-        if i == 0 and entry.get("iommugroup") is not None and str(dev["iommu_group"]) != entry["iommugroup"]:
-            problems.append("'iommugroup' does not match for '%s' (%s != %s)" % (path, dev["iommu_group"], entry["iommugroup"]))
+        expected = {"id": dev["pci_id"], "subsystem-id": dev["subsystem_id"],
+                    "iommugroup": str(dev["iommu_group"]) if dev["iommu_group"] >= 0 else None}
+        configured = {k: entry.get(k) for k in expected}
+        if mdev is not None:
+            expected["mdev"] = "1" if dev["mdev"] else "0"
+            configured["mdev"] = "1" if mdev else "0"
+        for prop in sorted(expected):
+            if prop == "iommugroup" and i > 0:
+                continue  # assert_valid checks the group of the first device only
+            want, have = expected[prop], configured[prop]
+            if want is None and have is None:
+                continue
+            if have is None:
+                problems.append("missing expected property '%s' for device '%s' (hardware has %s)" % (prop, path, want))
+            elif want is None:
+                problems.append("unexpected property '%s' configured for device '%s' (hardware has none)" % (prop, path))
+            elif want != have:
+                if prop == "mdev":
+                    problems.append("'mdev' does not match for '%s': the mapping says %s, the device %s mediated devices"
+                                    % (path, "mdev" if have == "1" else "no mdev", "provides" if want == "1" else "cannot provide"))
+                else:
+                    problems.append("'%s' does not match for '%s' (%s != %s)" % (prop, path, want, have))
     return problems
 
 
-def map_entry_from_device(node, dev, whole_device=False, with_iommu_group=True, with_subsystem=True):
-    """A ``map`` entry (normalised dict) for one device fact, as the PVE UI would fill it in."""
+def map_entry_from_device(node, dev, whole_device=False):
+    """A ``map`` entry (normalised dict) for one device fact, with every property PVE's assert_valid expects."""
     entry = {"node": node, "path": dev["slot"] if whole_device else dev["id"], "id": dev["pci_id"]}
-    if with_subsystem and dev.get("subsystem_id"):
+    if dev.get("subsystem_id"):
         entry["subsystem-id"] = dev["subsystem_id"]
-    if with_iommu_group and dev.get("iommu_group", -1) >= 0:
+    if dev.get("iommu_group", -1) >= 0:
         entry["iommugroup"] = str(dev["iommu_group"])
     return normalize_map_entry(entry)
+
+
+def mdev_capability(devices):
+    """True/False when every device is/is not mdev capable; None when they differ (no mdev flag fits them all)."""
+    flags = set(bool(d.get("mdev")) for d in devices)
+    return flags.pop() if len(flags) == 1 else None
+
+
+# --------------------------------------------------------------------------- server versions
+
+# Options that only some Proxmox VE releases know; sending one to an older server fails the whole call.
+# (option, first PVE release, where upstream added it) - read from the upstream repositories on 2026-12-01.
+VERSION_GATED = {
+    "live-migration-capable": ((8, 4), "libpve-guest-common-perl 5.1.7, pve-guest-common commit ef051db "
+                                       "'mapping: pci: add live-migration-capable flag'"),
+    "driver": ((9, 1), "qemu-server 9.0.25, commit aa47045f 'pci: add driver option'"),
+}
+
+
+def parse_pve_version(text):
+    """``'8.4.1'``/``'9.0.0~11'`` -> (8, 4, 1)/(9, 0, 0); None when it is not a version."""
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", str(text or ""))
+    return tuple(int(x or 0) for x in m.groups()) if m else None
+
+
+def version_gate(option, version):
+    """None when the server (version tuple) knows ``option``, else a message naming both versions."""
+    first, source = VERSION_GATED[option]
+    if version is None or tuple(version[:2]) >= first:
+        return None
+    return ("'%s' needs Proxmox VE %d.%d or newer (%s); the server runs %s"
+            % (option, first[0], first[1], source, ".".join(str(x) for x in version)))
+
+
+# --------------------------------------------------------------------------- permissions
+
+def root_only_reasons(norm):
+    """Why only root@pam may set, replace or delete this hostpci value (check_hostpci_perm, qemu-server API2/Qemu.pm).
+
+    A raw ``host=`` device and a ``romfile`` are root@pam's alone; an API token of root@pam is ``root@pam!<id>``,
+    not root@pam. Returns a list of reasons (empty = any user with the VM and mapping privileges may).
+    """
+    reasons = []
+    if "host" in norm:
+        reasons.append("raw host device %s" % norm["host"])
+    if "romfile" in norm:
+        reasons.append("romfile %s" % norm["romfile"])
+    return reasons
+
+
+def permission_problems(plan, current, is_root):
+    """Every hostpci change of ``plan`` that PVE would refuse for a user who is not root@pam.
+
+    PVE checks the new value of a set, the old value of a replaced entry and the old value of a deleted one, one
+    option after another, writing as it goes; checking all of them first leaves the VM as it was on a refusal.
+    """
+    if is_root:
+        return []
+    problems = []
+    for slot in sorted(set(plan["set"]) | set(plan["delete"])):
+        old = current.get(slot)
+        if old is not None:
+            old = normalize_hostpci(old) if isinstance(old, str) else old
+            for reason in root_only_reasons(old):
+                problems.append("hostpci%d: %s the existing entry has a %s" % (
+                    slot, "replacing" if slot in plan["set"] else "deleting", reason))
+        if slot in plan["set"]:
+            for reason in root_only_reasons(normalize_hostpci(plan["set"][slot])):
+                problems.append("hostpci%d: the new entry has a %s" % (slot, reason))
+    return problems

@@ -73,6 +73,7 @@ class PveClient:
         self.poll_interval = poll_interval
         self.writes = []  # (method, path) of every write call, for results and the benchmark
         self._nodes = None
+        self._version = False  # not read yet (None: the server did not say)
 
     @classmethod
     def from_params(cls, params, task_timeout=300):
@@ -136,17 +137,36 @@ class PveClient:
 
     # ----------------------------------------------------------------- lookups
 
+    def version(self):
+        """The server's release as a tuple, e.g. (8, 4, 1), read once per run (GET /version)."""
+        if self._version is False:
+            self._version = _pci.parse_pve_version((self.get("version") or {}).get("version"))
+        return self._version
+
     def nodes(self, online_only=False):
         if self._nodes is None:
             self._nodes = sorted((n["node"], n.get("status", "online")) for n in self.get("nodes") or [])
         return [name for name, status in self._nodes if status == "online" or not online_only]
 
+    def node_status(self, node):
+        """'online', 'offline' or 'unknown' as GET /nodes says (None for a node the cluster does not have)."""
+        self.nodes()
+        return dict(self._nodes).get(node)
+
+    def require_online(self, node, why):
+        """Raise PveError unless ``node`` is a cluster node that is online (PVE cannot proxy calls to others)."""
+        status = self.node_status(node)
+        if status is None:
+            raise PveError("unknown node %s (cluster has: %s)" % (node, ", ".join(self.nodes())))
+        if status != "online":
+            raise PveError("node %s is %s, cannot %s" % (node, status, why))
+
     def find_vm_node(self, vmid):
-        """Node that holds VM ``vmid`` (None when no node has it)."""
-        for node in self.nodes():
-            for vm in self.get("nodes/%s/qemu" % node) or []:
-                if int(vm.get("vmid", -1)) == int(vmid):
-                    return node
+        """Node that holds VM ``vmid`` (None when no node has it): one /cluster/resources call, which also lists the
+        VMs of offline nodes (asking each node instead fails on the first offline one)."""
+        for item in self.get("cluster/resources", type="vm") or []:
+            if item.get("type") == "qemu" and int(item.get("vmid", -1)) == int(vmid):
+                return item.get("node")
         return None
 
     def hardware(self, node):

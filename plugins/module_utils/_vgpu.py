@@ -14,11 +14,48 @@ import re
 _PROFILE_RE = re.compile(r"^(?P<prefix>[a-z]+)_(?P<board>[a-z0-9]+?)-(?:(?P<slices>\d+)-)?(?P<fb>\d+)(?P<series>[a-z])(?P<suffix>[a-z0-9]*)$",
                          re.IGNORECASE)
 
-# vSphere 6.7U3+: up to 4 NVIDIA vGPUs per VM, only max-framebuffer Q/C profiles (reference/vsphere.md 1.3).
-DEFAULT_MAX_VGPUS = 4
+# Which vGPU combinations one VM may hold, by ESXi release and NVIDIA host driver branch. Newest first: with
+# multi_vgpu_rules=auto the first entry whose minimums the VM's host meets applies; unknown versions get "legacy".
+# Sources (read 2026-12-01):
+#   [aie81] NVIDIA AI Enterprise 8.1, "Multi-vGPU" (docs.nvidia.com/ai-enterprise/release-8/8.1/infra-software/vgpu/
+#           features/multi-vgpu.html): vGPUs "with differing amounts of frame buffer" on one VM "provided the board type
+#           and the series of all the vGPUs are the same"; MIG-backed vGPUs of one board combine (A100-4-20C with
+#           A100-2-10C); the board tables list VMware vSphere support "Since VMware vSphere 8.0".
+#   [vgpu17] NVIDIA vGPU deployment guide, Citrix Virtual Apps, "Selecting the Correct vGPU Profiles": vGPUs of
+#           different frame buffer sizes share a GPU only from vGPU 17 (R550) on, in mixed-size mode. A VM's differently
+#           sized time-sliced vGPUs may land on one GPU, so mixed sizes are gated on R550.
+#   [vmw8]  VMware, "vSphere 8 Expands Machine Learning Support: Device Groups for NVIDIA GPUs and NICs" (2022-08-16):
+#           "With vSphere 8, you have the capability to add up to 8 virtual GPUs (vGPUs) to one VM".
+#   [67u3]  The rule this collection shipped first (NVIDIA vGPU user guide, "vGPUs that support multiple vGPUs assigned
+#           to a single VM", vSphere 6.7 U3 and 7.x): up to 4, all the same full-framebuffer Q- or C-series profile,
+#           no MIG-backed vGPUs.
+MULTI_VGPU_RULES = (
+    dict(name="current", min_esxi=(8, 0, 0), min_driver=(550,), max_vgpus=8, mixed_sizes=True, mig_backed=True,
+         source="NVIDIA AI Enterprise 8.1 Multi-vGPU; vGPU 17 (R550) mixed sizes; vSphere 8: 8 vGPUs per VM"),
+    dict(name="vsphere8", min_esxi=(8, 0, 0), min_driver=None, max_vgpus=8, mixed_sizes=False, mig_backed=True,
+         source="NVIDIA AI Enterprise 8.1 Multi-vGPU (MIG-backed since vSphere 8.0); vSphere 8: 8 vGPUs per VM"),
+    dict(name="legacy", min_esxi=(6, 7, 3), min_driver=None, max_vgpus=4, mixed_sizes=False, mig_backed=False,
+         source="vSphere 6.7 U3 and 7.x: up to 4 vGPUs of one full-framebuffer Q/C profile"),
+    dict(name="single", min_esxi=None, min_driver=None, max_vgpus=1, mixed_sizes=False, mig_backed=False,
+         source="before vSphere 6.7 U3: one vGPU per VM"),
+)
+MULTI_VGPU_CHOICES = ("auto", "current", "vsphere8", "legacy")
+DEFAULT_MAX_VGPUS = 4  # what "legacy" allows; kept for callers that do not pass rules
 MULTI_VGPU_SERIES = ("q", "c")
 
+# C-series (NVIDIA vGPU for Compute) on ESXi. Source (read 2026-12-01): NVIDIA AI Enterprise 5.x, "Requirements for
+# Using NVIDIA vGPU (C-Series)" (docs.nvidia.com/ai-enterprise/release-5/latest/appendix/appendix-misc.html):
+# "64-bit MMIO and EFI boot must be enabled for the VM"; "The VM's MMIO space must be increased to 64 GB" (VMware KB
+# 2142307), more where the GPU needs more. The size default follows VMware's passthrough sizing, the power of two at
+# or above twice the devices' memory (VMware, "Using GPUs with Virtual Machines on vSphere - Part 2: VMDirectPath
+# I/O"), never below NVIDIA's 64 GB; MMIO space is address space, not memory, so a generous value costs nothing.
+C_SERIES = "c"
+C_SERIES_MIN_MMIO_GB = 64
+
 GRAPHICS_TYPES = ("shared", "sharedDirect")
+# HostGraphicsConfigVgpuMode, "Since vSphere API Release 8.0.3.0" (pyVmomi _typeinfo_vim.py
+# vim.host.GraphicsConfig.VgpuMode; govmomi vim25/types HostGraphicsConfigDeviceType.VgpuMode).
+VGPU_MODES = ("sameSize", "mixedSize")
 ASSIGNMENT_POLICIES = ("performance", "consolidation")
 POWER_POLICIES = ("fail", "power_off", "shutdown_guest")
 
@@ -49,28 +86,74 @@ def max_framebuffer(offered):
     return best
 
 
-def multi_vgpu_errors(profiles, offered, max_vgpus=DEFAULT_MAX_VGPUS):
-    """Reasons why this list cannot be attached to one VM together (empty when fine)."""
+def parse_version(text):
+    """(8, 0, 3) from '8.0.3' or '8.0.3.0', (550, 90, 5) from '550.90.05'; None when there is no number."""
+    nums = re.findall(r"\d+", str(text or ""))
+    return tuple(int(n) for n in nums[:3]) if nums else None
+
+
+def multi_vgpu_rules(choice="auto", esxi_version=None, driver_version=None):
+    """The multi-vGPU rule set for a host (an entry of MULTI_VGPU_RULES plus ``basis``, why it applies)."""
+    if choice not in MULTI_VGPU_CHOICES:
+        raise VgpuError("multi_vgpu_rules must be one of %s, got %r" % (", ".join(MULTI_VGPU_CHOICES), choice))
+    if choice != "auto":
+        rules = dict(next(r for r in MULTI_VGPU_RULES if r["name"] == choice))
+        rules["basis"] = "multi_vgpu_rules=%s" % choice
+        return rules
+    esxi, driver = parse_version(esxi_version), parse_version(driver_version)
+    basis = "ESXi %s, NVIDIA driver %s" % (esxi_version or "unknown", driver_version or "unknown")
+    if esxi is None:
+        # Without the host's release the oldest multi-vGPU rules are the ones every release accepts.
+        rules = dict(next(r for r in MULTI_VGPU_RULES if r["name"] == "legacy"))
+    else:
+        rules = dict(next(r for r in MULTI_VGPU_RULES
+                          if (r["min_esxi"] is None or esxi >= r["min_esxi"])
+                          and (r["min_driver"] is None or (driver is not None and driver >= r["min_driver"]))))
+    rules["basis"] = basis
+    return rules
+
+
+def multi_vgpu_errors(profiles, offered, max_vgpus=None, rules=None):
+    """Reasons why this list cannot be attached to one VM together (empty when fine).
+
+    rules: from multi_vgpu_rules(); default the "legacy" rules. max_vgpus overrides the rules' limit.
+    """
     if len(profiles) <= 1:
         return []
+    rules = rules or multi_vgpu_rules("legacy")
+    limit = max_vgpus if max_vgpus is not None else rules["max_vgpus"]
     errors = []
-    if len(profiles) > max_vgpus:
-        errors.append("%d vGPUs requested, at most %d are allowed per VM" % (len(profiles), max_vgpus))
-    if len(set(profiles)) > 1:
-        errors.append("multiple vGPUs must all use the same profile, got %s" % ", ".join(sorted(set(profiles))))
-    full = max_framebuffer(offered)
+    if len(profiles) > limit:
+        errors.append("%d vGPUs requested, at most %d are allowed per VM" % (len(profiles), limit))
+    parsed = {}
     for name in sorted(set(profiles)):
         p = parse_profile(name)
         if p is None:
             errors.append("profile %s: unrecognised name, cannot prove it allows multiple vGPUs" % name)
-            continue
-        if p["mig_slices"] is not None:
-            errors.append("profile %s: MIG-backed profiles cannot be combined on one VM" % name)
+        else:
+            parsed[name] = p
+    boards = sorted({p["board"] for p in parsed.values()})
+    if len(boards) > 1:
+        errors.append("multiple vGPUs must be of one board type, got %s" % ", ".join(boards))
+    series = sorted({p["series"].upper() for p in parsed.values()})
+    if len(series) > 1:
+        errors.append("multiple vGPUs must be of one series, got %s" % ", ".join(series))
+    for name, p in sorted(parsed.items()):
         if p["series"] not in MULTI_VGPU_SERIES:
             errors.append("profile %s: only Q- and C-series profiles allow multiple vGPUs" % name)
-        if p["mig_slices"] is None and p["board"] in full and p["fb_gb"] != full[p["board"]]:
-            errors.append("profile %s: multiple vGPUs need the full-framebuffer profile (%s-%d%s)"
-                          % (name, name.split("-")[0], full[p["board"]], p["series"]))
+        if p["mig_slices"] is not None and not rules["mig_backed"]:
+            errors.append("profile %s: MIG-backed profiles cannot be combined on one VM before vSphere 8.0" % name)
+    if not rules["mixed_sizes"]:
+        # Time-sliced vGPUs of one VM: all the same profile, the one with the board's whole frame buffer.
+        sliced = sorted(n for n, p in parsed.items() if p["mig_slices"] is None)
+        if len(sliced) > 1:
+            errors.append("multiple vGPUs must all use the same profile, got %s" % ", ".join(sorted(set(profiles))))
+        full = max_framebuffer(offered)
+        for name in sliced:
+            p = parsed[name]
+            if p["board"] in full and p["fb_gb"] != full[p["board"]]:
+                errors.append("profile %s: multiple vGPUs need the full-framebuffer profile (%s-%d%s)"
+                              % (name, name.split("-")[0], full[p["board"]], p["series"]))
     return errors
 
 
@@ -80,9 +163,10 @@ def hosts_offering(profiles, host_offers):
     return sorted(h for h, offered in host_offers.items() if wanted <= set(offered or []))
 
 
-def validate_profiles(vm, profiles, host, host_offers, placement="host", max_vgpus=DEFAULT_MAX_VGPUS):
+def validate_profiles(vm, profiles, host, host_offers, placement="host", max_vgpus=None, host_rules=None):
     """Check a desired vGPU list for a VM against what its host (or cluster) offers.
 
+    host_rules: {host: multi_vgpu_rules(...)}; hosts not in it get the "legacy" rules.
     Returns the sorted list of hosts that could run the VM; raises VgpuError naming VM, host, profile and reason.
     """
     if placement not in ("host", "cluster"):
@@ -104,14 +188,21 @@ def validate_profiles(vm, profiles, host, host_offers, placement="host", max_vgp
                 errors.append("profile %s is not offered by any host in the cluster of %s" % (name, host))
     if errors:
         raise VgpuError("VM %s: %s" % (vm, "; ".join(errors)))
-    eligible = hosts_offering(profiles, scope)
-    if not eligible:
+    offering = hosts_offering(profiles, scope)
+    if not offering:
         raise VgpuError("VM %s: no single host offers all of %s" % (vm, ", ".join(sorted(set(profiles)))))
-    # Multi-vGPU rules judged against the richest offer in scope: full framebuffer is a property of the board.
-    offered = sorted({p for h in eligible for p in scope[h]})
-    multi = multi_vgpu_errors(list(profiles), offered, max_vgpus)
-    if multi:
-        raise VgpuError("VM %s on host %s: %s" % (vm, host, "; ".join(multi)))
+    # Full framebuffer is a property of the board: judged against the richest offer in scope.
+    offered = sorted({p for h in offering for p in scope[h]})
+    rejected = {}
+    for h in offering:
+        rules = (host_rules or {}).get(h) or multi_vgpu_rules("legacy")
+        multi = multi_vgpu_errors(list(profiles), offered, max_vgpus, rules)
+        if multi:
+            rejected[h] = "%s (multi-vGPU rules %s: %s)" % ("; ".join(multi), rules["name"], rules["basis"])
+    eligible = [h for h in offering if h not in rejected]
+    if not eligible:
+        shown = host if host in rejected else sorted(rejected)[0]
+        raise VgpuError("VM %s on host %s: %s" % (vm, shown, rejected[shown]))
     return eligible
 
 
@@ -169,11 +260,56 @@ def plan_power(vm, power_state, needs_change, policy):
     return dict(power_off="hard" if policy == "power_off" else "guest", power_on_after=True)
 
 
+def next_power_of_two(n):
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def c_series_mmio_gb(profiles):
+    """Default pciPassthru.64bitMMIOSizeGB for a VM with these vGPUs (see C_SERIES_MIN_MMIO_GB)."""
+    total = sum(p["fb_gb"] for p in (parse_profile(n) for n in profiles) if p)
+    return max(C_SERIES_MIN_MMIO_GB, next_power_of_two(2 * total))
+
+
+def plan_c_series(vm, profiles, firmware, extra_config, use_64bit_mmio=None, mmio_size_gb=None):
+    """What C-series vGPUs need of the VM: EFI firmware, 64-bit MMIO and enough MMIO space.
+
+    Returns (use_64bit_mmio, mmio_size_gb) for plan_extra_config: the caller's values, or for C-series lists the
+    required ones where unset (a larger MMIO size already on the VM stays). Raises VgpuError for a BIOS VM or an
+    explicit value below the requirement.
+    """
+    names = sorted({n for n in profiles if (parse_profile(n) or {}).get("series") == C_SERIES})
+    if not names:
+        return use_64bit_mmio, mmio_size_gb
+    plural = len(names) > 1
+    what = "VM %s: C-series vGPU profile%s %s %s" % (vm, "s" if plural else "", ", ".join(names), "need" if plural else "needs")
+    if firmware is not None and firmware != "efi":
+        raise VgpuError("%s EFI firmware, the VM boots with %s firmware; NVIDIA requires EFI boot and 64-bit MMIO "
+                        "for C-series vGPUs on ESXi (the guest OS must be installed in EFI mode, so changing the "
+                        "firmware needs a reinstall)" % (what, firmware.upper()))
+    if use_64bit_mmio is False:
+        raise VgpuError("%s 64-bit MMIO; use_64bit_mmio=false contradicts that" % what)
+    need = c_series_mmio_gb(profiles)
+    if mmio_size_gb is not None:
+        if mmio_size_gb < C_SERIES_MIN_MMIO_GB:
+            raise VgpuError("%s at least %d GB of MMIO space, mmio_size_gb=%d is less"
+                            % (what, C_SERIES_MIN_MMIO_GB, mmio_size_gb))
+        return True, mmio_size_gb
+    try:
+        have = int(str(extra_config.get(MMIO_SIZE_KEY)).strip())
+    except (TypeError, ValueError):
+        have = None
+    return True, (None if have is not None and have >= need else need)
+
+
 def plan_vm(vm, host, current_devices, desired, host_offers, power_state, memory_locked, extra_config,
             placement="host", reserve_all_memory=True, use_64bit_mmio=None, mmio_size_gb=None,
-            power_policy="fail", max_vgpus=DEFAULT_MAX_VGPUS):
+            power_policy="fail", max_vgpus=None, host_rules=None, firmware=None):
     """Full plan for one VM; pure, raises VgpuError on invalid input before anything is touched."""
-    eligible = validate_profiles(vm, desired, host, host_offers, placement, max_vgpus)
+    eligible = validate_profiles(vm, desired, host, host_offers, placement, max_vgpus, host_rules)
+    use_64bit_mmio, mmio_size_gb = plan_c_series(vm, desired, firmware, extra_config, use_64bit_mmio, mmio_size_gb)
     devices = diff_vgpus(current_devices, desired)
     extra = plan_extra_config(extra_config, use_64bit_mmio, mmio_size_gb)
     lock_memory = bool(desired) and reserve_all_memory and not memory_locked
@@ -192,21 +328,28 @@ def plan_vm(vm, host, current_devices, desired, host_offers, power_state, memory
     )
 
 
-def plan_graphics(host, current, default_graphics_type=None, assignment_policy=None, devices=None, known_devices=None):
+def plan_graphics(host, current, default_graphics_type=None, assignment_policy=None, devices=None, known_devices=None,
+                  vgpu_mode_unsupported=None):
     """Plan a HostGraphicsConfig change.
 
-    current: dict(default_graphics_type, assignment_policy, devices={pci_id: graphics_type}).
-    devices: list of dict(pci_id, graphics_type) to set; other per-device entries stay.
+    current: dict(default_graphics_type, assignment_policy, devices={pci_id: graphics_type}, vgpu_modes={pci_id: mode}).
+    devices: list of dict(pci_id, graphics_type, vgpu_mode) to set (graphics_type or vgpu_mode may be None = keep);
+    other per-device entries stay.
     known_devices: PCI ids of the host's graphics devices; unknown ones are rejected.
+    vgpu_mode_unsupported: None where the server has vgpuMode (API 8.0.3.0+), else the reason it does not.
     Returns dict(changed, before, after).
     """
     if default_graphics_type is not None and default_graphics_type not in GRAPHICS_TYPES:
         raise VgpuError("host %s: default_graphics_type must be one of %s" % (host, ", ".join(GRAPHICS_TYPES)))
     if assignment_policy is not None and assignment_policy not in ASSIGNMENT_POLICIES:
         raise VgpuError("host %s: assignment_policy must be one of %s" % (host, ", ".join(ASSIGNMENT_POLICIES)))
-    after = dict(default_graphics_type=current.get("default_graphics_type"),
-                 assignment_policy=current.get("assignment_policy"),
-                 devices=dict(current.get("devices") or {}))
+
+    def state(src):
+        return dict(default_graphics_type=src.get("default_graphics_type"),
+                    assignment_policy=src.get("assignment_policy"),
+                    devices=dict(src.get("devices") or {}), vgpu_modes=dict(src.get("vgpu_modes") or {}))
+
+    before, after = state(current), state(current)
     if default_graphics_type is not None:
         after["default_graphics_type"] = default_graphics_type
     if assignment_policy is not None:
@@ -216,12 +359,20 @@ def plan_graphics(host, current, default_graphics_type=None, assignment_policy=N
         if known_devices is not None and pci not in {normalize_pci_id(k) for k in known_devices}:
             raise VgpuError("host %s: graphics device %s not found (devices: %s)"
                             % (host, dev.get("pci_id"), ", ".join(sorted(known_devices)) or "none"))
-        if dev.get("graphics_type") not in GRAPHICS_TYPES:
+        gtype, mode = dev.get("graphics_type"), dev.get("vgpu_mode")
+        if gtype is None and mode is None:
+            raise VgpuError("host %s: device %s: set graphics_type, vgpu_mode or both" % (host, pci))
+        if gtype is not None and gtype not in GRAPHICS_TYPES:
             raise VgpuError("host %s: device %s: graphics_type must be one of %s" % (host, pci, ", ".join(GRAPHICS_TYPES)))
-        after["devices"][pci] = dev["graphics_type"]
-    before = dict(default_graphics_type=current.get("default_graphics_type"),
-                  assignment_policy=current.get("assignment_policy"),
-                  devices=dict(current.get("devices") or {}))
+        if mode is not None:
+            if vgpu_mode_unsupported:
+                raise VgpuError("host %s: device %s: vgpu_mode needs vSphere 8.0 Update 3 (API 8.0.3.0): %s"
+                                % (host, pci, vgpu_mode_unsupported))
+            if mode not in VGPU_MODES:
+                raise VgpuError("host %s: device %s: vgpu_mode must be one of %s" % (host, pci, ", ".join(VGPU_MODES)))
+            after["vgpu_modes"][pci] = mode
+        # A device entry needs a graphics type; a mode-only entry keeps the device's effective one.
+        after["devices"][pci] = gtype or after["devices"].get(pci) or after["default_graphics_type"]
     return dict(host=host, changed=before != after, before=before, after=after)
 
 

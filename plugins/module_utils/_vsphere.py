@@ -8,6 +8,7 @@ Decisions live in _vgpu.py; this file only reads and writes vSphere objects.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import ssl
@@ -15,7 +16,7 @@ import time
 import traceback
 
 try:
-    from pyVmomi import vim, vmodl
+    from pyVmomi import VmomiSupport, vim, vmodl
     from pyVim.connect import SmartConnect, Disconnect
     HAS_PYVMOMI = True
     PYVMOMI_IMPORT_ERROR = None
@@ -31,7 +32,7 @@ CALLS_FILE_ENV = "GPUOPS_VSPHERE_CALLS_FILE"
 DEFAULT_DRIVER_REGEX = r"(?i)^(nvidia|nvd)"
 
 HOST_PROPS = [
-    "name", "parent", "runtime.connectionState", "runtime.inMaintenanceMode",
+    "name", "parent", "runtime.connectionState", "runtime.inMaintenanceMode", "config.product.version",
     "config.graphicsInfo", "config.sharedPassthruGpuTypes", "config.sharedGpuCapabilities", "config.graphicsConfig",
     "configManager.graphicsManager", "configManager.imageConfigManager",
 ]
@@ -102,6 +103,13 @@ class Session:
         self.counter = CallCounter(self.si._stub)
         self.content = self.si.RetrieveContent()
         self.api_version = tuple(int(x) for x in re.findall(r"\d+", self.content.about.apiVersion or "0")[:2])
+        # The version pyvmomi speaks on this session: it leaves out fields newer than that when it sends objects.
+        self.wire_version = getattr(self.si._stub, "version", None)
+
+    def speaks(self, data_type, field):
+        """Whether this session sends and receives ``data_type.field`` (False for fields newer than the session)."""
+        info = [p for p in data_type._GetPropertyList() if p.name == field]  # pylint: disable=protected-access
+        return bool(info and self.wire_version and VmomiSupport.IsChildVersion(self.wire_version, info[0].version))
 
     def host_props(self, props=None):
         """Host property paths this API version can return (pyvmomi cannot decode fields newer than the session)."""
@@ -227,10 +235,60 @@ def graphics_devices(graphics_info):
 
 
 def graphics_config(cfg):
+    """Plain HostGraphicsConfig: per-device graphics types, and vGPU modes where the server reports them (8.0.3.0+)."""
     if cfg is None:
-        return dict(default_graphics_type=None, assignment_policy=None, devices={})
+        return dict(default_graphics_type=None, assignment_policy=None, devices={}, vgpu_modes={})
     return dict(default_graphics_type=cfg.hostDefaultGraphicsType, assignment_policy=cfg.sharedPassthruAssignmentPolicy,
-                devices={_vgpu.normalize_pci_id(d.deviceId): d.graphicsType for d in (cfg.deviceType or [])})
+                devices={_vgpu.normalize_pci_id(d.deviceId): d.graphicsType for d in (cfg.deviceType or [])},
+                vgpu_modes={_vgpu.normalize_pci_id(d.deviceId): d.vgpuMode for d in (cfg.deviceType or [])
+                            if getattr(d, "vgpuMode", None)})
+
+
+def edit_graphics_config(cfg, after):
+    """The fetched HostGraphicsConfig with the planned values written into it.
+
+    Working on a copy of what the host returned keeps every field this code does not set (vgpuMode of devices it
+    leaves alone, fields of later API releases) instead of rebuilding the object from the planned dict.
+    """
+    new = copy.deepcopy(cfg) if cfg is not None else vim.host.GraphicsConfig(deviceType=[])
+    new.hostDefaultGraphicsType = after["default_graphics_type"]
+    new.sharedPassthruAssignmentPolicy = after["assignment_policy"]
+    entries = list(new.deviceType or [])
+    by_pci = {_vgpu.normalize_pci_id(d.deviceId): d for d in entries}
+    modes = after.get("vgpu_modes") or {}
+    for pci, gtype in sorted(after["devices"].items()):
+        entry = by_pci.get(pci)
+        if entry is None:
+            entry = vim.host.GraphicsConfig.DeviceType(deviceId=pci, graphicsType=gtype)
+            entries.append(entry)
+        entry.graphicsType = gtype
+        if pci in modes:
+            entry.vgpuMode = modes[pci]
+    new.deviceType = entries
+    return new
+
+
+def vgpu_mode_unsupported(session, row):
+    """None when vgpuMode can be read and set on this host, else why not.
+
+    HostGraphicsConfigDeviceType.vgpuMode is "Since vSphere API Release 8.0.3.0": vCenter, the host and this
+    session must all be that new (an older pyvmomi session drops the field silently when it sends the config).
+    """
+    need = (8, 0, 3)
+    old = []
+    vc = _vgpu.parse_version(session.content.about.apiVersion)
+    if not vc or vc < need:
+        old.append("vCenter API %s" % (session.content.about.apiVersion or "unknown"))
+    host = _vgpu.parse_version(row.get("config.product.version"))
+    if not host or host < need:
+        old.append("host %s ESXi %s" % (row.get("name"), row.get("config.product.version") or "unknown"))
+    if not old and not session.speaks(vim.host.GraphicsConfig.DeviceType, "vgpuMode"):
+        old.append("pyvmomi session version %s" % session.wire_version)
+    return ", ".join(old) or None
+
+
+def esxi_version(row):
+    return row.get("config.product.version")
 
 
 def host_offer(row):
@@ -258,11 +316,13 @@ def public_vgpu(dev):
 # ---- driver version -----------------------------------------------------------------------------------------
 
 
-def host_packages(session, row):
+def host_packages(session, row, warnings=None):
     """NVIDIA-relevant software inventory of a host.
 
     FetchSoftwarePackages is the real API; hosts where the image config manager is not available
-    (ManagedObjectNotFound/NotSupported) fall back to the 'Software Components' health sensors.
+    (ManagedObjectNotFound/NotSupported) fall back to the 'Software Components' health sensors, and so do accounts
+    without the Host.Config.Image privilege that FetchSoftwarePackages needs (pyVmomi _typeinfo_vim.py,
+    HostImageConfigManager.fetchSoftwarePackages), with a message appended to ``warnings``.
     Returns (packages, source).
     """
     host_obj, host_name = row["obj"], row["name"]
@@ -273,6 +333,11 @@ def host_packages(session, row):
             return [dict(name=p.name, vendor=p.vendor, version=p.version) for p in pkgs or []], "software_packages"
         except (vmodl.fault.ManagedObjectNotFound, vmodl.fault.NotSupported, vmodl.fault.MethodNotFound):
             pass
+        except vim.fault.NoPermission as e:
+            if warnings is not None:
+                warnings.append("host %s: FetchSoftwarePackages was refused (%s, privilege %s); the driver version "
+                                "comes from the host's health sensors instead"
+                                % (host_name, fault_message(e), missing_privileges(e) or "unknown"))
         except vmodl.MethodFault as e:
             raise VsphereError("host %s: FetchSoftwarePackages failed: %s" % (host_name, fault_message(e)))
     rows = session.collect(vim.HostSystem, ["runtime.healthSystemRuntime.systemHealthInfo.numericSensorInfo"],
@@ -287,8 +352,16 @@ def host_packages(session, row):
     return pkgs, "health_sensors"
 
 
-def host_driver(session, row, name_regex=DEFAULT_DRIVER_REGEX):
-    pkgs, source = host_packages(session, row)
+def missing_privileges(fault):
+    """Privilege ids a NoPermission fault names (missingPrivileges since 7.0.3.2, else privilegeId)."""
+    ids = [i for ep in (getattr(fault, "missingPrivileges", None) or []) for i in (ep.privilegeIds or [])]
+    if not ids and getattr(fault, "privilegeId", None):
+        ids = [fault.privilegeId]
+    return ", ".join(sorted(set(ids)))
+
+
+def host_driver(session, row, name_regex=DEFAULT_DRIVER_REGEX, warnings=None):
+    pkgs, source = host_packages(session, row, warnings)
     vib = _vgpu.match_driver_vib(pkgs, name_regex)
     if not vib:
         return dict(vib=None, vib_version=None, version=None, source=source)

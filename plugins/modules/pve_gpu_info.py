@@ -23,7 +23,8 @@ extends_documentation_fragment:
 options:
   nodes:
     description:
-      - Nodes to read. Default is every node the API lists as online.
+      - Nodes to read. Default is every node the API lists as online; the others are reported in RV(skipped_nodes).
+      - A node given here that is not online fails naming it (Proxmox VE cannot answer for a node that is down).
     type: list
     elements: str
   gather_mdev:
@@ -112,6 +113,11 @@ gpus:
   returned: always
   type: list
   elements: dict
+skipped_nodes:
+  description: Nodes that were not read because they are not online, with the status C(GET /nodes) gives them.
+  returned: always
+  type: dict
+  sample: {pve3: offline}
 mappings:
   description: The cluster PCI mappings (C(/cluster/mapping/pci)).
   returned: always
@@ -142,6 +148,10 @@ def main():
         unknown = [n for n in nodes if n not in known]
         if unknown:
             module.fail_json(msg="unknown node(s): %s (cluster has: %s)" % (", ".join(unknown), ", ".join(known)))
+        down = ["%s (%s)" % (n, client.node_status(n)) for n in nodes if client.node_status(n) != "online"]
+        if down:
+            module.fail_json(msg="node(s) not online, their GPUs cannot be read: %s" % ", ".join(down))
+        skipped = {} if p["nodes"] else {n: client.node_status(n) for n in known if client.node_status(n) != "online"}
         mappings = client.mappings()
         result = {}
         for node in nodes:
@@ -149,7 +159,8 @@ def main():
     except PveError as exc:
         module.fail_json(msg=str(exc))
     else:
-        module.exit_json(changed=False, nodes=result, gpus=[g for n in nodes for g in result[n]["gpus"]], mappings=mappings)
+        module.exit_json(changed=False, nodes=result, gpus=[g for n in nodes for g in result[n]["gpus"]], mappings=mappings,
+                         skipped_nodes=skipped)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ options:
     type: int
     required: true
   node:
-    description: Node of the VM. Found by listing the nodes' VMs when not given.
+    description:
+      - Node of the VM. Found through C(/cluster/resources) when not given.
+      - A VM on a node that is not online fails naming the node; nothing is changed.
     type: str
   gpus:
     description:
@@ -59,7 +61,8 @@ options:
         description:
           - Raw PCI address (C(0000:01:00.0), C(01:00.0); C(01:00) passes all functions), or C(;)-separated alternatives.
           - With O(gpus[].vf), the physical function whose virtual function to use.
-          - Proxmox VE only lets C(root@pam) with a password (not a token) set raw addresses.
+          - Proxmox VE only lets C(root@pam) with a password (not a token) set raw addresses, and replace or delete an
+            entry that has one; the module checks this for every entry it would set, replace or delete before any write.
         type: str
       vf:
         description: Index of the SR-IOV virtual function of O(gpus[].host) (0 = first VF).
@@ -74,7 +77,9 @@ options:
         description: Make the device ROM visible to the guest (Proxmox VE default true).
         type: bool
       romfile:
-        description: ROM file under C(/usr/share/kvm/).
+        description:
+          - File name of a ROM under C(/usr/share/kvm/) (no C(/), no white space, no comma or C(;)).
+          - Only C(root@pam) with a password may set it, and replace or delete an entry that has one.
         type: str
       mdev:
         description: Mediated device (vGPU) type, for example V(nvidia-1034).
@@ -95,7 +100,9 @@ options:
         description: Subsystem device id the guest sees.
         type: str
       driver:
-        description: V(keep) leaves the host driver bound (Proxmox VE 9).
+        description:
+          - V(keep) leaves the host driver bound. Proxmox VE knows this option from 9.1 (qemu-server 9.0.25); on older
+            servers V(keep) fails before any write.
         type: str
         choices: [vfio, keep]
   exclusive:
@@ -301,20 +308,15 @@ class VmGpu:
         entries = [e for e in _pci.normalize_map_list(mapping.get("map") or []) if e["node"] == self.node]
         if not entries:
             raise Precheck(fail % ("PCI mapping '%s' has no entry for node %s" % (mid, self.node)))
+        is_mdev = bool(int(_pci.parse_bool(mapping.get("mdev") or 0)))
         problems = []
         for e in entries:
-            problems.extend(_pci.check_map_entry(e, list(by_id.values())))
+            # mdev both ways, as PVE 8.4+ checks it at start (assert_valid gets the mapping's global mdev flag).
+            problems.extend(_pci.check_map_entry(e, list(by_id.values()), mdev=is_mdev))
         if problems:
             raise Precheck(fail % ("PCI mapping '%s' does not match the hardware of node %s: %s" % (mid, self.node, "; ".join(problems))))
-        is_mdev = bool(int(_pci.parse_bool(mapping.get("mdev") or 0)))
         if norm.get("mdev") and not is_mdev:
             raise Precheck(fail % ("mdev is set but PCI mapping '%s' is not marked mdev" % mid))
-        for e in entries:
-            for pth in e["path"].split(";"):
-                dev = by_id[_pci.normalize_pci_address(pth, function="0")]
-                if is_mdev and not dev["mdev"]:
-                    raise Precheck(fail % ("PCI mapping '%s' is marked mdev but device %s on node %s cannot provide mediated devices"
-                                           % (mid, dev["id"], self.node)))
         return [pth for e in entries for pth in e["path"].split(";")]
 
     def check_mdev(self, norm, paths, fail):
@@ -355,6 +357,7 @@ class VmGpu:
         self.node = p["node"] or self.client.find_vm_node(self.vmid)
         if self.node is None:
             raise Precheck("VM %s not found on any node" % self.vmid)
+        self.client.require_online(self.node, "change VM %s" % self.vmid)
         base = "nodes/%s/qemu/%s" % (self.node, self.vmid)
         config = self.client.get(base + "/config")  # pending values applied
         status = (self.client.get(base + "/status/current") or {}).get("status")
@@ -373,14 +376,10 @@ class VmGpu:
             plan = _pci.plan_hostpci(current, desired, exclusive=p["exclusive"])
         except _pci.PciError as exc:
             raise Precheck("%s: %s" % (self.where(), exc))
+        self.check_versions(plan)
+        self.check_permissions(plan, current)
         if p["precheck"]:
             self.precheck(config, [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
-            raw = ["hostpci%d (%s)" % (s, v) for s, v in plan["set"].items() if "host" in _pci.normalize_hostpci(v)]
-            if raw and (p["api_token_id"] or p["api_user"] != "root@pam"):
-                # PVE: "only root can set '<opt>' config for non-mapped devices"; a root@pam token is not root@pam.
-                raise Precheck("%s: %s: raw host addresses can only be set by root@pam with a password (not %s%s); "
-                               "use a PCI mapping; nothing changed" % (self.where(), ", ".join(raw), p["api_user"],
-                                                                       " with a token" if p["api_token_id"] else ""))
 
         changed_keys = ["hostpci%d" % s for s in plan["set"]] + ["hostpci%d" % s for s in plan["delete"]]
         config_changed = bool(changed_keys)
@@ -421,6 +420,24 @@ class VmGpu:
             writes=len(self.client.writes),
             diff={"before": before, "after": after},
         )
+
+    def check_versions(self, plan):
+        """hostpci options the server's release lacks would fail the whole config call."""
+        for slot, value in sorted(plan["set"].items()):
+            if "driver" in _pci.normalize_hostpci(value):  # the default (vfio) is dropped, so only driver=keep is sent
+                gate = _pci.version_gate("driver", self.client.version())
+                if gate:
+                    raise Precheck("%s: hostpci%d (%s): %s; nothing changed" % (self.where(), slot, value, gate))
+
+    def check_permissions(self, plan, current):
+        """check_hostpci_perm of qemu-server, for every entry set, replaced or deleted, before any write."""
+        p = self.p
+        is_root = p["api_user"] == "root@pam" and not p["api_token_id"]
+        problems = _pci.permission_problems(plan, current, is_root)
+        if problems:
+            who = "%s%s" % (p["api_user"], " with token %s" % p["api_token_id"] if p["api_token_id"] else "")
+            raise Precheck("%s: only root@pam with a password may set, replace or delete raw host devices and romfiles "
+                           "(this run is %s): %s; use a PCI mapping; nothing changed" % (self.where(), who, "; ".join(problems)))
 
     def restart(self, base):
         upid = self.client.post(base + "/status/shutdown", forceStop=1, timeout=self.p["shutdown_timeout"])

@@ -47,6 +47,8 @@ extends_documentation_fragment:
 notes:
   - The driver version comes from C(HostImageConfigManager.FetchSoftwarePackages); where that manager is not
     available the host's C(Software Components) health sensors are read instead (the C(source) key of RV(hosts[].driver) says which).
+  - C(FetchSoftwarePackages) needs the C(Host.Config.Image) privilege. Read-only accounts get C(NoPermission);
+    the module then reads the health sensors as well and warns, naming the host and the missing privilege.
   - A GPU host without an NVIDIA driver VIB counts as drift.
 author:
   - gpuops.provision maintainers (@gpuops)
@@ -79,17 +81,23 @@ hosts:
     cluster: {description: 'Cluster name; null for standalone hosts.', type: str}
     connection_state: {description: 'C(connected), C(disconnected) or C(notResponding).', type: str}
     in_maintenance_mode: {description: Whether the host is in maintenance mode., type: bool}
+    esxi_version: {description: 'ESXi release (C(config.product.version)), for example V(8.0.3).', type: str}
     gpu_host: {description: Whether the host has graphics devices or vGPU profiles., type: bool}
     gpus:
-      description: Physical graphics devices (C(config.graphicsInfo)).
+      description:
+        - Physical graphics devices (C(config.graphicsInfo)). C(vgpu_mode) is the device's current vGPU mode
+          (V(none), V(sameSize), V(mixedSize) or V(multiInstanceGpu)) on vSphere 8.0 Update 3 and later, else null.
       type: list
       elements: dict
       sample: [{device_name: NVIDIA A100-PCIE-40GB, vendor_name: NVIDIA, pci_id: "0000:3b:00.0",
                 graphics_type: sharedDirect, vgpu_mode: null, memory_mb: 40960, vms: [vm-63]}]
     graphics_config:
-      description: Host graphics configuration.
+      description:
+        - Host graphics configuration. C(devices) maps PCI ids to per-device graphics types, C(vgpu_modes) PCI ids to
+          per-device vGPU modes (V(sameSize) or V(mixedSize); vSphere 8.0 Update 3 and later, else empty).
       type: dict
-      sample: {default_graphics_type: sharedDirect, assignment_policy: performance, devices: {"0000:3b:00.0": sharedDirect}}
+      sample: {default_graphics_type: sharedDirect, assignment_policy: performance, devices: {"0000:3b:00.0": sharedDirect},
+               vgpu_modes: {"0000:3b:00.0": mixedSize}}
     profiles: {description: vGPU profiles the host offers., type: list, elements: str, sample: [grid_a100-4c, grid_a100-40c]}
     vgpu_vms:
       description: VMs on this host that hold vGPUs.
@@ -124,7 +132,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu, _vsphere
 
 
-def gather(session, params):
+def gather(session, params, warnings):
     hosts = session.hosts(params["datacenter"], params["cluster"], params["esxi_hostname"])
     clusters = _vsphere.cluster_names(session)
     out, by_moid = [], {}
@@ -135,6 +143,7 @@ def gather(session, params):
             cluster=clusters.get(parent._moId) if parent is not None else None,
             connection_state=row.get("runtime.connectionState"),
             in_maintenance_mode=bool(row.get("runtime.inMaintenanceMode")),
+            esxi_version=_vsphere.esxi_version(row),
             gpu_host=_vsphere.is_gpu_host(row),
             gpus=_vsphere.graphics_devices(row.get("config.graphicsInfo")),
             graphics_config=_vsphere.graphics_config(row.get("config.graphicsConfig")),
@@ -143,7 +152,7 @@ def gather(session, params):
             driver=dict(vib=None, vib_version=None, version=None, source=None),
         )
         if params["gather_driver"] and entry["gpu_host"] and entry["connection_state"] == "connected":
-            entry["driver"] = _vsphere.host_driver(session, row, params["driver_vib_regex"])
+            entry["driver"] = _vsphere.host_driver(session, row, params["driver_vib_regex"], warnings)
         out.append(entry)
         by_moid[row["moid"]] = entry
     result = dict(hosts=out)
@@ -179,12 +188,17 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     if not _vsphere.HAS_PYVMOMI:
         module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
+    warnings = []
     try:
         _vsphere.valid_regex(module.params["driver_vib_regex"])
         with _vsphere.Session(module.params) as session:
-            result = gather(session, module.params)
+            result = gather(session, module.params, warnings)
     except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
+        for w in warnings:
+            module.warn(w)
         module.fail_json(msg=str(e))
+    for w in warnings:
+        module.warn(w)
     module.exit_json(changed=False, **result)
 
 

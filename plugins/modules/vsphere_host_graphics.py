@@ -9,8 +9,11 @@ module: vsphere_host_graphics
 short_description: Set the graphics configuration of ESXi hosts for NVIDIA vGPU
 version_added: 0.1.0
 description:
-  - Sets the default graphics type, the shared passthrough GPU assignment policy and per-device graphics types
-    of every host in scope through C(HostGraphicsManager.UpdateGraphicsConfig).
+  - Sets the default graphics type, the shared passthrough GPU assignment policy, per-device graphics types and,
+    on vSphere 8.0 Update 3 and later, per-device vGPU modes of every host in scope through
+    C(HostGraphicsManager.UpdateGraphicsConfig).
+  - The configuration the host returns is edited and sent back, so fields the module does not set (for example
+    the C(vgpuMode) of devices it does not touch) are kept.
   - Validates every host first (device PCI ids must exist on the host); nothing is changed when one host is invalid.
   - Only hosts whose configuration differs are updated.
   - Warns when powered-on VMs run on a host that is changed; vSphere applies graphics changes to VMs at their next power on,
@@ -39,7 +42,9 @@ options:
     type: str
     choices: [performance, consolidation]
   devices:
-    description: Per-device graphics types; they override O(default_graphics_type). Devices not listed keep their setting.
+    description:
+      - Per-device settings; a graphics type overrides O(default_graphics_type). Devices not listed keep their settings.
+      - Each entry sets O(devices[].graphics_type), O(devices[].vgpu_mode) or both.
     type: list
     elements: dict
     default: []
@@ -49,10 +54,17 @@ options:
         type: str
         required: true
       graphics_type:
-        description: Graphics type of this device.
+        description: Graphics type of this device. Unset keeps the device's current type.
         type: str
-        required: true
         choices: [shared, sharedDirect]
+      vgpu_mode:
+        description:
+          - vGPU mode of this device (C(HostGraphicsConfigDeviceType.vgpuMode)). V(sameSize) allows only vGPUs of one
+            frame buffer size on the GPU; V(mixedSize) allows vGPUs of different sizes on it (NVIDIA vGPU 17 and later).
+          - Needs vSphere 8.0 Update 3 (API 8.0.3.0) on vCenter and on the host; older servers do not have the field
+            and the module fails, naming the host, before any change. Unset keeps the device's current mode.
+        type: str
+        choices: [sameSize, mixedSize]
   skip_non_gpu_hosts:
     description: Leave hosts without graphics devices alone instead of failing on them.
     type: bool
@@ -92,6 +104,13 @@ EXAMPLES = r"""
     devices:
       - pci_id: "0000:af:00.0"
         graphics_type: shared
+
+- name: Let one GPU hold vGPUs of different sizes (vSphere 8.0 Update 3)
+  gpuops.provision.vsphere_host_graphics:
+    esxi_hostname: [esx1.example.com]
+    devices:
+      - pci_id: "0000:3b:00.0"
+        vgpu_mode: mixedSize
   module_defaults:
     group/gpuops.provision.vsphere:
       hostname: vcenter.example.com
@@ -109,15 +128,20 @@ hosts:
     name: {description: Host name., type: str}
     changed: {description: Whether the host's configuration was (or in check mode would be) changed., type: bool}
     skipped: {description: True for hosts without graphics devices when O(skip_non_gpu_hosts=true)., type: bool}
-    before: {description: Configuration before., type: dict}
-    after: {description: Configuration after., type: dict}
+    before:
+      description:
+        - Configuration before; C(devices) maps PCI ids to graphics types, C(vgpu_modes) PCI ids to vGPU modes
+          (only devices the host reports a mode for; empty before vSphere 8.0 Update 3).
+      type: dict
+    after: {description: Configuration after (predicted in check mode)., type: dict}
     running_vms: {description: Powered-on VMs on the host., type: list, elements: str}
   sample:
     - name: esx1
       changed: true
       skipped: false
-      before: {default_graphics_type: shared, assignment_policy: performance, devices: {}}
-      after: {default_graphics_type: sharedDirect, assignment_policy: performance, devices: {}}
+      before: {default_graphics_type: shared, assignment_policy: performance, devices: {}, vgpu_modes: {}}
+      after: {default_graphics_type: sharedDirect, assignment_policy: performance, devices: {"0000:3b:00.0": sharedDirect},
+              vgpu_modes: {"0000:3b:00.0": mixedSize}}
       running_vms: []
 """
 
@@ -129,14 +153,6 @@ try:
     from pyVmomi import vim, vmodl
 except ImportError:
     pass  # reported through _vsphere.HAS_PYVMOMI
-
-
-def to_graphics_config(after):
-    return vim.host.GraphicsConfig(
-        hostDefaultGraphicsType=after["default_graphics_type"],
-        sharedPassthruAssignmentPolicy=after["assignment_policy"],
-        deviceType=[vim.host.GraphicsConfig.DeviceType(deviceId=pci, graphicsType=gt)
-                    for pci, gt in sorted(after["devices"].items())])
 
 
 def run(module, session):
@@ -153,9 +169,11 @@ def run(module, session):
         if row.get("runtime.connectionState") != "connected":
             raise _vgpu.VgpuError("host %s: %s, cannot change graphics settings"
                                   % (row["name"], row.get("runtime.connectionState")))
+        wants_mode = any(d.get("vgpu_mode") for d in p["devices"])
         plan = _vgpu.plan_graphics(row["name"], _vsphere.graphics_config(row.get("config.graphicsConfig")),
                                    p["default_graphics_type"], p["assignment_policy"], p["devices"],
-                                   known_devices=[g["pci_id"] for g in gpus])
+                                   known_devices=[g["pci_id"] for g in gpus],
+                                   vgpu_mode_unsupported=_vsphere.vgpu_mode_unsupported(session, row) if wants_mode else None)
         plan["skipped"] = False
         plans.append((row, plan))
 
@@ -181,7 +199,7 @@ def run(module, session):
             if gm is None:
                 raise _vsphere.VsphereError("host %s: no HostGraphicsManager" % row["name"])
             try:
-                gm.UpdateGraphicsConfig(to_graphics_config(plan["after"]))
+                gm.UpdateGraphicsConfig(_vsphere.edit_graphics_config(row.get("config.graphicsConfig"), plan["after"]))
                 if p["restart_xorg"]:
                     row["obj"].configManager.serviceSystem.RestartService(id="xorg")
             except vmodl.MethodFault as e:
@@ -203,8 +221,9 @@ def main():
         assignment_policy=dict(type="str", choices=list(_vgpu.ASSIGNMENT_POLICIES)),
         devices=dict(type="list", elements="dict", default=[], options=dict(
             pci_id=dict(type="str", required=True),
-            graphics_type=dict(type="str", required=True, choices=list(_vgpu.GRAPHICS_TYPES)),
-        )),
+            graphics_type=dict(type="str", choices=list(_vgpu.GRAPHICS_TYPES)),
+            vgpu_mode=dict(type="str", choices=list(_vgpu.VGPU_MODES)),
+        ), required_one_of=[("graphics_type", "vgpu_mode")]),
         skip_non_gpu_hosts=dict(type="bool", default=True),
         restart_xorg=dict(type="bool", default=False),
     )

@@ -13,8 +13,11 @@ description:
     Devices whose profile is already right are kept; others are removed and the missing ones added, in one reconfigure.
   - Validates the profiles against what the VM's host offers, or with O(placement=cluster) what any connected host
     of the VM's cluster offers, before anything changes.
-  - Several vGPUs on one VM are allowed only when they use the same full-framebuffer Q- or C-series profile,
-    at most O(max_vgpus) of them.
+  - Several vGPUs on one VM must follow NVIDIA's multi-vGPU rules for the host's ESXi release and NVIDIA driver
+    (O(multi_vgpu_rules)); with V(auto) they are read from the host.
+  - C-series (compute) profiles need EFI firmware, 64-bit MMIO and enough MMIO space on ESXi. The module fails for
+    a BIOS VM, and sets C(pciPassthru.use64bitMMIO) and C(pciPassthru.64bitMMIOSizeGB) unless O(use_64bit_mmio)
+    or O(mmio_size_gb) say otherwise.
   - vGPUs can only be changed on a powered-off VM. By default the module fails for a powered-on VM;
     O(power_policy) allows a power cycle instead, after which the VM is powered on again.
   - Reserves all guest memory (C(memoryReservationLockedToMax)) when the VM gets vGPUs, as vGPU VMs require it,
@@ -63,15 +66,37 @@ options:
     type: bool
     default: true
   use_64bit_mmio:
-    description: Set C(pciPassthru.use64bitMMIO); unset leaves the VM as it is.
+    description:
+      - Set C(pciPassthru.use64bitMMIO).
+      - Unset leaves the VM as it is, except with C-series profiles, which need it V(true) (NVIDIA AI Enterprise,
+        "Requirements for Using NVIDIA vGPU (C-Series)"); V(false) with C-series profiles fails.
     type: bool
   mmio_size_gb:
-    description: Set C(pciPassthru.64bitMMIOSizeGB) to this many GiB; unset leaves the VM as it is.
+    description:
+      - Set C(pciPassthru.64bitMMIOSizeGB) to this many GiB.
+      - Unset leaves the VM as it is, except with C-series profiles, which get the power of two at or above twice the
+        vGPUs' total frame buffer, at least 64 (a larger value already on the VM stays). Less than 64 with C-series
+        profiles fails.
     type: int
+  multi_vgpu_rules:
+    description:
+      - Which rules several vGPUs on one VM must follow.
+      - V(auto) picks them by the host's ESXi release and NVIDIA host driver version (read with
+        C(FetchSoftwarePackages), only when more than one vGPU is requested on ESXi 8.0 or later; the driver VIB is
+        found as P(gpuops.provision.vsphere_gpu_info#module) finds it by default, and accounts without
+        C(Host.Config.Image) fall back to the host's health sensors with a warning).
+      - V(current) (NVIDIA AI Enterprise 8.1, ESXi 8.0 and later with driver R550 or later) allows up to 8 vGPUs of one
+        board type and one series with different frame buffer sizes, MIG-backed ones included.
+      - V(vsphere8) (ESXi 8.0 and later, older drivers) allows up to 8, MIG-backed vGPUs of one board in any sizes,
+        time-sliced ones only as one full-framebuffer profile.
+      - V(legacy) (vSphere 6.7 Update 3 and 7) allows up to 4 vGPUs of one full-framebuffer Q- or C-series profile.
+      - Where the host's versions cannot be read, V(auto) applies V(legacy).
+    type: str
+    choices: [auto, current, vsphere8, legacy]
+    default: auto
   max_vgpus:
-    description: Most vGPUs one VM may hold (vSphere 6.7U3 to 8 allow 4 NVIDIA vGPUs).
+    description: Most vGPUs one VM may hold; unset takes the limit of the O(multi_vgpu_rules) in force (4 or 8).
     type: int
-    default: 4
 extends_documentation_fragment:
   - gpuops.provision._vsphere_auth
   - gpuops.provision._attributes
@@ -107,6 +132,11 @@ EXAMPLES = r"""
     name: train-02
     profiles: [grid_a100-40c, grid_a100-40c]
     placement: cluster
+
+- name: Two MIG-backed vGPUs of different sizes (ESXi 8.0 and later)
+  gpuops.provision.vsphere_vm_vgpu:
+    name: infer-01
+    profiles: [grid_a100-4-20c, grid_a100-2-10c]
 
 - name: Remove all vGPUs
   gpuops.provision.vsphere_vm_vgpu:
@@ -155,6 +185,11 @@ power_cycled:
   description: Whether the VM was powered off and on again.
   returned: always
   type: bool
+multi_vgpu_rules:
+  description: The multi-vGPU rules applied on the VM's host and why (null for fewer than two vGPUs).
+  returned: always
+  type: dict
+  sample: {name: current, basis: "ESXi 8.0.3, NVIDIA driver 550.90.05"}
 """
 
 import time
@@ -169,8 +204,9 @@ except ImportError:
     pass  # reported through _vsphere.HAS_PYVMOMI
 
 VM_READ = ["name", "runtime.host", "runtime.powerState", "config.hardware.device",
-           "config.memoryReservationLockedToMax", "config.extraConfig"]
-OFFER_PROPS = ["name", "parent", "runtime.connectionState", "config.sharedPassthruGpuTypes", "config.sharedGpuCapabilities"]
+           "config.memoryReservationLockedToMax", "config.extraConfig", "config.firmware"]
+OFFER_PROPS = ["name", "parent", "runtime.connectionState", "config.sharedPassthruGpuTypes", "config.sharedGpuCapabilities",
+               "config.product.version", "configManager.imageConfigManager"]
 
 
 def find_vm(session, p):
@@ -198,20 +234,41 @@ def read_vm(session, vm_obj):
     return rows[0]
 
 
-def host_offers(session, host_obj, placement):
-    """{host name: [profiles]} for the VM's host, or for the connected hosts of its cluster; plus the host's parent."""
+def host_rows(session, host_obj, placement):
+    """Rows of the VM's host, or of the connected hosts of its cluster, by name; plus the host's name and parent."""
     props = session.host_props(OFFER_PROPS)
     row = session.collect(vim.HostSystem, props, objects=[host_obj])[0]
     parent = row.get("parent")
-    offers = {row["name"]: _vsphere.host_offer(row)}
+    rows = {row["name"]: row}
     if placement == "cluster" and isinstance(parent, vim.ClusterComputeResource):
-        offers.update(cluster_offers(session, parent, props))
-    return row["name"], offers, parent
+        rows.update(cluster_rows(session, parent, props))
+    return row["name"], rows, parent
 
 
-def cluster_offers(session, cluster, props):
+def cluster_rows(session, cluster, props):
     rows = session.collect(vim.HostSystem, props, container=cluster)
-    return {r["name"]: _vsphere.host_offer(r) for r in rows if r.get("runtime.connectionState") == "connected"}
+    return {r["name"]: r for r in rows if r.get("runtime.connectionState") == "connected"}
+
+
+def rules_of(session, rows, profiles, choice, warnings, cache):
+    """{host: multi-vGPU rules} for the hosts that offer every profile; the driver is read only where it matters.
+
+    cache: {host: rules} kept across calls so that no host's driver is read twice.
+    """
+    if len(profiles) < 2:
+        return {}
+    out = {}
+    for name in _vgpu.hosts_offering(profiles, {n: _vsphere.host_offer(r) for n, r in rows.items()}):
+        if name not in cache:
+            row = rows[name]
+            esxi = _vsphere.esxi_version(row)
+            driver = None
+            # Before ESXi 8.0 the driver does not change the rules (MULTI_VGPU_RULES).
+            if choice == "auto" and (_vgpu.parse_version(esxi) or (0,)) >= (8, 0, 0):
+                driver = _vsphere.host_driver(session, row, warnings=warnings)["version"]
+            cache[name] = _vgpu.multi_vgpu_rules(choice, esxi, driver)
+        out[name] = cache[name]
+    return out
 
 
 def build_spec(plan):
@@ -266,34 +323,43 @@ def read_power(session, vm_obj):
     return session.vms(props=["runtime.powerState"], objects=[vm_obj])[0]["runtime.powerState"]
 
 
-def run(module, session):
+def run(module, session, warnings):
     p = module.params
     vm_obj = find_vm(session, p)
     vm = read_vm(session, vm_obj)
     if vm.get("runtime.host") is None:
         raise _vgpu.VgpuError("VM %s has no host; register it on a host first" % vm["name"])
-    host_name, offers, parent = host_offers(session, vm["runtime.host"], p["placement"])
+    host_name, rows, parent = host_rows(session, vm["runtime.host"], p["placement"])
     current = _vsphere.vm_vgpus(vm.get("config.hardware.device"))
     extra = {o.key: o.value for o in (vm.get("config.extraConfig") or [])}
+    rules_cache = {}
 
-    def plan_with(offers):
-        return _vgpu.plan_vm(vm["name"], host_name, current, p["profiles"], offers, vm.get("runtime.powerState"),
+    def plan_with(rows):
+        offers = {n: _vsphere.host_offer(r) for n, r in rows.items()}
+        scope = rows if p["placement"] == "cluster" else {host_name: rows[host_name]}
+        host_rules = rules_of(session, scope, p["profiles"], p["multi_vgpu_rules"], warnings, rules_cache)
+        plan = _vgpu.plan_vm(vm["name"], host_name, current, p["profiles"], offers, vm.get("runtime.powerState"),
                              bool(vm.get("config.memoryReservationLockedToMax")), extra,
                              placement=p["placement"], reserve_all_memory=p["reserve_all_memory"],
                              use_64bit_mmio=p["use_64bit_mmio"], mmio_size_gb=p["mmio_size_gb"],
-                             power_policy=p["power_policy"], max_vgpus=p["max_vgpus"])
+                             power_policy=p["power_policy"], max_vgpus=p["max_vgpus"], host_rules=host_rules,
+                             firmware=vm.get("config.firmware"))
+        rules = host_rules.get(host_name)
+        plan["rules"] = dict(name=rules["name"], basis=rules["basis"]) if rules else None
+        return plan
 
     try:
-        plan = plan_with(offers)
+        plan = plan_with(rows)
     except _vgpu.VgpuError:
         if p["placement"] != "host" or not isinstance(parent, vim.ClusterComputeResource):
             raise
         # Only read the rest of the cluster on failure, to name the hosts that do offer the profile.
-        offers.update({k: v for k, v in cluster_offers(session, parent, session.host_props(OFFER_PROPS)).items()
-                       if k != host_name})
-        plan = plan_with(offers)
+        rows.update({k: v for k, v in cluster_rows(session, parent, session.host_props(OFFER_PROPS)).items()
+                     if k != host_name})
+        plan = plan_with(rows)
     result = dict(vm=vm["name"], host=host_name, before=plan["before"], after=plan["after"], actions=actions_of(plan),
-                  eligible_hosts=plan["eligible_hosts"], power_cycled=False, changed=plan["changed"])
+                  eligible_hosts=plan["eligible_hosts"], power_cycled=False, changed=plan["changed"],
+                  multi_vgpu_rules=plan["rules"])
     vgpus = current
     if plan["changed"] and not module.check_mode:
         if plan["power"]["power_off"]:
@@ -327,17 +393,25 @@ def main():
         reserve_all_memory=dict(type="bool", default=True),
         use_64bit_mmio=dict(type="bool"),
         mmio_size_gb=dict(type="int"),
-        max_vgpus=dict(type="int", default=_vgpu.DEFAULT_MAX_VGPUS),
+        multi_vgpu_rules=dict(type="str", default="auto", choices=list(_vgpu.MULTI_VGPU_CHOICES)),
+        max_vgpus=dict(type="int"),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
                            required_one_of=[("name", "uuid", "moid")], mutually_exclusive=[("name", "uuid", "moid")])
     if not _vsphere.HAS_PYVMOMI:
         module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
+    if module.params["max_vgpus"] is not None and module.params["max_vgpus"] < 1:
+        module.fail_json(msg="max_vgpus must be at least 1, got %d" % module.params["max_vgpus"])
+    warnings = []
     try:
         with _vsphere.Session(module.params) as session:
-            result = run(module, session)
+            result = run(module, session, warnings)
     except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
+        for w in warnings:
+            module.warn(w)
         module.fail_json(msg=str(e))
+    for w in warnings:
+        module.warn(w)
     if module._diff:
         result["diff"] = dict(before=result["before"], after=result["after"])
     module.exit_json(**result)

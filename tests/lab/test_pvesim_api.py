@@ -38,6 +38,15 @@ class Client:
         return self.data("GET", f"/nodes/{node}/tasks/{upid}/status")
 
 
+def root_client(pve):
+    """A root@pam password session (ticket cookie + CSRF token), the only user PVE lets touch raw host devices."""
+    root = Client(pve, token=False)
+    login = root.data("POST", "/access/ticket", username="root@pam", password=pve.password)
+    root.session.cookies.set("PVEAuthCookie", login["ticket"])
+    root.session.headers["CSRFPreventionToken"] = login["CSRFPreventionToken"]
+    return root
+
+
 @pytest.fixture(scope="module")
 def ro_pve():
     """A server the read-only tests share."""
@@ -243,9 +252,11 @@ def test_mapping_parameter_validation(api):
 def test_mapping_check_node(api):
     api.data("POST", "/cluster/mapping/pci", id="wrong", map=[
         "node=pve1,path=0000:01:00.0,id=10de:2236,subsystem-id=10de:1533",
-        "node=pve1,path=0000:01:00.0,id=10de:20b5",
+        "node=pve1,path=0000:01:00.0,id=10de:20b5,iommugroup=12",
         "node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=99",
-        "node=pve1,path=0000:09:00.0,id=10de:20b5"])
+        "node=pve1,path=0000:09:00.0,id=10de:20b5",
+        "node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533",
+        "node=pve1,path=0000:01:00.0,id=10DE:20B5,subsystem-id=10de:1533,iommugroup=12"])
     checks = {m["id"]: m["checks"] for m in api.data("GET", "/cluster/mapping/pci", **{"check-node": "pve1"})}
     assert checks["a100"] == []
     assert checks["t4-vgpu"] == [{"severity": "warning", "message": "No mapping for node pve1."}]
@@ -255,6 +266,10 @@ def test_mapping_check_node(api):
         "Invalid configuration: missing expected property 'subsystem-id' for device '0000:01:00.0'",
         "Invalid configuration: 'iommugroup' does not match for 'wrong' (12 != 99)",
         "Invalid configuration: pci device '0000:09:00.0' not found",
+        # issue 14: the hardware has a group, the entry none (pve-guest-common PCI.pm assert_valid)
+        "Invalid configuration: missing expected property 'iommugroup' for device '0000:01:00.0'",
+        # assert_valid compares strings: the pattern allows upper case, sysfs has lower case
+        "Invalid configuration: 'id' does not match for 'wrong' (10de:20b5 != 10DE:20B5)",
     ]
     assert all(c["severity"] == "error" for c in checks["wrong"])
     assert "checks" not in api.data("GET", "/cluster/mapping/pci")[0]
@@ -363,7 +378,9 @@ def test_start_fails_when_device_in_use(pve, api):
 
 def test_start_picks_first_free_vf_and_exhausts_pool(pve, api):
     for vmid in (101, 103):
-        api.data("PUT", f"/nodes/pve1/qemu/{vmid}/config", hostpci0="mapping=l40s-vgpu,mdev=nvidia-1150", machine="q35")
+        # VM 103 holds a raw host= entry: only root@pam may replace it (check_hostpci_perm on the old value)
+        client = root_client(pve) if vmid == 103 else api
+        client.data("PUT", f"/nodes/pve1/qemu/{vmid}/config", hostpci0="mapping=l40s-vgpu,mdev=nvidia-1150", machine="q35")
     assert start(api, "pve1", 101) == "OK"
     assert pve.state()["vms"]["101"]["devices"] == ["0000:02:00.5"]  # .4 is VM 102's
     assert start(api, "pve1", 103) == "OK"
@@ -378,13 +395,13 @@ def test_start_picks_first_free_vf_and_exhausts_pool(pve, api):
 
 
 def test_start_fails_on_invalid_mapping_and_missing_device(pve, api):
-    api.data("PUT", "/cluster/mapping/pci/a100", map=["node=pve2,path=0000:01:00.0,id=10de:20b6,subsystem-id=10de:1533"])
+    api.data("PUT", "/cluster/mapping/pci/a100", map=["node=pve2,path=0000:01:00.0,id=10de:20b6,subsystem-id=10de:1533,iommugroup=20"])
     api.data("PUT", "/nodes/pve2/qemu/200/config", hostpci0="mapping=a100,pcie=1")
     assert start(api, "pve2", 200) == ("PCI device mapping invalid (hardware probably changed): "
                                        "'id' does not match for 'a100' (10de:20b5 != 10de:20b6)")
-    api.data("PUT", "/cluster/mapping/pci/a100", map=["node=pve2,path=0000:21:00.0,id=10de:1eb8,subsystem-id=10de:12a2"],
+    api.data("PUT", "/cluster/mapping/pci/a100", map=["node=pve2,path=0000:21:00.0,id=10de:1eb8,subsystem-id=10de:12a2,iommugroup=25"],
              mdev=1)
-    api.data("PUT", "/cluster/mapping/pci/t4-vgpu", map=["node=pve2,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533"])
+    api.data("PUT", "/cluster/mapping/pci/t4-vgpu", map=["node=pve2,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=20"])
     api.data("PUT", "/nodes/pve2/qemu/200/config", hostpci0="mapping=t4-vgpu")
     assert start(api, "pve2", 200) == ("PCI device mapping invalid (hardware probably changed): "
                                        "'mdev' does not match for 't4-vgpu' (0 != 1)")
@@ -510,3 +527,89 @@ def test_privileges_of_users_and_separated_tokens():
         resp = ops.call("POST", "/nodes/pve2/qemu/200/status/start")
         assert (resp.status_code, resp.reason) == (403, "Permission check failed (/vms/200, VM.PowerMgmt)")
         assert "hostpci0" not in pve.state()["vms"]["200"]["config"]
+
+
+# ---------------------------------------------------------------- issue 14: what the real servers judge
+def _fixture_release(version, release):
+    fixture = load_fixture()
+    fixture["version"] = {"version": version, "release": release, "repoid": "0123456789abcdef"}
+    return fixture
+
+
+def test_start_refuses_mapping_without_iommugroup_as_assert_valid_does(pve, api):
+    # pve-guest-common PCI.pm assert_valid: the hardware has group 20, the entry none
+    api.data("PUT", "/cluster/mapping/pci/a100", map=["node=pve2,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533"])
+    api.data("PUT", "/nodes/pve2/qemu/200/config", hostpci0="mapping=a100,pcie=1")
+    assert start(api, "pve2", 200) == ("PCI device mapping invalid (hardware probably changed): "
+                                       "missing expected property 'iommugroup' for device '0000:01:00.0'")
+    api.data("PUT", "/cluster/mapping/pci/a100",
+             map=["node=pve2,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=20"])
+    assert start(api, "pve2", 200) == "OK"
+
+
+def test_start_refuses_mdev_mismatch_in_both_directions_from_8_4(pve, api):
+    t4 = "node=pve2,path=0000:21:00.0,id=10de:1eb8,subsystem-id=10de:12a2,iommugroup=25"
+    api.data("POST", "/nodes/pve2/qemu/201/status/stop")
+    api.data("POST", "/cluster/mapping/pci", id="t4-whole", map=[t4])  # mdev flag absent = 0, the T4 provides mdevs
+    api.data("PUT", "/nodes/pve2/qemu/200/config", hostpci0="mapping=t4-whole")
+    assert start(api, "pve2", 200) == ("PCI device mapping invalid (hardware probably changed): "
+                                       "'mdev' does not match for 't4-whole' (1 != 0)")
+    api.data("PUT", "/cluster/mapping/pci/t4-whole", mdev=1)
+    assert start(api, "pve2", 200) == "OK"
+    # PVE 8.3 (libpve-guest-common-perl before 5.1.7) does not compare mdev at all
+    with running_pvesim(_fixture_release("8.3.5", "8.3")) as pve83:
+        old = Client(pve83)
+        old.data("POST", "/nodes/pve2/qemu/201/status/stop")
+        old.data("POST", "/cluster/mapping/pci", id="t4-whole", map=[t4])
+        old.data("PUT", "/nodes/pve2/qemu/200/config", hostpci0="mapping=t4-whole")
+        assert start(old, "pve2", 200) == "OK"
+
+
+def test_release_flavours_of_mapping_and_hostpci_options():
+    t4 = "node=pve2,path=0000:21:00.0,id=10de:1eb8,subsystem-id=10de:12a2,iommugroup=25"
+    with running_pvesim(_fixture_release("8.3.5", "8.3")) as pve83:
+        old = Client(pve83)
+        resp = old.call("POST", "/cluster/mapping/pci", id="lm", map=t4, **{"live-migration-capable": 1})
+        assert resp.status_code == 400 and resp.json()["errors"] == {
+            "live-migration-capable": "property is not defined in schema and the schema does not allow additional properties"}
+        assert old.data("POST", "/cluster/mapping/pci", id="lm", map=t4, mdev=1) is None
+    with running_pvesim(_fixture_release("8.4.1", "8.4")) as pve84:
+        assert Client(pve84).data("POST", "/cluster/mapping/pci", id="lm", map=t4, **{"live-migration-capable": 1}) is None
+    with running_pvesim(_fixture_release("9.0.10", "9.0")) as pve90:
+        resp = Client(pve90).call("PUT", "/nodes/pve2/qemu/200/config", hostpci0="mapping=a100,driver=keep")
+        assert resp.status_code == 400 and "driver" in resp.json()["errors"]["hostpci0"]
+
+
+def test_offline_node_answers_595_and_cluster_resources_still_lists_its_vms():
+    fixture = load_fixture()
+    fixture["nodes"]["pve2"]["status"] = "offline"
+    with running_pvesim(fixture) as pve:
+        api = Client(pve)
+        assert {n["node"]: n["status"] for n in api.data("GET", "/nodes")} == {"pve1": "online", "pve2": "offline"}
+        resp = api.call("GET", "/nodes/pve2/qemu")
+        assert (resp.status_code, resp.reason) == (595, "No route to host")
+        vms = {v["vmid"]: v for v in api.data("GET", "/cluster/resources", type="vm")}
+        assert vms[200]["node"] == "pve2" and vms[200]["status"] == "unknown"
+        assert vms[100]["status"] == "running"
+
+
+def test_hostpci_permissions_old_values_and_deletes_first():
+    # qemu-server API2/Qemu.pm check_hostpci_perm in $updatefn: deletes first, each written before the next check
+    fixture = load_fixture()
+    fixture["vms"]["200"]["config"]["hostpci1"] = "0000:0a:00.0"
+    fixture["vms"]["200"]["config"]["hostpci2"] = "mapping=a100,romfile=vbios.rom"
+    with running_pvesim(fixture) as pve:
+        api = Client(pve)  # token root@pam!ansible: not root@pam
+        resp = api.call("PUT", "/nodes/pve2/qemu/200/config", delete="hostpci1")
+        assert (resp.status_code, resp.reason) == (500, "only root can set 'hostpci1' config for non-mapped devices")
+        resp = api.call("PUT", "/nodes/pve2/qemu/200/config", hostpci1="mapping=a100")
+        assert resp.status_code == 500  # replacing a raw entry checks the old value too
+        resp = api.call("PUT", "/nodes/pve2/qemu/200/config", hostpci2="mapping=a100")
+        assert resp.status_code == 400 and resp.json()["errors"] == {"hostpci2": "only root@pam can set 'romfile' option"}
+        api.data("PUT", "/nodes/pve2/qemu/200/config", hostpci0="mapping=a100")
+        # delete hostpci0 (allowed) and set hostpci1 (refused) in one call: the delete stays written
+        upid = api.data("POST", "/nodes/pve2/qemu/200/config", delete="hostpci0", hostpci1="mapping=a100")
+        assert api.task("pve2", upid)["exitstatus"] == "only root can set 'hostpci1' config for non-mapped devices"
+        conf = pve.state()["vms"]["200"]["config"]
+        assert "hostpci0" not in conf and conf["hostpci1"] == "0000:0a:00.0"
+        assert root_client(pve).data("PUT", "/nodes/pve2/qemu/200/config", delete="hostpci1,hostpci2") is None

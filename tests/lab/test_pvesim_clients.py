@@ -35,7 +35,7 @@ def test_proxmoxer_end_to_end(pve, auth):
     gpus = [d for d in api.nodes("pve1").hardware.pci.get(**{"pci-class-blacklist": ""}) if d["vendor"] == "0x10de"]
     assert {d["id"] for d in gpus} >= {"0000:01:00.0", "0000:02:00.4", "0000:41:00.1"}
     assert api.nodes("pve2").hardware("pci/0000:21:00.0/mdev").get()[1]["type"] == "nvidia-223"
-    api("cluster/mapping/pci").post(id="t4-pool", map=["node=pve2,path=0000:21:00.0,id=10de:1eb8,subsystem-id=10de:12a2"],
+    api("cluster/mapping/pci").post(id="t4-pool", map=["node=pve2,path=0000:21:00.0,id=10de:1eb8,subsystem-id=10de:12a2,iommugroup=25"],
                                     mdev=1)
     digest = api.cluster.mapping.pci("t4-pool").get()["digest"]
     api.cluster.mapping.pci("t4-pool").put(description="pool", digest=digest)

@@ -22,7 +22,7 @@ from pyVim.task import WaitForTask  # noqa: E402
 from pyVmomi import vim, vmodl  # noqa: E402
 
 if not vcsim_lab.available():
-    pytest.skip("go / golang-github-vmware-govmomi-dev not installed", allow_module_level=True)
+    pytest.skip("vcsim-gpu cannot be built here (no Go >= 1.23, see lab/vcsim/README.md)", allow_module_level=True)
 
 pytestmark = pytest.mark.slow  # starts the simulator
 
@@ -351,3 +351,132 @@ def test_run_sh_start_and_stop(tmp_path):
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert not (run_dir / "pid").exists()
+
+
+# ---- issue 14 point 12: the faults and fields of vSphere 8.0 U3 and read-only accounts ------------------------------
+
+U3_FIXTURE = {
+    "hosts": {"DC0_C0_H0": {"graphics_type": "sharedDirect", "vgpu_modes": {"0000:3b:00.0": "mixedSize"}},
+              "DC0_C0_H1": {"esxi_version": "8.0.2"}},
+    "vm_firmware": {"DC0_C0_H1_VM0": "bios"},
+}
+
+
+@pytest.fixture(scope="module")
+def sim_u3():
+    with vcsim_lab.vcsim(clusters=1, hosts=2, vms=1, fixture=U3_FIXTURE, api_version="8.0.3.0",
+                         readonly=("reader", "readpw")) as s:
+        yield s
+
+
+def test_vgpu_mode_is_served_from_api_8_0_3(sim_u3):
+    conn = sim_u3.connect()
+    try:
+        assert conn._stub.version == "vim.version.v8_0_3_0"  # pylint: disable=protected-access
+        hosts = objects(conn, vim.HostSystem)
+        h0 = hosts["DC0_C0_H0"].config
+        assert h0.product.version == "8.0.3"
+        assert [(d.deviceId, d.graphicsType, d.vgpuMode) for d in h0.graphicsConfig.deviceType] == [
+            ("0000:3b:00.0", "sharedDirect", "mixedSize")]
+        # HostGraphicsInfoVgpuMode: sameSize unless set for vGPU devices
+        assert [(g.pciId, g.vgpuMode) for g in h0.graphicsInfo] == [("0000:3b:00.0", "mixedSize"), ("0000:5e:00.0", "sameSize")]
+        # A host that stays on 8.0.2 in the same vCenter has no vGPU modes.
+        h1 = hosts["DC0_C0_H1"].config
+        assert h1.product.version == "8.0.2" and h1.product.apiVersion == "8.0.2.0"
+        assert [g.vgpuMode for g in h1.graphicsInfo] == [None, None]
+        assert sim_u3.host_info("DC0_C0_H0")["vgpu_modes"] == {"0000:3b:00.0": "mixedSize"}
+    finally:
+        Disconnect(conn)
+
+
+def test_update_graphics_config_vgpu_mode_needs_an_8_0_3_host(sim_u3):
+    conn = sim_u3.connect()
+    try:
+        h1 = objects(conn, vim.HostSystem)["DC0_C0_H1"]
+        with pytest.raises(vmodl.fault.InvalidArgument) as err:
+            h1.configManager.graphicsManager.UpdateGraphicsConfig(vim.host.GraphicsConfig(
+                hostDefaultGraphicsType="sharedDirect", sharedPassthruAssignmentPolicy="performance",
+                deviceType=[vim.host.GraphicsConfig.DeviceType(deviceId="0000:3b:00.0", graphicsType="sharedDirect",
+                                                               vgpuMode="mixedSize")]))
+        assert err.value.invalidProperty == "config.deviceType[0].vgpuMode" and "DC0_C0_H1" in err.value.msg
+        assert h1.config.graphicsConfig.hostDefaultGraphicsType == "shared"
+    finally:
+        Disconnect(conn)
+
+
+@pytest.mark.parametrize("unset", ["keep", "reset"])
+def test_update_graphics_config_without_vgpu_mode(unset):
+    fixture = {"hosts": {"DC0_C0_H0": {"graphics_type": "sharedDirect",
+                                       "vgpu_modes": {"0000:3b:00.0": "mixedSize", "0000:5e:00.0": "mixedSize"}}}}
+    with vcsim_lab.vcsim(clusters=1, hosts=1, vms=0, fixture=fixture, api_version="8.0.3.0",
+                         extra_args=["-vgpu-mode-unset", unset]) as s:
+        conn = s.connect()
+        try:
+            h = objects(conn, vim.HostSystem)["DC0_C0_H0"]
+            cfg = h.config.graphicsConfig
+            cfg.sharedPassthruAssignmentPolicy = "consolidation"
+            for d in cfg.deviceType:
+                d.vgpuMode = None  # a client that drops the field
+            cfg.deviceType[1].vgpuMode = "sameSize"
+            h.configManager.graphicsManager.UpdateGraphicsConfig(cfg)
+            modes = [(d.deviceId, d.vgpuMode) for d in h.config.graphicsConfig.deviceType]
+            first = "mixedSize" if unset == "keep" else "sameSize"  # "If this value is unset, the mode remains unchanged"
+            assert modes == [("0000:3b:00.0", first), ("0000:5e:00.0", "sameSize")]
+            assert [g.vgpuMode for g in h.config.graphicsInfo] == [first, "sameSize"]
+            with pytest.raises(vmodl.fault.InvalidArgument) as err:
+                cfg.deviceType[0].vgpuMode = "equal"
+                h.configManager.graphicsManager.UpdateGraphicsConfig(cfg)
+            assert err.value.invalidProperty == "config.deviceType[0].vgpuMode"
+        finally:
+            Disconnect(conn)
+
+
+def test_readonly_account_gets_no_permission_from_host_configuration(sim_u3):
+    ro = sim_u3.connect(username="reader", password="readpw")
+    try:
+        h = objects(ro, vim.HostSystem)["DC0_C0_H0"]
+        assert h.config.graphicsConfig.hostDefaultGraphicsType == "sharedDirect"  # reading is allowed
+        with pytest.raises(vim.fault.NoPermission) as err:
+            h.configManager.imageConfigManager.FetchSoftwarePackages()
+        assert err.value.privilegeId == "Host.Config.Image" and err.value.object._moId == h._moId
+        assert [(p.entity._moId, list(p.privilegeIds)) for p in err.value.missingPrivileges] == [(h._moId, ["Host.Config.Image"])]
+        with pytest.raises(vim.fault.NoPermission) as err:
+            h.configManager.graphicsManager.UpdateGraphicsConfig(h.config.graphicsConfig)
+        assert err.value.privilegeId == "Host.Config.Settings"
+    finally:
+        Disconnect(ro)
+    conn = sim_u3.connect()
+    try:
+        assert objects(conn, vim.HostSystem)["DC0_C0_H0"].configManager.imageConfigManager.FetchSoftwarePackages()
+    finally:
+        Disconnect(conn)
+    with pytest.raises(vim.fault.InvalidLogin):
+        sim_u3.connect(username="reader", password="wrong")
+
+
+def test_vm_firmware_from_fixture_else_flag(sim_u3):
+    conn = sim_u3.connect()
+    try:
+        vms = objects(conn, vim.VirtualMachine)
+        assert {n: v.config.firmware for n, v in vms.items()} == {"DC0_C0_H0_VM0": "efi", "DC0_C0_H1_VM0": "bios"}
+    finally:
+        Disconnect(conn)
+    assert {v["name"]: v["firmware"] for v in sim_u3.inventory["vms"]} == {"DC0_C0_H0_VM0": "efi", "DC0_C0_H1_VM0": "bios"}
+    with vcsim_lab.vcsim(clusters=1, hosts=1, vms=1, extra_args=["-vm-firmware", "bios"]) as s:
+        assert [v["firmware"] for v in s.inventory["vms"]] == ["bios"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(api_version="8.0.3.0", fixture={"hosts": {"DC0_C0_H0": {"vgpu_modes": {"0000:3b:00.0": "equal"}}}}),
+     'vgpu_modes[0000:3b:00.0] "equal" not one of sameSize, mixedSize'),
+    (dict(fixture={"hosts": {"DC0_C0_H0": {"vgpu_modes": {"0000:3b:00.0": "mixedSize"}}}}),
+     "host DC0_C0_H0: vgpu_modes need ESXi 8.0.3 or later (API 8.0.3.0), the host reports 8.0.2"),
+    (dict(fixture={"hosts": {"DC0_C0_H0": {"esxi_version": "8.0U3"}}}), 'esxi_version "8.0U3": want like 8.0.3'),
+    (dict(fixture={"hosts": {}, "vm_firmware": {"*": "uefi"}}), 'vm_firmware[*] "uefi" not one of efi, bios'),
+    (dict(readonly=("user", "x")), "-readonly-username must differ from -username"),
+])
+def test_bad_u3_fixture_fails_naming_host_and_reason(kwargs, message):
+    with pytest.raises(RuntimeError) as err:
+        with vcsim_lab.vcsim(clusters=1, hosts=1, vms=0, **kwargs):
+            pass
+    assert message in str(err.value)

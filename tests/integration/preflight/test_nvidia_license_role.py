@@ -129,7 +129,7 @@ def test_configures_waits_and_never_shows_the_token(tmp_path):
     assert gridd.licensed_at is not None  # the role could only finish after the stand-in licensed the GPU
     with open(guest.token_file, encoding="utf-8") as fh:
         assert fh.read() == guest.token
-    assert oct(os.stat(guest.token_file).st_mode & 0o777) == "0o744"
+    assert oct(os.stat(guest.token_file).st_mode & 0o777) == "0o600"  # issue 15: a credential, not world-readable
     conf = guest.gridd_conf()
     lines = conf.splitlines()
     assert "FeatureType=4" in lines and "FeatureType=0" not in lines

@@ -59,12 +59,12 @@ FIXTURE = {
     },
     "mappings": {
         "a100": {"map": ["node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1",
-                         "node=pve2,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533"]},
+                         "node=pve2,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=10"]},
         # stale: pve1's 0000:01:00.0 is an A100 (10de:20b5), not an H100
-        "wrongid": {"map": ["node=pve1,path=0000:01:00.0,id=10de:2330,subsystem-id=10de:1533"]},
-        "t4": {"map": ["node=pve1,path=0000:03:00.0,id=10de:1eb8,subsystem-id=10de:12a2"]},
-        "l40s-vgpu": {"mdev": 1, "map": ["node=pve1,path=0000:41:00.4,id=10de:26b9,subsystem-id=10de:1851",
-                                         "node=pve1,path=0000:41:00.5,id=10de:26b9,subsystem-id=10de:1851"]},
+        "wrongid": {"map": ["node=pve1,path=0000:01:00.0,id=10de:2330,subsystem-id=10de:1533,iommugroup=1"]},
+        "t4": {"map": ["node=pve1,path=0000:03:00.0,id=10de:1eb8,subsystem-id=10de:12a2,iommugroup=3"]},
+        "l40s-vgpu": {"mdev": 1, "map": ["node=pve1,path=0000:41:00.4,id=10de:26b9,subsystem-id=10de:1851,iommugroup=41",
+                                         "node=pve1,path=0000:41:00.5,id=10de:26b9,subsystem-id=10de:1851,iommugroup=42"]},
     },
     "vms": {
         "100": {"node": "pve1", "status": "running", "config": {"name": "ml1", "machine": "q35", "bios": "ovmf", "memory": "8192"}},
@@ -161,3 +161,25 @@ def lab_pvesim(tmp_path):
     sim = Sim(data, tmp_path)
     yield sim
     sim.stop()
+
+
+@pytest.fixture
+def make_pvesim(tmp_path):
+    """Factory for pvesims on variants of FIXTURE: ``make_pvesim(version="8.3.5", offline=("pve2",),
+    hostpci0=("102", "mapping=a100"))`` (a release, nodes that are down, VM config keys set to values)."""
+    started = []
+
+    def make(version=None, offline=(), **vm_config):
+        fixture = copy.deepcopy(FIXTURE)
+        if version:
+            fixture["version"] = {"version": version, "release": version.rsplit(".", 1)[0], "repoid": "0123456789abcdef"}
+        for node in offline:
+            fixture["nodes"][node]["status"] = "offline"
+        for key, (vmid, value) in vm_config.items():
+            fixture["vms"][vmid]["config"][key] = value
+        sim = Sim(fixture, tmp_path / ("sim%d" % len(started)))
+        started.append(sim)
+        return sim
+    yield make
+    for sim in started:
+        sim.stop()

@@ -20,7 +20,7 @@ VMS = [
 ]
 
 
-def run_role(sim, mappings, vms, check=False):
+def run_role(sim, mappings, vms, check=False, verbosity=0, output=None):
     """Run the role in a play on localhost; return (play recap for localhost, failure messages, API writes made)."""
     auth = sim.auth(token=True)
     play = [{
@@ -53,8 +53,14 @@ def run_role(sim, mappings, vms, check=False):
            "-e", "ansible_python_interpreter=" + PYTHON, str(playbook)]
     if check:
         cmd.append("--check")
+    if verbosity:
+        cmd.append("-" + "v" * verbosity)
     before = sim.writes()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    if output is not None:
+        # verbose runs print more than the JSON document: keep the text, parse from the document's first line
+        output.append(proc.stdout + proc.stderr)
+        proc.stdout = proc.stdout[proc.stdout.index("\n{\n") + 1:] if "\n{\n" in proc.stdout else proc.stdout
     try:
         out = json.loads(proc.stdout)
     except ValueError:
@@ -111,3 +117,13 @@ def test_invalid_input_fails_without_api_writes(pvesim, vms):
     stats, failures, writes = run_role(pvesim, [], vms)
     assert stats["failures"] == 1 and writes == 0
     assert any("invalid input" in f for f in failures), failures
+
+
+def test_connection_secrets_never_reach_the_output(pvesim):
+    # issue 15 point 8: the role's argument spec marks the password and the token secret no_log, so neither the
+    # argument validation nor any task shows them, at any verbosity.
+    output = []
+    stats, failures, dummy = run_role(pvesim, MAPPINGS, VMS, check=True, verbosity=4, output=output)
+    assert stats["failures"] == 0, failures
+    secret = pvesim.auth(token=True)["api_token_secret"]
+    assert secret not in output[0]

@@ -18,7 +18,8 @@ def test_mapping_check_mode_diff_create_and_idempotence(pvesim):
     assert res["diff"]["before"] == {}
     assert res["diff"]["after"]["map"] == [
         "id=10de:20b5,iommugroup=1,node=pve1,path=0000:01:00.0,subsystem-id=10de:1533",  # subsystem read from hardware
-        "id=10de:20b5,node=pve2,path=0000:01:00.0,subsystem-id=10de:1533",
+        # issue 14: the group is filled from the hardware too (PVE refuses an entry without it at VM start)
+        "id=10de:20b5,iommugroup=10,node=pve2,path=0000:01:00.0,subsystem-id=10de:1533",
     ]
 
     res, writes = pvesim.run("pve_pci_mapping", {"id": "a100-pool", "description": "A100 pool", "map": A100_MAP})

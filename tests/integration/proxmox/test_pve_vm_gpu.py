@@ -46,7 +46,7 @@ def test_equivalent_existing_entry_is_kept_and_empty_list_removes(pvesim):
     assert res["hostpci"] == {"hostpci0": "0000:02:00,pcie=1,x-vga=1"}
 
     state0 = pvesim.state()
-    res, writes = pvesim.run("pve_vm_gpu", {"vmid": 102, "gpus": []}, check=True, diff=True)
+    res, writes = pvesim.run("pve_vm_gpu", {"vmid": 102, "gpus": []}, check=True, diff=True, token=False)
     assert res["changed"] is True and writes == 0 and pvesim.state() == state0
     assert res["deleted"] == ["hostpci0"] and res["diff"]["after"] == {}
 
@@ -71,7 +71,8 @@ def test_vf_by_index_with_mdev(pvesim):
     # T4 shares IOMMU group 3 with a NIC
     (101, {"mapping": "t4"}, True, ["device 0000:03:00.0 shares IOMMU group 3 with 0000:04:00.0"]),
     # raw address with an API token (PVE: only root@pam with a password)
-    (101, {"host": "01:00.0"}, True, ["raw host addresses can only be set by root@pam with a password"]),
+    (101, {"host": "01:00.0"}, True, ["only root@pam with a password may set, replace or delete raw host devices",
+                                      "hostpci0: the new entry has a raw host device 0000:01:00.0"]),
     # device the node does not have
     (101, {"host": "0000:09:00.0"}, False, ["no PCI device 0000:09:00.0 on the node"]),
 ])

@@ -52,7 +52,7 @@ class Vcsim:
 def vcsim_factory():
     lab = _vcsim_lab()
     if not lab.available():
-        pytest.skip("vcsim-gpu cannot be built here (apt: golang-go golang-github-vmware-govmomi-dev)")
+        pytest.skip("vcsim-gpu cannot be built here (no Go >= 1.23, see lab/vcsim/README.md)")
     with contextlib.ExitStack() as stack:
         def start(**kwargs):
             """Start one simulator; kwargs as vcsim_lab.vcsim (clusters, hosts, vms, fixture, ...)."""

@@ -92,7 +92,7 @@ def test_host_graphics_check_diff_apply_idempotent(sim, ansible):
     assert r["changed"]
     after = graphics_state(sim)
     assert after["DC0_C0_H0"] == dict(default_graphics_type="sharedDirect", assignment_policy="consolidation",
-                                      devices={"0000:5e:00.0": "shared"})
+                                      devices={"0000:5e:00.0": "shared"}, vgpu_modes={})
     assert after["DC0_C0_H2"] == before["DC0_C0_H2"]  # out of scope
 
     r = ansible.module("gpuops.provision.vsphere_host_graphics", args)
@@ -118,7 +118,9 @@ def test_vm_vgpu_power_cycle_policy(sim, ansible):
     r = ansible.module("gpuops.provision.vsphere_vm_vgpu",
                        dict(sim.auth, name="DC0_C0_H0_VM0", profiles=["grid_a100-40c"], power_policy="power_off"))
     assert r["changed"] and r["power_cycled"] and r["actions"][0] == "power_off" and r["actions"][-1] == "power_on"
-    assert vm_state(sim, "DC0_C0_H0_VM0") == dict(power="poweredOn", locked=True, profiles=["grid_a100-40c"], extra={})
+    # C-series: 64-bit MMIO and 2 x 40 GB rounded up to a power of two, by default (issue 14 point 9).
+    assert vm_state(sim, "DC0_C0_H0_VM0") == dict(power="poweredOn", locked=True, profiles=["grid_a100-40c"],
+                                                  extra={"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"})
 
 
 def test_vm_vgpu_check_diff_apply_idempotent_replace_remove(sim, ansible):

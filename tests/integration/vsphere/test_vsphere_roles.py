@@ -75,3 +75,39 @@ def test_vm_role_plans_all_vms_before_changing_any(vcsim_factory, ansible, tmp_p
     assert rc == 0, out
     got = profiles()
     assert got["DC0_C0_H0_VM0"] == ["grid_a100-40c"] and got["DC0_C0_H1_VM0"] == ["grid_a100-8c"]
+
+
+def test_vm_role_passes_the_multi_vgpu_rules(vcsim_factory, ansible, tmp_path):
+    # DC0_C0_H1 runs ESXi 8.0.2 with an R535 driver: MIG-backed vGPUs combine there (issue 14 point 8), unless the
+    # play asks for the vSphere 7 rules.
+    sim = vcsim_factory(hosts=3, vms=1, fixture=FIXTURE)
+    book = tmp_path / "vm.yml"
+    book.write_text(PLAYBOOK.format(role="vsphere_vgpu_vm"))
+    vms = [dict(name="DC0_C0_H1_VM0", profiles=["grid_a100-3-20c", "grid_a100-2-10c"], power_policy="power_off")]
+    extra = dict(conn(sim, "vsphere_vgpu_vm"), vsphere_vgpu_vm_vms=vms, vsphere_vgpu_vm_multi_vgpu_rules="legacy")
+    rc, out = ansible.playbook(str(book), extra)
+    assert rc != 0
+    plan = ansible.tasks(out)["Plan vGPUs for every VM (changes nothing)"]
+    assert "before vSphere 8.0" in plan["results"][0]["msg"]
+    del extra["vsphere_vgpu_vm_multi_vgpu_rules"]
+    rc, out = ansible.playbook(str(book), extra)
+    assert rc == 0, out
+    with sim.connect() as s:
+        row = [r for r in s.vms(props=["name", "config.hardware.device"]) if r["name"] == "DC0_C0_H1_VM0"][0]
+        assert sorted(d["profile"] for d in _vsphere.vm_vgpus(row["config.hardware.device"])) == [
+            "grid_a100-2-10c", "grid_a100-3-20c"]
+
+
+def test_host_role_sets_vgpu_modes_on_vsphere_8_0_u3(vcsim_factory, ansible, tmp_path):
+    sim = vcsim_factory(hosts=2, vms=0, api_version="8.0.3.0",
+                        fixture={"hosts": {"DC0_C0_*": {}}})
+    book = tmp_path / "host.yml"
+    book.write_text(PLAYBOOK.format(role="vsphere_vgpu_host"))
+    extra = dict(conn(sim, "vsphere_vgpu_host"), vsphere_vgpu_host_cluster="DC0_C0",
+                 vsphere_vgpu_host_devices=[dict(pci_id="0000:3b:00.0", vgpu_mode="mixedSize")])
+    rc, out = ansible.playbook(str(book), extra)
+    assert rc == 0, out
+    with sim.connect() as s:
+        modes = {r["name"]: _vsphere.graphics_config(r["config.graphicsConfig"])["vgpu_modes"]
+                 for r in s.hosts(props=["name", "config.graphicsConfig"])}
+    assert modes == {"DC0_C0_H0": {"0000:3b:00.0": "mixedSize"}, "DC0_C0_H1": {"0000:3b:00.0": "mixedSize"}}

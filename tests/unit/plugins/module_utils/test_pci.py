@@ -22,7 +22,10 @@ def test_normalize_pci_address(text, expected):
     assert _pci.normalize_pci_address(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "01", "01:00.8", "zz:00.0", "0000:01:00.0.1", None, "01:00:00:00"])
+@pytest.mark.parametrize("bad", ["", "01", "01:00.8", "zz:00.0", "0000:01:00.0.1", None, "01:00:00:00",
+                                 # issue 14: a repair would be a guess - "01:00:00" is not domain 0001, and a
+                                 # trailing newline or blank is not part of an address ("$" would let it through)
+                                 "01:00:00", "0:01:00.0", "01:00.0\n", " 01:00.0", "01:00.0 "])
 def test_bad_pci_address(bad):
     with pytest.raises(PciError):
         _pci.parse_pci_address(bad)
@@ -42,12 +45,14 @@ def test_address_covers_multifunction():
 
 
 @pytest.mark.parametrize("text,expected", [("10de:20b0", "10de:20b0"), ("10DE:20B0", "10de:20b0"),
-                                           ("0x10de:0x20b0", "10de:20b0"), ("0x10de:1", "10de:0001")])
+                                           ("0x10de:0x20b0", "10de:20b0")])
 def test_normalize_pci_id(text, expected):
     assert _pci.normalize_pci_id(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["10de", "10de:20b0:1", "xyz1:0000", "10de:12345", 42])
+@pytest.mark.parametrize("bad", ["10de", "10de:20b0:1", "xyz1:0000", "10de:12345", 42,
+                                 # issue 14: three digits could be 020b or a truncated 20b0
+                                 "10de:20b", "0x10de:1", "10de:20b0\n", " 10de:20b0"])
 def test_bad_pci_id(bad):
     with pytest.raises(PciError):
         _pci.normalize_pci_id(bad)
@@ -73,11 +78,25 @@ def test_parse_bool_rejects():
 
 # ----------------------------------------------------------------------------- property strings
 
-def test_split_property_string_quotes():
+def test_split_property_string_has_no_quoting():
+    # PVE::JSONSchema::parse_property_string splits on every comma: a quote is an ordinary character.
     assert _pci.split_property_string('01:00,description="a,b=c",x=1') == [
-        (None, "01:00"), ("description", "a,b=c"), ("x", "1")]
-    with pytest.raises(PciError):
-        _pci.split_property_string('a="b')
+        (None, "01:00"), ("description", '"a'), ("b", 'c"'), ("x", "1")]
+    with pytest.raises(PciError, match="duplicate key"):
+        _pci.split_property_string('01:00,description="a,b"')  # the part 'b"' is a second default-key value
+    assert _pci.split_property_string('mapping=a,description="x"') == [("mapping", "a"), ("description", '"x"')]
+    assert _pci.split_property_string("01:00,, ,pcie=1") == [(None, "01:00"), ("pcie", "1")]  # blank parts skipped
+
+
+@pytest.mark.parametrize("bad,msg", [
+    ("01:00,pcie=", "missing key or value"),     # key=value needs a value (^([^=]+)=(.+)$)
+    ("01:00,=1", "missing key or value"),
+    ("01:00,pcie=1,pcie=0", "duplicate key"),
+    ("01:00,02:00", "duplicate key"),
+])
+def test_split_property_string_refuses_what_pve_refuses(bad, msg):
+    with pytest.raises(PciError, match=msg):
+        _pci.split_property_string(bad)
 
 
 @pytest.mark.parametrize("a,b", [
@@ -122,6 +141,8 @@ def test_format_hostpci_canonical():
     ("mapping=9gpu", "invalid mapping id"),
     ("01:00,pcie=1,pcie=0", "duplicate"),
     ("zz:00", "invalid PCI address"),
+    (" pcie=1,01:00", "unknown hostpci property ' pcie'"),  # PVE does not strip keys either
+    ("host=01:00,02:00", "duplicate"),
 ])
 def test_hostpci_invalid(bad, msg):
     with pytest.raises(PciError, match=msg):
@@ -138,9 +159,24 @@ def test_map_entry_normalisation():
     assert _pci.normalize_map_entry(_pci.format_map_entry(a)) == a
 
 
-def test_map_entry_description_quoted_roundtrip():
-    e = _pci.normalize_map_entry({"node": "n1", "path": "0000:01:00", "id": "10de:20b5", "description": "slot 1, left"})
+def test_map_entry_description_with_comma_is_refused_not_quoted():
+    # issue 14: PVE has no quoting, a quoted value would be split; the old code wrote description="slot 1, left".
+    with pytest.raises(PciError, match="contains a comma"):
+        _pci.normalize_map_entry({"node": "n1", "path": "0000:01:00", "id": "10de:20b5", "description": "slot 1, left"})
+    e = _pci.normalize_map_entry({"node": "n1", "path": "0000:01:00", "id": "10de:20b5", "description": 'slot "1" left'})
+    assert _pci.format_map_entry(e) == 'description=slot "1" left,id=10de:20b5,node=n1,path=0000:01:00'
     assert _pci.normalize_map_entry(_pci.format_map_entry(e)) == e
+
+
+def test_hostpci_romfile_with_comma_or_path_is_refused():
+    with pytest.raises(PciError, match="invalid romfile"):
+        _pci.normalize_hostpci({"host": "01:00.0", "romfile": "a,b.rom"})
+    for bad in ("../../etc/shadow", "/root/vbios.rom", "sub/vbios.rom", "..", "vbios.rom\n", "my rom.bin"):
+        with pytest.raises(PciError, match="invalid romfile"):
+            _pci.normalize_hostpci({"host": "01:00.0", "romfile": bad})
+    # what PVE itself stores is still read (lenient for server strings), so no existing config is refused
+    assert _pci.normalize_hostpci("01:00.0,romfile=/root/my rom.bin")["romfile"] == "/root/my rom.bin"
+    assert _pci.normalize_hostpci({"host": "01:00.0", "romfile": "vbios..rom"})["romfile"] == "vbios..rom"
 
 
 @pytest.mark.parametrize("bad,msg", [
@@ -149,10 +185,29 @@ def test_map_entry_description_quoted_roundtrip():
     ("node=pve1,path=0000:01:00.0,id=10de", "invalid id"),
     ("node=pve1,path=0000:01:00.0,id=10de:20b5,color=red", "unknown mapping property"),
     ("node=pve1,path=0000:01:00.0,id=10de:20b5,iommugroup=x", "invalid iommugroup"),
+    # issue 14: refused rather than repaired
+    ("node=pve1,path=0000:01:00.0,id=10de:20b5,iommugroup= 12", "invalid iommugroup"),
+    ("node=pve1,path=0000:01:00.0,id=10de:20b5,iommugroup=1.5", "invalid iommugroup"),
+    ("node=pve_1,path=0000:01:00.0,id=10de:20b5", "invalid node name"),
+    ("node=-pve1,path=0000:01:00.0,id=10de:20b5", "invalid node name"),
+    ("node=pve1\n,path=0000:01:00.0,id=10de:20b5", "invalid node name"),
+    ("node=pve1,path=01:00:00,id=10de:20b5", "invalid PCI address"),
+    ("node=pve1,path=0000:01:00.0;,id=10de:20b5", "empty alternative"),
+    ("node=pve1,path=0000:01:00.0,id=10de:20b", "invalid id"),
+    ("node=pve1,node=pve2,path=0000:01:00.0,id=10de:20b5", "duplicate key"),
 ])
 def test_map_entry_invalid(bad, msg):
     with pytest.raises(PciError, match=msg):
         _pci.normalize_map_entry(bad)
+
+
+def test_map_entry_description_length_and_line_breaks():
+    base = {"node": "pve1", "path": "01:00.0", "id": "10de:20b5"}
+    assert _pci.normalize_map_entry(dict(base, description="x" * 4096))["description"] == "x" * 4096
+    with pytest.raises(PciError, match="4097 characters long, Proxmox VE allows 4096"):
+        _pci.normalize_map_entry(dict(base, description="x" * 4097))
+    with pytest.raises(PciError, match="line break"):
+        _pci.normalize_map_entry(dict(base, description="left slot\n"))
 
 
 def test_map_list_order_across_nodes_ignored_within_node_kept():
@@ -245,7 +300,6 @@ def test_device_facts_fields():
     assert d["pci_id"] == "10de:20b5" and d["subsystem_id"] == "10de:1533"
     assert d["mdev"] is True and d["driver"] == "nvidia"
     assert d["virtfns"] == ["0000:01:00.4", "0000:01:00.5"]
-    assert _pci.device_facts(dict(HW[5], subsystem_vendor="0x0000", subsystem_device="0x0000"))["subsystem_id"] is None
 
 
 def test_iommu_isolation_bridges_and_own_functions_ok_foreign_not():
@@ -278,21 +332,92 @@ def test_check_map_entry():
     devices = [_pci.device_facts(d) for d in HW]
     good = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
     assert _pci.check_map_entry(good, devices) == []
-    whole = _pci.normalize_map_entry("node=pve1,path=0000:01:00,id=10de:20b5,subsystem-id=10de:1533")
+    whole = _pci.normalize_map_entry("node=pve1,path=0000:01:00,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
     assert _pci.check_map_entry(whole, devices) == []
     wrong = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:2330,subsystem-id=10de:1533,iommugroup=7")
     problems = _pci.check_map_entry(wrong, devices)
     assert any("'id' does not match" in p and "10de:20b5 != 10de:2330" in p for p in problems)
     assert any("'iommugroup' does not match" in p for p in problems)
-    missing_sub = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5")
+    missing_sub = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,iommugroup=1")
     assert any("missing expected property 'subsystem-id'" in p for p in _pci.check_map_entry(missing_sub, devices))
     absent = _pci.normalize_map_entry("node=pve1,path=0000:07:00.0,id=10de:20b5")
     assert _pci.check_map_entry(absent, devices) == ["pci device '0000:07:00.0' not found"]
+
+
+def test_check_map_entry_iommugroup_both_ways_first_path_only():
+    # issue 14 point 1: PVE::Mapping::PCI::assert_valid expects the group whenever the hardware has one.
+    devices = [_pci.device_facts(d) for d in HW]
+    no_group = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533")
+    assert _pci.check_map_entry(no_group, devices) == [
+        "missing expected property 'iommugroup' for device '0000:01:00.0' (hardware has 1)"]
+    no_iommu = [dict(d, iommu_group=-1) for d in devices]
+    with_group = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert _pci.check_map_entry(with_group, no_iommu) == [
+        "unexpected property 'iommugroup' configured for device '0000:01:00.0' (hardware has none)"]
+    # the group of later alternatives is not checked (idx > 0 in assert_valid)
+    pool = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5,iommugroup=1")
+    assert not any("iommugroup" in p for p in _pci.check_map_entry(pool, devices))
+
+
+def test_check_map_entry_mdev_both_ways():
+    # issue 14 point 2: PVE 8.4+ compares the mapping's mdev flag with the device, in both directions.
+    devices = [_pci.device_facts(d) for d in HW]
+    entry = _pci.map_entry_from_device("pve1", _pci.device_facts(HW[1]))  # HW[1] has the nvidia/ sysfs interface
+    assert _pci.check_map_entry(entry, devices, mdev=True) == []
+    assert _pci.check_map_entry(entry, devices) == []  # no flag given: not compared (PVE before 8.4)
+    assert _pci.check_map_entry(entry, devices, mdev=False) == [
+        "'mdev' does not match for '0000:01:00.0': the mapping says no mdev, the device provides mediated devices"]
+    plain = [dict(d, mdev=False) for d in devices]
+    assert _pci.check_map_entry(entry, plain, mdev=True) == [
+        "'mdev' does not match for '0000:01:00.0': the mapping says mdev, the device cannot provide mediated devices"]
+    capable = [dict(d, mdev=True) for d in devices]
+    assert _pci.mdev_capability(capable) is True and _pci.mdev_capability(plain) is False
+    assert _pci.mdev_capability([capable[0], plain[0]]) is None
 
 
 def test_map_entry_from_device():
     dev = _pci.device_facts(HW[1])
     e = _pci.map_entry_from_device("pve1", dev)
     assert _pci.format_map_entry(e) == "id=10de:20b5,iommugroup=1,node=pve1,path=0000:01:00.0,subsystem-id=10de:1533"
-    e = _pci.map_entry_from_device("pve1", dev, whole_device=True, with_iommu_group=False, with_subsystem=False)
-    assert _pci.format_map_entry(e) == "id=10de:20b5,node=pve1,path=0000:01:00"
+    e = _pci.map_entry_from_device("pve1", dev, whole_device=True)
+    assert _pci.format_map_entry(e) == "id=10de:20b5,iommugroup=1,node=pve1,path=0000:01:00,subsystem-id=10de:1533"
+    e = _pci.map_entry_from_device("pve1", dict(dev, iommu_group=-1, subsystem_id=None))
+    assert _pci.format_map_entry(e) == "id=10de:20b5,node=pve1,path=0000:01:00.0"
+
+
+def test_subsystem_zero_is_kept_as_assert_valid_expects_it():
+    d = _pci.device_facts({"id": "0000:05:00.0", "class": "0x030000", "vendor": "0x10de", "device": "0x1eb8",
+                           "subsystem_vendor": "0x0000", "subsystem_device": "0x0000", "iommugroup": 5})
+    assert d["subsystem_id"] == "0000:0000"
+
+
+@pytest.mark.parametrize("version,option,ok", [
+    ((8, 3, 5), "live-migration-capable", False), ((8, 4, 0), "live-migration-capable", True),
+    ((9, 0, 3), "driver", False), ((9, 1, 1), "driver", True), (None, "driver", True)])
+def test_version_gate(version, option, ok):
+    msg = _pci.version_gate(option, version)
+    assert (msg is None) == ok
+    if not ok:
+        assert "needs Proxmox VE" in msg and ".".join(map(str, version)) in msg
+
+
+def test_parse_pve_version():
+    assert _pci.parse_pve_version("8.4.1") == (8, 4, 1)
+    assert _pci.parse_pve_version("9.0") == (9, 0, 0)
+    assert _pci.parse_pve_version(None) is None
+
+
+def test_permission_problems_mirror_check_hostpci_perm():
+    # issue 14 point 6: raw host= and romfile are root@pam's alone, for the new value, the replaced and the deleted one.
+    current = {0: _pci.normalize_hostpci("0000:01:00.0,pcie=1"), 1: _pci.normalize_hostpci("mapping=ga,romfile=v.rom"),
+               2: _pci.normalize_hostpci("mapping=gb")}
+    plan = {"set": {0: "mapping=a100", 2: "mapping=gb,romfile=x.rom", 3: "0000:02:00.0"}, "delete": [1]}
+    problems = _pci.permission_problems(plan, current, is_root=False)
+    assert problems == [
+        "hostpci0: replacing the existing entry has a raw host device 0000:01:00.0",
+        "hostpci1: deleting the existing entry has a romfile v.rom",
+        "hostpci2: the new entry has a romfile x.rom",
+        "hostpci3: the new entry has a raw host device 0000:02:00.0",
+    ]
+    assert _pci.permission_problems(plan, current, is_root=True) == []
+    assert _pci.permission_problems({"set": {2: "mapping=gc"}, "delete": []}, current, is_root=False) == []

@@ -129,3 +129,26 @@ def test_mapping_lookup_returns_none_when_absent_and_nodes_cached():
     assert client.mapping("a100")["digest"] == "d"
     assert client.nodes() == ["pve1", "pve2"] and client.nodes(online_only=True) == ["pve1"]
     assert [c for c in api.calls if c[1] == "nodes"] == [("get", "nodes", {})]
+
+
+def test_vm_lookup_is_one_cluster_resources_call_even_with_an_offline_node():
+    # issue 14 point 5: asking every node fails at the first offline one; /cluster/resources lists all VMs.
+    api = FakeApi({("get", "cluster/resources"): [{"type": "qemu", "vmid": 100, "node": "pve1"},
+                                                  {"type": "lxc", "vmid": 200, "node": "pve1"},
+                                                  {"type": "qemu", "vmid": 200, "node": "pve2", "status": "unknown"}]})
+    client = PveClient(api)
+    assert client.find_vm_node(200) == "pve2" and client.find_vm_node(999) is None
+    assert api.calls == [("get", "cluster/resources", {"type": "vm"})] * 2
+
+
+def test_version_is_read_once_and_offline_nodes_are_named():
+    api = FakeApi({("get", "version"): {"version": "8.3.5", "release": "8.3"},
+                   ("get", "nodes"): [{"node": "pve1", "status": "online"}, {"node": "pve2", "status": "offline"}]})
+    client = PveClient(api)
+    assert client.version() == (8, 3, 5) and client.version() == (8, 3, 5)
+    assert [c for c in api.calls if c[1] == "version"] == [("get", "version", {})]
+    client.require_online("pve1", "read it")
+    with pytest.raises(PveError, match="^node pve2 is offline, cannot read it$"):
+        client.require_online("pve2", "read it")
+    with pytest.raises(PveError, match=r"^unknown node pve3 \(cluster has: pve1, pve2\)$"):
+        client.require_online("pve3", "read it")

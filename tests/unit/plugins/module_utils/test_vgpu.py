@@ -140,7 +140,8 @@ def test_plan_vm_locks_memory_and_is_idempotent():
     plan = _vgpu.plan_vm("vm1", "esx1", [], ["grid_a100-40c"], offers, "poweredOff", False, {})
     assert plan["changed"] and plan["lock_memory"] and plan["add"] == ["grid_a100-40c"]
     assert plan["after"]["memory_reservation_locked_to_max"] is True
-    again = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_a100-40c")], ["grid_a100-40c"], offers, "poweredOn", True, {})
+    mmio = {_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "128"}
+    again = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_a100-40c")], ["grid_a100-40c"], offers, "poweredOn", True, mmio)
     assert not again["changed"] and again["power"]["power_off"] is None
 
 
@@ -156,7 +157,7 @@ def test_plan_graphics_changes_and_idempotence():
                             known_devices=["0000:3b:00.0"])
     assert p["changed"]
     assert p["after"] == dict(default_graphics_type="sharedDirect", assignment_policy="consolidation",
-                              devices={"0000:3b:00.0": "shared"})
+                              devices={"0000:3b:00.0": "shared"}, vgpu_modes={})
     again = _vgpu.plan_graphics("esx1", p["after"], "sharedDirect", "consolidation",
                                 [dict(pci_id="0000:3b:00.0", graphics_type="shared")], known_devices=["0000:3b:00.0"])
     assert not again["changed"]
@@ -201,3 +202,149 @@ def test_drift_report_groups_and_flags_missing():
     assert r["missing"] == ["d"] and r["majority"] == "535.154.02"
     assert _vgpu.drift_report({"a": "1.2.3", "b": "1.2.3"})["consistent"]
     assert _vgpu.drift_report({})["consistent"]
+
+
+# ---- issue 14 point 8: multi-vGPU rules by ESXi release and NVIDIA driver (MULTI_VGPU_RULES) -----------------------
+
+A40 = ["grid_a40-8c", "grid_a40-16c", "grid_a40-48c", "grid_a40-48q"]
+A100_MIG = A100 + ["grid_a100-2-10c", "grid_a100-4-20c"]
+
+
+@pytest.mark.parametrize("esxi,driver,name", [
+    ("8.0.3", "550.90.05", "current"),
+    ("9.0.0", "580.65.05", "current"),
+    ("8.0.2", "535.154.02", "vsphere8"),  # mixed sizes need R550 (vGPU 17)
+    ("8.0.3", None, "vsphere8"),  # driver unknown: no mixed sizes
+    ("7.0.3", "550.90.05", "legacy"),  # the driver does not lift ESXi 7's rules
+    ("6.7.3", None, "legacy"),
+    ("6.7.0", None, "single"),
+    (None, "550.90.05", "legacy"),  # host release unknown: the rules every release accepts
+])
+def test_multi_vgpu_rules_by_esxi_release_and_driver(esxi, driver, name):
+    rules = _vgpu.multi_vgpu_rules("auto", esxi, driver)
+    assert rules["name"] == name
+    assert (esxi or "unknown") in rules["basis"] and (driver or "unknown") in rules["basis"]
+
+
+def test_multi_vgpu_rules_explicit_choice_and_bad_choice():
+    assert _vgpu.multi_vgpu_rules("current", "7.0.3", None)["name"] == "current"
+    assert _vgpu.multi_vgpu_rules("legacy", "8.0.3", "550.90.05")["basis"] == "multi_vgpu_rules=legacy"
+    with pytest.raises(VgpuError, match="multi_vgpu_rules must be one of"):
+        _vgpu.multi_vgpu_rules("newest")
+
+
+def test_current_rules_follow_nvidia_ai_enterprise_8_1_examples():
+    current = _vgpu.multi_vgpu_rules("current")
+    # "you can assign an A40-48C vGPU and an A40-16C time-sliced vGPUs to the same VM"
+    assert _vgpu.multi_vgpu_errors(["grid_a40-48c", "grid_a40-16c"], A40, rules=current) == []
+    # "an A100-4-20C vGPU and one A100-2-10C vGPU ... both on MIG instances from an A100 board"
+    assert _vgpu.multi_vgpu_errors(["grid_a100-4-20c", "grid_a100-2-10c"], A100_MIG, rules=current) == []
+    # "you cannot assign an A30-8C vGPU and an A16-8C vGPU to the same VM"
+    errs = _vgpu.multi_vgpu_errors(["grid_a30-8c", "grid_a16-8c"], ["grid_a30-8c", "grid_a16-8c"], rules=current)
+    assert errs == ["multiple vGPUs must be of one board type, got a16, a30"]
+    errs = _vgpu.multi_vgpu_errors(["grid_a40-48c", "grid_a40-48q"], A40, rules=current)
+    assert errs == ["multiple vGPUs must be of one series, got C, Q"]
+
+
+def test_legacy_rules_still_refuse_what_vsphere_7_refuses():
+    legacy = _vgpu.multi_vgpu_rules("auto", "7.0.3", "550.90.05")
+    errs = _vgpu.multi_vgpu_errors(["grid_a40-48c", "grid_a40-16c"], A40, rules=legacy)
+    assert any("same profile" in e for e in errs) and any("full-framebuffer" in e for e in errs)
+    errs = _vgpu.multi_vgpu_errors(["grid_a100-4-20c", "grid_a100-2-10c"], A100_MIG, rules=legacy)
+    assert any("MIG-backed profiles cannot be combined on one VM before vSphere 8.0" in e for e in errs)
+
+
+def test_vsphere8_rules_allow_mig_combinations_but_not_mixed_time_sliced_sizes():
+    v8 = _vgpu.multi_vgpu_rules("auto", "8.0.2", "535.154.02")
+    assert _vgpu.multi_vgpu_errors(["grid_a100-4-20c", "grid_a100-2-10c"], A100_MIG, rules=v8) == []
+    assert any("same profile" in e for e in _vgpu.multi_vgpu_errors(["grid_a40-48c", "grid_a40-16c"], A40, rules=v8))
+
+
+def test_vgpu_count_limit_follows_the_vsphere_release():
+    eight = ["grid_a100-40c"] * 8
+    assert _vgpu.multi_vgpu_errors(eight, A100, rules=_vgpu.multi_vgpu_rules("auto", "8.0.3", "550.90.05")) == []
+    errs = _vgpu.multi_vgpu_errors(eight + ["grid_a100-40c"], A100, rules=_vgpu.multi_vgpu_rules("current"))
+    assert errs == ["9 vGPUs requested, at most 8 are allowed per VM"]
+    assert _vgpu.multi_vgpu_errors(eight, A100, rules=_vgpu.multi_vgpu_rules("legacy")) == [
+        "8 vGPUs requested, at most 4 are allowed per VM"]
+    assert _vgpu.multi_vgpu_errors(["grid_a100-40c"] * 2, A100, rules=_vgpu.multi_vgpu_rules("auto", "6.5.0")) == [
+        "2 vGPUs requested, at most 1 are allowed per VM"]
+
+
+def test_validate_uses_each_hosts_rules_and_names_them():
+    offers = {"esx7": A100_MIG, "esx8": A100_MIG}
+    rules = {"esx7": _vgpu.multi_vgpu_rules("auto", "7.0.3", "550.90.05"),
+             "esx8": _vgpu.multi_vgpu_rules("auto", "8.0.3", "550.90.05")}
+    mig = ["grid_a100-4-20c", "grid_a100-2-10c"]
+    assert _vgpu.validate_profiles("vm1", mig, "esx7", offers, placement="cluster", host_rules=rules) == ["esx8"]
+    with pytest.raises(VgpuError) as e:
+        _vgpu.validate_profiles("vm1", mig, "esx7", offers, placement="host", host_rules=rules)
+    msg = str(e.value)
+    assert "VM vm1 on host esx7" in msg and "multi-vGPU rules legacy: ESXi 7.0.3, NVIDIA driver 550.90.05" in msg
+
+
+# ---- issue 14 point 9: C-series vGPUs need EFI, 64-bit MMIO and MMIO space -----------------------------------------
+
+@pytest.mark.parametrize("profiles,size", [
+    (["grid_a100-4c"], 64),  # NVIDIA's minimum
+    (["grid_a100-40c"], 128),  # 2 x 40 -> 128
+    (["grid_a100d-80c", "grid_a100d-80c"], 512),
+    (["grid_a100-3-20c"], 64),
+])
+def test_c_series_mmio_size(profiles, size):
+    assert _vgpu.c_series_mmio_gb(profiles) == size
+
+
+def test_c_series_sets_mmio_by_default_and_keeps_larger_values():
+    assert _vgpu.plan_c_series("vm1", ["grid_a100-40c"], "efi", {}) == (True, 128)
+    assert _vgpu.plan_c_series("vm1", ["grid_a100-40c"], "efi", {_vgpu.MMIO_SIZE_KEY: "256"}) == (True, None)
+    assert _vgpu.plan_c_series("vm1", ["grid_a100-40c"], "efi", {_vgpu.MMIO_SIZE_KEY: "64"}) == (True, 128)
+    assert _vgpu.plan_c_series("vm1", ["grid_a100-40c"], "efi", {}, mmio_size_gb=96) == (True, 96)
+    # Not C-series: the caller's values (unset) stay.
+    assert _vgpu.plan_c_series("vm1", ["grid_l40s-48q"], "bios", {}) == (None, None)
+    plan = _vgpu.plan_vm("vm1", "esx1", [], ["grid_a100-40c"], {"esx1": A100}, "poweredOff", False, {}, firmware="efi")
+    assert plan["extra_config"] == {_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "128"}
+
+
+def test_c_series_on_bios_vm_fails_naming_vm_profile_and_firmware():
+    with pytest.raises(VgpuError) as e:
+        _vgpu.plan_vm("vm1", "esx1", [], ["grid_a100-40c"], {"esx1": A100}, "poweredOff", False, {}, firmware="bios")
+    msg = str(e.value)
+    assert msg.startswith("VM vm1: C-series vGPU profile grid_a100-40c needs EFI firmware, the VM boots with BIOS firmware")
+
+
+def test_c_series_refuses_settings_below_the_requirement():
+    with pytest.raises(VgpuError, match="use_64bit_mmio=false contradicts"):
+        _vgpu.plan_c_series("vm1", ["grid_a100-4c"], "efi", {}, use_64bit_mmio=False)
+    with pytest.raises(VgpuError, match="at least 64 GB of MMIO space, mmio_size_gb=32"):
+        _vgpu.plan_c_series("vm1", ["grid_a100-4c"], "efi", {}, mmio_size_gb=32)
+
+
+# ---- issue 14 point 10: vGPU mode per device (vSphere 8.0 U3) --------------------------------------------------------
+
+def test_plan_graphics_sets_vgpu_mode_and_keeps_other_devices_modes():
+    cur = dict(default_graphics_type="sharedDirect", assignment_policy="performance",
+               devices={"0000:3b:00.0": "sharedDirect"}, vgpu_modes={"0000:3b:00.0": "mixedSize"})
+    p = _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="5e:00.0", vgpu_mode="mixedSize")],
+                            known_devices=["0000:3b:00.0", "0000:5e:00.0"])
+    assert p["changed"]
+    assert p["after"]["vgpu_modes"] == {"0000:3b:00.0": "mixedSize", "0000:5e:00.0": "mixedSize"}
+    assert p["after"]["devices"]["0000:5e:00.0"] == "sharedDirect"  # mode-only entry: the effective type
+    again = _vgpu.plan_graphics("esx1", p["after"], devices=[dict(pci_id="0000:5e:00.0", vgpu_mode="mixedSize")],
+                                known_devices=["0000:3b:00.0", "0000:5e:00.0"])
+    assert not again["changed"]
+    # A default type change alone leaves the modes as they are.
+    p = _vgpu.plan_graphics("esx1", cur, "shared")
+    assert p["after"]["vgpu_modes"] == cur["vgpu_modes"]
+
+
+def test_plan_graphics_vgpu_mode_where_the_server_lacks_it_fails_naming_host_device_and_reason():
+    cur = dict(default_graphics_type="sharedDirect", assignment_policy="performance", devices={})
+    with pytest.raises(VgpuError) as e:
+        _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="0000:3b:00.0", vgpu_mode="mixedSize")],
+                            known_devices=["0000:3b:00.0"], vgpu_mode_unsupported="host esx1 ESXi 8.0.2")
+    assert str(e.value) == ("host esx1: device 0000:3b:00.0: vgpu_mode needs vSphere 8.0 Update 3 (API 8.0.3.0): "
+                            "host esx1 ESXi 8.0.2")
+    with pytest.raises(VgpuError, match="vgpu_mode must be one of sameSize, mixedSize"):
+        _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="0000:3b:00.0", vgpu_mode="equal")],
+                            known_devices=["0000:3b:00.0"])

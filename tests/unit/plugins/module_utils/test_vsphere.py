@@ -44,7 +44,7 @@ def test_graphics_config_and_devices_to_plain_data():
     cfg = vim.host.GraphicsConfig(hostDefaultGraphicsType="sharedDirect", sharedPassthruAssignmentPolicy="consolidation",
                                   deviceType=[vim.host.GraphicsConfig.DeviceType(deviceId="3b:00.0", graphicsType="shared")])
     assert _vsphere.graphics_config(cfg) == dict(default_graphics_type="sharedDirect", assignment_policy="consolidation",
-                                                 devices={"0000:3b:00.0": "shared"})
+                                                 devices={"0000:3b:00.0": "shared"}, vgpu_modes={})
     info = [vim.host.GraphicsInfo(deviceName="NVIDIA A100-PCIE-40GB", vendorName="NVIDIA", pciId="0000:3b:00.0",
                                   graphicsType="sharedDirect", memorySizeInKB=40 << 20)]
     assert _vsphere.graphics_devices(info)[0]["memory_mb"] == 40960
@@ -80,3 +80,87 @@ def test_valid_regex():
     assert _vsphere.valid_regex("^nv") == "^nv"
     with pytest.raises(_vsphere.VsphereError, match="not a valid regular expression"):
         _vsphere.valid_regex("(")
+
+
+# ---- issue 14 point 10: host graphics edited from the fetched configuration ------------------------------------------
+
+def fetched_graphics_config():
+    return vim.host.GraphicsConfig(
+        hostDefaultGraphicsType="shared", sharedPassthruAssignmentPolicy="performance",
+        deviceType=[vim.host.GraphicsConfig.DeviceType(deviceId="0000:3b:00.0", graphicsType="sharedDirect", vgpuMode="mixedSize"),
+                    vim.host.GraphicsConfig.DeviceType(deviceId="0000:5e:00.0", graphicsType="shared", vgpuMode="sameSize")])
+
+
+def test_graphics_config_reports_vgpu_modes():
+    assert _vsphere.graphics_config(fetched_graphics_config())["vgpu_modes"] == {
+        "0000:3b:00.0": "mixedSize", "0000:5e:00.0": "sameSize"}
+
+
+def test_edit_graphics_config_keeps_fields_it_does_not_set():
+    cfg = fetched_graphics_config()
+    after = dict(default_graphics_type="sharedDirect", assignment_policy="consolidation",
+                 devices={"0000:3b:00.0": "sharedDirect", "0000:5e:00.0": "sharedDirect", "0000:86:00.0": "shared"},
+                 vgpu_modes={"0000:5e:00.0": "mixedSize"})
+    new = _vsphere.edit_graphics_config(cfg, after)
+    assert (new.hostDefaultGraphicsType, new.sharedPassthruAssignmentPolicy) == ("sharedDirect", "consolidation")
+    assert [(d.deviceId, d.graphicsType, d.vgpuMode) for d in new.deviceType] == [
+        ("0000:3b:00.0", "sharedDirect", "mixedSize"),  # untouched device: its mode is sent back as fetched
+        ("0000:5e:00.0", "sharedDirect", "mixedSize"),
+        ("0000:86:00.0", "shared", None)]
+    assert cfg.deviceType[1].graphicsType == "shared"  # the fetched object is not modified
+
+
+class FakeSession:
+    def __init__(self, api, wire, sensors=()):
+        self.content = type("C", (), {"about": type("A", (), {"apiVersion": api})()})()
+        self.wire_version = wire
+        self.sensors = list(sensors)
+
+    def speaks(self, data_type, field):
+        return _vsphere.Session.speaks(self, data_type, field)
+
+    def collect(self, obj_type, props, container=None, objects=None):
+        return [{props[0]: self.sensors}]
+
+
+@pytest.mark.parametrize("api,host,wire,expect", [
+    ("8.0.3.0", "8.0.3", "vim.version.v8_0_3_0", None),
+    ("8.0.3.0", "8.0.2", "vim.version.v8_0_3_0", "host esx1 ESXi 8.0.2"),
+    ("8.0.2.0", "8.0.2", "vim.version.v8_0_2_0", "vCenter API 8.0.2.0, host esx1 ESXi 8.0.2"),
+    ("8.0.3.0", "8.0.3", "vim.version.v8_0_2_0", "pyvmomi session version vim.version.v8_0_2_0"),
+])
+def test_vgpu_mode_unsupported_names_what_is_too_old(api, host, wire, expect):
+    assert _vsphere.vgpu_mode_unsupported(FakeSession(api, wire), {"name": "esx1", "config.product.version": host}) == expect
+
+
+# ---- issue 14 point 11: read-only accounts fall back to the health sensors ------------------------------------------
+
+class RefusingImageConfigManager:
+    def FetchSoftwarePackages(self):  # pylint: disable=invalid-name
+        host = vim.HostSystem("host-18")
+        raise vim.fault.NoPermission(
+            msg="Permission to perform this operation was denied.", object=host, privilegeId="Host.Config.Image",
+            missingPrivileges=[vim.fault.NoPermission.EntityPrivileges(entity=host, privilegeIds=["Host.Config.Image"])])
+
+
+def test_fetch_software_packages_no_permission_falls_back_with_a_warning():
+    sensor = vim.host.NumericSensorInfo(name="NVIDIA NVD-AIE_ESXi_8.0.0_Driver 550.90.05-1OEM.800.1.0.20613240 2024-06-04",
+                                        sensorType="Software Components")
+    row = {"obj": vim.HostSystem("host-18"), "name": "esx1", "configManager.imageConfigManager": RefusingImageConfigManager()}
+    session = FakeSession("8.0.2.0", None, [sensor])
+    assert _vsphere.host_packages(session, row)[1] == "health_sensors"  # a fallback, not a failure
+    warnings = []
+    drv = _vsphere.host_driver(session, row, warnings=warnings)
+    assert drv == dict(vib="NVD-AIE_ESXi_8.0.0_Driver", vib_version="550.90.05-1OEM.800.1.0.20613240",
+                       version="550.90.05", source="health_sensors")
+    assert len(warnings) == 1 and "host esx1" in warnings[0] and "privilege Host.Config.Image" in warnings[0]
+
+
+def test_other_fetch_faults_still_fail():
+    class Broken:
+        def FetchSoftwarePackages(self):  # pylint: disable=invalid-name
+            raise vmodl.fault.SystemError(msg="hostd crashed", reason="x")
+
+    row = {"obj": vim.HostSystem("host-18"), "name": "esx1", "configManager.imageConfigManager": Broken()}
+    with pytest.raises(_vsphere.VsphereError, match="host esx1: FetchSoftwarePackages failed: SystemError"):
+        _vsphere.host_packages(FakeSession("8.0.2.0", None), row)

@@ -27,7 +27,7 @@ def test_spec_replaces_profile_and_locks_memory_and_sets_mmio():
 
 
 def test_spec_for_two_new_vgpus_uses_distinct_temp_keys_and_leaves_memory_alone_when_locked():
-    plan = _vgpu.plan_vm("vm1", "esx1", [], ["grid_a100-40c"] * 2, {"esx1": ["grid_a100-40c"]}, "poweredOff", True, {})
+    plan = _vgpu.plan_vm("vm1", "esx1", [], ["grid_l40s-48q"] * 2, {"esx1": ["grid_l40s-48q"]}, "poweredOff", True, {})
     spec = mod.build_spec(plan)
     assert [c.device.key for c in spec.deviceChange] == [-100, -101]
     assert spec.memoryReservationLockedToMax is None and not spec.extraConfig
