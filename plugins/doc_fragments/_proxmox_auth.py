@@ -17,7 +17,7 @@ options:
     required: true
   api_port:
     description:
-      - Proxmox VE API port.
+      - Proxmox VE API port (1 to 65535).
       - Falls back to the E(PROXMOX_PORT) environment variable.
     type: int
     default: 8006
@@ -45,16 +45,17 @@ options:
   validate_certs:
     description:
       - Verify the TLS certificate of the API. Keep this on; use O(ca_path) for a private CA.
+      - V(false) turns verification off whatever O(ca_path) says, and the module warns.
       - Falls back to the E(PROXMOX_VALIDATE_CERTS) environment variable.
     type: bool
     default: true
   ca_path:
     description:
-      - PEM file with the CA certificate(s) that signed the API certificate.
+      - PEM file with the CA certificate(s) that signed the API certificate. Used only while O(validate_certs=true).
       - Falls back to the E(PROXMOX_CA_PATH) environment variable.
     type: path
   api_timeout:
-    description: Seconds to wait for one API request.
+    description: Seconds to wait for the connection and for one API response (1 to 3600).
     type: int
     default: 30
 requirements:

@@ -17,7 +17,7 @@ options:
     required: true
   port:
     description:
-      - HTTPS port of the vSphere API.
+      - HTTPS port of the vSphere API (1 to 65535).
       - Falls back to the E(VMWARE_PORT) environment variable.
     type: int
     default: 443
@@ -38,14 +38,21 @@ options:
   validate_certs:
     description:
       - Verify the TLS certificate of the API. Keep this on; use O(ca_path) for a private CA.
+      - V(false) turns verification off whatever O(ca_path) says, and the module warns.
       - Falls back to the E(VMWARE_VALIDATE_CERTS) environment variable.
     type: bool
     default: true
   ca_path:
     description:
-      - PEM file with the CA certificate(s) that signed the vCenter certificate.
+      - PEM file with the CA certificate(s) that signed the vCenter certificate. Used only while O(validate_certs=true).
       - Falls back to the E(VMWARE_CA_PATH) environment variable.
     type: path
+  api_timeout:
+    description:
+      - Seconds to wait for the connection and for each API response (1 to 3600), so that an unreachable or silent
+        vCenter fails the task instead of hanging it.
+    type: int
+    default: 30
 requirements:
   - pyvmomi >= 8.0.3
 """

@@ -37,4 +37,5 @@ def vsphere_argument_spec():
                       fallback=(env_fallback, ["VMWARE_PASSWORD"])),
         validate_certs=dict(type="bool", default=True, fallback=(env_fallback, ["VMWARE_VALIDATE_CERTS"])),
         ca_path=dict(type="path", fallback=(env_fallback, ["VMWARE_CA_PATH"])),
+        api_timeout=dict(type="int", default=30),
     )

@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 import re
 
-MIG_NAME_RE = re.compile(r"^(?:(?P<c>[1-9][0-9]*)c\.)?(?P<g>[1-9][0-9]*)g\.(?P<gb>[1-9][0-9]*)gb(?P<attr>(?:[+-][a-z]+(?:\.[a-z]+)*)*)$")
-PCI_ID_RE = re.compile(r"^0x[0-9a-fA-F]{1,8}$")
+# \Z, not $: "$" also matches before a trailing newline, so "0x20B010DE\n" passed as a filter (issue 15).
+MIG_NAME_RE = re.compile(r"^(?:(?P<c>[1-9][0-9]*)c\.)?(?P<g>[1-9][0-9]*)g\.(?P<gb>[1-9][0-9]*)gb(?P<attr>(?:[+-][a-z]+(?:\.[a-z]+)*)*)\Z")
+PCI_ID_RE = re.compile(r"^0x[0-9a-fA-F]{1,8}\Z")
 
 CONFIG_ENTRY_KEYS = ("devices", "device-filter", "mig-enabled", "mig-devices")
 

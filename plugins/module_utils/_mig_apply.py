@@ -4,16 +4,22 @@
 """One host's MIG change from a mig-parted configuration: the workflow behind the mig_geometry module and the
 boot-time re-apply of the mig_reconfigure role (roles/mig_reconfigure/files/gpuops_mig_apply.py).
 
-Plan every GPU against its own profile table before touching any (NVML's, or NVIDIA's documented one while an old
-driver lists none), refuse what cannot work, then apply GPU by GPU (mode first, a new NVML session, instances),
-verify, and put the GPUs this run already changed back when a later one fails. Needs only pynvml and the
-collection's module_utils, not ansible-core, so it runs on a host at boot too.
+Take the per-host MIG lock (_hostlock) for the whole run, plan every GPU against its own profile table before
+touching any (NVML's, or NVIDIA's documented one while an old driver lists none), refuse what cannot work, then apply
+GPU by GPU (mode first, a new NVML session, instances), verify, and put the GPUs this run already changed back when a
+later one fails. Every NVML failure is reported with the GPU (index, model, UUID, PCI address) and the step. Needs
+only pynvml and the collection's module_utils, not ansible-core, so it runs on a host at boot too.
 """
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_models
-from ansible_collections.gpuops.provision.plugins.module_utils._nvml import RESET_ARCHES, ApplyError, Nvml, NvmlError, _text
+import contextlib
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _hostlock, _mig, _mig_models
+from ansible_collections.gpuops.provision.plugins.module_utils._nvml import (
+    RESET_ARCHES, ApplyError, Nvml, NvmlError, StepError, _text, gpu_label)
+
+DEFAULT_HOLDER = "gpuops.provision.mig_geometry"
 
 PENDING_WHY = {"in_use": " (the GPU was not idle: stop its clients, then reset it)",
                "reset_required": " (the driver did not reset the GPU; in a pass-through VM only a reboot does)"}
@@ -25,6 +31,10 @@ class RunError(Exception):
     def __init__(self, msg, result=None):
         super(RunError, self).__init__(msg)
         self.result = result or {"changed": False}
+
+
+class GpuError(NvmlError):
+    """An NVML failure whose message names the GPU and the step."""
 
 
 def _label(gpu):
@@ -52,6 +62,22 @@ class Runner:
         self.results = []
         self.applying = False
         self.driver = None
+        self.notes = []  # warnings of the plan (the module shows them)
+
+    @contextlib.contextmanager
+    def at(self, gpu, step):
+        """Name the GPU (a gpu dict, or an index before its identity is read; None for host-wide calls) and the step
+        in any NVML failure inside: the bare "NVML error: Invalid Argument" told nobody which GPU or what for."""
+        try:
+            yield
+        except (GpuError, ApplyError):
+            raise
+        except (NvmlError, self.nvml.nv.NVMLError) as e:
+            where = "NVML" if gpu is None else gpu_label(gpu if isinstance(gpu, dict) else {"index": gpu})
+            if isinstance(e, StepError):
+                raise GpuError("%s: %s" % (where, e))
+            why = e if isinstance(e, NvmlError) else self.nvml.failure(e)
+            raise GpuError("%s: %s: %s" % (where, step, why))
 
     def entries(self):
         p = self.params
@@ -61,20 +87,26 @@ class Runner:
 
     def plan(self, entries):
         errors = []
-        count = self.nvml.count()
+        with self.at(None, "counting the GPUs"):
+            count = self.nvml.count()
         _mig.check_indexes(entries, count)
-        self.driver = _text(self.nvml.call("nvmlSystemGetDriverVersion"))
+        with self.at(None, "reading the driver version"):
+            self.driver = _text(self.nvml.call("nvmlSystemGetDriverVersion"))
         for index in range(count):
-            dev, gpu = self.nvml.identity(index)
+            with self.at(index, "reading its identity (PCI info, memory, UUID, name, MIG mode)"):
+                dev, gpu = self.nvml.identity(index)
             entry = _mig.select_entry(entries, index, int(gpu["pci_device_id"], 16), int(gpu["pci_subsystem_id"], 16))
+            gpu.update({"_handle": dev, "_table": _mig.ProfileTable([]), "instances": [], "processes": []})
+            if gpu["mig_capable"] and (entry is not None or gpu["mig_mode"]["current"] == "enabled"):
+                with self.at(gpu, "reading its GPU instance profiles"):
+                    gpu["_table"] = self.nvml.profiles(dev, gpu["memory"]["total_bytes"])
+                if gpu["mig_mode"]["current"] == "enabled":
+                    # Also for a GPU no entry selects: still advertised by the device plugin, so reported as it is.
+                    with self.at(gpu, "reading its GPU and compute instances"):
+                        gpu["instances"] = self.nvml.instances(dev, gpu["_table"])
             if entry is not None and gpu["mig_capable"]:
-                self.nvml.fill(dev, gpu, detail=False, strict=True)
-            else:
-                # Untouched GPUs need no profile or instance reads.
-                gpu.update({"_handle": dev, "_table": _mig.ProfileTable([]), "instances": [], "processes": []})
-            if gpu["mig_capable"] and entry is None and gpu["mig_mode"]["current"] == "enabled":
-                # Not selected, but still advertised by the device plugin: reported as it is.
-                gpu["instances"] = self.nvml.instances(dev, self.nvml.profiles(dev, gpu["memory"]["total_bytes"]))
+                with self.at(gpu, "listing its processes"):
+                    gpu["processes"] = self.nvml.processes(dev, strict=True)
             gpu["_table_source"] = "nvml"
             res = {"index": index, "uuid": gpu["uuid"], "model": gpu["model"], "selected": entry is not None, "changed": False,
                    "reset_required": False, "actions": [], "profile_table": "nvml", "mig_capable": gpu["mig_capable"]}
@@ -89,6 +121,14 @@ class Runner:
             error = self.plan_one(gpu, res, entry, mode)
             if error:
                 errors.append(error)
+        # mig-parted treats a filter that matches nothing as nothing to do; a typo there would pass unseen.
+        for number, item in enumerate(entries):
+            if item["device_filter"] and not any(
+                    _mig.entry_matches(item, g["index"], int(g["pci_device_id"], 16), int(g["pci_subsystem_id"], 16))
+                    for g in self.gpus):
+                self.notes.append("entry %d: device-filter %s matches no GPU on this host (GPUs: %s)" % (
+                    number, ", ".join(":".join("0x%08X" % part for part in f) for f in item["device_filter"]),
+                    ", ".join("%d %s" % (g["index"], g["pci_device_id"]) for g in self.gpus) or "none"))
         return errors
 
     def plan_one(self, gpu, res, entry, mode):
@@ -98,7 +138,8 @@ class Runner:
                 res["skipped"] = "GPU does not support MIG"
                 return None
             return "%s does not support MIG but the configuration enables MIG on it" % _label(gpu)
-        virt = self.nvml.virtualization(gpu["_handle"])["mode"]
+        with self.at(gpu, "reading its virtualization mode"):
+            virt = self.nvml.virtualization(gpu["_handle"])["mode"]
         if virt == "vgpu" and entry["mig_enabled"]:
             # nvml.h: GPU instance creation returns NOT_SUPPORTED "in vGPU guest"; MIG-backed vGPU is set on the host.
             return ("%s is a vGPU guest: MIG GPU instances cannot be created inside a vGPU VM; set MIG on the "
@@ -198,19 +239,23 @@ class Runner:
                 except self.nvml.nv.NVMLError:
                     pass
                 res["changed"] = not e.restored
-                self.fail("%s: %s%s" % (_label(gpu), e, self.undo(done)))
+                self.fail("%s: %s%s" % (gpu_label(gpu), e, self.undo(done)))
             res["reset_required"] = outcome["reset_required"]
             if outcome["pending_reason"]:
                 res["pending_reason"] = outcome["pending_reason"]
             if outcome["deferred"]:
                 # Instances wait for the reset; report only what was done.
                 res["actions"] = [a for a in res["actions"] if a["action"] not in ("create_gi", "create_ci")]
-            fresh = self.nvml.refresh(dict(gpu))
+            try:
+                with self.at(gpu, "reading its geometry after the change"):
+                    fresh = self.nvml.refresh(dict(gpu))
+            except GpuError as e:
+                self.fail("%s%s" % (e, self.undo(done)))
             res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
             if not outcome["reset_required"] and gpu["_entry"]["mig_enabled"] and \
                     not _mig.geometry_matches(fresh["instances"], plan["target_counts"]):
                 self.fail("%s: verification failed: the GPU shows %s instead of %s%s"
-                          % (_label(gpu), _mig.describe_request(_mig.current_counts(fresh["instances"])),
+                          % (gpu_label(gpu), _mig.describe_request(_mig.current_counts(fresh["instances"])),
                              _mig.describe_request(plan["target_counts"]), self.undo(done)))
             done.append((gpu, res))
 
@@ -225,17 +270,21 @@ class Runner:
             before = {"devices": "all", "mig_enabled": gpu["mig_mode"]["current"] == "enabled",
                       "mig_devices": _mig.current_counts(gpu["instances"])}
             try:
-                fresh = self.nvml.refresh(dict(gpu))
+                with self.at(gpu, "reading its geometry to restore it"):
+                    fresh = self.nvml.refresh(dict(gpu))
                 back = _mig.plan_gpu(gpu["_table"], fresh["mig_mode"], fresh["instances"], before,
                                      mode_change_resets=self.predict_reset(gpu))
                 if back["changed"]:
                     self.nvml.apply(fresh, back)
-                fresh = self.nvml.refresh(dict(gpu))
+                with self.at(gpu, "reading its restored geometry"):
+                    fresh = self.nvml.refresh(dict(gpu))
                 res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
                 res["changed"] = back["reset_required"]
                 notes.append("GPU %d restored" % gpu["index"])
-            except (_mig.MigError, NvmlError, self.nvml.nv.NVMLError) as e:
+            except GpuError as e:
                 notes.append("GPU %d changed by this run could not be restored: %s" % (gpu["index"], e))
+            except (_mig.MigError, NvmlError) as e:
+                notes.append("%s changed by this run could not be restored: %s" % (gpu_label(gpu), e))
         return " (%s)" % "; ".join(notes) if notes else ""
 
     def fail(self, msg, applied=True):
@@ -246,9 +295,10 @@ class Runner:
 
 
 def run(params, check_mode=False, nvml=None):
-    """Plan and (unless ``check_mode``) apply; returns (result, warnings) or raises RunError.
+    """Take the per-host lock, plan and (unless ``check_mode``) apply; returns (result, warnings) or raises RunError.
 
-    ``params``: ``config`` and ``selected``, or ``devices``; ``force``.
+    ``params``: ``config`` and ``selected``, or ``devices``; ``force``; ``lock_path`` (default
+    _hostlock.default_path()), ``lock_holder`` and ``lock_timeout``.
     """
     nvml = nvml or Nvml()
     runner = Runner(params, nvml)
@@ -256,6 +306,31 @@ def run(params, check_mode=False, nvml=None):
         entries = runner.entries()
     except _mig.MigError as e:
         raise RunError("invalid MIG configuration: %s" % e)
+    # Check mode takes the lock too, shared: a plan read while another run rebuilds the GPUs would describe a
+    # half-built layout, but plans do not disturb each other. A user who cannot create the lock file still plans,
+    # with a warning.
+    lock = _hostlock.HostLock(params.get("lock_path") or _hostlock.default_path(),
+                              params.get("lock_holder") or DEFAULT_HOLDER, timeout=params.get("lock_timeout") or 0,
+                              shared=check_mode)
+    try:
+        lock.acquire()
+    except _hostlock.LockHeld as e:
+        raise RunError("%s; nothing was changed" % e, {"changed": False, "lock": dict(lock.info(), held_by=e.held_by)})
+    except _hostlock.LockError as e:
+        raise RunError("cannot take the per-host MIG lock: %s; nothing was changed" % e,
+                       {"changed": False, "lock": lock.info()})
+    try:
+        out, warnings = _run_locked(runner, entries, params, check_mode, nvml)
+    except RunError as e:
+        e.result["lock"] = lock.info()
+        raise
+    finally:
+        lock.release()
+    out["lock"] = lock.info()
+    return out, lock.warnings + warnings
+
+
+def _run_locked(runner, entries, params, check_mode, nvml):
     if not nvml.open():
         raise RunError("NVML is not available: %s" % nvml.reason)
     try:
@@ -272,9 +347,11 @@ def run(params, check_mode=False, nvml=None):
         if not check_mode:
             runner.apply()
     except nvml.nv.NVMLError as e:
-        runner.fail("NVML error: %s" % nvml.describe(e), applied=runner.applying)
+        # Every NVML call above runs inside Runner.at(), so this is a safety net, not the usual path.
+        runner.fail(("%s" if runner.applying else "nothing was changed: %s") % ("NVML error during the run: %s"
+                    % nvml.failure(e)), applied=runner.applying)
     except NvmlError as e:
-        runner.fail(str(e), applied=runner.applying)
+        runner.fail(("%s" if runner.applying else "nothing was changed: %s") % e, applied=runner.applying)
     finally:
         nvml.close()
     results = runner.results
@@ -283,4 +360,4 @@ def run(params, check_mode=False, nvml=None):
                 for r in results if r["reset_required"]]
     out = {"changed": any(r["changed"] for r in results), "gpus": results,
            "reset_required": any(r["reset_required"] for r in results), "nvml_calls": nvml.calls}
-    return out, warnings
+    return out, runner.notes + warnings

@@ -34,6 +34,11 @@ class NvmlError(Exception):
     """An NVML failure described for the user."""
 
 
+class StepError(NvmlError):
+    """An NVML failure whose message already names the step ("creating GPU instance 1g.10gb at placement 0:1: ...");
+    the caller adds the GPU."""
+
+
 class ApplyError(NvmlError):
     """A failed apply; ``restored`` tells whether the previous geometry was put back."""
 
@@ -51,6 +56,13 @@ def _text(value):
 def _const(value):
     # nvidia-ml-py defines some constants as 1-tuples (trailing comma), e.g. NVML_GRID_LICENSE_EXPIRY_VALID.
     return value[0] if isinstance(value, tuple) else value
+
+
+def gpu_label(gpu):
+    """How an NVML error names a GPU: index, model, UUID and PCI address, as far as they are known. The index alone
+    is not enough: NVML may renumber GPUs, and a log read later must point at one physical device."""
+    known = [gpu.get(k) for k in ("model", "uuid", "pci_address") if gpu.get(k)]
+    return "GPU %d (%s)" % (gpu["index"], ", ".join(known)) if known else "GPU %d" % gpu["index"]
 
 
 def pci_address(bus_id):
@@ -94,7 +106,13 @@ class Nvml:
     def call(self, name, *args):
         self.calls += 1
         self.call_counts[name] = self.call_counts.get(name, 0) + 1
-        return getattr(self.nv, name)(*args)
+        try:
+            return getattr(self.nv, name)(*args)
+        except Exception as e:
+            # Which NVML function failed, for the message (failure()); the error itself goes on unchanged.
+            if self.nv is not None and isinstance(e, self.nv.NVMLError) and not hasattr(e, "gpuops_call"):
+                e.gpuops_call = name
+            raise
 
     def error_name(self, err):
         code = getattr(err, "value", None)
@@ -105,6 +123,12 @@ class Nvml:
 
     def describe(self, err):
         return "%s (%s)" % (_text(err), self.error_name(err))
+
+    def failure(self, err):
+        """An NVMLError as the message's last part: 'NVML error Invalid Argument (NVML_ERROR_INVALID_ARGUMENT) from
+        nvmlDeviceGetGpuInstances'. The caller puts the GPU (gpu_label) and the step in front."""
+        call = getattr(err, "gpuops_call", None)
+        return "NVML error %s%s" % (self.describe(err), " from %s" % call if call else "")
 
     def is_error(self, err, *names):
         return isinstance(err, self.nv.NVMLError) and getattr(err, "value", None) in [getattr(self.nv, n, None) for n in names]
@@ -127,7 +151,7 @@ class Nvml:
             elif self.is_error(e, "NVML_ERROR_NO_PERMISSION"):
                 self.reason = "no permission to open the NVIDIA devices"
             else:
-                self.reason = "nvmlInit failed: %s" % self.describe(e)
+                self.reason = "opening NVML: %s" % self.failure(e)
             return False
         except OSError as e:
             self.reason = "NVML could not be loaded: %s" % e
@@ -297,8 +321,8 @@ class Nvml:
                 found = self.call(fn, dev)
             except (self.nv.NVMLError, AttributeError, NotImplementedError) as e:
                 if strict:
-                    why = self.describe(e) if isinstance(e, self.nv.NVMLError) else str(e)
-                    raise NvmlError("cannot list the processes on the GPU (%s): %s" % (fn, why))
+                    why = self.failure(e) if isinstance(e, self.nv.NVMLError) else "%s: %s" % (fn, e)
+                    raise NvmlError("cannot list the processes on the GPU: %s" % why)
                 found = None
             for p in found or []:
                 gi_id = getattr(p, "gpuInstanceId", NO_ID)
@@ -415,25 +439,28 @@ class Nvml:
             if a["action"] == "create_gi":
                 p = self.nv.c_nvmlGpuInstancePlacement_t()
                 p.start, p.size = a["placement"]["start"], a["placement"]["size"]
+                where = "GPU instance %s at placement %d:%d" % (a["profile"], p.start, p.size)
                 try:
                     gi = self.call("nvmlDeviceCreateGpuInstanceWithPlacement", dev, a["profile_id"], ctypes.byref(p))
                 except self.nv.NVMLError as e:
-                    raise NvmlError("creating GPU instance %s at placement %d:%d failed: %s"
-                                    % (a["profile"], p.start, p.size, self.describe(e)))
+                    raise StepError("creating %s: %s" % (where, self.failure(e)))
                 entry = (gi, [])
                 created.append(entry)
-                by_ref[a["ref"]] = (gi, a["profile_id"], entry)
+                by_ref[a["ref"]] = (gi, a["profile_id"], entry, where)
                 cis[a["ref"]] = []
             elif a["action"] == "create_ci":
                 cis[a["gi_ref"]].append(a)
         for ref, ci_list in cis.items():
-            gi, gi_profile_id, entry = by_ref[ref]
+            gi, gi_profile_id, entry, where = by_ref[ref]
             if not ci_list:
                 continue
+            step = "creating compute instance(s) %s in %s" % (", ".join(c["profile"] for c in ci_list), where)
             try:
                 entry[1].extend(self._create_cis(gi, gi_profile_id, ci_list))
             except self.nv.NVMLError as e:
-                raise NvmlError("creating compute instance(s) %s failed: %s" % (", ".join(c["profile"] for c in ci_list), self.describe(e)))
+                raise StepError("%s: %s" % (step, self.failure(e)))
+            except NvmlError as e:
+                raise StepError("%s: %s" % (step, e))
 
     def _destroy(self, dev, actions, done):
         """Run destroy actions; ``done`` collects the ones that succeeded (for a precise rollback)."""
@@ -446,12 +473,17 @@ class Nvml:
                     self.call("nvmlGpuInstanceDestroy", self._gi(dev, a["gi_id"]))
                 done.append(a)
             except self.nv.NVMLError as e:
+                # nvml.h documents IN_USE from nvmlComputeInstanceDestroy as processes active on the compute instance,
+                # and from nvmlGpuInstanceDestroy as processes or compute instances active on the GPU instance: both
+                # causes are named, not just processes.
                 if a["action"] == "destroy_ci":
                     what = "compute instance %s of GPU instance %s" % (a["ci_id"], a["gi_id"])
+                    busy = "processes are active on the compute instance"
                 else:
                     what = "GPU instance %s (%s)" % (a["gi_id"], a["profile"])
-                hint = " (processes are using it)" if self.is_error(e, "NVML_ERROR_IN_USE") else ""
-                raise NvmlError("destroying %s failed: %s%s" % (what, self.describe(e), hint))
+                    busy = "compute instances or processes are active on the GPU instance"
+                hint = " (%s)" % busy if self.is_error(e, "NVML_ERROR_IN_USE") else ""
+                raise StepError("destroying %s: %s%s" % (what, self.failure(e), hint))
 
     def set_mig_mode(self, dev, enabled):
         """Request a MIG mode; returns None when it is current now, else why it is still pending.
@@ -470,8 +502,12 @@ class Nvml:
             if self.is_error(e, "NVML_ERROR_RESET_REQUIRED"):
                 return "reset_required"
             hint = " (GPU instances or clients hold the GPU)" if self.is_error(e, "NVML_ERROR_IN_USE") else ""
-            raise NvmlError("setting MIG mode %s failed: %s%s" % ("enabled" if enabled else "disabled", self.describe(e), hint))
-        cur, _pend = self.call("nvmlDeviceGetMigMode", dev)
+            raise StepError("setting MIG mode %s: %s%s" % ("enabled" if enabled else "disabled", self.failure(e), hint))
+        try:
+            cur, _pend = self.call("nvmlDeviceGetMigMode", dev)
+        except self.nv.NVMLError as e:
+            raise StepError("reading the MIG mode back after setting it %s: %s"
+                            % ("enabled" if enabled else "disabled", self.failure(e)))
         if bool(cur) == bool(enabled):
             return None
         if status == self.nv.NVML_ERROR_IN_USE:
@@ -490,7 +526,7 @@ class Nvml:
         try:
             self.call("nvmlInit")
         except self.nv.NVMLError as e:
-            raise NvmlError("NVML could not be opened again after the MIG mode change: %s" % self.describe(e))
+            raise StepError("opening NVML again after the MIG mode change: %s" % self.failure(e))
         self.available = True
 
     def apply(self, gpu, plan, after_mode=None):
@@ -499,7 +535,7 @@ class Nvml:
         MIG mode first, then the instances (mig-parted's order: ``apply --mode-only``, then ``apply``). When the
         mode became current, ``after_mode(gpu)`` may return the create actions planned again on the GPU as it is
         now (new session, live profile table); it raises NvmlError to refuse, and the mode is rolled back.
-        Raises ApplyError after restoring.
+        Raises ApplyError after restoring; its message names the step and NVML's error (the caller adds the GPU).
         """
         actions = plan["actions"]
         destroys = [a for a in actions if a["action"] in ("destroy_ci", "destroy_gi")]
@@ -514,8 +550,10 @@ class Nvml:
             self._destroy(gpu["_handle"], destroys, done)
             for a in modes:
                 step = "setting MIG mode"
-                pending = self.set_mig_mode(gpu["_handle"], a["mode"] == "enabled")
+                # Recorded first: when only reading the mode back fails, the change may have taken effect, and
+                # setting the previous mode again is harmless when it did not.
                 mode_set = a["mode"]
+                pending = self.set_mig_mode(gpu["_handle"], a["mode"] == "enabled")
             if pending and creates:
                 return {"reset_required": True, "deferred": True, "pending_reason": pending}
             if modes and not pending and after_mode is not None:
@@ -523,9 +561,16 @@ class Nvml:
                 creates = after_mode(gpu)
             step = "creating instances"
             self._create_gis(gpu["_handle"], creates, created)
-        except NvmlError as e:
+        except (NvmlError, self.nv.NVMLError) as e:
+            # A raw NVMLError (a read between the steps, after_mode's new session) is rolled back like the others.
+            if isinstance(e, StepError):
+                why = str(e)
+            elif isinstance(e, NvmlError):
+                why = "%s: %s" % (step, e)
+            else:
+                why = "%s: %s" % (step, self.failure(e))
             restored, notes = self._restore(gpu["_handle"], gpu, created, done, mode_set, bool(pending))
-            raise ApplyError("%s failed: %s; %s" % (step, e, notes), restored)
+            raise ApplyError("%s; %s" % (why, notes), restored)
         return {"reset_required": bool(pending), "deferred": False, "pending_reason": pending}
 
     def _restore(self, dev, gpu, created, done, mode_set, reset):
@@ -543,11 +588,11 @@ class Nvml:
                 try:
                     self.call("nvmlComputeInstanceDestroy", ci)
                 except self.nv.NVMLError as e:
-                    problems.append("removing a new compute instance: %s" % self.describe(e))
+                    problems.append("removing a compute instance this run created: %s" % self.failure(e))
             try:
                 self.call("nvmlGpuInstanceDestroy", gi)
             except self.nv.NVMLError as e:
-                problems.append("removing a new GPU instance: %s" % self.describe(e))
+                problems.append("removing a GPU instance this run created: %s" % self.failure(e))
         before = gpu["mig_mode"]
         still_pending = None
         if mode_set is not None and mode_set != before["pending"]:
@@ -568,7 +613,8 @@ class Nvml:
                 handle = self._gi(dev, gi["gi_id"])
                 self._create_cis(handle, gi["profile_id"], [dict(ci, placement=ci.get("placement")) for ci in cis])
             except (self.nv.NVMLError, NvmlError) as e:
-                problems.append("recreating compute instances of GPU instance %s: %s" % (gi["gi_id"], e))
+                why = self.failure(e) if isinstance(e, self.nv.NVMLError) else e
+                problems.append("recreating compute instances of GPU instance %s: %s" % (gi["gi_id"], why))
         if problems:
             return False, "restoring the previous geometry also failed (%s); the GPU needs manual attention" % "; ".join(problems)
         return True, "the previous geometry was restored"

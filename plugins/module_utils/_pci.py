@@ -329,7 +329,7 @@ def hostpci_from_config(config):
     """``{slot: normalised dict}`` for every ``hostpciN`` key of a VM config."""
     out = {}
     for key, value in (config or {}).items():
-        m = re.match(r"^hostpci(\d+)$", key)
+        m = re.match(r"^hostpci(\d+)\Z", key)
         if m:
             out[int(m.group(1))] = normalize_hostpci(value)
     return out

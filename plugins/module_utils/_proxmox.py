@@ -10,7 +10,7 @@ import traceback
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci
 from ansible_collections.gpuops.provision.plugins.module_utils._auth import (
     PROXMOX_REQUIRED_ONE_OF,
     PROXMOX_REQUIRED_TOGETHER,
@@ -74,12 +74,16 @@ class PveClient:
         self.writes = []  # (method, path) of every write call, for results and the benchmark
         self._nodes = None
         self._version = False  # not read yet (None: the server did not say)
+        self.warnings = []  # for the module to show (module.warn)
 
     @classmethod
     def from_params(cls, params, task_timeout=300):
         if not HAS_PROXMOXER:
             raise PveError(missing_required_lib("proxmoxer") + "\n" + (PROXMOXER_IMPORT_ERROR or ""))
-        verify = params.get("ca_path") or bool(params.get("validate_certs"))
+        problems = _bounds.out_of_range(params, {"api_port": _bounds.PORT, "api_timeout": _bounds.API_TIMEOUT})
+        if problems:
+            raise PveError("%s: %s; nothing was sent" % (params.get("api_host"), "; ".join(problems)))
+        verify, tls_warning = _bounds.tls_verify(params.get("validate_certs"), params.get("ca_path"))
         kwargs = dict(port=params.get("api_port"), verify_ssl=verify, timeout=params.get("api_timeout"), backend="https")
         if params.get("api_token_id"):
             # Token auth is preferred: no ticket round trip, no password in the play.
@@ -92,7 +96,10 @@ class PveClient:
             raise PveError("cannot log in to %s as %s: %s" % (params["api_host"], params["api_user"], error_message(exc)))
         except Exception as exc:  # requests/SSL errors come in many types
             raise PveError("cannot connect to %s:%s: %s" % (params["api_host"], params.get("api_port"), exc))
-        return cls(api, task_timeout=task_timeout)
+        client = cls(api, task_timeout=task_timeout)
+        if tls_warning:
+            client.warnings.append("%s:%s: %s" % (params["api_host"], params.get("api_port"), tls_warning))
+        return client
 
     def _call(self, method, path, params):
         params = {k: v for k, v in (params or {}).items() if v is not None}

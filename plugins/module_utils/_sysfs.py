@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import re
 
-PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-HEX_ID = re.compile(r"^0x[0-9a-f]+$")
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
+HEX_ID = re.compile(r"^0x[0-9a-f]+\Z")
 
 
 class SysfsError(Exception):
@@ -104,7 +104,7 @@ def intel_ecaps(root, units):
         value = read_text(path)
         if value is None:
             continue
-        if not re.match(r"^(0x)?[0-9a-fA-F]+$", value):
+        if not re.match(r"^(0x)?[0-9a-fA-F]+\Z", value):
             raise SysfsError("%s holds %r, expected a hexadecimal register value" % (path, value))
         values.append(value)
     return values

@@ -27,10 +27,10 @@ class VersionError(ValueError):
 
 
 # Driver (upstream) version: <branch>.<minor>[.<patch>], e.g. 535.261.03, Windows-style 580.88.
-_DRIVER_RE = re.compile(r"^(?P<branch>\d{2,4})\.(?P<minor>\d{1,4})(?:\.(?P<patch>\d{1,4}))?$")
-_BRANCH_RE = re.compile(r"^[Rr]?(?P<branch>\d{2,4})$")
+_DRIVER_RE = re.compile(r"^(?P<branch>\d{2,4})\.(?P<minor>\d{1,4})(?:\.(?P<patch>\d{1,4}))?\Z")
+_BRANCH_RE = re.compile(r"^[Rr]?(?P<branch>\d{2,4})\Z")
 # Anything that may appear in a Debian or RPM version.
-_PKG_CHARS_RE = re.compile(r"^[A-Za-z0-9.+~^_:-]+$")
+_PKG_CHARS_RE = re.compile(r"^[A-Za-z0-9.+~^_:-]+\Z")
 
 # Known driver branches in release order, as vGPU software releases pair them (reference
 # licensing-driver-k8s.md section 2: 8.x=R418, 15.x=R525, 16=R535 LTSB, 17=R550 PB, 19=R580; 18=R570 by

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 # grid_a100-4c, grid_a100d-40c, grid_a100-3-20c (MIG-backed: <slices>-<fb>), nvidia_l40s-48q
-_PROFILE_RE = re.compile(r"^(?P<prefix>[a-z]+)_(?P<board>[a-z0-9]+?)-(?:(?P<slices>\d+)-)?(?P<fb>\d+)(?P<series>[a-z])(?P<suffix>[a-z0-9]*)$",
+_PROFILE_RE = re.compile(r"^(?P<prefix>[a-z]+)_(?P<board>[a-z0-9]+?)-(?:(?P<slices>\d+)-)?(?P<fb>\d+)(?P<series>[a-z])(?P<suffix>[a-z0-9]*)\Z",
                          re.IGNORECASE)
 
 # Which vGPU combinations one VM may hold, by ESXi release and NVIDIA host driver branch. Newest first: with
@@ -354,8 +354,14 @@ def plan_graphics(host, current, default_graphics_type=None, assignment_policy=N
         after["default_graphics_type"] = default_graphics_type
     if assignment_policy is not None:
         after["assignment_policy"] = assignment_policy
+    seen = {}
     for dev in devices or []:
         pci = normalize_pci_id(dev.get("pci_id"))
+        # The same device twice: the last entry used to win silently, whatever the first one said.
+        if pci in seen:
+            raise VgpuError("host %s: device %s is listed twice in devices (entries %d and %d); give each device once"
+                            % (host, pci, seen[pci] + 1, len(seen) + 1))
+        seen[pci] = len(seen)
         if known_devices is not None and pci not in {normalize_pci_id(k) for k in known_devices}:
             raise VgpuError("host %s: graphics device %s not found (devices: %s)"
                             % (host, dev.get("pci_id"), ", ".join(sorted(known_devices)) or "none"))
@@ -381,7 +387,7 @@ def normalize_pci_id(pci_id):
     if not pci_id:
         raise VgpuError("pci_id is required for every device entry")
     pci = str(pci_id).strip().lower()
-    if re.match(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", pci):
+    if re.match(r"^[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z", pci):
         pci = "0000:" + pci
     return pci
 

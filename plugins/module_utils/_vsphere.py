@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import socket
 import ssl
 import time
 import traceback
@@ -24,7 +25,7 @@ except ImportError:  # pragma: no cover - reported by the module through missing
     HAS_PYVMOMI = False
     PYVMOMI_IMPORT_ERROR = traceback.format_exc()
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _vgpu
 
 # Benchmarks set this to a file path; every session appends "<soap calls>\n" to it when it closes.
 CALLS_FILE_ENV = "GPUOPS_VSPHERE_CALLS_FILE"
@@ -55,9 +56,12 @@ def fault_message(fault):
 
 
 def ssl_context(validate_certs, ca_path=None):
-    """Verifying context (CA file or system store); an unverified one only when validate_certs is false."""
-    if validate_certs:
-        ctx = ssl.create_default_context(cafile=ca_path) if ca_path else ssl.create_default_context()
+    """Verifying context (CA file or system store); an unverified one only when validate_certs is false.
+
+    The same rule as the Proxmox modules (_bounds.tls_verify): ca_path counts only while verifying."""
+    verify, dummy = _bounds.tls_verify(validate_certs, ca_path)
+    if verify:
+        ctx = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else ssl.create_default_context()
         return ctx
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
@@ -89,17 +93,40 @@ class Session:
         if not HAS_PYVMOMI:
             raise VsphereError("pyvmomi is required")
         self.params = params
+        self.warnings = []  # for the module to show (module.warn)
+        where = "%s:%s" % (params["hostname"], params["port"])
+        problems = _bounds.out_of_range(params, {"port": _bounds.PORT, "api_timeout": _bounds.API_TIMEOUT})
+        if problems:
+            raise VsphereError("%s: %s; nothing was sent" % (params["hostname"], "; ".join(problems)))
+        dummy, tls_warning = _bounds.tls_verify(params["validate_certs"], params.get("ca_path"))
+        if tls_warning:
+            self.warnings.append("%s: %s" % (where, tls_warning))
+        timeout = params.get("api_timeout") or 30
+        # httpConnectionTimeout bounds the session's requests; SmartConnect's version discovery before the login
+        # (pyVim/connect.py __GetElementTree) opens its own HTTPSConnection without a timeout, so the process
+        # default covers that part: a blackholed vCenter fails instead of hanging.
+        previous = socket.getdefaulttimeout()
+        socket.setdefaulttimeout(timeout)
         try:
             self.si = SmartConnect(host=params["hostname"], port=params["port"], user=params["username"],
-                                   pwd=params["password"],
+                                   pwd=params["password"], httpConnectionTimeout=timeout,
                                    sslContext=ssl_context(params["validate_certs"], params.get("ca_path")))
         except vim.fault.InvalidLogin as e:
             raise VsphereError("login to %s as %s failed: %s" % (params["hostname"], params["username"], fault_message(e)))
         except ssl.SSLError as e:
-            raise VsphereError("TLS verification of %s:%s failed (%s); pass ca_path for a private CA"
-                               % (params["hostname"], params["port"], e))
+            raise VsphereError("TLS verification of %s failed (%s); pass ca_path for a private CA" % (where, e))
         except (OSError, vmodl.MethodFault) as e:
-            raise VsphereError("cannot connect to %s:%s: %s" % (params["hostname"], params["port"], e))
+            # socket.timeout is an OSError: name the limit that ran out
+            if isinstance(e, TimeoutError) or "timed out" in str(e):
+                raise VsphereError("cannot connect to %s: no answer within api_timeout=%ss (%s)"
+                                   % (where, params.get("api_timeout") or 30, e))
+            raise VsphereError("cannot connect to %s: %s" % (where, e))
+        except Exception as e:  # pylint: disable=broad-except
+            # pyVim raises a bare Exception when the port answers HTTPS but is no vSphere API ("no matching version").
+            raise VsphereError("cannot connect to %s: it does not answer as a vSphere API endpoint (%s: %s)"
+                               % (where, type(e).__name__, e))
+        finally:
+            socket.setdefaulttimeout(previous)
         self.counter = CallCounter(self.si._stub)
         self.content = self.si.RetrieveContent()
         self.api_version = tuple(int(x) for x in re.findall(r"\d+", self.content.about.apiVersion or "0")[:2])
@@ -179,6 +206,10 @@ class Session:
         return rows[0]["obj"]
 
     def scope_container(self, datacenter=None, cluster=None):
+        # An empty name would read as "no filter" and widen the scope to the whole vCenter: it names nothing.
+        for what, value in (("datacenter", datacenter), ("cluster", cluster)):
+            if value is not None and not str(value).strip():
+                raise VsphereError("%s is empty, which names no %s; leave it out or name one" % (what, what))
         container = None
         if datacenter:
             container = self.find_one(vim.Datacenter, datacenter, what="datacenter")
@@ -187,7 +218,9 @@ class Session:
         return container
 
     def hosts(self, datacenter=None, cluster=None, names=None, props=None):
-        """Hosts in scope (one retrieval); missing names fail naming them."""
+        """Hosts in scope (one retrieval); missing names fail naming them; an empty list selects no host and fails."""
+        if names is not None and not names:
+            raise VsphereError("esxi_hostname is an empty list, which selects no host")
         rows = self.collect(vim.HostSystem, self.host_props(props), self.scope_container(datacenter, cluster))
         if names:
             wanted = set(names)

@@ -22,7 +22,12 @@ description:
     GPU instances, MIG mode is changed when needed, then GPU instances are created with their placements, then their
     compute instances, and the result is verified.
   - If a step fails, the GPU's previous geometry is restored, and so is that of every GPU the same run already changed;
-    the module fails saying what happened on each.
+    the module fails saying what happened on each. An NVML error names the GPU (index, model, UUID, PCI address),
+    the step and the NVML function.
+  - Every run holds the per-host MIG lock (O(lock_path)) from before the first NVML read to after the last write,
+    rollback included. A run that finds the lock held fails at once, having read and changed nothing, naming the
+    holder (who, pid, host, since when); O(lock_timeout) lets it wait instead. The role
+    C(gpuops.provision.mig_reconfigure) and its boot-time re-apply take the same lock.
 author:
   - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
@@ -32,6 +37,10 @@ attributes:
     support: full
     details:
       - Reports per GPU the geometry before and after and the actions it would take.
+      - Takes the per-host lock too, shared, so a plan is never read while another run rebuilds the GPUs (it would
+        describe a half-built layout), while plans (this module's, node preflight's, the role's plan phase) do not
+        refuse each other. A user who may not create the lock file still plans, with a warning, unless a changing run
+        holds the lock.
       - Whether a MIG mode change waits for a GPU reset is predicted. On Ampere (A100, A30) it does in a pass-through VM
         or while processes hold the GPU; Hopper and later switch at once.
   diff_mode:
@@ -63,6 +72,35 @@ options:
       - Without it such a GPU fails the module naming the process ids, before any GPU is changed.
     type: bool
     default: false
+  lock_path:
+    description:
+      - The per-host MIG lock file. The run holds C(flock) on it for its whole duration, exclusively, or shared in
+        check mode, so no run changes the GPUs of a host while another changes them or plans on them. The kernel
+        drops the lock when the process ends, so a run that crashed or was killed leaves no lock behind. The file
+        holds the holder's record and is removed when the last holder releases the lock.
+      - Runs of this module, the role C(gpuops.provision.mig_reconfigure) and its boot-time re-apply on one host must
+        use the same path to exclude each other; all default to this one.
+      - When not set, the environment variable E(GPUOPS_MIG_LOCK) is used if set (the lab and tests use it), else
+        V(/run/gpuops/mig.lock). The directory is created when missing.
+    type: path
+    default: /run/gpuops/mig.lock
+  lock_holder:
+    description:
+      - Who this run is, recorded in the lock and named to any run it refuses.
+      - The role C(gpuops.provision.mig_reconfigure) keeps the lock for a node's whole reconfiguration, across its
+        tasks, under a holder naming its run. A run with that same O(lock_holder) runs inside it (and renews it); any
+        other run is refused, naming it, until the role releases it or it was not renewed for its stale timeout
+        (C(mig_reconfigure_lock_stale_after)); then a run that changes the GPUs takes it over, and a check-mode run
+        ignores it, with a warning naming the stale holder.
+    type: str
+    default: gpuops.provision.mig_geometry
+  lock_timeout:
+    description:
+      - Seconds to wait for another holder to release the lock before failing. V(0) fails at once.
+      - A holder that is alive is never forced out; one that has held the lock for long is named with its age and
+        pid, so it can be stopped if it hangs.
+    type: int
+    default: 0
 requirements:
   - nvidia-ml-py (import name C(pynvml)) on the managed host
 notes:
@@ -193,11 +231,68 @@ nvml_calls:
   returned: always
   type: int
   sample: 120
+lock:
+  description: The per-host MIG lock this run took, or the holder that refused it.
+  returned: unless the configuration is invalid
+  type: dict
+  contains:
+    path:
+      description: The lock file.
+      type: str
+      sample: /run/gpuops/mig.lock
+    holder:
+      description: This run's O(lock_holder).
+      type: str
+      sample: gpuops.provision.mig_geometry
+    lease:
+      description: The holder of the lock kept across tasks that this run ran inside (its own O(lock_holder)), or
+        V(null) when it held the lock on its own.
+      type: str
+    waited:
+      description: Seconds this run waited for the lock.
+      type: float
+      sample: 0.0
+    shared:
+      description: Whether this run held the lock shared, as a check-mode run does (see O(lock_path)).
+      type: bool
+    took_over:
+      description: A stale lock kept across tasks that this run took over; the same keys as RV(lock.held_by).
+      type: dict
+      returned: when a stale lock was taken over
+    held_by:
+      description: Who holds the lock, when this run was refused.
+      type: dict
+      returned: when the lock was held by another run
+      contains:
+        kind:
+          description: V(run), a process holding the lock now, or V(lease), a lock kept across tasks by a run
+            such as the role's.
+          type: str
+        check_mode:
+          description: Whether that run is a check-mode run (a plan), for V(kind=run).
+          type: bool
+        holder:
+          description: The holder's O(lock_holder).
+          type: str
+          sample: gpuops.provision.mig_reconfigure run 5f0c2a91 (user=alice controller=awx-1 node=gpu-node-1)
+        pid:
+          description: Its process id (V(null) for a lease).
+          type: int
+        host:
+          description: The host name it recorded.
+          type: str
+        since:
+          description: Since when it holds the lock (UTC, ISO 8601).
+          type: str
+          sample: "2026-05-04T09:12:00Z"
+        age_seconds:
+          description: How long it has held the lock.
+          type: float
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig_apply
+from ansible_collections.gpuops.provision.plugins.module_utils import _hostlock, _mig_apply
 
 
 def main():
@@ -207,12 +302,20 @@ def main():
             selected=dict(type="str"),
             devices=dict(type="list", elements="dict"),
             force=dict(type="bool", default=False),
+            lock_path=dict(type="path", default=_hostlock.DEFAULT_PATH, fallback=(env_fallback, [_hostlock.ENV_PATH])),
+            lock_holder=dict(type="str", default=_mig_apply.DEFAULT_HOLDER),
+            lock_timeout=dict(type="int", default=0),
         ),
         mutually_exclusive=[("config", "devices")],
         required_one_of=[("config", "devices")],
         required_by={"selected": "config"},
         supports_check_mode=True,
     )
+    if module.params["lock_timeout"] < 0:
+        module.fail_json(msg="lock_timeout must be 0 or more seconds, got %d" % module.params["lock_timeout"])
+    for name in ("lock_path", "lock_holder"):
+        if not (module.params[name] or "").strip():
+            module.fail_json(msg="%s must not be empty" % name)
     try:
         out, warnings = _mig_apply.run(module.params, module.check_mode)
     except _mig_apply.RunError as e:

@@ -24,6 +24,7 @@ options:
   nodes:
     description:
       - Nodes to read. Default is every node the API lists as online; the others are reported in RV(skipped_nodes).
+      - An empty list selects no node and fails.
       - A node given here that is not online fails naming it (Proxmox VE cannot answer for a node that is down).
     type: list
     elements: str
@@ -144,6 +145,8 @@ def main():
         client = PveClient.from_params(p)
         known = client.nodes()
         # By default an offline node is skipped rather than failing the whole report.
+        if p["nodes"] is not None and not p["nodes"]:
+            module.fail_json(msg="nodes is an empty list, which selects no node; leave it out to read every online node")
         nodes = p["nodes"] or client.nodes(online_only=True)
         unknown = [n for n in nodes if n not in known]
         if unknown:
@@ -159,6 +162,8 @@ def main():
     except PveError as exc:
         module.fail_json(msg=str(exc))
     else:
+        for warning in client.warnings:
+            module.warn(warning)
         module.exit_json(changed=False, nodes=result, gpus=[g for n in nodes for g in result[n]["gpus"]], mappings=mappings,
                          skipped_nodes=skipped)
 

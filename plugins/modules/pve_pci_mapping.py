@@ -109,7 +109,7 @@ options:
         type: str
         required: true
       nodes:
-        description: Nodes to search. Default is every online node.
+        description: Nodes to search. Default is every online node; an empty list selects no node and fails.
         type: list
         elements: str
       whole_device:
@@ -183,7 +183,7 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci
 from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError, module_kwargs
 
 try:
@@ -351,6 +351,10 @@ def main():
             module.fail_json(msg="mapping %s: description must be one line of at most %d characters (got %d characters%s)"
                              % (mid, _pci.MAX_DESCRIPTION, len(desc), " with a line break" if ("\n" in desc or "\r" in desc) else ""))
     warnings = []
+    problems = [msg for item in (p["map"] or []) for msg in _bounds.out_of_range(
+        item, {"iommu_group": _bounds.PVE_IOMMU_GROUP}, "node %s: map entry " % item["node"])]
+    if problems:
+        module.fail_json(msg="mapping %s: %s; nothing changed" % (mid, "; ".join(problems)))
     try:
         client = PveClient.from_params(p)
         stored = client.mapping(mid)
@@ -374,6 +378,9 @@ def main():
         if p["map"] is not None:
             entries = _entries_from_map(mid, p["map"], hw)
         elif p["build_from"] is not None:
+            if p["build_from"]["nodes"] is not None and not p["build_from"]["nodes"]:
+                module.fail_json(msg="mapping %s: build_from.nodes is an empty list, which selects no node; leave it "
+                                     "out to search every online node" % mid)
             nodes = p["build_from"]["nodes"] or client.nodes(online_only=True)
             mappings = client.mappings()
             facts = []
@@ -388,6 +395,18 @@ def main():
         entries = sorted(entries, key=lambda e: e["node"])
         if not entries:
             module.fail_json(msg="mapping %s: map must not be empty" % mid)
+        if p["map"] is not None or p["build_from"] is not None:
+            # The same device twice in a pool is a typo PVE stores silently; the second entry can never be used.
+            seen, twice = set(), []
+            for e in entries:
+                for path in e["path"].split(";"):
+                    key = (e["node"], _pci.normalize_pci_address(path, function="0"))
+                    if key in seen:
+                        twice.append("node %s path %s" % key)
+                    seen.add(key)
+            if twice:
+                module.fail_json(msg="mapping %s lists the same device more than once (%s); nothing changed"
+                                 % (mid, ", ".join(twice)))
 
         # Entries kept from the server for nodes that are down cannot be checked now; they are left as they are.
         checkable = [e for e in entries if client.node_status(e["node"]) == "online"]
@@ -425,7 +444,7 @@ def main():
                     client.post("cluster/mapping/pci", id=mid, **params)
                 else:
                     client.put("cluster/mapping/pci/%s" % mid, digest=stored.get("digest"), **params)
-        for warning in warnings:
+        for warning in client.warnings + warnings:
             module.warn(warning)
         module.exit_json(changed=changed, before=before, mapping=after, writes=len(client.writes),
                          diff={"before": before or {}, "after": after})

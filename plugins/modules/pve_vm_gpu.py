@@ -192,7 +192,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci
 from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError, module_kwargs
 
 OPTION_KEYS = {
@@ -365,7 +365,7 @@ class VmGpu:
         pending_keys = set()
         if running:
             for item in self.client.get(base + "/pending") or []:
-                if re.match(r"^hostpci\d+$", item.get("key", "")) and ("pending" in item or item.get("delete")):
+                if re.match(r"^hostpci\d+\Z", item.get("key", "")) and ("pending" in item or item.get("delete")):
                     pending_keys.add(item["key"])
         try:
             current = _pci.hostpci_from_config(config)
@@ -394,7 +394,7 @@ class VmGpu:
             if config_changed and not self.module.check_mode:
                 pending_keys = set()
                 for item in self.client.get(base + "/pending") or []:
-                    if re.match(r"^hostpci\d+$", item.get("key", "")) and ("pending" in item or item.get("delete")):
+                    if re.match(r"^hostpci\d+\Z", item.get("key", "")) and ("pending" in item or item.get("delete")):
                         pending_keys.add(item["key"])
             elif config_changed:
                 pending_keys.update(changed_keys)
@@ -480,13 +480,17 @@ def main():
         ),
         supports_check_mode=True,
     ))
+    problems = _bounds.out_of_range(module.params, {"vmid": _bounds.PVE_VMID, "timeout": _bounds.TASK_TIMEOUT,
+                                                    "shutdown_timeout": _bounds.SHUTDOWN_TIMEOUT})
+    if problems:
+        module.fail_json(msg="VM %s: %s; nothing changed" % (module.params["vmid"], "; ".join(problems)))
     try:
         vm = VmGpu(module)
         result = vm.run()
     except (Precheck, PveError) as exc:
         module.fail_json(msg=str(exc))
     else:
-        for warning in vm.warnings:
+        for warning in vm.client.warnings + vm.warnings:
             module.warn(warning)
         module.exit_json(**result)
 

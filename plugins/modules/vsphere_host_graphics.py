@@ -26,7 +26,7 @@ options:
     description: Hosts of this cluster. One of O(cluster) or O(esxi_hostname) is required.
     type: str
   esxi_hostname:
-    description: These hosts. One of O(cluster) or O(esxi_hostname) is required.
+    description: These hosts. One of O(cluster) or O(esxi_hostname) is required; an empty list selects no host and fails.
     type: list
     elements: str
   default_graphics_type:
@@ -230,11 +230,20 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
     if not _vsphere.HAS_PYVMOMI:
         module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
+    if module.params["esxi_hostname"] is not None and not module.params["esxi_hostname"]:
+        # An empty list used to mean "no filter" and changed every GPU host in scope.
+        module.fail_json(msg="esxi_hostname is an empty list, which selects no host; name the hosts or give a cluster")
+    warnings = []
     try:
         with _vsphere.Session(module.params) as session:
+            warnings.extend(session.warnings)
             hosts = run(module, session)
     except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
+        for w in warnings:
+            module.warn(w)
         module.fail_json(msg=str(e))
+    for w in warnings:
+        module.warn(w)
     changed = any(h["changed"] for h in hosts)
     result = dict(changed=changed, hosts=hosts)
     if module._diff:

@@ -196,7 +196,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu, _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _bounds, _vgpu, _vsphere
 
 try:
     from pyVmomi import vim, vmodl
@@ -211,7 +211,12 @@ OFFER_PROPS = ["name", "parent", "runtime.connectionState", "config.sharedPassth
 
 def find_vm(session, p):
     if p["moid"]:
-        return vim.VirtualMachine(p["moid"], session.si._stub)
+        vm = vim.VirtualMachine(p["moid"], session.si._stub)
+        try:
+            vm.name  # pylint: disable=pointless-statement  # the reference is only checked when it is read
+        except vmodl.fault.ManagedObjectNotFound:
+            raise _vsphere.VsphereError("VM with moid %s not found" % p["moid"])
+        return vm
     if p["uuid"]:
         vm = session.content.searchIndex.FindByUuid(None, p["uuid"], True, False)
         if vm is None:
@@ -400,11 +405,15 @@ def main():
                            required_one_of=[("name", "uuid", "moid")], mutually_exclusive=[("name", "uuid", "moid")])
     if not _vsphere.HAS_PYVMOMI:
         module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
-    if module.params["max_vgpus"] is not None and module.params["max_vgpus"] < 1:
-        module.fail_json(msg="max_vgpus must be at least 1, got %d" % module.params["max_vgpus"])
+    where = module.params["name"] or module.params["uuid"] or module.params["moid"]
+    problems = _bounds.out_of_range(module.params, {"max_vgpus": _bounds.MAX_VGPUS, "mmio_size_gb": _bounds.MMIO_SIZE_GB,
+                                                    "shutdown_timeout": _bounds.TASK_TIMEOUT})
+    if problems:
+        module.fail_json(msg="VM %s: %s; nothing changed" % (where, "; ".join(problems)))
     warnings = []
     try:
         with _vsphere.Session(module.params) as session:
+            warnings.extend(session.warnings)
             result = run(module, session, warnings)
     except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
         for w in warnings:

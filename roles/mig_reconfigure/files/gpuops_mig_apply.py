@@ -9,7 +9,11 @@ same code as the mig_geometry module (the collection's module_utils, installed n
 the checks and the rollback are the module's. Exit status: 0 applied or already there, 1 failed (nothing or the
 previous geometry left, see the message), 2 a MIG mode change waits for a GPU reset.
 
-Usage: python3 gpuops_mig_apply.py [DECLARED.json]   (default /etc/gpuops/mig-config.json: {"config": {...}, "selected": "..."})
+It takes the module's per-host MIG lock (module_utils/_hostlock.py, at the declared "lock_path", the role's
+mig_reconfigure_lock_path): a run that holds it at boot makes this exit 1 naming it, and nothing is changed.
+
+Usage: python3 gpuops_mig_apply.py [DECLARED.json]
+  (default /etc/gpuops/mig-config.json: {"config": {...}, "selected": "...", "lock_path": "..."})
 """
 
 from __future__ import annotations
@@ -22,13 +26,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig_apply  # noqa: E402
 
+HOLDER = "gpuops-mig-apply.service (boot-time re-apply of the declared MIG geometry)"
+
 
 def main(argv):
     path = argv[1] if len(argv) > 1 else "/etc/gpuops/mig-config.json"
     try:
         with open(path, encoding="utf-8") as fh:
             declared = json.load(fh)
-        params = {"config": declared["config"], "selected": declared["selected"], "devices": None, "force": False}
+        params = {"config": declared["config"], "selected": declared["selected"], "devices": None, "force": False,
+                  "lock_path": declared.get("lock_path") or None, "lock_holder": HOLDER, "lock_timeout": 0}
     except (OSError, ValueError, KeyError, TypeError) as e:
         print("gpuops-mig-apply: cannot read the declared geometry %s: %s" % (path, e), file=sys.stderr)
         return 1

@@ -21,6 +21,8 @@ class Host:
 
     def __init__(self, state_path):
         self.state_path = state_path
+        # The host's per-host MIG lock (mig_geometry's GPUOPS_MIG_LOCK fallback), next to its state, not in /run.
+        self.lock_path = os.path.join(os.path.dirname(str(state_path)), "run", "gpuops", "mig.lock")
 
     def write(self, state):
         with open(self.state_path, "w", encoding="utf-8") as fh:
@@ -41,6 +43,7 @@ class Host:
             "ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "build", "collections"),
             "PYTHONPATH": os.path.join(ROOT, "lab", "gpusim"),
             "GPUSIM_STATE": str(self.state_path),
+            "GPUOPS_MIG_LOCK": self.lock_path,
             "ANSIBLE_STDOUT_CALLBACK": "json",
             "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
             "ANSIBLE_LOCALHOST_WARNING": "0",

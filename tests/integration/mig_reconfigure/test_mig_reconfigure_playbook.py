@@ -7,21 +7,31 @@ request log (cordon/uncordon PATCHes, evictions), node labels/unschedulable/allo
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
-    A100, BALANCED_A100, BALANCED_H100, CONFIG, GPUSIM, H100_3G_X2, H100_BALANCED, Fleet, failures, gpu)
+    A100, BALANCED_A100, BALANCED_H100, CONFIG, GPUSIM, H100_3G_X2, H100_BALANCED, ROOT, Fleet, failures, gpu)
 from k8s_harness import mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
 STATE = "nvidia.com/mig.config.state"
+HOSTLOCK = os.path.join(ROOT, "plugins", "module_utils", "_hostlock.py")
+
+
+def lock_holder(path):
+    """Who holds the per-host MIG lock at ``path`` (the lock CLI's show: reads, never takes it), or None."""
+    out = subprocess.run([sys.executable, HOSTLOCK, "show", "--path", path], capture_output=True, text=True, check=True)
+    return (json.loads(out.stdout)["held_by"] or {}).get("holder")
 
 
 def three_nodes(node2=None, node3=None):
@@ -176,18 +186,54 @@ def test_invalid_input_fails_naming_every_node_before_any_cordon(tmp_path):
 def test_lock_held_by_another_run_touches_nothing(tmp_path):
     fleet = Fleet(tmp_path, three_nodes())
     lock = os.path.join(str(tmp_path), "node-2.lock")
-    os.mkdir(lock)
-    with open(os.path.join(lock, "owner"), "w", encoding="utf-8") as fh:
-        fh.write("user=alice controller=awx-1 since=2026-11-29T12:00:00Z\n")
+    other = "gpuops.provision.mig_reconfigure run 0badc0de (user=alice controller=awx-1 node=node-2)"
+    # Another role run keeps node-2's lock between its tasks: what its lock task leaves on the node.
+    subprocess.run([sys.executable, HOSTLOCK, "acquire", "--path", lock, "--holder", other], check=True, capture_output=True)
     with fleet.start():
         before = {n: fleet.raw(n) for n in fleet.nodes}
         rc, out = fleet.run()
         assert rc != 0
         msg = " ".join(failures(out)["node-2"])
-        assert "user=alice controller=awx-1" in msg
+        # Refused in the plan (it takes the lock too), naming the holder, before any node is cordoned.
+        assert "[node-2] another MIG run holds the per-host lock %s: %s (kept across its tasks since" % (lock, other) in msg
         assert fleet.writes() == []
         assert {n: fleet.raw(n) for n in fleet.nodes} == before
-        assert os.path.exists(os.path.join(lock, "owner")), "another run's lock was removed"
+        assert lock_holder(lock) == other, "another run's lock was removed"
+
+
+def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming_it(tmp_path):
+    # Evicted pods linger 8 s: the role is draining node-2 while holding its lock.
+    fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_drain_timeout": 60})
+    lock = os.path.join(str(tmp_path), "node-2.lock")
+    with fleet.start(eviction_delay=8) as lab:
+        roll = {}
+        thread = threading.Thread(target=lambda: roll.update(result=fleet.run()))
+        thread.start()
+        deadline = time.monotonic() + 300
+        holder = None
+        while not (holder or "").startswith("gpuops.provision.mig_reconfigure run "):
+            assert thread.is_alive() and time.monotonic() < deadline, "the role never took node-2's lock: %s" % roll
+            time.sleep(0.1)
+            holder = lock_holder(lock)
+        before = fleet.raw("node-2")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([GPUSIM, os.path.join(ROOT, "build", "collections")]),
+                   GPUSIM_STATE=fleet.states["node-2"], GPUOPS_MIG_LOCK=lock)
+        args = {"devices": [{"devices": "all", "mig-enabled": False}], "force": True}
+        direct = subprocess.run([sys.executable, "-m", "ansible_collections.gpuops.provision.plugins.modules.mig_geometry",
+                                 json.dumps({"ANSIBLE_MODULE_ARGS": args})], env=env, cwd=str(tmp_path),
+                                capture_output=True, text=True, check=False, timeout=120)
+        untouched = fleet.raw("node-2") == before
+        thread.join(timeout=900)
+        rc, out = roll["result"]
+        assert rc == 0, failures(out)
+        res = json.loads(direct.stdout)
+        assert res["failed"] is True and res["changed"] is False and untouched
+        assert res["msg"].startswith("another MIG run holds the per-host lock %s: %s (" % (lock, holder)), res["msg"]
+        assert "node=node-2" in holder and res["lock"]["held_by"]["holder"] == holder
+        # The roll went on unharmed and released the lock at the end.
+        assert mig_allocatable(fleet.node("node-2")) == {"nvidia.com/mig-" + k: v for k, v in BALANCED_H100.items()}
+        assert lab.cordons("node-2", value=False) == 1
+        assert lock_holder(lock) is None and not os.path.exists(lock)
 
 
 def test_drain_wait_timeout_fails_the_node_and_stops_the_roll(tmp_path):

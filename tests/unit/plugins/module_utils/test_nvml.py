@@ -15,21 +15,15 @@ import pytest
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _nvml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-GPUSIM = os.path.join(ROOT, "lab", "gpusim")
+from gpusim_nvml import use_gpusim  # pylint: disable=import-error
+
 A100 = "NVIDIA A100-SXM4-40GB"
 
 
 @pytest.fixture
 def sim(monkeypatch, tmp_path):
     """Returns a function writing a gpusim state and opening an Nvml session on it."""
-    path = tmp_path / "gpusim.json"
-    monkeypatch.setenv("GPUSIM_STATE", str(path))
-    monkeypatch.syspath_prepend(GPUSIM)
-    spec = importlib.util.spec_from_file_location("pynvml", os.path.join(GPUSIM, "pynvml.py"))
-    mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "pynvml", mod)
-    spec.loader.exec_module(mod)
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": []})
 
     def start(state):
         path.write_text(json.dumps(state))
@@ -92,7 +86,8 @@ def test_set_mig_mode_reports_why_the_change_is_pending(sim):
 def test_set_mig_mode_failure_is_explained(sim):
     nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled", "gpu_instances": [{"profile_id": 0}]}]})
     gpu = nvml.snapshot(0, detail=False)
-    with pytest.raises(_nvml.NvmlError, match="setting MIG mode disabled failed: .*NVML_ERROR_IN_USE"):
+    with pytest.raises(_nvml.StepError, match=r"^setting MIG mode disabled: NVML error In use by another client "
+                                              r"\(NVML_ERROR_IN_USE\) from nvmlDeviceSetMigMode \(GPU instances"):
         nvml.set_mig_mode(gpu["_handle"], False)
 
 

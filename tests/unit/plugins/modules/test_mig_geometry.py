@@ -6,11 +6,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 import time
 
 import pytest
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _hostlock
 from ansible_collections.gpuops.provision.plugins.modules import mig_geometry
 
 from gpusim_nvml import use_gpusim  # pylint: disable=import-error
@@ -20,12 +23,30 @@ H100 = "NVIDIA H100 80GB HBM3"
 TARGET = {"3g.20gb": 1, "2g.10gb": 2}
 
 
+@pytest.fixture(autouse=True)
+def lock_path(monkeypatch, tmp_path):
+    """Each test its own per-host MIG lock (the module's E(GPUOPS_MIG_LOCK) fallback), never this machine's /run."""
+    path = tmp_path / "locks" / "mig.lock"
+    monkeypatch.setenv("GPUOPS_MIG_LOCK", str(path))
+    return path
+
+
 def entry(devices="all", enabled=True, mig_devices=None, **extra):
     e = {"devices": devices, "mig-enabled": enabled}
     if enabled:
         e["mig-devices"] = TARGET if mig_devices is None else mig_devices
     e.update(extra)
     return e
+
+
+# gpusim's default PCI buses by index (lab/gpusim/README.md).
+BUSES = ("0000:17:00.0", "0000:31:00.0")
+
+
+def label(res, index=0):
+    """How an NVML error names a GPU: index, model, UUID and PCI address."""
+    gpu = res["gpus"][index]
+    return "GPU %d (%s, %s, %s)" % (index, gpu["model"], gpu["uuid"], BUSES[index])
 
 
 def geometry(path, index=0):
@@ -114,9 +135,9 @@ def test_mid_apply_failure_restores_previous_geometry(monkeypatch, tmp_path, run
     before = geometry(path)
     res = run_module(mig_geometry, {"devices": [entry()]})
     assert res["failed"]
-    assert "GPU 0 (NVIDIA A100-SXM4-40GB)" in res["msg"]
-    assert "creating GPU instance" in res["msg"] and "INSUFFICIENT_RESOURCES" in res["msg"]
-    assert "previous geometry was restored" in res["msg"]
+    assert res["msg"] == ("%s: creating GPU instance 2g.10gb at placement 0:2: NVML error Insufficient resources "
+                          "(NVML_ERROR_INSUFFICIENT_RESOURCES) from nvmlDeviceCreateGpuInstanceWithPlacement; the previous "
+                          "geometry was restored" % label(res))
     assert geometry(path) == before
     assert res["gpus"][0]["changed"] is False
     assert res["gpus"][0]["after"]["mig_devices"] == {"1g.5gb": 7}
@@ -131,7 +152,8 @@ def test_failure_on_a_later_gpu_restores_the_gpus_already_changed(monkeypatch, t
     before = [geometry(path, 0), geometry(path, 1)]
     res = run_module(mig_geometry, {"devices": [entry()]})
     assert res["failed"]
-    assert "GPU 1 (NVIDIA A100-SXM4-40GB)" in res["msg"] and "GPU 0 restored" in res["msg"], res["msg"]
+    assert res["msg"].startswith(label(res, 1) + ": creating GPU instance 2g.10gb at placement 0:2: NVML error "), res["msg"]
+    assert res["msg"].endswith("; the previous geometry was restored (GPU 0 restored)")
     assert [geometry(path, 0), geometry(path, 1)] == before
     assert [g["changed"] for g in res["gpus"]] == [False, False]
     assert res["gpus"][0]["after"]["mig_devices"] == {"1g.5gb": 7}
@@ -211,7 +233,9 @@ def test_failure_while_creating_compute_instances_is_rolled_back(monkeypatch, tm
     path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}],
                                               "faults": {"fail_ci_create_after": 2, "fail_ci_create_times": 1}})
     res = run_module(mig_geometry, {"devices": [entry()]})
-    assert res["failed"] and "creating compute instance(s) 2g.10gb failed" in res["msg"]
+    assert res["failed"] and res["msg"].startswith(
+        "%s: creating compute instance(s) 2g.10gb in GPU instance 2g.10gb at placement 2:2: NVML error Unknown Error "
+        "(NVML_ERROR_UNKNOWN) from nvmlGpuInstanceCreateComputeInstance" % label(res)), res["msg"]
     assert "previous geometry was restored" in res["msg"]
     assert geometry(path) == []
 
@@ -340,3 +364,203 @@ def test_huge_counts_are_refused_at_once(monkeypatch, tmp_path, run_module, name
     assert time.monotonic() - started < 5
     assert res["failed"] and "%d x %s requested but this GPU allows at most %d" % (count, name, limit) in res["msg"]
     assert "GPU 0 (NVIDIA A100-SXM4-40GB)" in res["msg"] and path.read_bytes() == before
+
+
+# --- NVML errors name the GPU and the step (issue 15 point 4) -----------------------------------------------------------
+
+def _nvml_error(code):
+    nv = sys.modules["pynvml"]
+
+    def fail(*_args):
+        raise nv.NVMLError(getattr(nv, code))
+    return fail
+
+
+@pytest.mark.parametrize("function,where,step", [
+    ("nvmlSystemGetDriverVersion", "NVML", "reading the driver version"),
+    ("nvmlDeviceGetUUID", "GPU 0", "reading its identity (PCI info, memory, UUID, name, MIG mode)"),
+    ("nvmlDeviceGetGpuInstancePossiblePlacements", "label", "reading its GPU instance profiles"),
+    ("nvmlDeviceGetGpuInstances", "label", "reading its GPU and compute instances"),
+])
+def test_a_failed_nvml_read_names_the_gpu_the_step_and_the_function(monkeypatch, tmp_path, run_module, function, where, step):
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    before = path.read_bytes()
+    known = run_module(mig_geometry, {"devices": [entry()]}, check_mode=True)
+    monkeypatch.setattr(sys.modules["pynvml"], function, _nvml_error("NVML_ERROR_INVALID_ARGUMENT"))
+    res = run_module(mig_geometry, {"devices": [entry()]})
+    assert res["failed"] and res["changed"] is False
+    # Before: "NVML error: Invalid Argument (NVML_ERROR_INVALID_ARGUMENT)", with no GPU and no step.
+    assert res["msg"] == ("nothing was changed: %s: %s: NVML error Invalid Argument (NVML_ERROR_INVALID_ARGUMENT) from %s"
+                          % (label(known) if where == "label" else where, step, function))
+    assert path.read_bytes() == before
+
+
+def test_in_use_on_destroy_names_both_causes_nvml_gives(monkeypatch, tmp_path, run_module):
+    # nvml.h: nvmlGpuInstanceDestroy returns IN_USE when processes or compute instances are active on the GPU
+    # instance; the old hint blamed processes only.
+    seven = {"model": A100, "mig_mode": "enabled",
+             "gpu_instances": [{"profile_id": 0, "id": 0, "start": 0, "compute_instances": [{}]}]}
+    faults = {"fail_gi_destroy_after": 0, "fail_gi_destroy_times": 1, "fail_gi_destroy_error": "IN_USE"}
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [seven], "faults": faults})
+    before = geometry(path)
+    res = run_module(mig_geometry, {"devices": [entry()]})
+    assert res["failed"]
+    assert res["msg"] == ("%s: destroying GPU instance 0 (7g.40gb): NVML error In use by another client (NVML_ERROR_IN_USE) "
+                          "from nvmlGpuInstanceDestroy (compute instances or processes are active on the GPU instance); "
+                          "the previous geometry was restored" % label(res))
+    assert geometry(path) == before
+
+
+def test_a_raw_nvml_error_in_the_middle_of_an_apply_is_rolled_back_and_named(monkeypatch, tmp_path, run_module):
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": H100, "mig_mode": "disabled"}]})
+    nv = sys.modules["pynvml"]
+    real_set, real_get = nv.nvmlDeviceSetMigMode, nv.nvmlDeviceGetMigMode
+    after_set = []
+
+    def set_mode(*args):
+        after_set.append(True)
+        return real_set(*args)
+
+    def get_mode(*args):
+        if after_set and len(after_set) == 1 and after_set.pop() is True:
+            after_set.append(False)  # only the first read after the first set fails
+            raise nv.NVMLError(nv.NVML_ERROR_UNKNOWN)
+        return real_get(*args)
+    monkeypatch.setattr(nv, "nvmlDeviceSetMigMode", set_mode)
+    monkeypatch.setattr(nv, "nvmlDeviceGetMigMode", get_mode)
+    res = run_module(mig_geometry, {"devices": [entry(mig_devices={"7g.80gb": 1})]})
+    assert res["failed"]
+    # Before: the error escaped the apply unrolled, as "NVML error: Unknown Error", and MIG stayed enabled.
+    assert res["msg"] == ("GPU 0 (%s, %s, %s): reading the MIG mode back after setting it enabled: NVML error Unknown Error "
+                          "(NVML_ERROR_UNKNOWN) from nvmlDeviceGetMigMode; the previous geometry was restored"
+                          % (H100, res["gpus"][0]["uuid"], BUSES[0]))
+    gpu = json.loads(path.read_text())["gpus"][0]
+    assert (gpu["mig_mode"], gpu["mig_mode_pending"], gpu.get("gpu_instances", [])) == (0, 0, [])
+
+
+def test_an_unreadable_process_list_names_the_gpu_and_the_step(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}],
+                                       "faults": {"fail_processes_after": 0, "fail_processes_error": "NO_PERMISSION"}})
+    res = run_module(mig_geometry, {"devices": [entry()]})
+    assert res["msg"].startswith("nothing was changed: GPU 0 (%s, GPU-" % A100), res["msg"]
+    assert res["msg"].endswith(", 0000:17:00.0): listing its processes: cannot list the processes on the GPU: NVML error "
+                               "Insufficient Permissions (NVML_ERROR_NO_PERMISSION) from nvmlDeviceGetComputeRunningProcesses")
+
+
+# --- the per-host lock (issue 15 point 4) ---------------------------------------------------------------------------------
+
+ROLE = "gpuops.provision.mig_reconfigure run 0badc0de (user=alice controller=awx-1 node=gpu-node-1)"
+
+
+def test_every_run_holds_the_lock_from_plan_to_rollback_check_mode_included(monkeypatch, tmp_path, run_module, lock_path):
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}],
+                                              "faults": {"fail_gi_create_after": 2, "fail_gi_create_times": 1}})
+    nv = sys.modules["pynvml"]
+    seen = {}
+
+    def watch(name):
+        real = getattr(nv, name)
+
+        def call(*args):
+            seen.setdefault(name, []).append(_hostlock.status(str(lock_path)))
+            return real(*args)
+        monkeypatch.setattr(nv, name, call)
+    # The first read of the plan, a creation of the apply, and a destroy of the rollback.
+    for name in ("nvmlDeviceGetCount", "nvmlDeviceCreateGpuInstanceWithPlacement", "nvmlGpuInstanceDestroy"):
+        watch(name)
+    plan = run_module(mig_geometry, {"devices": [entry()]}, check_mode=True)
+    assert plan["changed"] and plan["lock"] == {"path": str(lock_path), "holder": "gpuops.provision.mig_geometry",
+                                                "lease": None, "waited": 0.0, "shared": True}
+    res = run_module(mig_geometry, {"devices": [entry()]})
+    assert res["failed"] and "the previous geometry was restored" in res["msg"] and geometry(path) == []
+    assert sorted(seen) == ["nvmlDeviceCreateGpuInstanceWithPlacement", "nvmlDeviceGetCount", "nvmlGpuInstanceDestroy"]
+    held = [h for calls in seen.values() for h in calls]
+    assert len(held) >= 6 and all(h and h["holder"] == "gpuops.provision.mig_geometry" and h["pid"] == os.getpid() for h in held)
+    assert _hostlock.status(str(lock_path)) is None and not lock_path.exists()
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_held_lock_refuses_at_once_naming_the_holder_before_any_nvml_call(
+        monkeypatch, tmp_path, run_module, lock_path, check_mode):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    inits = []
+    monkeypatch.setattr(sys.modules["pynvml"], "nvmlInit", lambda: inits.append(1))
+    with _hostlock.HostLock(str(lock_path), "another apply"):
+        res = run_module(mig_geometry, {"devices": [entry()]}, check_mode=check_mode)
+    assert res["failed"] and res["changed"] is False and inits == []
+    assert res["msg"].startswith("another MIG run holds the per-host lock %s: another apply (pid %d on " % (lock_path, os.getpid()))
+    assert res["msg"].endswith(" ago); nothing was changed")
+    assert res["lock"]["held_by"]["holder"] == "another apply" and res["lock"]["held_by"]["kind"] == "run"
+    assert res["lock"]["waited"] == 0.0
+
+
+def test_lock_timeout_waits_for_the_holder(monkeypatch, tmp_path, run_module, lock_path):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    other = _hostlock.HostLock(str(lock_path), "another apply").acquire()
+    threading.Timer(0.5, other.release).start()
+    res = run_module(mig_geometry, {"devices": [entry()], "lock_timeout": 30})
+    assert res["changed"] is True and 0.4 <= res["lock"]["waited"] < 30
+
+
+def test_the_roles_lock_lets_its_own_steps_in_and_refuses_any_other_run(monkeypatch, tmp_path, run_module, lock_path, capsys):
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    # What the role's lock task runs on the node.
+    assert _hostlock.main(["acquire", "--path", str(lock_path), "--holder", ROLE]) == 0
+    assert json.loads(capsys.readouterr().out)["acquired"] is True
+    before = path.read_bytes()
+    direct = run_module(mig_geometry, {"devices": [entry()]})
+    assert direct["failed"] and path.read_bytes() == before
+    assert direct["msg"].startswith("another MIG run holds the per-host lock %s: %s (kept across its tasks since " % (lock_path, ROLE))
+    assert direct["lock"]["held_by"]["kind"] == "lease"
+    step = run_module(mig_geometry, {"devices": [entry()], "lock_holder": ROLE})
+    assert step["changed"] is True and step["lock"]["lease"] == ROLE
+    assert _hostlock.status(str(lock_path))["holder"] == ROLE, "the role's step ended the role's lock"
+    assert _hostlock.main(["release", "--path", str(lock_path), "--holder", ROLE]) == 0
+    assert json.loads(capsys.readouterr().out)["released"] is True
+    assert run_module(mig_geometry, {"devices": [entry()]})["changed"] is False
+
+
+def test_a_stale_lock_of_a_dead_role_run_is_taken_over_naming_it(monkeypatch, tmp_path, run_module, lock_path, capsys):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    assert _hostlock.main(["acquire", "--path", str(lock_path), "--holder", ROLE, "--stale-after", "0"]) == 0
+    capsys.readouterr()
+    time.sleep(0.05)
+    res = run_module(mig_geometry, {"devices": [entry()]})
+    assert res["changed"] is True and res["lock"]["took_over"]["holder"] == ROLE
+    warnings = json.dumps(res.get("warnings"))
+    assert ("was kept by %s (kept across its tasks" % ROLE) in warnings and "it is stale and this run took it over" in warnings
+
+
+@pytest.mark.parametrize("args,msg", [({"lock_timeout": -1}, "lock_timeout must be 0 or more seconds, got -1"),
+                                      ({"lock_holder": " "}, "lock_holder must not be empty"),
+                                      ({"lock_timeout": "soon"}, "argument 'lock_timeout' is of type str and we were unable to convert to int"),
+                                      ({"lock_path": "/proc/gpuops/mig.lock"}, "cannot take the per-host MIG lock: cannot open")])
+def test_bad_lock_options_fail_clearly(monkeypatch, tmp_path, run_module, args, msg):
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    before = path.read_bytes()
+    res = run_module(mig_geometry, dict({"devices": [entry()]}, **args))
+    assert res["failed"] and msg in res["msg"] and path.read_bytes() == before
+
+
+def test_plans_run_side_by_side_but_an_apply_waits_for_them(monkeypatch, tmp_path, run_module, lock_path):
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    before = path.read_bytes()
+    with _hostlock.HostLock(str(lock_path), "gpuops.provision.node_preflight plan", shared=True):
+        plan = run_module(mig_geometry, {"devices": [entry()]}, check_mode=True)
+        apply = run_module(mig_geometry, {"devices": [entry()]})
+    assert plan["changed"] is True and not plan.get("failed") and plan["lock"]["shared"] is True
+    assert apply["failed"] and path.read_bytes() == before
+    assert apply["msg"].startswith("another MIG run holds the per-host lock %s: gpuops.provision.node_preflight plan (pid %d on "
+                                   % (lock_path, os.getpid()))
+    assert apply["lock"]["held_by"]["check_mode"] is True
+
+
+def test_device_filter_matching_no_gpu_warns(monkeypatch, tmp_path, run_module):
+    # issue 15 point 5: a filter that selects nothing used to pass without a word (mig-parted does nothing for it).
+    path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    before = path.read_bytes()
+    res = run_module(mig_geometry, {"devices": [entry(**{"device-filter": "0x233010DE"})]})
+    assert not res.get("failed") and res["changed"] is False and path.read_bytes() == before
+    assert "entry 0: device-filter 0x233010DE matches no GPU on this host (GPUs: 0 0x20B010DE)" in json.dumps(res["warnings"])
+    res = run_module(mig_geometry, {"devices": [entry(**{"device-filter": "0x20B010DE"})]})
+    assert res["changed"] is True and "matches no GPU" not in json.dumps(res.get("warnings", []))
