@@ -363,6 +363,8 @@ def main():
         if p["state"] == "absent":
             if stored is not None and not module.check_mode:
                 client.delete("cluster/mapping/pci/%s" % mid)
+            for warning in client.warnings:
+                module.warn(warning)
             module.exit_json(changed=stored is not None, before=before, mapping=None, writes=len(client.writes),
                              diff={"before": before or {}, "after": {}})
 
