@@ -118,8 +118,7 @@ class Session:
         except (OSError, vmodl.MethodFault) as e:
             # socket.timeout is an OSError: name the limit that ran out
             if isinstance(e, TimeoutError) or "timed out" in str(e):
-                raise VsphereError("cannot connect to %s: no answer within api_timeout=%ss (%s)"
-                                   % (where, params.get("api_timeout") or 30, e))
+                raise VsphereError("cannot connect to %s: no answer within api_timeout=%ss (%s)" % (where, timeout, e))
             raise VsphereError("cannot connect to %s: %s" % (where, e))
         except Exception as e:  # pylint: disable=broad-except
             # pyVim raises a bare Exception when the port answers HTTPS but is no vSphere API ("no matching version").
@@ -220,6 +219,7 @@ class Session:
     def hosts(self, datacenter=None, cluster=None, names=None, props=None):
         """Hosts in scope (one retrieval); missing names fail naming them; an empty list selects no host and fails."""
         if names is not None and not names:
+            # It used to mean "no filter": vsphere_host_graphics then changed every GPU host in scope.
             raise VsphereError("esxi_hostname is an empty list, which selects no host")
         rows = self.collect(vim.HostSystem, self.host_props(props), self.scope_container(datacenter, cluster))
         if names:

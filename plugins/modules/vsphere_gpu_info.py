@@ -191,9 +191,6 @@ def main():
     warnings = []
     try:
         _vsphere.valid_regex(module.params["driver_vib_regex"])
-        if module.params["esxi_hostname"] is not None and not module.params["esxi_hostname"]:
-            raise _vsphere.VsphereError("esxi_hostname is an empty list, which selects no host; leave it out to read "
-                                        "every host in scope")
         with _vsphere.Session(module.params) as session:
             warnings.extend(session.warnings)
             result = gather(session, module.params, warnings)

@@ -230,9 +230,6 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
     if not _vsphere.HAS_PYVMOMI:
         module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
-    if module.params["esxi_hostname"] is not None and not module.params["esxi_hostname"]:
-        # An empty list used to mean "no filter" and changed every GPU host in scope.
-        module.fail_json(msg="esxi_hostname is an empty list, which selects no host; name the hosts or give a cluster")
     warnings = []
     try:
         with _vsphere.Session(module.params) as session:
