@@ -92,6 +92,13 @@ def run_cases(run_module, module, base, cases, state, where):
     return counts, failures
 
 
+def assert_all_refused(run_module, module, base, cases, state, where):
+    """Every case refused cleanly with the stand-in unchanged: tried == refused == unchanged == number of cases."""
+    counts, failures = run_cases(run_module, module, base, cases, state, where)
+    assert not failures, "\n".join(failures)
+    assert counts["tried"] == counts["refused"] == counts["unchanged"] == len(cases)
+
+
 DROP = object()  # a case that removes a key of the base arguments
 HUGE = 10 ** 18
 LONG = "x" * 10000
@@ -236,9 +243,7 @@ INFO_CASES = [
 ])
 def test_proxmox_modules_refuse_bad_input_cleanly(pve, run_module, module, base, cases, where):
     server, auth = pve
-    counts, failures = run_cases(run_module, module, dict(auth, **base), cases, pve_state(server), where)
-    assert not failures, "\n".join(failures)
-    assert counts["tried"] == counts["refused"] == counts["unchanged"] == len(cases)
+    assert_all_refused(run_module, module, dict(auth, **base), cases, pve_state(server), where)
 
 
 # ------------------------------------------------------------------ vSphere
@@ -340,9 +345,7 @@ VCINFO_CASES = [
 ])
 def test_vsphere_modules_refuse_bad_input_cleanly(vc, run_module, module, base, cases, where):
     dummy, auth = vc
-    counts, failures = run_cases(run_module, module, dict(auth, **base), cases, vc_state(auth), where)
-    assert not failures, "\n".join(failures)
-    assert counts["tried"] == counts["refused"] == counts["unchanged"] == len(cases)
+    assert_all_refused(run_module, module, dict(auth, **base), cases, vc_state(auth), where)
 
 
 # ------------------------------------------------------------------ mig_geometry
@@ -391,10 +394,7 @@ MIG_CASES = [
 
 def test_mig_geometry_refuses_bad_input_cleanly(monkeypatch, tmp_path, run_module):
     path = use_gpusim(monkeypatch, tmp_path, A100)
-    counts, failures = run_cases(run_module, mig_geometry, {"devices": [entry()]}, MIG_CASES, path.read_bytes,
-                                 "mig_geometry")
-    assert not failures, "\n".join(failures)
-    assert counts["tried"] == counts["refused"] == counts["unchanged"] == len(MIG_CASES)
+    assert_all_refused(run_module, mig_geometry, {"devices": [entry()]}, MIG_CASES, path.read_bytes, "mig_geometry")
 
 
 def test_the_suite_is_big_enough():
