@@ -13,7 +13,7 @@ BIN         := $(VENV)/bin
 COLL_ROOT   := $(ROOT)/build/collections
 COLL_LINK   := $(COLL_ROOT)/ansible_collections/gpuops/provision
 SANITY_DIR  := $(ROOT)/build/sanity/ansible_collections/gpuops/provision
-APT_PACKAGES := git rsync podman runc debootstrap ca-certificates chromium fonts-dejavu-core
+APT_PACKAGES := git rsync podman runc debootstrap ca-certificates chromium fonts-dejavu-core apt-utils dpkg-dev gnupg
 CORE_VERSION := $(shell $(PY) -c 'import ansible.release as r; print(".".join(r.__version__.split(".")[:2]))' 2>/dev/null)
 
 export PATH := $(BIN):$(PATH)
@@ -22,7 +22,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-down test sanity units lab-tests integration molecule lint build docs-check bench clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-down test sanity units lab-tests integration molecule lint build docs-check bench clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
@@ -74,6 +74,15 @@ lab-sysfs: venv
 	  $(PY) lab/sysfs/fake_tree.py $$spec $$dst; \
 	done
 
+# Stand-in of NVIDIA's CUDA apt repository (lab/cuda-repo), rebuilt only when its definition changes.
+lab-cuda-repo: deps venv
+	$(PY) lab/cuda-repo/build.py build/lab/cuda-repo
+
+# Stand-in of NVIDIA's CUDA RPM repositories and the EL distribution repositories (lab/rpm-repo), built inside a
+# bookworm container; rebuilt only when its definition changes.
+lab-rpm-repo: deps venv lab-images
+	$(PY) lab/rpm-repo/build.py build/lab/rpm-repo
+
 lab-down:
 	lab/down.sh build/lab/run
 
@@ -107,7 +116,7 @@ integration: venv collection deps
 lab-images: deps
 	lab/images/build.sh bookworm trixie
 
-molecule: venv collection deps lab-images
+molecule: venv collection deps lab-images lab-cuda-repo lab-rpm-repo
 	@for s in $$(ls molecule 2>/dev/null); do \
 	  echo ">> molecule test -s $$s"; $(BIN)/molecule test -s $$s || exit 1; \
 	done

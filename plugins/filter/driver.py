@@ -12,13 +12,10 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _apt_sources as S
+from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
 from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
 
-# Packages whose version is the driver version, in the order a host's driver is looked for in package facts.
-DEFAULT_PACKAGES = (
-    "nvidia-driver", "cuda-drivers", "nvidia-kernel-dkms", "nvidia-open-kernel-dkms", "nvidia-smi", "libnvidia-ml1",
-    "nvidia-driver-cuda", "nvidia-driver-libs", "kmod-nvidia-latest-dkms",
-)
 STATE_LOADED = "loaded"
 STATE_NOT_LOADED = "installed but not loaded"
 STATE_REBOOT = "reboot pending"
@@ -74,19 +71,32 @@ def _driver_of(text):
         return None
 
 
+def _all_installed(packages):
+    """{name: version} of every package in package facts ({name: [entries]} or {name: version})."""
+    return _installed_packages(packages, list(packages)) if isinstance(packages, Mapping) else {}
+
+
 def driver_host_state(packages, names=None, loaded_version=None, pin=None, scheme="deb"):
     """One host's driver facts from package facts and the running kernel module version.
 
     ``packages``: ``ansible_facts.packages`` (or {name: version}); ``names``: the driver packages to look at (first
-    present is the primary one); ``loaded_version``: content of /sys/module/nvidia/version or None.
+    present is the primary one); empty = every installed driver package by name (_driver_packages patterns).
+    ``loaded_version``: content of /sys/module/nvidia/version or None. The whole driver family counts: a host whose
+    metapackage is on the pin while the packages that carry the module or libraries moved is not on the pin.
     """
-    names = list(names or DEFAULT_PACKAGES)
-    found = _installed_packages(packages or {}, names)
-    primary = next((n for n in names if n in found), None)
+    everything = _all_installed(packages or {})
+    wanted = list(names) if names else P.driver_packages_in(everything)
+    found = {n: everything[n] for n in wanted if n in everything}
+    primary = next((n for n in wanted if n in found), None)
     installed = found.get(primary) if primary else None
     loaded = str(loaded_version).strip() if loaded_version not in (None, "") else None
     driver = _driver_of(installed) if installed else None
-    drivers = sorted({str(_driver_of(x)) for x in found.values() if _driver_of(x)})
+    # Every driver package installed (named or not) must carry the same driver version.
+    driver_pkgs = {n: v for n, v in everything.items() if P.driver_package_rank(n) is not None}
+    driver_pkgs.update(found)
+    drivers = sorted({str(_driver_of(x)) for x in driver_pkgs.values() if _driver_of(x)})
+    family = P.family_members(everything, str(driver)) if driver else {}
+    off_driver = sorted(n for n, v in driver_pkgs.items() if driver and _driver_of(v) and _driver_of(v) != driver)
     if not installed:
         state = STATE_LOADED if loaded else STATE_MISSING
     elif not loaded:
@@ -95,13 +105,16 @@ def driver_host_state(packages, names=None, loaded_version=None, pin=None, schem
         state = STATE_LOADED
     else:
         state = STATE_REBOOT
+    on_pin = None
+    if pin:
+        on_pin = bool(found) and not off_driver and all(V.matches_pin(x, pin, scheme) for x in found.values())
     return dict(
-        package=primary, installed_version=installed, packages=found,
+        package=primary, installed_version=installed, packages=dict(sorted(driver_pkgs.items())), family=family, off_driver=off_driver,
         driver_version=str(driver) if driver else None, branch=driver.branch if driver else None,
         loaded_version=loaded, module_loaded=bool(loaded), state=state, reboot_pending=state == STATE_REBOOT,
-        # Packages of one host on different driver versions (e.g. nvidia-smi vs libnvidia-ml1) are drift too.
+        # Packages of one host on different driver versions (nvidia-driver moved while cuda-drivers stayed) are drift.
         mixed=len(drivers) > 1,
-        on_pin=(all(V.matches_pin(x, pin, scheme) for x in found.values()) if found else False) if pin else None,
+        on_pin=on_pin,
         pin=pin or None,
     )
 
@@ -207,7 +220,7 @@ def driver_drift(data, pin=None, branch=None, hosts=None, fact=None, packages=No
             V.driver_version_of(host_pin)
     except V.VersionError as exc:
         _error(str(exc))
-    names = list(packages) if packages else list(DEFAULT_PACKAGES)
+    names = list(packages) if packages else []
     records = [_record(h, val, fact, names, scheme) for h, val in _iter_hosts(data, hosts)]
 
     groups = {}
@@ -352,11 +365,59 @@ def _wrap(func):
     def inner(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except V.VersionError as exc:
+        except (V.VersionError, P.PackageError) as exc:
             _error(str(exc))
     inner.__name__ = func.__name__
     inner.__doc__ = func.__doc__
     return inner
+
+
+def driver_flavour(gpus, requested="auto", branch=None):
+    """Kernel-module flavour for a host's GPUs. See driver_flavour.yml."""
+    if branch in (None, ""):
+        _error("driver_flavour needs the driver branch")
+    return P.kernel_flavour(requested, branch, gpus or [])
+
+
+def driver_package_plan(flavour, distribution, os_family, major_version, source, branch, driver_version=None,
+                        persistence=True):
+    """Packages, pinning packages, module stream and version locks for one host. See driver_package_plan.yml."""
+    if isinstance(flavour, Mapping):
+        flavour = flavour.get("flavour")
+    return P.package_plan(distribution, os_family, major_version, source, flavour, branch, driver_version or None,
+                          persistence)
+
+
+def driver_family(packages, driver_version):
+    """{name: version} of the installed packages of one driver version. See driver_family.yml."""
+    if driver_version in (None, ""):
+        return {}
+    return P.family_members(_all_installed(packages or {}), str(V.driver_version_of(driver_version)))
+
+
+def driver_apt_pin(driver_version):
+    """apt 'Pin: version' value for every revision of a driver version. See driver_apt_pin.yml."""
+    return P.apt_version_pin(str(V.driver_version_of(driver_version)))
+
+
+def driver_apt_sources(files, uri, suites, components, signed_by="", ignore=None):
+    """deb822 sources for ``uri`` that agree with the host's Signed-By. See driver_apt_sources.yml."""
+    if isinstance(files, (list, tuple)):
+        # slurp results: [{source, content (base64)}]
+        import base64
+        files = {f["source"]: base64.b64decode(f["content"]).decode("utf-8", "replace") for f in files
+                 if isinstance(f, Mapping) and f.get("content") is not None}
+    if not isinstance(files, Mapping):
+        _error("driver_apt_sources expects {path: text} or slurp results, got %s" % type(files).__name__)
+    try:
+        return S.agreeing_sources(files, uri, list(suites), list(components), signed_by, [ignore] if ignore else [])
+    except S.SourcesError as exc:
+        _error(str(exc))
+
+
+def driver_package_file(path, driver_version):
+    """Name and version of a driver package file, checked against the requested driver. See driver_package_file.yml."""
+    return P.package_file_identity(path, driver_version)
 
 
 def driver_branch(version):
@@ -447,4 +508,10 @@ class FilterModule:
             "driver_validate": driver_validate,
             "driver_repo_versions": driver_repo_versions,
             "driver_resolve": _wrap(driver_resolve),
+            "driver_flavour": _wrap(driver_flavour),
+            "driver_package_plan": _wrap(driver_package_plan),
+            "driver_family": _wrap(driver_family),
+            "driver_apt_pin": _wrap(driver_apt_pin),
+            "driver_apt_sources": driver_apt_sources,
+            "driver_package_file": _wrap(driver_package_file),
         }

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _driver_branches
+
 __all__ = [
     "VersionError", "DriverVersion", "PackageVersion", "BRANCHES",
     "parse_branch", "parse_driver_version", "parse_package_version", "branch_of",
@@ -32,25 +34,10 @@ _BRANCH_RE = re.compile(r"^[Rr]?(?P<branch>\d{2,4})\Z")
 # Anything that may appear in a Debian or RPM version.
 _PKG_CHARS_RE = re.compile(r"^[A-Za-z0-9.+~^_:-]+\Z")
 
-# Known driver branches in release order, as vGPU software releases pair them (reference
-# licensing-driver-k8s.md section 2: 8.x=R418, 15.x=R525, 16=R535 LTSB, 17=R550 PB, 19=R580; 18=R570 by
-# the naming pattern). The branches in between (R430..R510) are listed so "previous branch" is right;
-# the LTSB flags of R450 (vGPU 11) and R470 (vGPU 13) follow NVIDIA's vGPU lifecycle table.
-# Callers can pass their own table (same shape) where NVIDIA publishes newer facts.
-BRANCHES = (
-    dict(branch=418, vgpu=8, lts=False),
-    dict(branch=430, vgpu=9, lts=False),
-    dict(branch=440, vgpu=10, lts=False),
-    dict(branch=450, vgpu=11, lts=True),
-    dict(branch=460, vgpu=12, lts=False),
-    dict(branch=470, vgpu=13, lts=True),
-    dict(branch=510, vgpu=14, lts=False),
-    dict(branch=525, vgpu=15, lts=False),
-    dict(branch=535, vgpu=16, lts=True),
-    dict(branch=550, vgpu=17, lts=False),
-    dict(branch=570, vgpu=18, lts=False),
-    dict(branch=580, vgpu=19, lts=False),
-)
+# Known driver branches, their kind (LTSB/PB/NFB) and vGPU software release: data with sources and the date
+# checked in _driver_branches.py. Callers can pass their own table where NVIDIA publishes newer facts: rows
+# with ``branch`` and ``kind`` (LTSB, PB, NFB), or the older shape ``branch``/``vgpu``/``lts`` (``lts`` true: LTSB).
+BRANCHES = _driver_branches.BRANCHES
 
 
 class DriverVersion:
@@ -386,42 +373,72 @@ def select_version(available, requested, scheme="deb"):
     return best.text
 
 
+def _is_lts(row):
+    """Whether a table row is a long-term support branch: ``kind`` LTSB, or an older-shape row's ``lts``."""
+    if "lts" in row:
+        return bool(row["lts"])
+    return row.get("kind") == "LTSB"
+
+
+def _kind(row):
+    """A row's kind; rows of the older shape (``branch``/``vgpu``/``lts``) are vGPU releases: LTSB or PB."""
+    if _is_lts(row):
+        return "LTSB"
+    kind = row.get("kind")
+    return kind if kind in ("PB", "NFB") else "PB"
+
+
+def _is_vgpu_branch(row):
+    """Whether NVIDIA vGPU software is built on the branch: any branch that is not a new feature branch, or one
+    whose row names a vGPU release. NFBs never are the "previous branch" of a vGPU manager."""
+    return _kind(row) != "NFB" or row.get("vgpu") is not None
+
+
 def branch_info(branch, branches=BRANCHES):
-    """The table row for a branch, or None."""
+    """The table row for a branch (a copy, with ``kind`` and ``lts`` filled in), or None."""
     number = parse_branch(branch)
     for row in branches:
         if int(row["branch"]) == number:
-            return dict(row)
+            info = dict(row)
+            info["kind"] = _kind(row)
+            info["lts"] = info["kind"] == "LTSB"
+            return info
     return None
 
 
 def vgpu_compatibility(host, guest, branches=BRANCHES):
     """vGPU manager (host) vs guest driver compatibility by branch.
 
-    ``host``/``guest``: driver versions, package versions or branches. Compatible combinations (NVIDIA vGPU
-    release notes): the same branch; the guest on the branch right before the host's; a long-term-support host
-    with the guest on the previous long-term-support branch. A guest newer than the host never is.
+    ``host``/``guest``: driver versions, package versions or branches. Compatible combinations (NVIDIA vGPU 19.0
+    release notes): the same release (branch); a host on a later branch with the guest on the previous branch;
+    a host on a later long-term support branch (LTSB) with the guest on the previous LTSB. A guest newer than the
+    host never is. "Previous" counts only branches NVIDIA vGPU software is built on (new feature branches are
+    skipped). ``branches``: the table (default BRANCHES from _driver_branches.py).
     Returns dict(compatible, reason, host_branch, guest_branch).
     """
     hb = _as_branch(host)
     gb = _as_branch(guest)
     result = dict(host_branch=hb, guest_branch=gb, compatible=False)
-    order = sorted(int(r["branch"]) for r in branches)
+    rows = {int(r["branch"]): r for r in branches}
     if gb == hb:
         result.update(compatible=True, reason="same branch")
     elif gb > hb:
         result.update(reason="guest branch R%d is newer than the host's R%d" % (gb, hb))
-    elif hb not in order or gb not in order:
-        unknown = hb if hb not in order else gb
+    elif hb not in rows or gb not in rows:
+        unknown = hb if hb not in rows else gb
         result.update(reason="branch R%d is not in the known branch table; only equal branches are accepted" % unknown)
+    elif not _is_vgpu_branch(rows[hb]) or not _is_vgpu_branch(rows[gb]):
+        nfb = hb if not _is_vgpu_branch(rows[hb]) else gb
+        result.update(reason="branch R%d is a new feature branch without vGPU software; only equal branches are accepted"
+                      % nfb)
     else:
-        previous = [b for b in order if b < hb]
-        lts = sorted(int(r["branch"]) for r in branches if r.get("lts"))
-        host_lts = hb in lts
+        vgpu = sorted(b for b, r in rows.items() if _is_vgpu_branch(r))
+        lts = [b for b in vgpu if _is_lts(rows[b])]
+        previous = [b for b in vgpu if b < hb]
         prev_lts = [b for b in lts if b < hb]
         if previous and gb == previous[-1]:
             result.update(compatible=True, reason="guest on the branch before the host's")
-        elif host_lts and prev_lts and gb == prev_lts[-1]:
+        elif hb in lts and prev_lts and gb == prev_lts[-1]:
             result.update(compatible=True, reason="guest on the previous long-term-support branch of an LTSB host")
         else:
             result.update(reason="guest branch R%d is too old for host branch R%d" % (gb, hb))

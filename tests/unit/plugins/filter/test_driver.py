@@ -144,15 +144,18 @@ def test_vgpu_pairs_and_host_pin():
         "vm1": {"driver_version": "580.65.06", "vgpu_host": "esx1"},
         "vm2": {"driver_version": "570.124.06", "vgpu_host": "esx1"},
         "vm3": {"driver_version": "535.247.01", "vgpu_host": "esx1"},
+        "vm4": {"driver_version": "550.163.01", "vgpu_host": "esx1"},
     }
     r = F.driver_drift(data, pin="580.65.06")
     # The manager's own version differs from the guests' by design: not drift against the guest pin.
     assert "esx1" not in r["off_pin"]
-    assert sorted(r["off_pin"]) == ["vm2", "vm3"]
+    assert sorted(r["off_pin"]) == ["vm2", "vm3", "vm4"]
     compat = {v["guest"]: v["compatible"] for v in r["vgpu"]}
-    assert compat == {"vm1": True, "vm2": True, "vm3": False}
-    assert r["vgpu_incompatible"] == ["vm3"]
-    assert "vGPU vm3 (R535) on host esx1 (R580): INCOMPATIBLE" in r["table"]
+    # R580 is an LTSB: R570 (previous branch) and R535 (previous LTSB) guests are compatible, R550 is too old.
+    assert compat == {"vm1": True, "vm2": True, "vm3": True, "vm4": False}
+    assert r["vgpu_incompatible"] == ["vm4"]
+    assert "vGPU vm4 (R550) on host esx1 (R580): INCOMPATIBLE" in r["table"]
+    assert "vm3 (R535) on host esx1 (R580): INCOMPATIBLE" not in r["table"]
     r = F.driver_drift(data, pin="580.65.06", host_pin="580.82.07")
     assert "esx1" in r["off_pin"] and "vGPU host pin 580.82.07" in r["table"]
 

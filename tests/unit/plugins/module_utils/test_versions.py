@@ -221,15 +221,22 @@ def test_vgpu_compatibility(host, guest, ok, reason):
 
 
 def test_vgpu_compatibility_custom_table():
-    # With R580 declared LTSB, an R535 guest becomes acceptable (previous LTSB), without it not.
-    table = [dict(b) for b in v.BRANCHES]
-    assert not v.vgpu_compatibility("R580", "R535")["compatible"]
+    # R580 is an LTSB in the default table, so an R535 guest is acceptable (previous LTSB); a caller's table of the
+    # older shape (branch/vgpu/lts) that does not mark R580 LTSB makes it too old.
+    assert v.vgpu_compatibility("R580", "R535")["compatible"]
+    table = [dict(branch=r["branch"], vgpu=r["vgpu"], lts=r["kind"] == "LTSB") for r in v.BRANCHES if r["kind"] != "NFB"]
     for row in table:
         if row["branch"] == 580:
-            row["lts"] = True
-    assert v.vgpu_compatibility("R580", "R535", table)["compatible"]
+            row["lts"] = False
+    r = v.vgpu_compatibility("R580", "R535", table)
+    assert not r["compatible"] and "too old" in r["reason"]
+    assert v.vgpu_compatibility("R580", "R570", table)["compatible"]
 
 
 def test_branch_info():
-    assert v.branch_info("R535") == dict(branch=535, vgpu=16, lts=True)
+    info = v.branch_info("R535")
+    assert {k: info[k] for k in ("branch", "kind", "vgpu", "lts")} == dict(branch=535, kind="LTSB", vgpu=16, lts=True)
+    assert info["source"].startswith("https://")
+    assert v.branch_info("R580")["lts"] is True
+    assert v.branch_info(550, [dict(branch=550, vgpu=17, lts=False)]) == dict(branch=550, vgpu=17, lts=False, kind="PB")
     assert v.branch_info("R999") is None

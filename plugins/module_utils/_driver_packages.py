@@ -1,0 +1,284 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which packages carry an NVIDIA driver on each platform, and which kernel-module flavour a host gets.
+
+Pure data and functions (no I/O): the nvidia_driver role and the driver filters use them. Sources, checked
+2026-12-01:
+
+- NVIDIA Driver Installation Guide, "Kernel Modules"
+  (https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html): open GPU kernel modules
+  are the default from R560; the per-distribution table names ``nvidia-open`` (open) and ``cuda-drivers``
+  (proprietary), the DNF module streams ``nvidia-driver:<branch>-open`` / ``<branch>-dkms`` on RHEL 8/9, and no
+  module streams on RHEL 10 (``dnf install nvidia-open`` plus ``dnf versionlock '*nvidia*<branch>*'``).
+- Same guide, "Recent Updates" and "Version locking"
+  (https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/version-locking.html): Debian and Ubuntu get
+  ``nvidia-driver-pinning-<branch or version>`` packages, to be installed before the driver; from 590 the Ubuntu
+  packages lose their branch suffix (``cuda-drivers-580`` is dropped, ``nvidia-dkms-580`` becomes ``nvidia-dkms``).
+- NVIDIA/open-gpu-kernel-modules ``README.md`` "Compatible GPUs": the open modules run on Turing or later GPUs (its
+  table starts at PCI device 0x1E02); NVIDIA's announcement of the transition (developer blog, 2024-07): Grace Hopper
+  and Blackwell are supported with the open modules only.
+- Debian: ``nvidia-driver`` with ``nvidia-kernel-dkms`` (proprietary) or ``nvidia-open-kernel-dkms`` (open),
+  packages.debian.org bookworm/trixie; Ubuntu: ``nvidia-headless-<branch>-server[-open]`` and
+  ``nvidia-utils-<branch>-server`` (NVIDIA/ansible-role-nvidia-driver ``tasks/install-ubuntu.yml``; deepops'
+  ``nvidia-driver-ubuntu-packages.yml`` for the ``-open`` variants).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
+
+FLAVOURS = ("open", "proprietary")
+# Open kernel modules are NVIDIA's default from this branch on (installation guide, "Kernel Modules").
+OPEN_DEFAULT_BRANCH = 560
+# The first branch that ships the open modules (open-gpu-kernel-modules' first release, 515.43.04).
+OPEN_FIRST_BRANCH = 515
+# Turing is the oldest architecture the open modules support; its PCI device ids start at 0x1E00.
+TURING_FIRST_DEVICE = 0x1E00
+# Blackwell (GB100 onwards) device ids start at 0x2900; Grace Hopper's GH200 is 0x2342. Both: open modules only.
+BLACKWELL_FIRST_DEVICE = 0x2900
+GRACE_HOPPER_DEVICES = {0x2342: "GH200"}
+# Pinning packages (nvidia-driver-pinning-*) exist from this branch on (installation guide, "Recent Updates").
+PINNING_PACKAGE_BRANCH = 580
+# From 590 the Ubuntu CUDA-repository packages have no branch suffix.
+UBUNTU_UNSUFFIXED_BRANCH = 590
+NVIDIA_VENDOR = 0x10DE
+
+
+class PackageError(ValueError):
+    """A request that no package set can satisfy (bad flavour for the GPUs, unknown platform)."""
+
+
+def _device_id(value):
+    """PCI device id out of 0x2330 / '2330' / '10de:2330' / an iommu_info gpu entry (dict with vendor, device)."""
+    if isinstance(value, dict):
+        vendor = value.get("vendor")
+        if vendor not in (None, "") and int(str(vendor), 16) != NVIDIA_VENDOR:
+            return None
+        value = value.get("device")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value if value is not None else "").strip().lower()
+    if ":" in text:
+        vendor, _sep, text = text.partition(":")
+        if int(vendor, 16) != NVIDIA_VENDOR:
+            return None
+    if not re.match(r"^(0x)?[0-9a-f]{1,4}\Z", text):
+        raise PackageError("%r is not a PCI device id (0x2330, 10de:2330)" % (value,))
+    return int(text, 16)
+
+
+def architecture_class(device):
+    """'pre-turing' | 'open-only' | 'any' for one NVIDIA PCI device id."""
+    if device < TURING_FIRST_DEVICE:
+        return "pre-turing"
+    if device >= BLACKWELL_FIRST_DEVICE or device in GRACE_HOPPER_DEVICES:
+        return "open-only"
+    return "any"
+
+
+def kernel_flavour(requested, branch, gpus=()):
+    """The kernel-module flavour for a host: dict(flavour, reason, open_only, pre_turing).
+
+    ``requested``: 'auto' (NVIDIA's default for the branch, unless the GPUs need the other one), 'open' or
+    'proprietary'. ``branch``: the driver branch (535, 'R580'). ``gpus``: PCI device ids or iommu_info gpu entries.
+    Raises PackageError when no flavour fits (the message names the devices).
+    """
+    requested = str(requested or "auto").strip().lower()
+    if requested not in ("auto",) + FLAVOURS:
+        raise PackageError("flavour must be auto, open or proprietary, not %r" % (requested,))
+    number = V.parse_branch(branch)
+    devices = sorted({d for d in (_device_id(g) for g in (gpus or ())) if d is not None})
+    classes = {d: architecture_class(d) for d in devices}
+    open_only = ["0x%04x" % d for d in devices if classes[d] == "open-only"]
+    pre_turing = ["0x%04x" % d for d in devices if classes[d] == "pre-turing"]
+    result = dict(open_only=open_only, pre_turing=pre_turing, branch=number, requested=requested)
+    if open_only and pre_turing:
+        raise PackageError("GPUs %s need the open kernel modules and GPUs %s the proprietary ones; one host cannot load both"
+                           % (", ".join(open_only), ", ".join(pre_turing)))
+    if open_only:
+        if requested == "proprietary":
+            raise PackageError("GPUs %s (Grace Hopper or Blackwell) are supported with the open kernel modules only; "
+                               "set the flavour to open or auto" % ", ".join(open_only))
+        if number < OPEN_FIRST_BRANCH:
+            raise PackageError("GPUs %s need the open kernel modules, which R%d does not have" % (", ".join(open_only), number))
+        return dict(result, flavour="open", reason="GPUs %s need the open kernel modules" % ", ".join(open_only))
+    if pre_turing:
+        if requested == "open":
+            raise PackageError("GPUs %s are older than Turing; the open kernel modules do not support them, use proprietary"
+                               % ", ".join(pre_turing))
+        return dict(result, flavour="proprietary", reason="GPUs %s are older than Turing" % ", ".join(pre_turing))
+    if requested == "open":
+        if number < OPEN_FIRST_BRANCH:
+            raise PackageError("R%d has no open kernel modules (they start with R%d)" % (number, OPEN_FIRST_BRANCH))
+        return dict(result, flavour="open", reason="requested")
+    if requested == "proprietary":
+        return dict(result, flavour="proprietary", reason="requested")
+    if number >= OPEN_DEFAULT_BRANCH:
+        return dict(result, flavour="open", reason="NVIDIA's default from R%d" % OPEN_DEFAULT_BRANCH)
+    return dict(result, flavour="proprietary", reason="NVIDIA's default before R%d" % OPEN_DEFAULT_BRANCH)
+
+
+def platform_key(distribution, os_family):
+    """'debian' | 'ubuntu' | 'redhat' for Ansible's distribution / os_family facts."""
+    dist = str(distribution or "").strip().lower()
+    family = str(os_family or "").strip().lower()
+    if dist == "ubuntu":
+        return "ubuntu"
+    if dist == "debian" or family == "debian":
+        return "debian"
+    if family == "redhat":
+        return "redhat"
+    raise PackageError("no NVIDIA driver packaging known for %s (%s)" % (distribution or "?", os_family or "?"))
+
+
+def package_plan(distribution, os_family, major_version, source, flavour, branch, driver_version=None,
+                 persistence=True):
+    """What to install for one host: dict(install, module_stream, pinning_packages, version_lock, extra_repos).
+
+    ``install``: the packages to ask for (the rest follows as their dependencies; the pin covers the whole family).
+    ``pinning_packages``: NVIDIA's pinning package for the exact driver version (used when the repository offers it).
+    ``module_stream``: the DNF module stream on RHEL 8/9 (None elsewhere and on RHEL 10).
+    ``version_lock``: the dnf versionlock globs (RHEL family).
+    ``extra_repos``: repositories the packages need besides the driver's (EPEL and CRB on the RHEL family).
+    """
+    if flavour not in FLAVOURS:
+        raise PackageError("flavour must be open or proprietary, not %r" % (flavour,))
+    number = V.parse_branch(branch)
+    platform = platform_key(distribution, os_family)
+    source = str(source or "").strip()
+    if source not in ("distribution", "cuda"):
+        raise PackageError("source must be distribution or cuda, not %r" % (source,))
+    is_open = flavour == "open"
+    plan = dict(platform=platform, flavour=flavour, branch=number, module_stream=None, pinning_packages=[],
+                version_lock=[], extra_repos=[], module_switch=False)
+    if platform == "debian" and source == "distribution":
+        # Debian's nvidia-driver depends on one of the kernel-module packages; naming it picks the flavour.
+        install = ["nvidia-driver", "nvidia-open-kernel-dkms" if is_open else "nvidia-kernel-dkms"]
+    elif platform == "ubuntu" and source == "distribution":
+        install = ["nvidia-headless-%d-server%s" % (number, "-open" if is_open else ""), "nvidia-utils-%d-server" % number]
+    elif platform in ("debian", "ubuntu"):
+        suffix = "" if platform == "debian" or number >= UBUNTU_UNSUFFIXED_BRANCH else "-%d" % number
+        install = [("nvidia-open" if is_open else "cuda-drivers") + suffix]
+        if number >= PINNING_PACKAGE_BRANCH and driver_version:
+            # The version's own pinning package; the branch one (-<branch>) would let the driver move within the branch.
+            plan["pinning_packages"] = ["nvidia-driver-pinning-%s" % V.parse_driver_version(driver_version).text]
+    else:
+        if source != "cuda":
+            raise PackageError("the RHEL family gets NVIDIA drivers from NVIDIA's CUDA repository (source cuda), "
+                               "not from the distribution")
+        install = ["nvidia-open" if is_open else "cuda-drivers"]
+        major = int(str(major_version or "0").split(".", maxsplit=1)[0] or 0)
+        if major >= 10:
+            # RHEL 10: no module streams; the branch is held by versionlock alone.
+            plan["version_lock"] = ["*nvidia*%d*" % number]
+        else:
+            plan["module_stream"] = "nvidia-driver:%d-%s" % (number, "open" if is_open else "dkms")
+            plan["version_lock"] = ["*nvidia*%d*" % number]
+        # dkms comes from EPEL; EPEL's dkms needs CRB (CodeReady Builder, 'powertools' on EL8 rebuilds).
+        plan["extra_repos"] = ["epel", "powertools" if major == 8 else "crb"]
+    if persistence and platform != "redhat":
+        # Recommends are off: without naming it, nvidia-persistenced is never installed on Debian/Ubuntu.
+        install.append("nvidia-persistenced")
+    plan["install"] = install
+    return plan
+
+
+# Package names that belong to an NVIDIA driver installation, most telling first: the first one installed is a host's
+# "driver package" in the facts. Ubuntu's names carry the branch (and -server/-open), vGPU guests get
+# nvidia-linux-grid-<branch> from NVIDIA's licensing portal.
+DRIVER_PACKAGE_PATTERNS = (
+    r"nvidia-linux-grid-\d+",
+    r"nvidia-driver",
+    r"nvidia-open(-\d+)?",
+    r"cuda-drivers(-\d+)?",
+    r"nvidia-driver-\d+(-server)?(-open)?",
+    r"nvidia-headless-\d+(-server)?(-open)?",
+    r"nvidia-headless-no-dkms-\d+(-server)?(-open)?",
+    r"nvidia-utils-\d+(-server)?",
+    r"nvidia-kernel-dkms",
+    r"nvidia-open-kernel-dkms",
+    r"nvidia-kernel-open-dkms",
+    r"nvidia-dkms(-\d+)?(-server)?(-open)?",
+    r"kmod-nvidia-(latest|open)-dkms",
+    r"nvidia-driver-cuda",
+    r"nvidia-driver-libs",
+    r"libnvidia-compute(-\d+)?(-server)?",
+    r"nvidia-smi",
+    r"libnvidia-ml1?",
+    r"libcuda1?",
+)
+_DRIVER_PACKAGE_RES = tuple(re.compile("^%s\\Z" % p) for p in DRIVER_PACKAGE_PATTERNS)
+
+# Every package of a driver installation (for pin, hold and facts): what the metapackages pull in on each platform.
+FAMILY_PATTERNS = DRIVER_PACKAGE_PATTERNS + (
+    r"nvidia-.*", r"libnvidia-.*", r"libcuda.*", r"libnvcuvid.*", r"libnvoptix.*", r"libegl-nvidia.*", r"libgles-nvidia.*",
+    r"libgl1-nvidia.*", r"libglx-nvidia.*", r"xserver-xorg-video-nvidia.*", r"firmware-nvidia-gsp.*", r"cuda-drivers.*",
+    r"libxnvctrl.*", r"libnvsdm.*", r"kmod-nvidia.*", r"xorg-x11-nvidia.*",
+)
+_FAMILY_RES = tuple(re.compile("^%s\\Z" % p) for p in FAMILY_PATTERNS)
+# Never part of the driver: the container toolkit and the pinning packages version on their own.
+_NOT_FAMILY_RE = re.compile(r"^(nvidia-container-.*|libnvidia-container.*|nvidia-driver-pinning-.*|nvidia-fabricmanager.*"
+                            r"|nvidia-mig-manager.*|nvidia-persistenced)\Z")
+
+
+def driver_package_rank(name):
+    """Position of ``name`` in DRIVER_PACKAGE_PATTERNS, or None when it is not a driver package."""
+    for index, rx in enumerate(_DRIVER_PACKAGE_RES):
+        if rx.match(str(name)):
+            return index
+    return None
+
+
+def is_family_package(name):
+    name = str(name)
+    return not _NOT_FAMILY_RE.match(name) and any(rx.match(name) for rx in _FAMILY_RES)
+
+
+def driver_packages_in(installed):
+    """The driver packages among ``installed`` ({name: version}), most telling first."""
+    ranked = [(driver_package_rank(n), n) for n in installed]
+    return [n for rank, n in sorted((r, n) for r, n in ranked if r is not None)]
+
+
+def family_members(installed, driver_version):
+    """{name: version} of the installed packages that belong to the driver ``driver_version`` (e.g. 535.261.03)."""
+    want = V.parse_driver_version(driver_version)
+    members = {}
+    for name, version in sorted((installed or {}).items()):
+        if not is_family_package(name) or not version:
+            continue
+        try:
+            if V.driver_version_of(version) == want:
+                members[name] = version
+        except V.VersionError:
+            continue
+    return members
+
+
+def apt_version_pin(driver_version):
+    """The apt 'Pin: version' value for every package revision of a driver (apt's prefix match, versionmatch.cc)."""
+    return "%s-*" % V.parse_driver_version(driver_version).text
+
+
+_DEB_FILE_RE = re.compile(r"^(?P<name>[a-z0-9][a-z0-9+.-]+)_(?P<version>[0-9][A-Za-z0-9.+~:-]*)_(?P<arch>[a-z0-9-]+)\.deb\Z")
+
+
+def package_file_identity(path, driver_version):
+    """dict(name, version, arch) of a driver .deb from its file name (Debian policy: <name>_<version>_<arch>.deb,
+    the form NVIDIA's licensing portal uses, nvidia-linux-grid-535_535.261.04_amd64.deb); the version must be
+    ``driver_version``'s. The file's own control fields are compared on the host before it is installed."""
+    base = str(path or "").replace("\\", "/").rsplit("/", 1)[-1]
+    m = _DEB_FILE_RE.match(base)
+    if not m:
+        raise PackageError("%r is not a Debian package file name (<name>_<version>_<arch>.deb)" % (base,))
+    want = V.parse_driver_version(str(V.driver_version_of(driver_version)))
+    try:
+        got = V.driver_version_of(m.group("version"))
+    except V.VersionError:
+        raise PackageError("%s: version %s carries no NVIDIA driver version" % (base, m.group("version")))
+    if got != want:
+        raise PackageError("%s is driver %s, not the requested %s" % (base, got, want))
+    return dict(name=m.group("name"), version=m.group("version"), arch=m.group("arch"), file=base)

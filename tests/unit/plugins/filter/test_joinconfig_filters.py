@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""plugins/filter/joinconfig.py: preflight_join_config and preflight_register_with_taints (through Jinja: the playbook
+test tests/integration/preflight/test_join_config_playbook.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.provision.plugins.filter import joinconfig as F
+
+GATE = {"key": "gpuops.io/preflight", "value": "pending", "effect": "NoSchedule"}
+GATE_FLAG = "--register-with-taints=gpuops.io/preflight=pending:NoSchedule"
+FILTER_DIR = os.path.dirname(F.__file__)
+
+
+def test_filters_are_registered_and_documented():
+    filters = F.FilterModule().filters()
+    assert sorted(filters) == ["preflight_join_config", "preflight_register_with_taints"]
+    for name in filters:
+        with open(os.path.join(FILTER_DIR, name + ".yml"), encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+        assert doc["DOCUMENTATION"]["name"] == name
+        assert set(doc) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}
+        assert doc["DOCUMENTATION"]["options"]["taint"]["required"] is True
+
+
+@pytest.mark.parametrize("existing", [None, {}, ""])
+def test_join_config_new_document(existing):
+    assert F.preflight_join_config(existing, GATE) == {
+        "apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "JoinConfiguration", "nodeRegistration": {"taints": [GATE]}}
+
+
+def test_join_config_mapping_in_mapping_out_list_in_list_out():
+    doc = {"apiVersion": "kubeadm.k8s.io/v1beta3", "kind": "JoinConfiguration",
+           "nodeRegistration": {"taints": [{"key": "a", "effect": "NoExecute"}]}}
+    out = F.preflight_join_config(doc, GATE)
+    assert out["apiVersion"] == "kubeadm.k8s.io/v1beta3"
+    assert out["nodeRegistration"]["taints"] == [{"key": "a", "effect": "NoExecute"}, GATE]
+    kubelet = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
+    assert F.preflight_join_config([kubelet, doc], GATE) == [kubelet, out]
+    assert F.preflight_join_config([], GATE) == [F.preflight_join_config(None, GATE)]
+
+
+def test_register_with_taints_flags_and_env_file():
+    assert F.preflight_register_with_taints(["--v=2"], GATE) == ["--v=2", GATE_FLAG]
+    assert F.preflight_register_with_taints("--v=2", GATE) == "--v=2 " + GATE_FLAG
+    assert F.preflight_register_with_taints(None, GATE) == GATE_FLAG
+    assert F.preflight_register_with_taints("", GATE, env_var="KUBELET_EXTRA_ARGS") == 'KUBELET_EXTRA_ARGS="%s"\n' % GATE_FLAG
+    assert F.preflight_register_with_taints("X=1\n", GATE, env_var="KUBELET_ARGS") == 'X=1\nKUBELET_ARGS="%s"\n' % GATE_FLAG
+
+
+def test_errors_are_filter_errors_naming_the_filter_and_the_field():
+    with pytest.raises(AnsibleFilterError, match=r"gpuops\.provision\.preflight_join_config: taint\.effect 'Never' is not supported"):
+        F.preflight_join_config(None, dict(GATE, effect="Never"))
+    with pytest.raises(AnsibleFilterError, match=r"gpuops\.provision\.preflight_join_config: JoinConfiguration\.apiVersion "
+                       r"'kubeadm\.k8s\.io/v1beta2' is not supported"):
+        F.preflight_join_config({"apiVersion": "kubeadm.k8s.io/v1beta2"}, GATE)
+    with pytest.raises(AnsibleFilterError, match=r"gpuops\.provision\.preflight_register_with_taints: taint\.key"):
+        F.preflight_register_with_taints([], dict(GATE, key="not a key"))
+    with pytest.raises(AnsibleFilterError, match=r"gpuops\.provision\.preflight_register_with_taints: .*is not a taint"):
+        F.preflight_register_with_taints("--register-with-taints=oops", GATE)
