@@ -176,8 +176,9 @@ def test_gate_registers_an_unregistered_node_and_lets_nfd_tolerate_the_taint(tmp
                                               "spec": {"tolerations": CHART_TOLERATIONS,
                                                        "containers": [{"name": "worker", "image": "nfd:v0.19.0"}]}}}}],
     }
+    # The NFD patch is a write to a GPU Operator cluster: on only when asked (default: node_preflight_gpu_operator_toleration).
     inv = _inventory(tmp_path, node_preflight_join_config_path=str(paths["join"]), node_preflight_report={"ready": False},
-                     node_preflight_k8s_delegate="gpu-new")
+                     node_preflight_k8s_delegate="gpu-new", node_preflight_nfd_toleration=True)
     play = _playbook(tmp_path, "taint")
     with k8s_lab(fixture) as lab:
         env = ansible_env(lab.ansible_env())
