@@ -13,7 +13,7 @@ BIN         := $(VENV)/bin
 COLL_ROOT   := $(ROOT)/build/collections
 COLL_LINK   := $(COLL_ROOT)/ansible_collections/gpuops/provision
 SANITY_DIR  := $(ROOT)/build/sanity/ansible_collections/gpuops/provision
-APT_PACKAGES := git rsync podman runc debootstrap ca-certificates chromium fonts-dejavu-core apt-utils dpkg-dev gnupg
+APT_PACKAGES := git rsync podman runc debootstrap ca-certificates chromium fonts-dejavu-core apt-utils dpkg-dev gnupg gcc libc6-dev
 CORE_VERSION := $(shell $(PY) -c 'import ansible.release as r; print(".".join(r.__version__.split(".")[:2]))' 2>/dev/null)
 
 export PATH := $(BIN):$(PATH)
@@ -22,7 +22,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-down test sanity units lab-tests integration molecule lint build docs-check bench clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity units lab-tests integration molecule lint build docs-check bench clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
@@ -63,7 +63,7 @@ lab: deps venv collection lab-sysfs lab-up
 
 # Start the stand-ins and the GPU node containers (kept running between runs so a second `make lab` sees the first
 # one's state); builds the node image (lab/images) when it is missing.
-lab-up: deps venv lab-sysfs
+lab-up: deps venv lab-sysfs lab-kube
 	lab/up.sh build/lab/run
 
 # Fake /sys + /proc trees of the lab's hosts (the kernel's layout, from lab/sysfs/specs/*.json). Emptied, not removed:
@@ -82,6 +82,15 @@ lab-cuda-repo: deps venv
 # bookworm container; rebuilt only when its definition changes.
 lab-rpm-repo: deps venv lab-images
 	$(PY) lab/rpm-repo/build.py build/lab/rpm-repo
+
+# The upstream Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok)
+# built from the Go modules pinned in lab/kube/go.mod; once per pin, cached under build/kube/ (a fresh machine: ~7 min).
+lab-kube: deps venv
+	$(PY) lab/kube/build.py
+
+# NVIDIA's nvidia-mig-parted (lab/mig-parted/go.mod), the oracle for mig-parted v1 documents; cached under build/mig-parted/.
+lab-mig-parted: deps venv
+	$(PY) lab/mig-parted/build.py
 
 lab-down:
 	lab/down.sh build/lab/run
@@ -106,17 +115,17 @@ units: venv collection
 	$(PY) -m pytest tests/unit -q -n 2
 
 # The stand-ins checked against the APIs they copy, before anything relies on them.
-lab-tests: venv collection deps
+lab-tests: venv collection deps lab-kube lab-mig-parted
 	$(PY) -m pytest tests/lab -q -n 2
 
-integration: venv collection deps
+integration: venv collection deps lab-kube
 	$(PY) -m pytest tests/integration -q
 
 # Debian base images for the containers (debootstrap + podman import; skipped when present).
 lab-images: deps
 	lab/images/build.sh bookworm trixie
 
-molecule: venv collection deps lab-images lab-cuda-repo lab-rpm-repo
+molecule: venv collection deps lab-images lab-cuda-repo lab-rpm-repo lab-kube
 	@for s in $$(ls molecule 2>/dev/null); do \
 	  echo ">> molecule test -s $$s"; $(BIN)/molecule test -s $$s || exit 1; \
 	done

@@ -163,25 +163,36 @@ class ProfileTable:
 # ---------------------------------------------------------------------------------------------------------------
 
 def _parse_pci_filter(value, where):
-    items = value if isinstance(value, list) else [value]
-    out = []
-    for item in items:
-        if not isinstance(item, str):
-            raise MigError("%s: device-filter entries must be strings like '0x20B010DE', got %r" % (where, item))
+    """A device-filter as mig-parted reads it (api/spec/v1/spec.go MigConfigSpec.UnmarshalJSON: a string or a list of
+    strings; nothing else). Returns (parsed [(device_id,) | (device_id, subsystem_id)] or None, the strings that are
+    not PCI ids). mig-parted accepts those in the document and then matches no GPU with them (its
+    NewDeviceIDFromString error is dropped); an empty string or list is no filter at all (helpers.go
+    MatchesDeviceFilter), recorded as the bad string "". check_entries refuses both before anything is planned."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise MigError("%s: device-filter must be a string or a list of strings like '0x20B010DE', got %r" % (where, value))
+    out, bad = [], []
+    if not [i for i in items if i != ""]:
+        # No filter to mig-parted, so the entry selects every GPU; an operator who wrote it meant some GPUs.
+        bad.append("")
+    for item in (i for i in items if i != ""):
         parts = item.split(":")
         if len(parts) > 2 or not all(PCI_ID_RE.match(p) for p in parts):
-            raise MigError("%s: device-filter '%s' is not a PCI id like '0x20B010DE' or '0x20B010DE:0x134F10DE'" % (where, item))
-        out.append(tuple(int(p, 16) for p in parts))
-    if not out:
-        raise MigError("%s: device-filter is empty" % where)
-    return out
+            bad.append(item)
+        else:
+            out.append(tuple(int(p, 16) for p in parts))
+    return out or None, bad
 
 
 def validate_entry(entry, where):
     """Validate one mig-parted config entry; returns a normalized dict.
 
     Normalized: {'devices': 'all' | [int], 'device_filter': None | [(device_id,) | (device_id, subsystem_id)],
-    'mig_enabled': bool, 'mig_devices': {name: count>0}}.
+    'bad_filters': [str], 'mig_enabled': bool, 'mig_devices': {name: count>0}}.
+
+    What is valid is what NVIDIA's parser accepts (github.com/NVIDIA/mig-parted api/spec/v1/spec.go
+    MigConfigSpec.UnmarshalJSON, checked against `nvidia-mig-parted assert --valid-config` by
+    tests/lab/test_mig_parted_oracle.py). A document can still be wrong for a host: check_entries says so at plan time.
     """
     if not isinstance(entry, dict):
         raise MigError("%s: an entry must be a mapping with keys %s" % (where, ", ".join(CONFIG_ENTRY_KEYS)))
@@ -194,13 +205,15 @@ def validate_entry(entry, where):
     if isinstance(devices, str):
         if devices != "all":
             raise MigError("%s: devices must be 'all' or a list of GPU indexes, got '%s'" % (where, devices))
-    elif isinstance(devices, list) and devices:
+    elif isinstance(devices, list):
+        # mig-parted reads a list as []int: an empty list selects no GPU, and any integer parses (check_entries
+        # refuses indexes the host does not have, negative ones included).
         for d in devices:
-            if isinstance(d, bool) or not isinstance(d, int) or d < 0:
+            if isinstance(d, bool) or not isinstance(d, int):
                 raise MigError("%s: devices must be 'all' or a list of GPU indexes, got %r" % (where, d))
         devices = sorted(set(devices))
     else:
-        raise MigError("%s: devices must be 'all' or a non-empty list of GPU indexes, got %r" % (where, devices))
+        raise MigError("%s: devices must be 'all' or a list of GPU indexes, got %r" % (where, devices))
     if "mig-enabled" not in entry:
         raise MigError("%s: missing required key 'mig-enabled'" % where)
     enabled = entry["mig-enabled"]
@@ -223,10 +236,10 @@ def validate_entry(entry, where):
                 counts[name] = count
         if not counts:
             raise MigError("%s: mig-devices has no profile with a count > 0" % where)
-    dfilter = None
+    dfilter, bad = None, []
     if entry.get("device-filter") is not None:
-        dfilter = _parse_pci_filter(entry["device-filter"], where)
-    return {"devices": devices, "device_filter": dfilter, "mig_enabled": enabled, "mig_devices": counts}
+        dfilter, bad = _parse_pci_filter(entry["device-filter"], where)
+    return {"devices": devices, "device_filter": dfilter, "bad_filters": bad, "mig_enabled": enabled, "mig_devices": counts}
 
 
 def parse_config(document, selected=None):
@@ -259,8 +272,8 @@ def parse_entries(entries, where="devices"):
 def entry_matches(entry, index, pci_device_id, pci_subsystem_id=None):
     if entry["devices"] != "all" and index not in entry["devices"]:
         return False
-    if entry["device_filter"]:
-        for f in entry["device_filter"]:
+    if entry["device_filter"] or [b for b in entry.get("bad_filters", ()) if b]:
+        for f in entry["device_filter"] or ():
             if f[0] != pci_device_id:
                 continue
             if len(f) == 2 and f[1] != pci_subsystem_id:
@@ -279,11 +292,18 @@ def select_entry(entries, index, pci_device_id, pci_subsystem_id=None):
     return found
 
 
-def check_indexes(entries, gpu_count):
-    """Fail when an entry names a GPU index that does not exist (a typo would otherwise silently do nothing)."""
+def check_entries(entries, gpu_count):
+    """Refuse what mig-parted accepts in a document but would silently skip on this host: a GPU index the host does
+    not have (negative ones included), or a device-filter string that is not a PCI id (matches no GPU)."""
     for i, e in enumerate(entries):
+        if "" in e.get("bad_filters", ()):
+            raise MigError("entry %d: device-filter is empty, which mig-parted reads as no filter (every GPU); "
+                           "remove it or name the PCI ids it should select" % i)
+        if e.get("bad_filters"):
+            raise MigError("entry %d: device-filter %s is not a PCI id like '0x20B010DE' or '0x20B010DE:0x134F10DE' "
+                           "(mig-parted would match no GPU with it)" % (i, ", ".join("'%s'" % b for b in e["bad_filters"])))
         if e["devices"] != "all":
-            missing = [d for d in e["devices"] if d >= gpu_count]
+            missing = [d for d in e["devices"] if d < 0 or d >= gpu_count]
             if missing:
                 raise MigError("entry %d names GPU index %s but this host has %d GPU(s) (indexes 0-%d)"
                                % (i, ", ".join(str(d) for d in missing), gpu_count, gpu_count - 1))

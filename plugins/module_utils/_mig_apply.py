@@ -89,7 +89,7 @@ class Runner:
         errors = []
         with self.at(None, "counting the GPUs"):
             count = self.nvml.count()
-        _mig.check_indexes(entries, count)
+        _mig.check_entries(entries, count)
         with self.at(None, "reading the driver version"):
             self.driver = _text(self.nvml.call("nvmlSystemGetDriverVersion"))
         for index in range(count):

@@ -2,7 +2,8 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A simulated GPU fleet for playbooks/mig_reconfigure.yml: every node is a local inventory host with its own gpusim
-state file, and a Kubernetes node of the same name in the lab stand-in (whose device plugin reads that file).
+state file, and a Kubernetes node of the same name in the lab's upstream control plane (lab/kube; its device-plugin
+stand-in reads that file).
 Used by the integration tests and by bench/mig_reconfigure."""
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ GPUSIM = os.path.join(ROOT, "lab", "gpusim")
 PLAYBOOK = os.path.join(ROOT, "playbooks", "mig_reconfigure.yml")
 
 sys.path.insert(0, os.path.join(ROOT, "lab", "k8s"))
-from k8s_harness import k8s_lab, node_patches, timeline, writes  # noqa: E402  pylint: disable=import-error,wrong-import-position
+sys.path.insert(0, os.path.join(ROOT, "lab", "kube"))
+from k8s_harness import node_patches, timeline, writes  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from kube_harness import kube_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -139,7 +142,7 @@ class Fleet:
 
     @contextlib.contextmanager
     def start(self, **kwargs):
-        with k8s_lab(self.fixture, run_dir=os.path.join(self.base, "k8s"), gpusim=dict(self.states), **kwargs) as lab:
+        with kube_lab(self.fixture, run_dir=os.path.join(self.base, "k8s"), gpusim=dict(self.states), **kwargs) as lab:
             self.lab = lab
             yield lab
 

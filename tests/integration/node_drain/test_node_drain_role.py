@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""roles/node_drain against the lab's Kubernetes stand-in (lab/k8s): the cordon carries our annotation, the uncordon
+"""roles/node_drain against the lab's upstream Kubernetes control plane (lab/kube): the cordon carries our annotation, the uncordon
 removes it, a node an operator cordoned stays cordoned, a node our own earlier run left cordoned is uncordoned, and a
 node that is not in the cluster fails with nothing changed. (The drain itself runs in the MIG and driver rolls'
 tests: tests/integration/mig_reconfigure, molecule/mig_reconfigure and molecule/driver_roll.)"""
@@ -15,9 +15,9 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "preflight"))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "lab", "k8s"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "lab", "kube"))
 from preflight_lab import ansible_env, run_playbook, write_inventory  # noqa: E402  pylint: disable=import-error,wrong-import-position
-import k8s_harness  # noqa: E402  pylint: disable=import-error,wrong-import-position
+import kube_harness  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 ANNOTATION = "gpuops.provision/cordoned-by"
 PLAYBOOK = """\
@@ -48,7 +48,7 @@ def node(name, unschedulable=False, annotations=None):
 def lab(tmp_path):
     fixture = {"nodes": [node("fresh"), node("operator", True), node("ours", True, {ANNOTATION: "earlier run"})],
                "pods": []}
-    with k8s_harness.k8s_lab(fixture, run_dir=str(tmp_path / "k8s")) as running:
+    with kube_harness.kube_lab(fixture, run_dir=str(tmp_path / "k8s")) as running:
         yield running
 
 

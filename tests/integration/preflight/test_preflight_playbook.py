@@ -18,8 +18,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from preflight_lab import ROOT, ansible_env, make_node, run_playbook, write_inventory  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
-sys.path.insert(0, os.path.join(ROOT, "lab", "k8s"))
-from k8s_harness import k8s_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
+sys.path.insert(0, os.path.join(ROOT, "lab", "kube"))
+from kube_harness import kube_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +114,7 @@ def fleet(tmp_path_factory):
     k8s_fixture = {"nodes": [{"metadata": {"name": name}, "spec": {"taints": [TAINT] + ([OTHER_TAINT] if name == "pass-worker" else [])}}
                              for name in NODES]}
     report_dir = str(base / "reports")
-    with k8s_lab(k8s_fixture) as lab:
+    with kube_lab(k8s_fixture) as lab:
         env = ansible_env(lab.ansible_env(), {"ANSIBLE_SHOW_CUSTOM_STATS": "1"})
         rc, out, _stdout, stderr = run_playbook(os.path.join(ROOT, "playbooks", "preflight.yml"), inventory,
                                                 {"preflight_gate": "taint", "preflight_report_dir": report_dir}, env=env)

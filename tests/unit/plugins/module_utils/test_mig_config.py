@@ -25,7 +25,7 @@ def test_parse_selected_config_normalizes_entries():
             {"devices": "all", "device-filter": ["0x233010DE", "0x20B010DE:0x134F10DE"], "mig-enabled": True, "mig-devices": {}},
         ],
     }), "mixed")
-    assert entries[0] == {"devices": [0, 2], "device_filter": None, "mig_enabled": True, "mig_devices": {"3g.20gb": 1, "2g.10gb": 2}}
+    assert entries[0] == {"devices": [0, 2], "device_filter": None, "bad_filters": [], "mig_enabled": True, "mig_devices": {"3g.20gb": 1, "2g.10gb": 2}}
     assert entries[1]["device_filter"] == [(H100,), (A100_40, 0x134F10DE)]
     assert entries[1]["mig_devices"] == {}
 
@@ -43,8 +43,8 @@ def test_single_config_needs_no_selection():
     ({"version": "v1", "mig-configs": {}, "extra": 1}, None, "unknown key(s) extra"),
     (doc({"a": [{"devices": "all", "mig-enabled": False, "mig-device": {}}]}), "a", "unknown key(s) mig-device"),
     (doc({"a": [{"devices": "some", "mig-enabled": False}]}), "a", "devices must be 'all' or a list"),
-    (doc({"a": [{"devices": [], "mig-enabled": False}]}), "a", "non-empty list of GPU indexes"),
-    (doc({"a": [{"devices": [-1], "mig-enabled": False}]}), "a", "list of GPU indexes"),
+    (doc({"a": [{"devices": [True], "mig-enabled": False}]}), "a", "devices must be 'all' or a list"),
+    (doc({"a": [{"devices": "all", "device-filter": 0x20B010DE, "mig-enabled": False}]}), "a", "a string or a list of strings"),
     (doc({"a": [{"mig-enabled": False}]}), "a", "missing required key 'devices'"),
     (doc({"a": [{"devices": "all"}]}), "a", "missing required key 'mig-enabled'"),
     (doc({"a": [{"devices": "all", "mig-enabled": "yes"}]}), "a", "must be true or false"),
@@ -54,8 +54,6 @@ def test_single_config_needs_no_selection():
     (doc({"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 0}}]}), "a", "no profile with a count > 0"),
     (doc({"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": -1}}]}), "a", "must be an integer >= 0"),
     (doc({"a": [{"devices": "all", "mig-enabled": True, "mig-devices": {"big": 1}}]}), "a", "'big' is not a MIG profile name"),
-    (doc({"a": [{"devices": "all", "device-filter": "20B0", "mig-enabled": False}]}), "a", "not a PCI id"),
-    (doc({"a": [{"devices": "all", "device-filter": [], "mig-enabled": False}]}), "a", "device-filter is empty"),
 ])
 def test_invalid_documents_are_rejected_with_reason(document, selected, fragment):
     with pytest.raises(m.MigError) as err:
@@ -85,11 +83,39 @@ def test_select_entry_by_index_and_filter_last_match_wins():
     assert m.select_entry(only_h100, 0, A100_40) is None
 
 
-def test_check_indexes_names_missing_gpu():
+def test_check_entries_names_missing_gpu():
     entries = m.parse_entries([{"devices": [0, 4], "mig-enabled": False}])
-    m.check_indexes(entries, 5)
+    m.check_entries(entries, 5)
     with pytest.raises(m.MigError, match="GPU index 4 but this host has 2 GPU"):
-        m.check_indexes(entries, 2)
+        m.check_entries(entries, 2)
+
+
+# mig-parted's parser accepts these documents (tests/lab/test_mig_parted_oracle.py asks it), so ours does too; on a
+# host they would select no GPU (or every GPU, for the empty filter) without a word, so planning refuses them.
+@pytest.mark.parametrize("document,fragment", [
+    (doc({"a": [{"devices": [-1], "mig-enabled": False}]}), "GPU index -1 but this host has 2 GPU"),
+    (doc({"a": [{"devices": "all", "device-filter": "20B0", "mig-enabled": False}]}), "device-filter '20B0' is not a PCI id"),
+    (doc({"a": [{"devices": "all", "device-filter": ["0x20B010DE", "x"], "mig-enabled": False}]}), "device-filter 'x' is not a PCI id"),
+    (doc({"a": [{"devices": "all", "device-filter": [], "mig-enabled": False}]}), "device-filter is empty"),
+    (doc({"a": [{"devices": "all", "device-filter": "", "mig-enabled": False}]}), "device-filter is empty"),
+])
+def test_documents_mig_parted_accepts_are_refused_at_plan_time(document, fragment):
+    entries = m.parse_config(document)
+    with pytest.raises(m.MigError) as err:
+        m.check_entries(entries, 2)
+    assert fragment in str(err.value)
+
+
+def test_empty_device_list_selects_no_gpu():
+    entries = m.parse_config(doc({"a": [{"devices": [], "mig-enabled": False}]}))
+    m.check_entries(entries, 2)
+    assert m.select_entry(entries, 0, A100_40) is None
+
+
+def test_filter_of_only_bad_ids_matches_nothing_as_in_mig_parted():
+    # api/spec/v1/helpers.go MatchesDeviceFilter: a filter string that does not parse matches no GPU.
+    entries = m.parse_entries([{"devices": "all", "device-filter": "20B0", "mig-enabled": False}])
+    assert m.select_entry(entries, 0, A100_40) is None
 
 
 @pytest.mark.parametrize("name,parsed", [

@@ -35,7 +35,15 @@ def test_mig_entries_parse_or_raise_mig_error(entries):
         assert str(exc)  # a message, never an empty error
         return
     for item in parsed:
-        assert item["devices"] == "all" or all(isinstance(i, int) and i >= 0 for i in item["devices"])
+        # Any integer index parses (as in mig-parted); check_entries refuses the ones a host does not have.
+        assert item["devices"] == "all" or all(isinstance(i, int) and not isinstance(i, bool) for i in item["devices"])
+        try:
+            _mig.check_entries(parsed, 4)
+        except _mig.MigError as exc:
+            assert str(exc)
+        else:
+            assert item["devices"] == "all" or all(0 <= i < 4 for i in item["devices"])
+            assert not item["bad_filters"]
         assert all(isinstance(c, int) and c > 0 for c in item["mig_devices"].values())
 
 

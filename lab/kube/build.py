@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Build the lab's Kubernetes control plane from the upstream Go modules pinned in lab/kube/go.mod (no Go code of ours):
+kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server)
+and kwok (sigs.k8s.io/kwok), plus kwok's own Stage files from the pinned module. Cached under build/kube/ by
+lab/gobuild.py. Prints the output directory (bin/, kwok-stages/)."""
+import os
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import gobuild  # noqa: E402  pylint: disable=wrong-import-position
+
+PROGRAMS = {
+    "k8s.io/kubernetes/cmd/kube-apiserver": "kube-apiserver",
+    "k8s.io/kubernetes/cmd/kube-controller-manager": "kube-controller-manager",
+    "k8s.io/kubernetes/cmd/kube-scheduler": "kube-scheduler",
+    "k8s.io/kubernetes/cmd/kubectl": "kubectl",
+    "sigs.k8s.io/kwok/cmd/kwok": "kwok",
+    "go.etcd.io/etcd/server/v3": "etcd",
+}
+
+
+def _kwok_stages(out, env):
+    src = os.path.join(gobuild.module_dir(HERE, "sigs.k8s.io/kwok", env), "kustomize", "stage")
+    shutil.copytree(src, os.path.join(out, "kwok-stages"), copy_function=shutil.copyfile)
+    for root, dirs, _files in os.walk(os.path.join(out, "kwok-stages")):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
+
+
+def ensure():
+    return gobuild.ensure("kube", HERE, PROGRAMS, gobuild.pinned(HERE, "k8s.io/kubernetes"),
+                          extra_files=(os.path.abspath(__file__),), after=_kwok_stages)
+
+
+if __name__ == "__main__":
+    print(ensure())

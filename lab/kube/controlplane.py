@@ -1,0 +1,404 @@
+#!/usr/bin/env python3
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
+(nodes and pod lifecycles without kubelets), all upstream binaries from lab/kube/build.py; plus our device-plugin
+stand-in (device_plugin.py) when nodes are mapped to gpusim states.
+
+Everything speaks TLS with a CA made per run dir. Each process is started in its own session, its PID kept in
+RUN_DIR/pids/<name>.pid, and stopped by that PID (`down`). The apiserver's audit log (RUN_DIR/audit.jsonl) records every
+request made with the client kubeconfig (RUN_DIR/kubeconfig, group gpuops:clients); the lab's own clients (controllers,
+kwok, the harness) are not logged.
+
+Usage: controlplane.py up RUN_DIR [--fixture F] [--gpusim NODE=PATH[:STRATEGY] ...]
+           returns once the API server is ready and the fixture (lab/k8s/README.md's format, seed.py) is in place
+       controlplane.py down RUN_DIR
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import ipaddress
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import gobuild  # noqa: E402  pylint: disable=wrong-import-position
+
+CLIENT_GROUP = "gpuops:clients"
+# Stopped in this order (clients of the API server first, etcd last).
+PROCESSES = ("gpu-operator", "device-plugin", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+SERVICE_CIDR = "10.96.0.0/24"
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --- certificates ---------------------------------------------------------------------------------------------------
+def _pem_key(key):
+    from cryptography.hazmat.primitives import serialization  # pylint: disable=import-outside-toplevel
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption())
+
+
+def make_pki(pki):
+    """CA; serving certs for etcd and kube-apiserver; client certs (CN = user, O = groups) for each client."""
+    from cryptography import x509  # pylint: disable=import-outside-toplevel
+    from cryptography.hazmat.primitives import hashes, serialization  # pylint: disable=import-outside-toplevel
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa  # pylint: disable=import-outside-toplevel
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # pylint: disable=import-outside-toplevel
+
+    os.makedirs(pki, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpuops lab kubernetes CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+          .not_valid_after(now + datetime.timedelta(days=30))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                                       key_encipherment=False, data_encipherment=False, key_agreement=False,
+                                       encipher_only=False, decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+
+    def write(name, data):
+        with open(os.path.join(pki, name), "wb") as fh:
+            fh.write(data)
+
+    write("ca.crt", ca.public_bytes(serialization.Encoding.PEM))
+
+    def issue(name, common_name, groups=(), sans=(), server=False, client=False):
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+        subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+        builder = (x509.CertificateBuilder().subject_name(x509.Name(subject)).issuer_name(ca_name)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=30))
+                   .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
+        if sans:
+            alt = [x509.IPAddress(ipaddress.ip_address(s)) if s[0].isdigit() else x509.DNSName(s) for s in sans]
+            builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        write(f"{name}.crt", builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+        write(f"{name}.key", _pem_key(key))
+
+    loopback = ("127.0.0.1", "localhost")
+    issue("etcd", "etcd", sans=loopback, server=True, client=True)
+    issue("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True)
+    service_ip = str(next(ipaddress.ip_network(SERVICE_CIDR).hosts()))
+    issue("apiserver", "kube-apiserver", server=True,
+          sans=loopback + (service_ip, "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                           "kubernetes.default.svc.cluster.local"))
+    # The clients: the product under test (audited), the lab's own (not audited). system:masters keeps RBAC out of
+    # the lab's way; the product's own RBAC needs are the cluster's business, not the stand-in's.
+    issue("client", "gpuops-client", groups=("system:masters", CLIENT_GROUP), client=True)
+    for user in ("kube-controller-manager", "kube-scheduler", "kwok", "lab"):
+        issue(user, f"gpuops-lab:{user}", groups=("system:masters",), client=True)
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    write("sa.key", _pem_key(sa_key))
+    write("sa.pub", sa_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+
+
+def kubeconfig(path, server, pki, user):
+    def data(name):
+        with open(os.path.join(pki, name), "rb") as fh:
+            return base64.b64encode(fh.read()).decode()
+
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "gpuops-lab",
+        "clusters": [{"name": "gpuops-lab", "cluster": {"server": server, "certificate-authority-data": data("ca.crt")}}],
+        "users": [{"name": user, "user": {"client-certificate-data": data(f"{user}.crt"),
+                                          "client-key-data": data(f"{user}.key")}}],
+        "contexts": [{"name": "gpuops-lab", "context": {"cluster": "gpuops-lab", "user": user}}],
+    }
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(doc, fh)
+
+
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+    # One event per request, written when the response is complete (the log backend is blocking by default).
+    "omitStages": ["RequestReceived", "ResponseStarted", "Panic"],
+    "rules": [
+        {"level": "Request", "userGroups": [CLIENT_GROUP],
+         "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        {"level": "Metadata", "userGroups": [CLIENT_GROUP]},
+        {"level": "None"},
+    ],
+}
+
+
+# kwok's own stages (read from the pinned module by build.py) for node start-up, heartbeats with leases and pods
+# becoming Ready/Succeeded; pod deletion is ours (below).
+KWOK_STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+               "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml")
+# A kubelet stops a deleted pod's containers within its grace period and then deletes the pod with grace 0
+# (pkg/kubelet/status/status_manager.go canBeDeleted/syncPod). kwok's fast pod-delete deletes at once; this one waits
+# until metadata.deletionTimestamp (the apiserver sets it to now + the grace period), which kwok's durationFrom turns
+# into a delay (sigs.k8s.io/kwok pkg/utils/lifecycle/value_duration_from.go: a time minus now).
+POD_DELETE_STAGE = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-delete-after-grace"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]},
+        "delay": {"durationMilliseconds": 0, "durationFrom": {"expressionFrom": ".metadata.deletionTimestamp"}},
+        "next": {"finalizers": {"empty": True}, "delete": True},
+    },
+}
+
+
+def kwok_config(path, stages_dir):
+    docs = []
+    for rel in KWOK_STAGES:
+        with open(os.path.join(stages_dir, rel), encoding="utf-8") as fh:
+            docs.extend(d for d in yaml.safe_load_all(fh) if d)
+    docs.append(POD_DELETE_STAGE)
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump_all(docs, fh)
+
+
+# --- processes ------------------------------------------------------------------------------------------------------
+def _pid_path(run_dir, name):
+    return os.path.join(run_dir, "pids", f"{name}.pid")
+
+
+def spawn(run_dir, name, argv):
+    os.makedirs(os.path.join(run_dir, "pids"), exist_ok=True)
+    with open(os.path.join(run_dir, f"{name}.log"), "ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,  # pylint: disable=consider-using-with
+                                start_new_session=True, cwd=run_dir)
+    with open(_pid_path(run_dir, name), "w", encoding="utf-8") as fh:
+        fh.write(f"{proc.pid} {argv[0]}\n")
+    return proc
+
+
+def _alive(pid, exe):
+    """The PID runs ``exe`` and has not exited (a zombie's /proc entry stays until it is reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                return False
+        return os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(exe) or \
+            os.readlink(f"/proc/{pid}/exe").startswith(os.path.realpath(exe))
+    except OSError:
+        return False
+
+
+def running(run_dir, name):
+    try:
+        with open(_pid_path(run_dir, name), encoding="utf-8") as fh:
+            pid, exe = fh.read().split(maxsplit=1)
+    except OSError:
+        return None
+    pid = int(pid)
+    return pid if _alive(pid, exe.strip()) else None
+
+
+def down(run_dir, timeout=15.0):
+    """SIGTERM each process by its PID file (only when that PID still runs the binary it was started as), then SIGKILL."""
+    for name in PROCESSES:
+        pid = running(run_dir, name)
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + timeout
+            while running(run_dir, name) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if running(run_dir, name):
+                os.killpg(pid, signal.SIGKILL)
+        try:
+            os.unlink(_pid_path(run_dir, name))
+        except OSError:
+            pass
+
+
+def _log_tail(run_dir, name, lines=30):
+    try:
+        with open(os.path.join(run_dir, f"{name}.log"), encoding="utf-8", errors="replace") as fh:
+            return "".join(fh.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class ControlPlane:
+    """Paths and endpoints of a control plane started in ``run_dir``."""
+
+    def __init__(self, run_dir):
+        self.run_dir = os.path.abspath(run_dir)
+        self.pki = os.path.join(self.run_dir, "pki")
+        self.kubeconfig = os.path.join(self.run_dir, "kubeconfig")          # the product's (audited)
+        self.lab_kubeconfig = os.path.join(self.run_dir, "lab.kubeconfig")  # the lab's own (not audited)
+        self.audit_log = os.path.join(self.run_dir, "audit.jsonl")
+        with open(os.path.join(self.run_dir, "endpoints.json"), encoding="utf-8") as fh:
+            self.endpoints = json.load(fh)
+        self.url = self.endpoints["apiserver"]
+
+    def ssl_context(self, user="lab"):
+        ctx = ssl.create_default_context(cafile=os.path.join(self.pki, "ca.crt"))
+        ctx.load_cert_chain(os.path.join(self.pki, f"{user}.crt"), os.path.join(self.pki, f"{user}.key"))
+        return ctx
+
+    def get(self, path, user="lab", timeout=5.0):
+        with urllib.request.urlopen(self.url + path, context=self.ssl_context(user), timeout=timeout) as resp:  # nosec - loopback
+            return resp.status, resp.read()
+
+
+def _wait(what, check, run_dir, names, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name in names:
+            if running(run_dir, name) is None:
+                raise RuntimeError(f"{name} exited while waiting for {what}:\n{_log_tail(run_dir, name)}")
+        try:
+            if check():
+                return
+        except Exception:  # pylint: disable=broad-except  # not up yet
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}:\n" + "\n".join(_log_tail(run_dir, n) for n in names))
+
+
+def start_gpu_operator(plane, gpusim, mig_manager):
+    """Our mig-manager (gpu_operator.py) for the nodes mapped to gpusim states; ``mig_manager`` is the fixture's
+    migManager mapping (configMap, namespace, withReboot, stepDelay)."""
+    argv = [sys.executable, os.path.join(HERE, "gpu_operator.py"), "--kubeconfig", plane.lab_kubeconfig,
+            "--run-dir", plane.run_dir, "--namespace", mig_manager.get("namespace", "gpu-operator"),
+            "--config-map", mig_manager.get("configMap", "default-mig-parted-config"),
+            "--step-delay", str(mig_manager.get("stepDelay", 0.5))]
+    if mig_manager.get("withReboot"):
+        argv.append("--with-reboot")
+    for spec in gpusim:
+        argv += ["--gpusim", spec]
+    spawn(plane.run_dir, "gpu-operator", argv)
+
+
+def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
+    """Start everything (stopping what an earlier `up` left in ``run_dir``); returns a ControlPlane once the API server
+    is ready and the controllers have created the default ServiceAccount."""
+    run_dir = os.path.abspath(run_dir)
+    os.makedirs(run_dir, exist_ok=True)
+    down(run_dir)
+    out = gobuild.builder("kube").ensure()
+    bin_dir = os.path.join(out, "bin")
+    pki = os.path.join(run_dir, "pki")
+    make_pki(pki)
+    ports = {name: free_port() for name in ("etcd", "etcd-peer", "apiserver", "kwok")}
+    server = f"https://127.0.0.1:{ports['apiserver']}"
+    with open(os.path.join(run_dir, "endpoints.json"), "w", encoding="utf-8") as fh:
+        json.dump({"apiserver": server, "etcd": f"https://127.0.0.1:{ports['etcd']}", "bin": bin_dir}, fh)
+    kubeconfig(os.path.join(run_dir, "kubeconfig"), server, pki, "client")
+    for user in ("kube-controller-manager", "kube-scheduler", "kwok", "lab"):
+        kubeconfig(os.path.join(run_dir, f"{user}.kubeconfig" if user != "lab" else "lab.kubeconfig"), server, pki, user)
+    with open(os.path.join(run_dir, "audit-policy.yaml"), "w", encoding="utf-8") as fh:
+        yaml.safe_dump(AUDIT_POLICY, fh)
+    kwok_config(os.path.join(run_dir, "kwok.yaml"), os.path.join(out, "kwok-stages"))
+
+    def p(name):
+        return os.path.join(pki, name)
+
+    etcd_url = f"https://127.0.0.1:{ports['etcd']}"
+    peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
+    spawn(run_dir, "etcd", [
+        os.path.join(bin_dir, "etcd"), "--name", "lab", "--data-dir", os.path.join(run_dir, "etcd-data"),
+        "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+        "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+        "--initial-cluster", f"lab={peer_url}", "--listen-metrics-urls", "",
+        "--cert-file", p("etcd.crt"), "--key-file", p("etcd.key"), "--trusted-ca-file", p("ca.crt"),
+        "--client-cert-auth", "--unsafe-no-fsync", "--log-level", "warn",
+    ])
+    spawn(run_dir, "kube-apiserver", [
+        os.path.join(bin_dir, "kube-apiserver"),
+        "--etcd-servers", etcd_url, "--etcd-cafile", p("ca.crt"),
+        "--etcd-certfile", p("apiserver-etcd-client.crt"), "--etcd-keyfile", p("apiserver-etcd-client.key"),
+        "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", str(ports["apiserver"]),
+        "--tls-cert-file", p("apiserver.crt"), "--tls-private-key-file", p("apiserver.key"),
+        "--client-ca-file", p("ca.crt"), "--authorization-mode", "RBAC",
+        "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+        "--service-account-key-file", p("sa.pub"), "--service-account-signing-key-file", p("sa.key"),
+        "--service-cluster-ip-range", SERVICE_CIDR, "--allow-privileged=true",
+        "--audit-policy-file", os.path.join(run_dir, "audit-policy.yaml"), "--audit-log-path", os.path.join(run_dir, "audit.jsonl"),
+        "--audit-log-format", "json", "--audit-log-maxsize", "0",
+        # The "kubernetes" Service endpoints may not be loopback addresses, and nothing in the lab dials them.
+        "--endpoint-reconciler-type", "none", "--profiling=false", "-v", "1",
+    ])
+    plane = None
+
+    def apiserver_ready():
+        nonlocal plane
+        plane = plane or ControlPlane(run_dir)
+        return plane.get("/readyz")[0] == 200
+
+    _wait("kube-apiserver /readyz", apiserver_ready, run_dir, ("etcd", "kube-apiserver"), timeout)
+    spawn(run_dir, "kube-controller-manager", [
+        os.path.join(bin_dir, "kube-controller-manager"),
+        "--kubeconfig", os.path.join(run_dir, "kube-controller-manager.kubeconfig"),
+        "--authentication-kubeconfig", os.path.join(run_dir, "kube-controller-manager.kubeconfig"),
+        "--authorization-kubeconfig", os.path.join(run_dir, "kube-controller-manager.kubeconfig"),
+        "--leader-elect=false", "--secure-port", "0", "--use-service-account-credentials=false",
+        "--service-account-private-key-file", p("sa.key"), "--root-ca-file", p("ca.crt"),
+        "--service-cluster-ip-range", SERVICE_CIDR, "-v", "1",
+    ])
+    spawn(run_dir, "kube-scheduler", [
+        os.path.join(bin_dir, "kube-scheduler"), "--kubeconfig", os.path.join(run_dir, "kube-scheduler.kubeconfig"),
+        "--authentication-kubeconfig", os.path.join(run_dir, "kube-scheduler.kubeconfig"),
+        "--authorization-kubeconfig", os.path.join(run_dir, "kube-scheduler.kubeconfig"),
+        "--leader-elect=false", "--secure-port", "0", "-v", "1",
+    ])
+    spawn(run_dir, "kwok", [
+        os.path.join(bin_dir, "kwok"), "--kubeconfig", os.path.join(run_dir, "kwok.kubeconfig"),
+        "--config", os.path.join(run_dir, "kwok.yaml"),
+        "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
+        "--server-address", f"127.0.0.1:{ports['kwok']}", "--node-ip", "127.0.0.1",
+    ])
+    if gpusim:
+        argv = [sys.executable, os.path.join(HERE, "device_plugin.py"), "--kubeconfig", plane.lab_kubeconfig,
+                "--lag", str(devplugin_lag)]
+        for spec in gpusim:
+            argv += ["--gpusim", spec]
+        spawn(run_dir, "device-plugin", argv)
+    names = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] + (["device-plugin"] if gpusim else [])
+
+    def default_sa():
+        return plane.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+
+    _wait("the default ServiceAccount (kube-controller-manager)", default_sa, run_dir, names, timeout)
+    return plane
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("action", choices=("up", "down"))
+    parser.add_argument("run_dir")
+    parser.add_argument("--gpusim", action="append", default=[], metavar="NODE=PATH[:STRATEGY]")
+    parser.add_argument("--fixture")
+    args = parser.parse_args(argv)
+    if args.action == "down":
+        down(args.run_dir)
+        return 0
+    start = time.monotonic()
+    if args.fixture:
+        import kube_harness  # pylint: disable=import-outside-toplevel  # it imports this module
+        plane = kube_harness.start(args.run_dir, args.fixture, args.gpusim).cp
+    else:
+        plane = up(args.run_dir, args.gpusim)
+    print(f"kubernetes control plane up in {time.monotonic() - start:.1f} s: {plane.url} (kubeconfig {plane.kubeconfig})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The upstream control plane (lab/kube): kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok built
+from their Go modules. These tests show the behaviours our product meets in a real cluster and kmock could only imitate:
+eviction refusals computed by the disruption controller, evicted ReplicaSet pods recreated and scheduled elsewhere (or
+left Pending), graceful termination taking the pod's grace period, and the device-plugin stand-in's resources."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "lab", "kube"))
+import kube_harness as kh  # noqa: E402  pylint: disable=import-error,wrong-import-position
+
+PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory):
+    state = tmp_path_factory.mktemp("gpusim") / "gpu-dp.json"
+    state.write_text(json.dumps({"gpus": [{"mig_mode": {"current": 0}}, {"mig_mode": {"current": 0}}]}), encoding="utf-8")
+    with kh.control_plane(gpusim={"gpu-dp": str(state)}) as running:
+        running.gpusim_state = state
+        yield running
+
+
+@pytest.fixture()
+def lab(plane):
+    return plane.session()
+
+
+def _pdb_allowed(lab, ns, name):
+    import kubernetes  # pylint: disable=import-outside-toplevel
+    policy = kubernetes.client.PolicyV1Api(lab.api_client)
+    status = policy.read_namespaced_pod_disruption_budget(name, ns).status
+    return status.disruptions_allowed if status and status.observed_generation else None
+
+
+def _drain(lab, node_name, **extra):
+    args = {"name": node_name, "state": "drain", "delete_options": {"wait_timeout": 20, "ignore_daemonsets": True}}
+    args["delete_options"].update(extra)
+    return lab.run_module("kubernetes.core.k8s_drain", args)
+
+
+def test_eviction_refused_by_the_disruption_controller(lab):
+    # kube-controller-manager's disruption controller computes the PDB status (pkg/controller/disruption); the
+    # apiserver's eviction REST handler refuses with 429 from that status (pkg/registry/core/pod/storage/eviction.go).
+    lab.create(kh.node("pdb-a"), kh.replicaset("pdb", "web", replicas=2, node_selector={"kubernetes.io/hostname": "pdb-a"}),
+               kh.pdb("pdb", "web", min_available=2))
+    lab.wait_for(lambda: len(lab.running_pods("pdb", "pdb-a")) == 2, what="two web pods Running on pdb-a")
+    lab.wait_for(lambda: _pdb_allowed(lab, "pdb", "web") == 0, what="PDB status (disruptionsAllowed 0) from the controller")
+    result = _drain(lab, "pdb-a")
+    assert result.get("failed"), result
+    refused = lab.evictions(node="pdb-a", outcome="TooManyRequests")
+    assert refused, lab.requests()
+    assert all(r["status"] == 429 for r in refused)
+    assert PDB_MESSAGE in refused[0]["message"]
+    assert len(lab.running_pods("pdb", "pdb-a")) == 2          # nothing was evicted
+    assert lab.evictions(outcome="Evicted") == []
+
+
+def test_evicted_replicaset_pod_is_recreated_on_another_node(lab):
+    lab.create(kh.node("move-a"), kh.node("move-b", unschedulable=True),
+               kh.replicaset("move", "api", replicas=1, node_selector={"pool": "move"}))
+    for name in ("move-a", "move-b"):
+        lab.core.patch_node(name, {"metadata": {"labels": {"pool": "move"}}})
+    first = lab.wait_for(lambda: lab.running_pods("move", "move-a"), what="the api pod Running on move-a")[0]
+    lab.core.patch_node("move-b", {"spec": {"unschedulable": False}})
+    result = _drain(lab, "move-a")
+    assert not result.get("failed"), result
+    assert [r["status"] for r in lab.evictions(node="move-a")] == [201]
+    # The ReplicaSet controller makes a new pod; the scheduler binds it to the only schedulable node.
+    moved = lab.wait_for(lambda: lab.running_pods("move", "move-b"), what="a replacement Running on move-b")
+    assert moved[0].metadata.name != first.metadata.name
+    assert moved[0].metadata.owner_references[0].name == "api"
+    assert lab.pods("move", "move-a") == []
+
+
+def test_evicted_pod_stays_pending_when_no_node_has_room(lab):
+    lab.create(kh.node("full-a", cpu="1"), kh.node("full-b", cpu="1"),
+               kh.replicaset("full", "big", replicas=2, cpu="800m", node_selector={"pool": "full"}))
+    for name in ("full-a", "full-b"):
+        lab.core.patch_node(name, {"metadata": {"labels": {"pool": "full"}}})
+    lab.wait_for(lambda: len(lab.running_pods("full")) == 2, what="both big pods Running")
+    assert {p.spec.node_name for p in lab.running_pods("full")} == {"full-a", "full-b"}
+    result = _drain(lab, "full-a")
+    assert not result.get("failed"), result
+
+    def pending():
+        waiting = [p for p in lab.pods("full") if p.status.phase == "Pending" and not p.spec.node_name]
+        conds = [c for p in waiting for c in (p.status.conditions or []) if c.type == "PodScheduled"]
+        return conds if conds and conds[0].status == "False" else None
+
+    conds = lab.wait_for(pending, what="the replacement Pending, unschedulable")
+    assert conds[0].reason == "Unschedulable"
+    assert "Insufficient cpu" in conds[0].message
+
+
+def test_graceful_termination_takes_the_grace_period(lab):
+    lab.create(kh.node("grace-a"), kh.pod("grace", "slow", node_name="grace-a", grace=3))
+    lab.wait_for(lambda: lab.running_pods("grace", "grace-a"), what="the slow pod Running")
+    start = time.monotonic()
+    lab.core.delete_namespaced_pod("slow", "grace")
+    time.sleep(1)
+    terminating = lab.pods("grace")
+    assert terminating and terminating[0].metadata.deletion_timestamp is not None
+    lab.wait_for(lambda: not lab.pods("grace"), timeout=15, what="the pod gone")
+    assert time.monotonic() - start >= 2.5
+
+
+def test_device_plugin_advertises_gpusim_resources(lab, plane):
+    lab.create(kh.node("gpu-dp"))
+    lab.wait_for(lambda: (lab.core.read_node("gpu-dp").status.allocatable or {}).get("nvidia.com/gpu") == "2",
+                 what="two whole GPUs advertised")
+    mig = {"gpus": [{"name": "NVIDIA A100-SXM4-40GB", "mig_mode": {"current": 1},
+                     "gpu_instances": [{"profile": "1g.5gb", "compute_instances": [{"profile": "1g.5gb"}]},
+                                       {"profile": "1g.5gb", "compute_instances": [{"profile": "1g.5gb"}]}]},
+                    {"mig_mode": {"current": 0}}]}
+    tmp = str(plane.gpusim_state) + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(mig, fh)
+    os.replace(tmp, plane.gpusim_state)
+
+    def advertised():
+        alloc = lab.core.read_node("gpu-dp").status.allocatable or {}
+        return alloc if alloc.get("nvidia.com/mig-1g.5gb") == "2" else None
+
+    alloc = lab.wait_for(advertised, what="the MIG devices advertised")
+    assert alloc["nvidia.com/gpu"] == "1" and alloc["cpu"] == "8"
+
+
+def test_request_log_is_the_audit_log(lab):
+    lab.create(kh.node("log-a"))
+    result = lab.run_module("kubernetes.core.k8s_drain", {"name": "log-a", "state": "cordon"})
+    assert result.get("changed"), result
+    patches = [r for r in lab.requests() if r["method"] == "PATCH" and r["path"] == "/api/v1/nodes/log-a"]
+    assert len(patches) == 1 and patches[0]["status"] == 200
+    assert lab.cordons("log-a") == 1 and patches[0]["user"] == "gpuops-client"
+    # The lab's own requests (create, reads) are not in the product's request log.
+    assert not [r for r in lab.requests() if r["method"] == "POST" and r["resource"] == "nodes"]
