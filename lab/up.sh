@@ -126,17 +126,18 @@ else
     echo "lab: vcsim up at $(cat "$run/vcsim/url")"
 fi
 
-if alive "$run/k8s"; then
-    echo "lab: kubernetes stand-in already up on port $(cat "$run/k8s/port")"
+# The upstream Kubernetes control plane (lab/kube), seeded once from the fixture; kept running between runs.
+if [ -f "$run/k8s/pid" ]; then # the kmock stand-in of an older checkout: stop it, the control plane replaces it
+    kill "$(cat "$run/k8s/pid")" 2>/dev/null || true
+    rm -f "$run/k8s/pid"
+fi
+if "$py" "$root/lab/kube/controlplane.py" status "$run/k8s"; then
+    echo "lab: kubernetes control plane already up ($run/k8s)"
 else
-    rm -rf "$run/k8s" && mkdir -p "$run/k8s"
     gpusim_args=()
     for state in "$run"/gpusim/*.json; do
         gpusim_args+=(--gpusim "$(basename "$state" .json)=$state:mixed")
     done
-    setsid "$py" "$root/lab/k8s/server.py" --fixture "$root/lab/k8s/fixtures/gpu-cluster.yaml" --port 0 \
-        --run-dir "$run/k8s" "${gpusim_args[@]}" >"$run/k8s/server.log" 2>&1 </dev/null &
-    echo $! >"$run/k8s/pid"
-    wait_for "$run/k8s/port" "$(cat "$run/k8s/pid")" "kubernetes stand-in"
-    echo "lab: kubernetes stand-in up on port $(cat "$run/k8s/port")"
+    "$py" "$root/lab/kube/controlplane.py" up "$run/k8s" --fixture "$root/lab/k8s/fixtures/gpu-cluster.yaml" \
+        "${gpusim_args[@]}"
 fi

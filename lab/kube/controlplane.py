@@ -11,6 +11,7 @@ kwok, the harness) are not logged.
 Usage: controlplane.py up RUN_DIR [--fixture F] [--gpusim NODE=PATH[:STRATEGY] ...]
            returns once the API server is ready and the fixture (lab/k8s/README.md's format, seed.py) is in place
        controlplane.py down RUN_DIR
+       controlplane.py status RUN_DIR    exit 0 when its processes all run
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import datetime
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -293,6 +295,13 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
     run_dir = os.path.abspath(run_dir)
     os.makedirs(run_dir, exist_ok=True)
     down(run_dir)
+    # A new control plane is a new cluster: no state, audit log or mig-manager log from an earlier one.
+    shutil.rmtree(os.path.join(run_dir, "etcd-data"), ignore_errors=True)
+    for name in ("audit.jsonl", "mig-manager.jsonl"):
+        try:
+            os.unlink(os.path.join(run_dir, name))
+        except OSError:
+            pass
     out = gobuild.builder("kube").ensure()
     bin_dir = os.path.join(out, "bin")
     pki = os.path.join(run_dir, "pki")
@@ -382,7 +391,7 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("action", choices=("up", "down"))
+    parser.add_argument("action", choices=("up", "down", "status"))
     parser.add_argument("run_dir")
     parser.add_argument("--gpusim", action="append", default=[], metavar="NODE=PATH[:STRATEGY]")
     parser.add_argument("--fixture")
@@ -390,6 +399,9 @@ def main(argv=None):
     if args.action == "down":
         down(args.run_dir)
         return 0
+    if args.action == "status":  # 0 when every core process of an earlier `up` still runs
+        core = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+        return 0 if all(running(args.run_dir, n) for n in core) else 1
     start = time.monotonic()
     if args.fixture:
         import kube_harness  # pylint: disable=import-outside-toplevel  # it imports this module

@@ -149,10 +149,10 @@ def mig_parted():
 
 def test_collector_finds_the_documents():
     docs = collect()
-    places = {rel for rel, _ in docs}
+    places = {rel for rel, _doc in docs}
     assert len(docs) >= 20, places
     assert any(p.startswith("docs/") for p in places) and any(p.startswith("tests/") for p in places)
-    assert any(not ours(d)[0] for _, d in docs), "no invalid document found: the agreement would prove little"
+    assert any(not ours(d)[0] for _rel, d in docs), "no invalid document found: the agreement would prove little"
 
 
 def test_our_parser_agrees_with_nvidia_mig_parted(mig_parted, tmp_path):
@@ -164,7 +164,7 @@ def test_our_parser_agrees_with_nvidia_mig_parted(mig_parted, tmp_path):
         if our_ok != their_ok:
             disagreements.append(f"{rel}: ours {'valid' if our_ok else 'invalid'} ({our_msg}), mig-parted "
                                  f"{'valid' if their_ok else 'invalid'} ({their_msg})\n{yaml.safe_dump(doc)}")
-    valid = sum(1 for _, d in docs if ours(d)[0])
+    valid = sum(1 for _rel, d in docs if ours(d)[0])
     print(f"mig-parted oracle: {len(docs) - len(disagreements)}/{len(docs)} documents agree "
           f"({valid} valid, {len(docs) - valid} invalid by ours)")
     assert not disagreements, "\n\n".join(disagreements)

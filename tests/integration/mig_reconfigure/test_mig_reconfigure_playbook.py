@@ -28,7 +28,6 @@ STATE = "nvidia.com/mig.config.state"
 HOSTLOCK = os.path.join(ROOT, "plugins", "module_utils", "_hostlock.py")
 
 
-
 def device_plugin_pod(lab, node):
     running = [p.metadata.name for p in lab.running_pods("gpu-operator", node)
                if p.metadata.name.startswith("nvidia-device-plugin-daemonset-")]
@@ -39,6 +38,7 @@ def pod_deletes(lab, prefix, node):
     """DELETEs of the gpu-operator pods named ``prefix``* that were on ``node`` (the DaemonSet controller names them)."""
     return lab.count("DELETE", predicate=lambda r: r["resource"] == "pods" and r["namespace"] == "gpu-operator"
                      and (r["name"] or "").startswith(prefix) and r.get("node") == node and not r["subresource"])
+
 
 def lock_holder(path):
     """Who holds the per-host MIG lock at ``path`` (the lock CLI's show: reads, never takes it), or None."""
