@@ -293,8 +293,9 @@ def select_entry(entries, index, pci_device_id, pci_subsystem_id=None):
 
 
 def check_entries(entries, gpu_count):
-    """Refuse what mig-parted accepts in a document but would silently skip on this host: a GPU index the host does
-    not have (negative ones included), or a device-filter string that is not a PCI id (matches no GPU)."""
+    """Refuse what mig-parted accepts in a document but would silently get wrong on this host: a GPU index the host
+    does not have (negative ones included), a device-filter string that is not a PCI id (matches no GPU), or an
+    empty device-filter (no filter: every GPU)."""
     for i, e in enumerate(entries):
         if "" in e.get("bad_filters", ()):
             raise MigError("entry %d: device-filter is empty, which mig-parted reads as no filter (every GPU); "
@@ -305,7 +306,7 @@ def check_entries(entries, gpu_count):
         if e["devices"] != "all":
             missing = [d for d in e["devices"] if d < 0 or d >= gpu_count]
             if missing:
-                raise MigError("entry %d names GPU index %s but this host has %d GPU(s) (indexes 0-%d)"
+                raise MigError("entry %d: devices names GPU index %s but this host has %d GPU(s) (indexes 0-%d)"
                                % (i, ", ".join(str(d) for d in missing), gpu_count, gpu_count - 1))
 
 
