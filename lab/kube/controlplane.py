@@ -38,6 +38,8 @@ import gobuild  # noqa: E402  pylint: disable=wrong-import-position
 
 CLIENT_GROUP = "gpuops:clients"
 # Stopped in this order (clients of the API server first, etcd last).
+# What every `up` starts (the device plugin and mig-manager only on request).
+CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 PROCESSES = ("gpu-operator", "device-plugin", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 SERVICE_CIDR = "10.96.0.0/24"
 
@@ -386,7 +388,7 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
         for spec in gpusim:
             argv += ["--gpusim", spec]
         spawn(run_dir, "device-plugin", argv)
-    names = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] + (["device-plugin"] if gpusim else [])
+    names = list(CORE) + (["device-plugin"] if gpusim else [])
 
     def default_sa():
         return plane.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
@@ -406,8 +408,7 @@ def main(argv=None):
         down(args.run_dir)
         return 0
     if args.action == "status":  # 0 when every core process of an earlier `up` still runs
-        core = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-        return 0 if all(running(args.run_dir, n) for n in core) else 1
+        return 0 if all(running(args.run_dir, n) for n in CORE) else 1
     start = time.monotonic()
     if args.fixture:
         import kube_harness  # pylint: disable=import-outside-toplevel  # it imports this module

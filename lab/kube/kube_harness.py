@@ -31,7 +31,6 @@ import controlplane  # noqa: E402  pylint: disable=wrong-import-position
 import k8s_harness  # noqa: E402  pylint: disable=wrong-import-position
 import seed as seeding  # noqa: E402  pylint: disable=wrong-import-position
 
-KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 # The pod watcher's retries while a control plane stops are expected; urllib3 would log each one.
 logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 VERB_METHOD = {"create": "POST", "update": "PUT", "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE",
@@ -41,15 +40,13 @@ EVICTION_OUTCOME = {201: "Evicted", 200: "Evicted", 429: "TooManyRequests", 404:
 
 # --- manifests ------------------------------------------------------------------------------------------------------
 def node(name, labels=None, annotations=None, unschedulable=False, cpu="8", memory="32Gi", pods="110", taints=None):
-    """A Node that kwok manages (its annotation), with capacity set at create time as a kubelet registers it."""
+    """A Node that kwok manages, with capacity set at create time as a kubelet registers it (seed.node_object)."""
     resources = {"cpu": cpu, "memory": memory, "pods": pods}
     spec = {"unschedulable": True} if unschedulable else {}
     if taints:
         spec["taints"] = taints
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})},
-                         "annotations": {**KWOK_ANNOTATION, **(annotations or {})}},
-            "spec": spec, "status": {"capacity": resources, "allocatable": dict(resources)}}
+    return seeding.node_object({"metadata": {"name": name, "labels": dict(labels or {}), "annotations": dict(annotations or {})},
+                                "spec": spec, "status": {"capacity": resources, "allocatable": dict(resources)}})
 
 
 def namespace(name):
