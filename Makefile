@@ -47,7 +47,7 @@ $(VENV)/.stamp: requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt 2>&1 | grep -v '^WARNING: Location' || true
-	@$(PY) -c 'import ansible, ansible_builder, pyVmomi, proxmoxer, pynvml, jmespath, kubernetes, kmock' # fail here if pip failed
+	@$(PY) -c 'import ansible, ansible_builder, pyVmomi, proxmoxer, pynvml, jmespath, kubernetes' # fail here if pip failed
 	@touch $@
 
 # ansible-test and `ansible` need the collection under ansible_collections/<namespace>/<name>.
@@ -119,16 +119,15 @@ lab-tests: venv collection deps lab-kube lab-mig-parted
 	$(PY) -m pytest tests/lab -q -n 2
 
 integration: venv collection deps lab-kube
-	$(PY) -m pytest tests/integration -q
+	$(PY) -m pytest tests/integration -q -n 2
 
 # Debian base images for the containers (debootstrap + podman import; skipped when present).
 lab-images: deps
 	lab/images/build.sh bookworm trixie
 
+# Two scenarios at a time (MOLECULE_JOBS), each one's log in build/molecule/<scenario>.log (tools/molecule_all.py).
 molecule: venv collection deps lab-images lab-cuda-repo lab-rpm-repo lab-kube
-	@for s in $$(ls molecule 2>/dev/null); do \
-	  echo ">> molecule test -s $$s"; $(BIN)/molecule test -s $$s || exit 1; \
-	done
+	$(PY) tools/molecule_all.py
 
 lint: venv collection
 	$(BIN)/ansible-lint --profile production --offline

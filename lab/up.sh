@@ -138,6 +138,6 @@ else
     for state in "$run"/gpusim/*.json; do
         gpusim_args+=(--gpusim "$(basename "$state" .json)=$state:mixed")
     done
-    "$py" "$root/lab/kube/controlplane.py" up "$run/k8s" --fixture "$root/lab/k8s/fixtures/gpu-cluster.yaml" \
+    "$py" "$root/lab/kube/controlplane.py" up "$run/k8s" --fixture "$root/lab/kube/fixtures/gpu-cluster.yaml" \
         "${gpusim_args[@]}"
 fi

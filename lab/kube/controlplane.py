@@ -5,11 +5,11 @@ stand-in (device_plugin.py) when nodes are mapped to gpusim states.
 
 Everything speaks TLS with a CA made per run dir. Each process is started in its own session, its PID kept in
 RUN_DIR/pids/<name>.pid, and stopped by that PID (`down`). The apiserver's audit log (RUN_DIR/audit.jsonl) records every
-request made with the client kubeconfig (RUN_DIR/kubeconfig, group gpuops:clients); the lab's own clients (controllers,
-kwok, the harness) are not logged.
+request made with the client kubeconfig (RUN_DIR/kubeconfig, group gpuops:clients); of the lab's own clients
+(controllers, kwok, the harness) only where pods were placed (requestlog.py reads it as the product's request log).
 
 Usage: controlplane.py up RUN_DIR [--fixture F] [--gpusim NODE=PATH[:STRATEGY] ...]
-           returns once the API server is ready and the fixture (lab/k8s/README.md's format, seed.py) is in place
+           returns once the API server is ready and the fixture (lab/kube/README.md's format, seed.py) is in place
        controlplane.py down RUN_DIR
        controlplane.py status RUN_DIR    exit 0 when its processes all run
 """
@@ -34,9 +34,11 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 import gobuild  # noqa: E402  pylint: disable=wrong-import-position
+import requestlog  # noqa: E402  pylint: disable=wrong-import-position
 
-CLIENT_GROUP = "gpuops:clients"
+CLIENT_GROUP = requestlog.CLIENT_GROUP
 # Stopped in this order (clients of the API server first, etcd last).
 # What every `up` starts (the device plugin and mig-manager only on request).
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -140,6 +142,9 @@ AUDIT_POLICY = {
         {"level": "Request", "userGroups": [CLIENT_GROUP],
          "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
         {"level": "Metadata", "userGroups": [CLIENT_GROUP]},
+        # From everyone, where pods are put on nodes (creates naming spec.nodeName, the scheduler's bindings): the
+        # request log names the node of a pod that is gone by the time it is read (requestlog.py).
+        {"level": "Request", "verbs": ["create"], "resources": [{"group": "", "resources": ["pods", "pods/binding"]}]},
         {"level": "None"},
     ],
 }

@@ -4,7 +4,7 @@
 For each NODE=PATH[:STRATEGY] it re-reads the node's gpusim state file and, when what the plugin would advertise has
 changed, PATCHes the node's status so `capacity`/`allocatable` carry exactly those nvidia.com/* resources, as the kubelet
 does once a device plugin has registered them (pkg/kubelet/cm/devicemanager ListAndWatch -> node status). The resource
-rules are lab/k8s/k8s_logic.py `device_plugin_resources` (NVIDIA/k8s-device-plugin internal/rm/rm.go, cited there).
+rules are gpu_resources.py `device_plugin_resources` (NVIDIA/k8s-device-plugin internal/rm/rm.go, cited there).
 The plugin's complaint for an invalid `single` layout goes into the annotation lab.gpuops.io/device-plugin-error.
 
 Usage: device_plugin.py --kubeconfig K --gpusim NODE=PATH[:STRATEGY] [...] [--once] [--interval S] [--lag S]
@@ -17,10 +17,8 @@ import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "k8s"))
-import k8s_logic  # noqa: E402  pylint: disable=wrong-import-position
-from k8s_gpusim import gpusim_namer  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_resources import device_plugin_resources, gpusim_namer  # noqa: E402  pylint: disable=wrong-import-position
 
 ERROR_ANNOTATION = "lab.gpuops.io/device-plugin-error"
 
@@ -66,7 +64,7 @@ def sync(api, nodes, namer, lag=0.0):
         state = read_state(path)
         if state is None:
             continue
-        resources, error = k8s_logic.device_plugin_resources(state, strategy, namer)
+        resources, error = device_plugin_resources(state, strategy, namer)
         try:
             obj = api.read_node(node)
         except Exception:  # pylint: disable=broad-except  # the node may not exist yet

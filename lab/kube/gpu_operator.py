@@ -6,7 +6,7 @@ nvidia.com/gpu.deploy.mig-manager=true; kwok runs them).
 When (NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go): a pod that starts applies its node's current
 nvidia.com/mig.config (the node informer's AddFunc); a change of that label is applied by the running pod
 (UpdateFunc); one reconfigure at a time per node, the latest value wins (SyncableMigConfig). A deleted pod is replaced
-by the DaemonSet controller, and the new pod starts over. What: lab/k8s/mig_manager.py `reconfigure`
+by the DaemonSet controller, and the new pod starts over. What: mig_manager.py `reconfigure`
 (pkg/mig/reconfigure/reconfigure.go Run) over the node's gpusim state, with label changes and operand pod deletions
 made through the API server. Each label change is logged to RUN_DIR/mig-manager.jsonl.
 
@@ -23,7 +23,6 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "k8s"))
 sys.path.insert(0, HERE)
 import mig_manager  # noqa: E402  pylint: disable=wrong-import-position
 from device_plugin import parse_spec  # noqa: E402  pylint: disable=wrong-import-position

@@ -1,5 +1,6 @@
 """Tests' handle on the upstream control plane (controlplane.py): start it once, seed objects, wait for the controllers,
-and read the apiserver's audit log as the request log the kmock stand-in's tests already read (lab/k8s/k8s_harness.py).
+run the product's modules and playbooks against it, and read the apiserver's audit log as the product's request log
+(requestlog.py).
 
     sys.path.insert(0, "lab/kube")
     from kube_harness import control_plane, node, replicaset, pdb
@@ -15,27 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "k8s"))
 import controlplane  # noqa: E402  pylint: disable=wrong-import-position
-import k8s_harness  # noqa: E402  pylint: disable=wrong-import-position
+import requestlog  # noqa: E402  pylint: disable=wrong-import-position
 import seed as seeding  # noqa: E402  pylint: disable=wrong-import-position
-
-# The pod watcher's retries while a control plane stops are expected; urllib3 would log each one.
-logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
-VERB_METHOD = {"create": "POST", "update": "PUT", "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE",
-               "get": "GET", "list": "GET", "watch": "GET"}
-EVICTION_OUTCOME = {201: "Evicted", 200: "Evicted", 429: "TooManyRequests", 404: "NotFound", 500: "InternalError"}
 
 
 # --- manifests ------------------------------------------------------------------------------------------------------
@@ -95,56 +88,106 @@ def pdb(ns, name, selector=None, min_available=None, max_unavailable=None):
             "spec": spec}
 
 
-# --- the audit log as a request log ---------------------------------------------------------------------------------
-def audit_to_request(event, pod_nodes):
-    """One audit event -> the request-log entry shape of lab/k8s (method, path, query, status, resource, ...)."""
-    path, _, query = event.get("requestURI", "").partition("?")
-    ref = event.get("objectRef") or {}
-    entry = {
-        "t": _epoch(event.get("stageTimestamp") or event.get("requestReceivedTimestamp")),
-        "method": VERB_METHOD.get(event.get("verb"), event.get("verb", "").upper()),
-        "verb": event.get("verb"), "path": path,
-        "query": {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()},
-        "status": (event.get("responseStatus") or {}).get("code"),
-        "resource": ref.get("resource"), "namespace": ref.get("namespace"), "name": ref.get("name"),
-        "subresource": ref.get("subresource"), "user": (event.get("user") or {}).get("username"),
-    }
-    if "requestObject" in event:
-        entry["body"] = event["requestObject"]
-    if entry["resource"] == "pods" and entry["name"]:
-        entry["node"] = pod_nodes.get((entry["namespace"], entry["name"]))
-    if entry["resource"] == "pods" and entry["subresource"] == "eviction" and entry["method"] == "POST":
-        entry["outcome"] = EVICTION_OUTCOME.get(entry["status"], str(entry["status"]))
-        entry["message"] = (event.get("responseStatus") or {}).get("message")
-    return entry
+# --- a view of the cluster from one point on ------------------------------------------------------------------------
+class Session:
+    """The product's view of the control plane from one point on: run_module/ansible_env with the product's
+    kubeconfig, the request log since the session began, and the lab's own client for seeding and reading state."""
 
-
-def _epoch(stamp):
-    if not stamp:
-        return None
-    import datetime  # pylint: disable=import-outside-toplevel
-    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-class Session(k8s_harness.K8sLab):
-    """The product's view of the control plane from one point on: run_module/ansible_env (as lab/k8s), the request
-    log since the session began, and the lab's own client for seeding and reading state."""
-
-    def __init__(self, plane, api_client, pod_nodes=None):  # pylint: disable=super-init-not-called  # no kmock process
+    def __init__(self, plane, api_client):
         self.plane = plane
         self.run_dir = plane.run_dir
         self.kubeconfig = plane.kubeconfig
         self.url = plane.url
         self.request_log = plane.audit_log
         self.api_client = api_client
+        # Own temp dir per session: kubernetes.core caches discovery as k8srcp-<sha256(host)>.json in it. Short and
+        # outside the (possibly deep) run dir: ansible-core puts an AF_UNIX socket in it (108-byte path limit).
         self.tmpdir = tempfile.mkdtemp(prefix="kubelab-", dir="/tmp" if os.path.isdir("/tmp") else None)
-        self._offset = os.path.getsize(plane.audit_log) if os.path.exists(plane.audit_log) else 0
-        self._pod_nodes = pod_nodes if pod_nodes is not None else {}
+        self._start = len(requestlog.from_audit(self._audit_text()))
         import kubernetes  # pylint: disable=import-outside-toplevel
         self.core = kubernetes.client.CoreV1Api(api_client)
 
     def close(self):
         shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    # the product's side: its modules and playbooks, with its (audited) kubeconfig
+    def ansible_env(self, base=None):
+        env = dict(os.environ if base is None else base)
+        env["PATH"] = os.path.join(REPO, ".venv", "bin") + os.pathsep + env.get("PATH", "")
+        env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(REPO, "build", "collections")
+        env["K8S_AUTH_KUBECONFIG"] = self.kubeconfig
+        env["TMPDIR"] = self.tmpdir
+        env["ANSIBLE_LOCAL_TEMP"] = os.path.join(self.tmpdir, "ansible-local")
+        env["ANSIBLE_HOME"] = os.path.join(self.tmpdir, "ansible-home")
+        env.setdefault("ANSIBLE_NOCOLOR", "1")
+        return env
+
+    def run_module(self, module, args, check=False, timeout=120):
+        """Run one module with ``ansible localhost -m`` (JSON callback); returns the task result dict."""
+        cmd = [
+            os.path.join(REPO, ".venv", "bin", "ansible"), "localhost", "-i", "localhost,", "-c", "local",
+            "-m", module, "-a", json.dumps(args),
+            "-e", f"ansible_python_interpreter={os.path.join(REPO, '.venv', 'bin', 'python')}",
+        ]
+        if check:
+            cmd.append("--check")
+        env = self.ansible_env()
+        env["ANSIBLE_LOAD_CALLBACK_PLUGINS"] = "1"
+        env["ANSIBLE_STDOUT_CALLBACK"] = "json"
+        for _attempt in range(3):
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+            # ansible-core 2.21 gives its in-process RPC server a fixed 5 s to start; on an overloaded machine that
+            # fails before anything runs (nothing was sent to the server), so starting again is safe.
+            if "Local RPC server did not start" not in proc.stdout + proc.stderr:
+                break
+        try:
+            out = json.loads(proc.stdout)
+        except ValueError as exc:
+            raise AssertionError(f"ansible output is not JSON (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}") from exc
+        return out["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+    # the request log (the product's requests since this session began) and our mig-manager's log
+    def _audit_text(self):
+        if not os.path.exists(self.request_log):
+            return ""
+        with open(self.request_log, encoding="utf-8") as fh:
+            return fh.read()
+
+    def requests(self):
+        return requestlog.from_audit(self._audit_text(), self._start)
+
+    def count(self, method=None, path=None, predicate=None):
+        return sum(
+            1 for r in self.requests()
+            if (method is None or r["method"] == method) and (path is None or r["path"] == path)
+            and (predicate is None or predicate(r))
+        )
+
+    def cordons(self, node_name, value=True):
+        """PATCHes of the node that set spec.unschedulable to ``value`` (cordon: True, uncordon: False)."""
+        return sum(1 for r in requestlog.node_patches(self.requests(), node_name) if requestlog.unschedulable(r) is value)
+
+    def evictions(self, node=None, outcome=None):  # pylint: disable=redefined-outer-name
+        return requestlog.evictions(self.requests(), node, outcome)
+
+    def mig_manager_events(self, node=None):  # pylint: disable=redefined-outer-name
+        """Our mig-manager's log (gpu_operator.py): [{"t", "node", "event"}]."""
+        path = os.path.join(self.run_dir, "mig-manager.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as fh:
+            events = [json.loads(line) for line in fh if line.strip()]
+        return [e for e in events if node is None or e["node"] == node]
+
+    def mig_manager_states(self, node_name):
+        """The nvidia.com/mig.config.state values mig-manager set on a node, in order."""
+        out = []
+        for e in self.mig_manager_events(node_name):
+            if e["event"].startswith("labels "):
+                value = json.loads(e["event"][len("labels "):]).get("nvidia.com/mig.config.state")
+                if value is not None:
+                    out.append(value)
+        return out
 
     # seeding and reading with the lab's own (unaudited) credentials
     def create(self, *objects):
@@ -188,9 +231,6 @@ class Session(k8s_harness.K8sLab):
             items = self.core.list_namespaced_pod(ns).items
         else:
             items = self.core.list_pod_for_all_namespaces().items
-        for p in items:
-            if p.spec.node_name:
-                self._pod_nodes[(p.metadata.namespace, p.metadata.name)] = p.spec.node_name
         return [p for p in items if node_name is None or p.spec.node_name == node_name]
 
     def running_pods(self, ns=None, node_name=None):
@@ -210,46 +250,22 @@ class Session(k8s_harness.K8sLab):
             time.sleep(0.2)
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
-    def requests(self):
-        self.pods()  # remember where pods are before the log names their evictions
-        if not os.path.exists(self.request_log):
-            return []
-        with open(self.request_log, encoding="utf-8") as fh:
-            fh.seek(self._offset)
-            text = fh.read()
-        return [audit_to_request(json.loads(line), self._pod_nodes) for line in text.splitlines() if line.strip()]
-
 
 class Plane:
-    """A running control plane (controlplane.ControlPlane) with the lab's client. A thread remembers which node each
-    pod was bound to, so request-log entries about a pod that is gone by then still name its node."""
+    """A running control plane (controlplane.ControlPlane) with the lab's client; sessions start request logs."""
 
     def __init__(self, cp):
         import kubernetes  # pylint: disable=import-outside-toplevel
         self.cp = cp
         self.api_client = kubernetes.config.new_client_from_config(cp.lab_kubeconfig)
         self.sessions = []
-        self.pod_nodes = {}
-        self._stop = threading.Event()
-        self._core = kubernetes.client.CoreV1Api(self.api_client)
-        self._thread = threading.Thread(target=self._watch_pods, daemon=True)
-        self._thread.start()
 
-    def _watch_pods(self):
-        while not self._stop.wait(0.2):
-            try:
-                for p in self._core.list_pod_for_all_namespaces(_request_timeout=5).items:
-                    if p.spec.node_name:
-                        self.pod_nodes[(p.metadata.namespace, p.metadata.name)] = p.spec.node_name
-            except Exception:  # pylint: disable=broad-except  # stopping, or the API server is busy
-                pass
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(timeout=10)
+    def close(self):
+        for s in self.sessions:
+            s.close()
 
     def session(self):
-        s = Session(self.cp, self.api_client, self.pod_nodes)
+        s = Session(self.cp, self.api_client)
         self.sessions.append(s)
         return s
 
@@ -304,8 +320,8 @@ def start(run_dir, fixture=None, gpusim=None, devplugin_lag=0.0, eviction_delay=
 
 @contextlib.contextmanager
 def kube_lab(fixture=None, *, run_dir=None, gpusim=None, eviction_delay=None, devplugin_lag=0.0, timeout=120.0):
-    """lab/k8s/k8s_harness.py `k8s_lab`'s interface on the upstream control plane: yields a Session whose request log
-    starts after the seeding."""
+    """A control plane with ``fixture`` seeded (seed.py's format), stopped on exit: yields a Session whose request log
+    starts after the seeding. ``gpusim``: {node: state_path} or {node: (state_path, strategy)} for the device plugin."""
     own = run_dir is None
     run_dir = run_dir or tempfile.mkdtemp(prefix="kubecp-")
     plane = None
@@ -314,9 +330,7 @@ def kube_lab(fixture=None, *, run_dir=None, gpusim=None, eviction_delay=None, de
         yield plane.session()
     finally:
         if plane is not None:
-            plane.stop()
-            for s in plane.sessions:
-                s.close()
+            plane.close()
         controlplane.down(run_dir)
         if own:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -332,9 +346,7 @@ def control_plane(run_dir=None, gpusim=None):
     try:
         plane = Plane(controlplane.up(run_dir, _gpusim_specs(gpusim)))
         yield plane
-        plane.stop()
-        for s in plane.sessions:
-            s.close()
+        plane.close()
     finally:
         controlplane.down(run_dir)
         if own:

@@ -1,4 +1,4 @@
-"""Seed the upstream control plane from a lab fixture (the format lab/k8s/README.md describes), as a cluster would
+"""Seed the upstream control plane from a lab fixture (the format lab/kube/README.md describes), as a cluster would
 have come to that state: controllers own what the fixture says they own.
 
 - nodes: kwok-managed Nodes (kwok's annotation) with capacity as a kubelet registers it;

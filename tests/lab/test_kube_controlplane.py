@@ -1,5 +1,5 @@
 """The upstream control plane (lab/kube): kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok built
-from their Go modules. These tests show the behaviours our product meets in a real cluster and kmock could only imitate:
+from their Go modules. These tests show the behaviours our product meets in a real cluster and a mock could only imitate:
 eviction refusals computed by the disruption controller, evicted ReplicaSet pods recreated and scheduled elsewhere (or
 left Pending), graceful termination taking the pod's grace period, and the device-plugin stand-in's resources."""
 from __future__ import annotations

@@ -22,10 +22,9 @@ PYTHON = os.path.join(VENV_BIN, "python")
 GPUSIM = os.path.join(ROOT, "lab", "gpusim")
 PLAYBOOK = os.path.join(ROOT, "playbooks", "mig_reconfigure.yml")
 
-sys.path.insert(0, os.path.join(ROOT, "lab", "k8s"))
 sys.path.insert(0, os.path.join(ROOT, "lab", "kube"))
-from k8s_harness import node_patches, timeline, writes  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from kube_harness import kube_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from requestlog import node_patches, timeline, writes  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -176,7 +175,7 @@ class Fleet:
                                  % (proc.returncode, proc.stdout[-6000:], proc.stderr[-4000:])) from None
         return proc.returncode, out
 
-    # --- request-log views (lab/k8s/k8s_harness.py) --------------------------------------------------------------
+    # --- request-log views (lab/kube/requestlog.py) -------------------------------------------------------------
     def node_patches(self, node):
         return node_patches(self.lab.requests(), node)
 

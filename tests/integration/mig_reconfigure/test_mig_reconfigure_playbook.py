@@ -20,7 +20,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
     A100, BALANCED_A100, BALANCED_H100, CONFIG, GPUSIM, H100_3G_X2, H100_BALANCED, ROOT, Fleet, failures, gpu)
-from k8s_harness import mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from requestlog import mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
@@ -321,7 +321,7 @@ def test_unselected_gpus_count_paused_labels_recover_and_an_operator_cordon_stay
         assert n3["metadata"]["labels"][STATE] == "success" and n3["spec"]["unschedulable"] is True
 
 
-# --- backend gpu_operator: the stand-in's mig-manager (lab/k8s/mig_manager.py) changes the GPUs ----------------------
+# --- backend gpu_operator: the lab's mig-manager (lab/kube/gpu_operator.py) changes the GPUs -------------------------
 
 def gpu_operator_fleet(tmp_path, node2=None):
     """Nodes labelled as the GPU Operator leaves them: mig-manager deployed, each node's current configuration in

@@ -1,5 +1,6 @@
-"""The lab's mig-manager (lab/k8s/mig_manager.py) against NVIDIA/mig-parted's behaviour, each test naming the
-upstream function it follows; then through the stand-in server (label watch, pod restart)."""
+"""The lab's mig-manager (lab/kube/mig_manager.py) against NVIDIA/mig-parted's behaviour, each test naming the
+upstream function it follows; then in the nvidia-mig-manager DaemonSet's pods on the upstream control plane
+(lab/kube/gpu_operator.py: label watch)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "lab", "k8s"))
+sys.path.insert(0, os.path.join(ROOT, "lab", "kube"))
 import mig_manager as MM  # noqa: E402  pylint: disable=import-error,wrong-import-position
-from k8s_harness import k8s_lab, mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from kube_harness import kube_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from requestlog import mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -151,7 +153,7 @@ def test_every_gpu_must_be_matched_for_assert(tmp_path):
     assert MM.assert_applied(st, MM.selected_entries(yaml.safe_dump(DOC), "all-disabled")) is True
 
 
-# --- through the stand-in server --------------------------------------------------------------------------------------
+# --- in the DaemonSet's pods on the upstream control plane ---------------------------------------------------------
 
 def _fixture(label, config=None, deployed="true"):
     config = DOC if config is None else config
@@ -161,8 +163,6 @@ def _fixture(label, config=None, deployed="true"):
                                                             "nvidia.com/gpu.deploy.device-plugin": "true"}}}],
         "configmaps": [{"metadata": {"name": "custom-mig-parted-config", "namespace": "gpu-operator"},
                         "data": {"config.yaml": yaml.safe_dump(config)}}],
-        "pods": [{"metadata": {"name": "nvidia-mig-manager-a", "namespace": "gpu-operator", "labels": {"app": "nvidia-mig-manager"}},
-                  "spec": {"nodeName": "gpu-a"}}],
     }
 
 
@@ -181,25 +181,32 @@ def _events(lab):
         return [json.loads(line)["event"] for line in fh]
 
 
-def test_server_applies_on_start_and_on_label_change(tmp_path):
+def test_daemonset_pod_applies_on_start_and_on_label_change(tmp_path):
     """cmd/nvidia-mig-manager/main.go: the informer's AddFunc applies the current label at start; UpdateFunc only
     when the nvidia.com/mig.config value changes."""
     path = write(tmp_path, [{"model": H100, "mig_mode": "disabled"}])
-    with k8s_lab(_fixture("all-disabled"), gpusim={"gpu-a": path}) as lab:
+    with kube_lab(_fixture("all-disabled"), run_dir=str(tmp_path / "k8s"), gpusim={"gpu-a": path}) as lab:
         _wait_state(lab, ("success",))
         lab.run_module("kubernetes.core.k8s", {"state": "patched", "kind": "Node", "name": "gpu-a",
                                                "definition": {"metadata": {"labels": {MM.CONFIG_LABEL: "all-balanced",
                                                                                       MM.STATE_LABEL: None}}}})
         labels = _wait_state(lab, ("success", "failed"))
         assert labels[MM.STATE_LABEL] == "success" and labels["nvidia.com/gpu.deploy.device-plugin"] == "true"
-        assert mig_allocatable(lab.get_json("/api/v1/nodes/gpu-a")) == {"nvidia.com/mig-" + k: v for k, v in BALANCED.items()}
+        # The device plugin advertises what the GPU now has once it sees the new state (it polls, as a restarted
+        # plugin re-registers: not at the instant mig-manager says success).
+        want = {"nvidia.com/mig-" + k: v for k, v in BALANCED.items()}
+        lab.wait_for(lambda: mig_allocatable(lab.get_json("/api/v1/nodes/gpu-a")) == want, timeout=10,
+                     what="the MIG devices advertised")
         states = [e for e in _events(lab) if MM.STATE_LABEL in e]
         assert any('"pending"' in e for e in states) and states[-1].endswith('"success"}')
 
 
-def test_server_ignores_nodes_without_mig_manager(tmp_path):
+def test_no_reconfigure_on_a_node_without_a_mig_manager_pod(tmp_path):
+    """The DaemonSet's nodeSelector (nvidia.com/gpu.deploy.mig-manager=true) keeps its pod, and so mig-manager, off
+    a node labelled "false"."""
     path = write(tmp_path, [{"model": H100, "mig_mode": "disabled"}])
-    with k8s_lab(_fixture("all-balanced", deployed="false"), gpusim={"gpu-a": path}) as lab:
-        time.sleep(1.5)
+    with kube_lab(_fixture("all-balanced", deployed="false"), run_dir=str(tmp_path / "k8s"), gpusim={"gpu-a": path}) as lab:
+        assert [p.metadata.name for p in lab.pods("gpu-operator") if p.metadata.labels.get("app") == "nvidia-mig-manager"] == []
+        time.sleep(3)
         assert MM.STATE_LABEL not in lab.get_json("/api/v1/nodes/gpu-a")["metadata"]["labels"]
         assert gpus_of(path)[0]["mig_mode"] == 0

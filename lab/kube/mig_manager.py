@@ -6,7 +6,7 @@ label-driven flow, ``cmd/nvidia-mig-parted/apply/mode.go`` ``ApplyMigMode`` for 
 the flattened profile list tried until one succeeds, the GPU cleared when none does), ``assert`` for "already
 applied". This is lab code: it reads gpusim's own rules (lab/gpusim/gpusim/machine.py), never the collection's.
 
-The Kubernetes side (labels, pods) is the caller's (server.py): ``reconfigure`` takes a ``k8s`` object with
+The Kubernetes side (labels, pods) is the caller's (gpu_operator.py): ``reconfigure`` takes a ``k8s`` object with
 ``labels()``, ``set_labels(dict)``, ``delete_pods(selector)``, ``config()`` and ``sleep()``.
 """
 
