@@ -59,7 +59,7 @@ def main(argv=None):
     print(f"molecule: {len(results)} scenarios, {args.jobs} at a time, {time.monotonic() - start:.0f} s")
     for name, rc, seconds in results:
         print(f"  {name:<20} {'passed' if rc == 0 else 'FAILED rc=%d' % rc:<14} {seconds:6.0f} s")
-    return 1 if any(rc for _, rc, _ in results) else 0
+    return 1 if any(result[1] for result in results) else 0
 
 
 if __name__ == "__main__":

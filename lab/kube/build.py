@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Build the lab's Kubernetes control plane from the upstream Go modules pinned in lab/kube/go.mod (no Go code of ours):
-kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server)
-and kwok (sigs.k8s.io/kwok), plus kwok's own Stage files from the pinned module. Cached under build/kube/ by
-lab/gobuild.py. Prints the output directory (bin/, kwok-stages/)."""
+"""Build the lab's Kubernetes control plane from the upstream Go modules pinned in lab/kube/go.mod:
+kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubelet (k8s.io/kubernetes), etcd
+(go.etcd.io/etcd/server) and kwok (sigs.k8s.io/kwok), plus kwok's own Stage files from the pinned module, and fakecri
+(cmd/fakecri: upstream's fake CRI server for the kubelet). Cached under build/kube/ by lab/gobuild.py. Prints the
+output directory (bin/, kwok-stages/)."""
 import os
 import shutil
 import sys
@@ -16,6 +17,8 @@ PROGRAMS = {
     "k8s.io/kubernetes/cmd/kube-controller-manager": "kube-controller-manager",
     "k8s.io/kubernetes/cmd/kube-scheduler": "kube-scheduler",
     "k8s.io/kubernetes/cmd/kubectl": "kubectl",
+    "k8s.io/kubernetes/cmd/kubelet": "kubelet",
+    "gpuops.lab/kube/cmd/fakecri": "fakecri",
     "sigs.k8s.io/kwok/cmd/kwok": "kwok",
     "go.etcd.io/etcd/server/v3": "etcd",
 }
@@ -31,7 +34,7 @@ def _kwok_stages(out, env):
 
 def ensure():
     return gobuild.ensure("kube", HERE, PROGRAMS, gobuild.pinned(HERE, "k8s.io/kubernetes"),
-                          extra_files=(os.path.abspath(__file__),), after=_kwok_stages)
+                          extra_files=(os.path.abspath(__file__), os.path.join(HERE, "cmd", "fakecri", "main.go")), after=_kwok_stages)
 
 
 if __name__ == "__main__":

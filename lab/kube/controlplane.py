@@ -42,7 +42,7 @@ CLIENT_GROUP = requestlog.CLIENT_GROUP
 # Stopped in this order (clients of the API server first, etcd last).
 # What every `up` starts (the device plugin and mig-manager only on request).
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-PROCESSES = ("gpu-operator", "device-plugin", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+PROCESSES = ("kubelet", "fakecri", "gpu-operator", "device-plugin", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 SERVICE_CIDR = "10.96.0.0/24"
 
 
@@ -110,7 +110,7 @@ def make_pki(pki):
     # The clients: the product under test (audited), the lab's own (not audited). system:masters keeps RBAC out of
     # the lab's way; the product's own RBAC needs are the cluster's business, not the stand-in's.
     issue("client", "gpuops-client", groups=("system:masters", CLIENT_GROUP), client=True)
-    for user in ("kube-controller-manager", "kube-scheduler", "kwok", "lab"):
+    for user in ("kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "lab"):
         issue(user, f"gpuops-lab:{user}", groups=("system:masters",), client=True)
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     write("sa.key", _pem_key(sa_key))
@@ -143,8 +143,10 @@ AUDIT_POLICY = {
          "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
         {"level": "Metadata", "userGroups": [CLIENT_GROUP]},
         # From everyone, where pods are put on nodes (creates naming spec.nodeName, the scheduler's bindings): the
-        # request log names the node of a pod that is gone by the time it is read (requestlog.py).
-        {"level": "Request", "verbs": ["create"], "resources": [{"group": "", "resources": ["pods", "pods/binding"]}]},
+        # request log names the node of a pod that is gone by the time it is read (requestlog.py). And Node creates:
+        # what a kubelet registered its node with (kubelet.py).
+        {"level": "Request", "verbs": ["create"],
+         "resources": [{"group": "", "resources": ["pods", "pods/binding", "nodes"]}]},
         {"level": "None"},
     ],
 }
@@ -216,27 +218,33 @@ def running(run_dir, name):
     return pid if _alive(pid, exe.strip()) else None
 
 
-def down(run_dir, timeout=15.0):
-    """SIGTERM each process by its PID file (only when that PID still runs the binary it was started as), then SIGKILL."""
-    for name in PROCESSES:
-        pid = running(run_dir, name)
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + timeout
-            while running(run_dir, name) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if running(run_dir, name):
-                os.killpg(pid, signal.SIGKILL)
+def stop(run_dir, name, timeout=15.0):
+    """SIGTERM one process by its PID file (only while that PID still runs the binary it was started as), then
+    SIGKILL; the PID file goes."""
+    pid = running(run_dir, name)
+    if pid is not None:
         try:
-            os.unlink(_pid_path(run_dir, name))
-        except OSError:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
             pass
+        deadline = time.monotonic() + timeout
+        while running(run_dir, name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if running(run_dir, name):
+            os.killpg(pid, signal.SIGKILL)
+    try:
+        os.unlink(_pid_path(run_dir, name))
+    except OSError:
+        pass
 
 
-def _log_tail(run_dir, name, lines=30):
+def down(run_dir, timeout=15.0):
+    """Stop every process of the run dir, clients of the API server first."""
+    for name in PROCESSES:
+        stop(run_dir, name, timeout)
+
+
+def log_tail(run_dir, name, lines=30):
     try:
         with open(os.path.join(run_dir, f"{name}.log"), encoding="utf-8", errors="replace") as fh:
             return "".join(fh.readlines()[-lines:])
@@ -272,14 +280,14 @@ def _wait(what, check, run_dir, names, timeout):
     while time.monotonic() < deadline:
         for name in names:
             if running(run_dir, name) is None:
-                raise RuntimeError(f"{name} exited while waiting for {what}:\n{_log_tail(run_dir, name)}")
+                raise RuntimeError(f"{name} exited while waiting for {what}:\n{log_tail(run_dir, name)}")
         try:
             if check():
                 return
         except Exception:  # pylint: disable=broad-except  # not up yet
             pass
         time.sleep(0.2)
-    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}:\n" + "\n".join(_log_tail(run_dir, n) for n in names))
+    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}:\n" + "\n".join(log_tail(run_dir, n) for n in names))
 
 
 def start_gpu_operator(plane, gpusim, mig_manager):
@@ -318,7 +326,7 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
     with open(os.path.join(run_dir, "endpoints.json"), "w", encoding="utf-8") as fh:
         json.dump({"apiserver": server, "etcd": f"https://127.0.0.1:{ports['etcd']}", "bin": bin_dir}, fh)
     kubeconfig(os.path.join(run_dir, "kubeconfig"), server, pki, "client")
-    for user in ("kube-controller-manager", "kube-scheduler", "kwok", "lab"):
+    for user in ("kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "lab"):
         kubeconfig(os.path.join(run_dir, f"{user}.kubeconfig" if user != "lab" else "lab.kubeconfig"), server, pki, user)
     with open(os.path.join(run_dir, "audit-policy.yaml"), "w", encoding="utf-8") as fh:
         yaml.safe_dump(AUDIT_POLICY, fh)

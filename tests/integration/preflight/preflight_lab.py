@@ -95,3 +95,23 @@ def task_results(out, name):
             if task["task"]["name"] == name or task["task"]["name"].endswith(" : " + name):
                 return task["hosts"]
     return {}
+
+
+# node_preflight's task files that render registration with the gate taint, included as a playbook would.
+ROLE_TASKS_PLAYBOOK = """\
+- name: {tasks} entry point
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Register with the gate taint
+      ansible.builtin.include_role:
+        name: gpuops.provision.node_preflight
+        tasks_from: {tasks}
+"""
+
+
+def role_tasks_playbook(tmp_path, tasks="join_config"):
+    """A playbook (written in ``tmp_path``) that includes node_preflight's tasks file ``tasks``; returns its path."""
+    path = tmp_path / ("%s.yml" % tasks)
+    path.write_text(ROLE_TASKS_PLAYBOOK.format(tasks=tasks), encoding="utf-8")
+    return str(path)

@@ -16,29 +16,15 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from preflight_lab import ROOT, ansible_env, run_playbook, write_inventory  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from preflight_lab import ROOT, ansible_env, role_tasks_playbook, run_playbook, write_inventory  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 GATE = {"key": "gpuops.io/preflight", "value": "pending", "effect": "NoSchedule"}
 OTHER = {"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}
 GATE_FLAG = "--register-with-taints=gpuops.io/preflight=pending:NoSchedule"
 TOKEN = "abcdef.0123456789abcdef"
 
-PLAYBOOK = """\
-- name: join_config entry point
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Register with the gate taint
-      ansible.builtin.include_role:
-        name: gpuops.provision.node_preflight
-        tasks_from: {tasks}
-"""
-
-
 def _playbook(tmp_path, tasks="join_config"):
-    path = tmp_path / ("%s.yml" % tasks)
-    path.write_text(PLAYBOOK.format(tasks=tasks), encoding="utf-8")
-    return str(path)
+    return role_tasks_playbook(tmp_path, tasks)
 
 
 def _inventory(tmp_path, **hostvars):

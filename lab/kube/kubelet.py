@@ -1,0 +1,123 @@
+"""A real kubelet (k8s.io/kubernetes cmd/kubelet, built with the control plane) that registers one Node with the
+lab's API server, for what only a kubelet shows: what its flags put into the Node it registers
+(pkg/kubelet/kubelet_node_status.go initialNode: --register-with-taints becomes spec.taints of the create).
+
+There is no container runtime here: the kubelet talks to the Kubernetes project's own fake CRI server
+(k8s.io/cri-client/pkg/fake, cmd/fakecri). Its configuration turns off what needs a real node (cgroups per QoS
+class, node allocatable enforcement; cgroup v1 is allowed). The kernel tunables a kubelet sets at start
+(pkg/kubelet/cm/container_manager_linux.go setupKernelTunables: vm.overcommit_memory, kernel.panic, ...) are this
+machine's: ``start`` keeps their values and ``stop`` puts them back. Both processes belong to the control plane's run
+dir ("fakecri", "kubelet"), so controlplane.down stops them too.
+
+Needs root (the kubelet refuses to start otherwise). Usage from tests:
+
+    root = kubelet.start(plane, "gpu-new", ["--register-with-taints=gpuops.io/preflight=pending:NoSchedule"])
+    ...
+    kubelet.stop(plane, root)
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import controlplane  # noqa: E402  pylint: disable=wrong-import-position
+
+
+# The sysctls setupKernelTunables sets when protectKernelDefaults is false (utilsysctl's names, /proc/sys paths).
+TUNABLES = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+
+
+def _mounts_under(path):
+    """Mount points at or below ``path`` (/proc/self/mountinfo, field 5; octal escapes as the kernel writes them)."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        points = [line.split()[4].encode().decode("unicode_escape") for line in fh if line.strip()]
+    return [p for p in points if p == path or p.startswith(path.rstrip("/") + "/")]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def config(root):
+    """The KubeletConfiguration (kubelet.config.k8s.io/v1beta1) of a registration-only kubelet under ``root``."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "containerRuntimeEndpoint": f"unix://{root}/cri.sock",
+        "address": "127.0.0.1", "port": _free_port(), "readOnlyPort": 0, "healthzPort": 0,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False, "enforceNodeAllocatable": [],
+        # Since v1.35 a kubelet refuses cgroup v1 unless told otherwise (KEP-5573); this machine may have only v1.
+        "failCgroupV1": False, "failSwapOn": False,
+        # false: the kubelet sets the tunables (true would make it exit on this machine's values, maybe before it
+        # registered); start/stop keep and restore them.
+        "protectKernelDefaults": False,
+        "localStorageCapacityIsolation": False,
+        "volumePluginDir": os.path.join(root, "volume-plugins"), "podLogsDir": os.path.join(root, "pod-logs"),
+        "staticPodPath": "", "registerNode": True, "serializeImagePulls": True,
+    }
+
+
+def start(plane, node_name, extra_args=(), root=None):
+    """Start fakecri and a kubelet for ``node_name`` (its flags: ours, then ``extra_args`` as an installer passes
+    them); returns the kubelet's root dir. The lab's kubelet.kubeconfig is its credential.
+
+    The root dir is short by default (a /tmp dir of its own, removed by ``stop``): the kubelet binds unix sockets
+    under it (pod-resources, plugins), and a socket path has at most 108 bytes."""
+    run_dir = plane.run_dir
+    owned = root is None
+    root = tempfile.mkdtemp(prefix="kubelet-", dir="/tmp") if owned else os.path.abspath(root)
+    os.makedirs(root, exist_ok=True)
+    saved = {}
+    for name in TUNABLES:
+        with open(f"/proc/sys/{name}", encoding="utf-8") as fh:
+            saved[name] = fh.read().strip()
+    with open(os.path.join(root, "lab-kubelet.json"), "w", encoding="utf-8") as fh:
+        json.dump({"tunables": saved, "owned": owned}, fh)
+    bin_dir = plane.endpoints["bin"]
+    controlplane.spawn(run_dir, "fakecri", [os.path.join(bin_dir, "fakecri"), f"unix://{root}/cri.sock"])
+    deadline = time.monotonic() + 20
+    while not os.path.exists(os.path.join(root, "cri.sock")):
+        if time.monotonic() > deadline or controlplane.running(run_dir, "fakecri") is None:
+            raise RuntimeError("fakecri did not listen:\n" + controlplane.log_tail(run_dir, "fakecri"))
+        time.sleep(0.1)
+    with open(os.path.join(root, "config.yaml"), "w", encoding="utf-8") as fh:
+        yaml.safe_dump(config(root), fh)
+    argv = [os.path.join(bin_dir, "kubelet"), "--config", os.path.join(root, "config.yaml"),
+            "--kubeconfig", os.path.join(run_dir, "kubelet.kubeconfig"), "--root-dir", root,
+            "--cert-dir", os.path.join(root, "pki"), "--hostname-override", node_name, *extra_args]
+    controlplane.spawn(run_dir, "kubelet", argv)
+    return root
+
+
+def stop(plane, root):
+    """Stop the kubelet and fakecri, then give this machine back what the kubelet changed: the kernel tunables it had
+    before ``start``, and the bind mount of the root dir on itself (pkg/kubelet/kubelet.go setupDataDirs makes the
+    root dir an rshared mount); remove the root dir ``start`` made."""
+    for name in ("kubelet", "fakecri"):
+        controlplane.stop(plane.run_dir, name)
+    while _mounts_under(root):  # a bind mount of a dir on itself is no mount to os.path.ismount (same device)
+        subprocess.run(["umount", "-R", root], check=True)
+    path = os.path.join(root, "lab-kubelet.json")
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as fh:
+        state = json.load(fh)
+    for name, value in state["tunables"].items():
+        with open(f"/proc/sys/{name}", "w", encoding="utf-8") as out:
+            out.write(value)
+    if state["owned"]:
+        shutil.rmtree(root, ignore_errors=True)
