@@ -47,11 +47,7 @@ def namespace(name):
 
 
 def _pod_template(labels, cpu, node_selector, grace):
-    spec = {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": cpu}}}],
-            "terminationGracePeriodSeconds": grace, "automountServiceAccountToken": False}
-    if node_selector:
-        spec["nodeSelector"] = node_selector
+    spec = seeding.pod_spec({"nodeSelector": node_selector} if node_selector else None, cpu, grace)
     return {"metadata": {"labels": labels}, "spec": spec}
 
 

@@ -39,8 +39,15 @@ def load(fixture):
         return yaml.safe_load(fh) or {}
 
 
-def _container(cpu="10m"):
-    return [{"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu}}}]
+def pod_spec(spec=None, cpu="10m", grace=0):
+    """A pod spec with the lab's defaults where ``spec`` leaves them out: one pause container requesting ``cpu`` (kwok
+    runs no image; the request is what the scheduler packs), the grace period, and no service account token."""
+    spec = dict(spec or {})
+    spec.setdefault("containers", [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"requests": {"cpu": cpu}}}])
+    spec.setdefault("terminationGracePeriodSeconds", grace)
+    spec.setdefault("automountServiceAccountToken", False)
+    return spec
 
 
 def node_object(obj):
@@ -63,10 +70,7 @@ def pod_object(obj, grace, owner=None):
     meta.pop("ownerReferences", None)
     if owner is not None:
         meta["ownerReferences"] = [owner]
-    spec = obj.setdefault("spec", {})
-    spec.setdefault("containers", _container("100m"))
-    spec.setdefault("terminationGracePeriodSeconds", grace)
-    spec.setdefault("automountServiceAccountToken", False)
+    obj["spec"] = pod_spec(obj.get("spec"), "100m", grace)
     return obj
 
 
@@ -88,10 +92,7 @@ def workload_object(kind, obj, grace, owned=()):
     spec.setdefault("selector", {"matchLabels": dict(labels)})
     template = spec.setdefault("template", {})
     template.setdefault("metadata", {}).setdefault("labels", dict(spec["selector"]["matchLabels"]))
-    tspec = template.setdefault("spec", {})
-    tspec.setdefault("containers", _container())
-    tspec.setdefault("terminationGracePeriodSeconds", grace)
-    tspec.setdefault("automountServiceAccountToken", False)
+    tspec = template["spec"] = pod_spec(template.get("spec"), "10m", grace)
     if kind == "DaemonSet":
         selector = obj.pop("nodeSelector", None)
         if selector is None and meta["name"] in OPERAND_SELECTORS:
