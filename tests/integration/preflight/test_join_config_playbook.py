@@ -23,6 +23,7 @@ OTHER = {"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}
 GATE_FLAG = "--register-with-taints=gpuops.io/preflight=pending:NoSchedule"
 TOKEN = "abcdef.0123456789abcdef"
 
+
 def _playbook(tmp_path, tasks="join_config"):
     return role_tasks_playbook(tmp_path, tasks)
 
