@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Build the lab's Kubernetes control plane from the upstream Go modules pinned in lab/kube/go.mod:
-kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubelet (k8s.io/kubernetes), etcd
+kube-apiserver, kube-controller-manager, kube-scheduler, kubeadm, kubectl and kubelet (k8s.io/kubernetes), etcd
 (go.etcd.io/etcd/server) and kwok (sigs.k8s.io/kwok), plus kwok's own Stage files from the pinned module, and fakecri
 (cmd/fakecri: upstream's fake CRI server for the kubelet). Cached under build/kube/ by lab/gobuild.py. Prints the
 output directory (bin/, kwok-stages/)."""
@@ -16,6 +16,7 @@ PROGRAMS = {
     "k8s.io/kubernetes/cmd/kube-apiserver": "kube-apiserver",
     "k8s.io/kubernetes/cmd/kube-controller-manager": "kube-controller-manager",
     "k8s.io/kubernetes/cmd/kube-scheduler": "kube-scheduler",
+    "k8s.io/kubernetes/cmd/kubeadm": "kubeadm",
     "k8s.io/kubernetes/cmd/kubectl": "kubectl",
     "k8s.io/kubernetes/cmd/kubelet": "kubelet",
     "gpuops.lab/kube/cmd/fakecri": "fakecri",

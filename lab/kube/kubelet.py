@@ -9,9 +9,13 @@ class, node allocatable enforcement; cgroup v1 is allowed). The kernel tunables 
 machine's: ``start`` keeps their values and ``stop`` puts them back. Both processes belong to the control plane's run
 dir ("fakecri", "kubelet"), so controlplane.down stops them too.
 
+``kubeadm_join_flags`` runs kubeadm's own join (dry run) on a JoinConfiguration and returns the flags kubeadm would
+give this kubelet, so a test starts the kubelet exactly as a kubeadm node would.
+
 Needs root (the kubelet refuses to start otherwise). Usage from tests:
 
-    root = kubelet.start(plane, "gpu-new", ["--register-with-taints=gpuops.io/preflight=pending:NoSchedule"])
+    flags = kubelet.kubeadm_join_flags(plane, "join.yaml", tmp_dir)        # KUBELET_KUBEADM_ARGS
+    root = kubelet.start(plane, "gpu-new", flags + extra_args)             # then $KUBELET_EXTRA_ARGS, as the drop-in
     ...
     kubelet.stop(plane, root)
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -71,6 +76,44 @@ def config(root):
     }
 
 
+def kubeadm_join_flags(plane, join_config, workdir):
+    """The kubelet flags ``kubeadm join --config join_config`` gives this node, read from the kubeadm-flags.env that
+    kubeadm's own dry run writes (cmd/kubeadm/app/cmd/phases/join/kubelet.go runKubeletStartJoinPhase ->
+    WriteKubeletDynamicEnvFile: KUBELET_KUBEADM_ARGS). The JoinConfiguration's discovery must point at this control
+    plane (discovery.file.kubeConfigPath: RUN_DIR/kubelet.kubeconfig, whose credentials kubeadm uses to bootstrap).
+
+    Discovery reads kube-public/cluster-info; it is created here as `kubeadm init` creates it
+    (cmd/kubeadm/app/phases/bootstraptoken/clusterinfo/clusterinfo.go CreateBootstrapConfigMapIfNotExists: a
+    kubeconfig holding only the cluster, under the key "kubeconfig"). Preflight checks are ignored: this machine is no
+    node (no container runtime, no kubelet service)."""
+    import kubernetes  # pylint: disable=import-outside-toplevel
+    with open(plane.lab_kubeconfig, encoding="utf-8") as fh:
+        cluster = yaml.safe_load(fh)["clusters"][0]["cluster"]
+    info = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "", "cluster": cluster}],
+            "contexts": [], "users": [], "preferences": {}}
+    core = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(plane.lab_kubeconfig))
+    try:
+        core.create_namespaced_config_map("kube-public", {"metadata": {"name": "cluster-info"},
+                                                          "data": {"kubeconfig": yaml.safe_dump(info)}})
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    dry = os.path.join(workdir, "kubeadm-dry-run")
+    os.makedirs(dry, exist_ok=True)
+    proc = subprocess.run([os.path.join(plane.endpoints["bin"], "kubeadm"), "join", "--config", join_config, "--dry-run",
+                           "--ignore-preflight-errors=all"], env=dict(os.environ, KUBEADM_JOIN_DRYRUN_DIR=dry),
+                          capture_output=True, text=True, timeout=120, check=False)
+    flags_env = os.path.join(dry, "kubeadm-flags.env")
+    if proc.returncode != 0 or not os.path.exists(flags_env):
+        raise RuntimeError(f"kubeadm join --dry-run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    with open(flags_env, encoding="utf-8") as fh:
+        for line in fh:
+            name, _, value = line.strip().partition("=")
+            if name == "KUBELET_KUBEADM_ARGS":  # the drop-in uses it unbraced: split on whitespace (systemd.exec)
+                return " ".join(shlex.split(value)).split()
+    raise RuntimeError(f"{flags_env} has no KUBELET_KUBEADM_ARGS")
+
+
 def start(plane, node_name, extra_args=(), root=None):
     """Start fakecri and a kubelet for ``node_name`` (its flags: ours, then ``extra_args`` as an installer passes
     them); returns the kubelet's root dir. The lab's kubelet.kubeconfig is its credential.
@@ -109,8 +152,16 @@ def stop(plane, root):
     root dir an rshared mount); remove the root dir ``start`` made."""
     for name in ("kubelet", "fakecri"):
         controlplane.stop(plane.run_dir, name)
-    while _mounts_under(root):  # a bind mount of a dir on itself is no mount to os.path.ismount (same device)
-        subprocess.run(["umount", "-R", root], check=True)
+    # A bind mount of a dir on itself is no mount to os.path.ismount (same device), hence mountinfo. The kubelet's
+    # last threads may still hold the dir for a moment after it is reaped ("target is busy"): retry, then detach.
+    for attempt in range(51):
+        if not _mounts_under(root):
+            break
+        lazy = ["-l"] if attempt == 50 else []
+        if subprocess.run(["umount", "-R", *lazy, root], check=False, capture_output=True).returncode != 0:
+            time.sleep(0.2)
+    if _mounts_under(root):
+        raise RuntimeError(f"kubelet root dir {root} is still mounted: {_mounts_under(root)}")
     path = os.path.join(root, "lab-kubelet.json")
     if not os.path.exists(path):
         return

@@ -27,12 +27,14 @@ def preflight_join_config(existing, taint):
         raise AnsibleFilterError("gpuops.provision.preflight_join_config: %s" % e)
 
 
-def preflight_register_with_taints(existing, taint, env_var=None):
+def preflight_register_with_taints(existing, taint, env_var=None, join_config=None):
     """kubelet flags (a list or a string) with the taint in --register-with-taints; with env_var, the text of an
-    environment file whose env_var (KUBELET_EXTRA_ARGS) carries it."""
+    environment file whose env_var (KUBELET_EXTRA_ARGS) carries it, and the taints kubeadm registers the node with
+    from ``join_config`` (its documents) as well."""
     try:
         if env_var:
-            return J.kubelet_env_text(_plain(existing), _plain(taint), str(env_var))
+            also = J.registered_join_taints(_plain(join_config)) if join_config else ()
+            return J.kubelet_env_text(_plain(existing), _plain(taint), str(env_var), also)
         return J.register_with_taints_flag(_plain(existing), _plain(taint))
     except J.JoinConfigError as e:
         raise AnsibleFilterError("gpuops.provision.preflight_register_with_taints: %s" % e)

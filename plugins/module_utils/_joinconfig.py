@@ -191,19 +191,24 @@ def merge_taints(existing, taint):
 
 # --- kubelet --register-with-taints ----------------------------------------------------------------------------------
 
-def _merge_flag_value(value, taint, where):
+def _merge_flag_value(value, taint, where, also=()):
     """One --register-with-taints value (comma separated taints) with the gate taint merged; ``value`` unchanged
-    (same string) when the taint is already there."""
+    (same string) when the taint is already there. ``also``: taints to keep as well, added (before the gate taint)
+    when the value has none with their key and effect (the value's own stays as written)."""
     entries = value.split(",") if value != "" else []
     # taintsVar.Set("") clears the list; an empty entry inside a list is a ParseTaint error that we report.
     existing = [parse_taint_string(e, where) for e in entries]
-    merged = merge_taints(existing, taint)
+    merged = list(existing)
+    for t in also:
+        if not any(_same(t, m) for m in merged):
+            merged.append(dict(t))
+    merged = merge_taints(merged, taint)
     if merged == existing:
         return value
     return ",".join(taint_string(t) for t in merged)
 
 
-def _merge_flag_tokens(tokens, taint, where):
+def _merge_flag_tokens(tokens, taint, where, also=()):
     """Tokens (one argument each) with the gate taint in every --register-with-taints occurrence, or the flag appended."""
     out, found, i = [], False, 0
     while i < len(tokens):
@@ -211,19 +216,19 @@ def _merge_flag_tokens(tokens, taint, where):
         if tok == FLAG:
             if i + 1 >= len(tokens):
                 raise JoinConfigError("%s: %s has no value" % (where, FLAG))
-            out += [tok, _merge_flag_value(tokens[i + 1], taint, "%s %s" % (where, FLAG))]
+            out += [tok, _merge_flag_value(tokens[i + 1], taint, "%s %s" % (where, FLAG), also)]
             found = True
             i += 2
             continue
         if tok.startswith(FLAG + "="):
             value = tok[len(FLAG) + 1:]
-            out.append(FLAG + "=" + _merge_flag_value(value, taint, "%s %s" % (where, FLAG)))
+            out.append(FLAG + "=" + _merge_flag_value(value, taint, "%s %s" % (where, FLAG), also))
             found = True
         else:
             out.append(tok)
         i += 1
     if not found:
-        out.append("%s=%s" % (FLAG, taint_string(taint)))
+        out.append("%s=%s" % (FLAG, _merge_flag_value("", taint, where, also)))
     return out
 
 
@@ -267,12 +272,18 @@ def _env_unquote(raw, where):
     return raw
 
 
-def kubelet_env_text(text, taint, variable=DEFAULT_ENV_VAR):
+def kubelet_env_text(text, taint, variable=DEFAULT_ENV_VAR, also=()):
     """An environment file (systemd EnvironmentFile= / sh, e.g. /etc/default/kubelet, /etc/sysconfig/kubelet) whose
     ``variable`` (KUBELET_EXTRA_ARGS) carries the gate taint in --register-with-taints. Other lines are kept; every
     assignment of the variable is merged (the last one wins); without one, ``variable="--register-with-taints=..."``
-    is appended. The text comes back unchanged when the taint is already there."""
+    is appended. The text comes back unchanged when the taint is already there.
+
+    ``also``: the taints the node's kubeadm flags register it with (``registered_join_taints``). kubeadm's drop-in
+    (10-kubeadm.conf) runs ``kubelet ... $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS``, so a --register-with-taints here
+    replaces the one kubeadm built from the JoinConfiguration (the last flag wins): it must carry those taints too, or
+    they are lost at registration."""
     gate = validate_taint(taint)
+    also = [validate_taint(t, "the JoinConfiguration's taint") for t in also or ()]
     if not isinstance(variable, str) or not _ENV_NAME_RE.match(variable):
         raise JoinConfigError("env_var %r is not an environment variable name" % (variable,))
     text = "" if text is None else text
@@ -291,7 +302,7 @@ def kubelet_env_text(text, taint, variable=DEFAULT_ENV_VAR):
         found = True
         where = "%s in the environment file" % variable
         tokens = _env_unquote(m.group("value"), where).split()
-        merged = _merge_flag_tokens(tokens, gate, where)
+        merged = _merge_flag_tokens(tokens, gate, where, also)
         if merged == tokens:
             out.append(line)
         else:
@@ -299,7 +310,7 @@ def kubelet_env_text(text, taint, variable=DEFAULT_ENV_VAR):
     if not found:
         if out and not out[-1].endswith("\n"):
             out[-1] += "\n"
-        out.append('%s="%s=%s"\n' % (variable, FLAG, taint_string(gate)))
+        out.append('%s="%s=%s"\n' % (variable, FLAG, _merge_flag_value("", gate, variable, also)))
     result = "".join(out)
     return text if result == text else result
 
@@ -444,3 +455,25 @@ def merge_join_documents(documents, taint):
             api = _check_api_version(d, "document %d (%s)" % (i + 1, d.get("kind")))
             break
     return list(docs) + [render_join_taint({"apiVersion": api} if api else None, taint)]
+
+
+def registered_join_taints(documents):
+    """The taints ``kubeadm join`` with these documents registers a worker node with, as its kubelet flag carries them
+    (cmd/kubeadm/app/phases/kubelet/flags.go buildKubeletArgMapCommon): nodeRegistration.taints, unless
+    kubeletExtraArgs has its own register-with-taints, which overrides the built flag (the last entry wins). A
+    control-plane join (``controlPlane`` set) gets none by flag: its taints come from the mark-control-plane phase."""
+    joins = [d for d in documents or [] if isinstance(d, Mapping) and d.get("kind") in (None, "", JOIN_KIND)]
+    if len(joins) != 1 or joins[0].get("controlPlane") is not None:
+        return []
+    reg = joins[0].get("nodeRegistration") or {}
+    extra = reg.get("kubeletExtraArgs")
+    where = "%s.nodeRegistration.kubeletExtraArgs" % JOIN_KIND
+    values = []
+    if isinstance(extra, Mapping) and REGISTER_WITH_TAINTS in extra:
+        values = [extra[REGISTER_WITH_TAINTS]]
+    elif isinstance(extra, list):
+        values = [a.get("value") for a in extra if isinstance(a, Mapping) and a.get("name") == REGISTER_WITH_TAINTS]
+    if values:
+        value = "" if values[-1] is None else str(values[-1])
+        return [parse_taint_string(e, where) for e in value.split(",")] if value else []
+    return [validate_taint(t, "%s.nodeRegistration.taints[%d]" % (JOIN_KIND, i)) for i, t in enumerate(reg.get("taints") or [])]

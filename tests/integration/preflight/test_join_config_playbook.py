@@ -110,7 +110,11 @@ def test_an_existing_file_is_merged_and_its_token_stays_out_of_the_diff(tmp_path
     assert join["nodeRegistration"]["taints"] == [OTHER, GATE]
     assert kubelet == {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "cgroupDriver": "systemd"}
     assert _mode(paths["join"]) == 0o600
-    assert paths["kubelet"].read_text(encoding="utf-8") == '# local\nKUBELET_EXTRA_ARGS="--node-ip=10.0.0.5 %s"\n' % GATE_FLAG
+    # The JoinConfiguration's other taint too: kubeadm's drop-in passes this variable after its own flags, and the
+    # kubelet keeps the last --register-with-taints (test_join_registration.py shows it on a kubelet).
+    assert paths["kubelet"].read_text(encoding="utf-8") == \
+        '# local\nKUBELET_EXTRA_ARGS="--node-ip=10.0.0.5 --register-with-taints=example.com/dedicated=ml:NoSchedule,%s"\n' \
+        % GATE_FLAG.split("=", 1)[1]
     assert _mode(paths["kubelet"]) == 0o640  # an existing environment file keeps its mode
     assert "after adding discovery" not in _task(out, "Say where the registration with the gate taint is")["msg"]
     rc, out, _so, se = run_playbook(_playbook(tmp_path), inv)

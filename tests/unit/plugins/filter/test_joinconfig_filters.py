@@ -65,3 +65,10 @@ def test_errors_are_filter_errors_naming_the_filter_and_the_field():
         F.preflight_register_with_taints([], dict(GATE, key="not a key"))
     with pytest.raises(AnsibleFilterError, match=r"gpuops\.provision\.preflight_register_with_taints: .*is not a taint"):
         F.preflight_register_with_taints("--register-with-taints=oops", GATE)
+
+
+def test_env_file_with_the_join_config_keeps_its_taints():
+    join = [{"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "JoinConfiguration",
+             "nodeRegistration": {"taints": [{"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}, GATE]}}]
+    assert F.preflight_register_with_taints("", GATE, env_var="KUBELET_EXTRA_ARGS", join_config=join) == \
+        'KUBELET_EXTRA_ARGS="--register-with-taints=example.com/dedicated=ml:NoSchedule,%s"\n' % GATE_FLAG.split("=", 1)[1]

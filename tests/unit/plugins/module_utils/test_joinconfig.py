@@ -359,3 +359,35 @@ def test_documents_refusals():
         J.merge_join_documents([{"apiVersion": "kubeadm.k8s.io/v1beta2", "kind": "ClusterConfiguration"}], GATE)
     with pytest.raises(J.JoinConfigError, match="must be a list"):
         J.merge_join_documents({"kind": "JoinConfiguration"}, GATE)
+
+
+# --- the environment file beside kubeadm's flags ---------------------------------------------------------------------
+# kubeadm's drop-in runs `kubelet ... $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS` and the kubelet keeps the last
+# --register-with-taints (pkg/util/flag/flags.go RegisterWithTaintsVar.Set replaces the list): the env file's flag must
+# carry the JoinConfiguration's taints. tests/integration/preflight/test_join_registration.py shows it on a kubelet.
+
+def test_registered_join_taints_worker_extra_args_override_and_control_plane():
+    join = {"kind": "JoinConfiguration", "nodeRegistration": {"taints": [OTHER, GATE]}}
+    assert J.registered_join_taints([{"kind": "KubeletConfiguration"}, join]) == [OTHER, GATE]
+    override = copy.deepcopy(join)
+    override["nodeRegistration"]["kubeletExtraArgs"] = [
+        {"name": "register-with-taints", "value": "a=b:NoExecute"}, {"name": "register-with-taints", "value": "c:NoSchedule"}]
+    assert J.registered_join_taints([override]) == [{"key": "c", "value": "", "effect": "NoSchedule"}]
+    override["nodeRegistration"]["kubeletExtraArgs"] = {"register-with-taints": ""}
+    assert J.registered_join_taints([override]) == []
+    assert J.registered_join_taints([dict(join, controlPlane={})]) == []
+    assert J.registered_join_taints([{"kind": "JoinConfiguration"}]) == []
+    assert J.registered_join_taints([]) == []
+
+
+def test_env_file_keeps_the_join_taints_kubeadm_would_register():
+    assert J.kubelet_env_text("", GATE, also=[OTHER, GATE]) == \
+        'KUBELET_EXTRA_ARGS="--register-with-taints=example.com/dedicated=ml:NoSchedule,gpuops.io/preflight=pending:NoSchedule"\n'
+    # The file's own value for a key and effect stays; a taint it lacks is added before the gate taint.
+    text = 'KUBELET_EXTRA_ARGS="--register-with-taints=example.com/dedicated=other:NoSchedule --v=2"\n'
+    assert J.kubelet_env_text(text, GATE, also=[OTHER]) == \
+        'KUBELET_EXTRA_ARGS="--register-with-taints=example.com/dedicated=other:NoSchedule,gpuops.io/preflight=pending:NoSchedule --v=2"\n'
+    done = J.kubelet_env_text("", GATE, also=[OTHER])
+    assert J.kubelet_env_text(done, GATE, also=[OTHER]) == done
+    with pytest.raises(J.JoinConfigError, match="JoinConfiguration's taint"):
+        J.kubelet_env_text("", GATE, also=[{"key": "k", "effect": "Sometimes"}])
