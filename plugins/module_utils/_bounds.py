@@ -17,6 +17,9 @@ API_TIMEOUT = (1, 3600, "seconds per API request")
 TASK_TIMEOUT = (1, DAY, "seconds to wait")
 SHUTDOWN_TIMEOUT = (0, DAY, "seconds to wait for a guest shutdown")
 PVE_VMID = (100, 999999999, "Proxmox VE's pve-vmid range")
+# Writes in flight at once in a batch: each holds a task worker on the node (PVE's pvedaemon has 3 workers per node
+# by default, more are queued); beyond 64 a run only adds load on the API.
+MAX_CONCURRENT = (1, 64, "VMs in flight at once")
 PVE_IOMMU_GROUP = (0, 2 ** 31 - 1, "an IOMMU group number")
 # ESXi's pciPassthru.64bitMMIOSizeGB: NVIDIA asks for 64 GB and more for C-series vGPUs; 16 TB is beyond every
 # documented configuration (and beyond what the CPUs of current ESXi hosts can address for a guest).

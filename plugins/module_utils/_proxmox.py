@@ -168,13 +168,15 @@ class PveClient:
         if status != "online":
             raise PveError("node %s is %s, cannot %s" % (node, status, why))
 
+    def vm_nodes(self):
+        """``{vmid: node}`` of every QEMU VM: one /cluster/resources call, which also lists the VMs of offline nodes
+        (asking each node instead fails on the first offline one)."""
+        return {int(item["vmid"]): item.get("node") for item in self.get("cluster/resources", type="vm") or []
+                if item.get("type") == "qemu" and item.get("vmid") is not None}
+
     def find_vm_node(self, vmid):
-        """Node that holds VM ``vmid`` (None when no node has it): one /cluster/resources call, which also lists the
-        VMs of offline nodes (asking each node instead fails on the first offline one)."""
-        for item in self.get("cluster/resources", type="vm") or []:
-            if item.get("type") == "qemu" and int(item.get("vmid", -1)) == int(vmid):
-                return item.get("node")
-        return None
+        """Node that holds VM ``vmid`` (None when no node has it)."""
+        return self.vm_nodes().get(int(vmid))
 
     def hardware(self, node):
         """All PCI devices of a node as device facts (no class filter: bridges matter for IOMMU isolation)."""

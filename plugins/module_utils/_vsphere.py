@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import ssl
+import threading
 import time
 import traceback
 
@@ -75,12 +76,14 @@ class CallCounter:
     def __init__(self, stub):
         self.calls = 0
         self.by_method = {}
+        lock = threading.Lock()  # a batch calls from several threads
         original = stub.InvokeMethod
 
         def counting(mo, info, args, *rest, **kw):
-            self.calls += 1
             name = getattr(info, "wsdlName", None) or getattr(info, "name", "?")
-            self.by_method[name] = self.by_method.get(name, 0) + 1
+            with lock:
+                self.calls += 1
+                self.by_method[name] = self.by_method.get(name, 0) + 1
             return original(mo, info, args, *rest, **kw)
 
         stub.InvokeMethod = counting

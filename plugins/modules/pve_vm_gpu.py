@@ -9,8 +9,11 @@ module: pve_vm_gpu
 short_description: Exact set of passed-through GPUs (hostpciN) of a Proxmox VE VM
 version_added: 0.1.0
 description:
-  - Makes the C(hostpciN) entries of one VM exactly the given list of devices, by cluster mapping, raw PCI address or SR-IOV
-    virtual function, with their options (C(pcie), C(x-vga), C(rombar), C(mdev), ...).
+  - Makes the C(hostpciN) entries of one VM, or of each VM of a batch (O(vms)), exactly the given list of devices, by cluster
+    mapping, raw PCI address or SR-IOV virtual function, with their options (C(pcie), C(x-vga), C(rombar), C(mdev), ...).
+  - A batch uses one API session and one C(/cluster/resources) read for all its VMs. Every VM is read and checked before the
+    first write; one invalid VM fails the task naming it, and nothing is written. The writes then run O(max_concurrent) at a
+    time, each VM's task waited for. A VM whose write fails is named and read back; the others go on unless O(stop_on_error).
   - Existing entries are parsed and normalised, so equivalent spellings (C(01:00) and C(0000:01:00), option order, C(on)/C(1))
     do not cause a change and a re-run makes no write call. An entry for the same device keeps its slot.
   - Checks before any write what Proxmox VE only checks when the VM starts, and fails naming node, VM and device when
@@ -35,9 +38,9 @@ attributes:
       - Idempotent except with O(restart=always), which restarts a running VM on every run.
 options:
   vmid:
-    description: VM id.
+    description:
+      - VM id (single-VM form). Exactly one of O(vmid) and O(vms) is needed.
     type: int
-    required: true
   node:
     description:
       - Node of the VM. Found through C(/cluster/resources) when not given.
@@ -45,12 +48,12 @@ options:
     type: str
   gpus:
     description:
-      - The devices the VM must have. V([]) removes every hostpci entry (with O(exclusive=true)).
+      - The devices the VM O(vmid) must have. V([]) removes every hostpci entry (with O(exclusive=true)).
       - Each entry needs exactly one of O(gpus[].mapping) and O(gpus[].host).
+      - Required with O(vmid).
     type: list
     elements: dict
-    required: true
-    suboptions:
+    suboptions: &gpu_suboptions
       slot:
         description: Fixed hostpci index (0-15). Default is the slot the device already has, else the lowest free one.
         type: int
@@ -105,6 +108,57 @@ options:
             servers V(keep) fails before any write.
         type: str
         choices: [vfio, keep]
+  vms:
+    description:
+      - Batch form. The VMs and the devices each must have, as O(vmid), O(node) and O(gpus) are for one VM.
+      - O(vms[].exclusive), O(vms[].restart), O(vms[].precheck), O(vms[].shutdown_timeout) and O(vms[].timeout) default to
+        the task's own option.
+      - V([]) selects no VM and changes nothing.
+    type: list
+    elements: dict
+    suboptions:
+      vmid:
+        description: VM id. Each VM at most once.
+        type: int
+        required: true
+      node:
+        description: Node of the VM. Found through the batch's one C(/cluster/resources) read when not given.
+        type: str
+      gpus:
+        description: The devices the VM must have, with the suboptions of O(gpus).
+        type: list
+        elements: dict
+        required: true
+        suboptions: *gpu_suboptions
+      exclusive:
+        description: O(exclusive) for this VM.
+        type: bool
+      restart:
+        description: O(restart) for this VM.
+        type: str
+        choices: [never, if_needed, always]
+      precheck:
+        description: O(precheck) for this VM.
+        type: bool
+      shutdown_timeout:
+        description: O(shutdown_timeout) for this VM.
+        type: int
+      timeout:
+        description: O(timeout) for this VM.
+        type: int
+  max_concurrent:
+    description:
+      - Batch form. How many VMs are read, and then written, at the same time (each write is one config task, plus a
+        restart where one is due). Proxmox VE runs the tasks of different VMs in parallel.
+    type: int
+    default: 4
+  stop_on_error:
+    description:
+      - Batch form. After a VM's write fails, start no further writes (those already running finish). The VMs not written
+        are reported with RV(vms[].skipped). With V(false) the other VMs go on.
+      - Either way the task fails when any VM failed, naming each.
+    type: bool
+    default: false
   exclusive:
     description: Delete hostpci entries that are not in O(gpus). With V(false), other entries stay.
     type: bool
@@ -149,304 +203,95 @@ EXAMPLES = r"""
   gpuops.provision.pve_vm_gpu:
     vmid: 101
     gpus: []
+
+- name: A pool of VMs in one task (one session, all checked first, 8 writes at a time)
+  gpuops.provision.pve_vm_gpu:
+    vms:
+      - {vmid: 300, gpus: [{mapping: l40s-vgpu, mdev: nvidia-1155}]}
+      - {vmid: 301, gpus: [{mapping: l40s-vgpu, mdev: nvidia-1155}]}
+      - {vmid: 302, node: pve2, gpus: [{mapping: a100, pcie: true}], restart: if_needed}
+    max_concurrent: 8
 """
 
 RETURN = r"""
 node:
   description: Node of the VM.
-  returned: always
+  returned: with O(vmid)
   type: str
 hostpci:
   description: The VM's hostpci entries after the run (pending ones included), canonical form.
-  returned: always
+  returned: with O(vmid)
   type: dict
   sample: {hostpci0: "mapping=a100,pcie=1"}
 before:
   description: The hostpci entries before the run.
-  returned: always
+  returned: with O(vmid)
   type: dict
 set:
   description: Entries written (or that would be written in check mode).
-  returned: always
+  returned: with O(vmid)
   type: dict
 deleted:
   description: Entries deleted (or that would be).
-  returned: always
+  returned: with O(vmid)
   type: list
   elements: str
 pending:
   description: The VM runs and hostpci changes wait for its next start.
-  returned: always
+  returned: with O(vmid)
   type: bool
 restarted:
   description: The module restarted (or in check mode would restart) the VM.
-  returned: always
+  returned: with O(vmid)
   type: bool
+vms:
+  description:
+    - Batch form. One result per VM of O(vms), in their order, with the keys of the single-VM form (RV(node), RV(hostpci),
+      RV(before), RV(set), RV(deleted), RV(pending), RV(restarted)) and these.
+    - For a VM whose write failed, RV(vms[].hostpci) is its configuration read back after the failure.
+  returned: with O(vms)
+  type: list
+  elements: dict
+  contains:
+    vmid:
+      description: VM id.
+      type: int
+    changed:
+      description: This VM was (or in check mode would be) changed or restarted.
+      type: bool
+    writes:
+      description: API write calls made for this VM.
+      type: int
+    hostpci:
+      description: The VM's hostpci entries after the run; for a VM whose write failed, as read back after the failure.
+      type: dict
+    failed:
+      description: This VM's write failed (RV(vms[].msg) says why).
+      type: bool
+      returned: on failure
+    skipped:
+      description: Not written because an earlier VM failed and O(stop_on_error) is set.
+      type: bool
+      returned: when skipped
+    msg:
+      description: Why the VM failed or was skipped.
+      type: str
+      returned: on failure or skip
+failed_vms:
+  description: Batch form. Ids of the VMs whose write failed.
+  returned: with O(vms)
+  type: list
+  elements: int
 writes:
   description: Number of API write calls made.
   returned: always
   type: int
 """
 
-import re
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _pve_vm
 from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError, module_kwargs
-
-OPTION_KEYS = {
-    "pcie": "pcie", "x_vga": "x-vga", "rombar": "rombar", "romfile": "romfile", "mdev": "mdev",
-    "legacy_igd": "legacy-igd", "vendor_id": "vendor-id", "device_id": "device-id",
-    "sub_vendor_id": "sub-vendor-id", "sub_device_id": "sub-device-id", "driver": "driver",
-}
-
-
-class Precheck(Exception):
-    pass
-
-
-class VmGpu:
-    def __init__(self, module):
-        self.module = module
-        self.p = module.params
-        self.client = PveClient.from_params(self.p, task_timeout=self.p["timeout"])
-        self.vmid = self.p["vmid"]
-        self.node = None
-        self._hw = None
-        self._mappings = None
-        self.warnings = []
-
-    def where(self):
-        return "VM %s on node %s" % (self.vmid, self.node)
-
-    def hw(self):
-        if self._hw is None:
-            self._hw = self.client.hardware(self.node)[1]
-        return self._hw
-
-    def mappings(self):
-        if self._mappings is None:
-            self._mappings = {m["id"]: m for m in self.client.mappings()}
-        return self._mappings
-
-    def desired(self):
-        out = []
-        for i, g in enumerate(self.p["gpus"]):
-            label = "gpus[%d]" % i
-            if bool(g.get("mapping")) == bool(g.get("host")):
-                raise Precheck("%s: %s needs exactly one of mapping and host" % (self.where(), label))
-            entry = {}
-            if g.get("mapping"):
-                if g.get("vf") is not None:
-                    raise Precheck("%s: %s: vf needs host (the physical function)" % (self.where(), label))
-                entry["mapping"] = g["mapping"]
-            else:
-                host = g["host"]
-                if g.get("vf") is not None:
-                    host = self.resolve_vf(host, g["vf"], label)
-                entry["host"] = host
-            for opt, key in OPTION_KEYS.items():
-                if g.get(opt) is not None:
-                    entry[key] = g[opt]
-            try:
-                norm = _pci.normalize_hostpci(entry)
-            except _pci.PciError as exc:
-                raise Precheck("%s: %s: %s" % (self.where(), label, exc))
-            out.append((g.get("slot"), norm))
-        return out
-
-    def resolve_vf(self, pf, index, label):
-        try:
-            pf_id = _pci.normalize_pci_address(pf, function="0")
-        except _pci.PciError as exc:
-            raise Precheck("%s: %s: %s" % (self.where(), label, exc))
-        dev = next((d for d in self.hw() if d["id"] == pf_id), None)
-        if dev is None:
-            raise Precheck("%s: %s: no PCI device %s on the node" % (self.where(), label, pf_id))
-        if index < 0 or index >= len(dev["virtfns"]):
-            raise Precheck("%s: %s: device %s has %d virtual function(s), vf %d does not exist"
-                           % (self.where(), label, pf_id, len(dev["virtfns"]), index))
-        return dev["virtfns"][index]
-
-    # --------------------------------------------------------------- pre-checks (no writes)
-
-    def precheck(self, config, entries, changing):
-        machine = str(config.get("machine") or "")
-        q35 = "q35" in machine
-        ovmf = str(config.get("bios") or "seabios") == "ovmf"
-        hw = self.hw()
-        by_id = {d["id"]: d for d in hw}
-        for slot, norm in entries:
-            label = "hostpci%s (%s)" % (slot, _pci.format_hostpci(norm))
-            fail = "%s: %s: %%s; nothing changed" % (self.where(), label)
-            if norm.get("pcie") == "1" and not q35:
-                raise Precheck(fail % ("pcie=1 needs the q35 machine type, the VM has machine '%s'" % (machine or "pc-i440fx (default)")))
-            if (norm.get("pcie") == "1" or norm.get("x-vga") == "1") and not ovmf:
-                self.warnings.append("%s: %s: GPUs usually work best with bios=ovmf (the VM uses %s)"
-                                     % (self.where(), label, config.get("bios") or "seabios"))
-            if "mapping" in norm:
-                paths = self.check_mapping(norm, fail, by_id)
-            else:
-                paths = norm["host"].split(";")
-                for path in paths:
-                    if _pci.normalize_pci_address(path, function="0") not in by_id:
-                        raise Precheck(fail % ("no PCI device %s on the node" % path))
-            if norm.get("mdev"):
-                if any(_pci.parse_pci_address(pth)[3] is None for pth in paths) and "host" in norm:
-                    raise Precheck(fail % "cannot use mediated device with multifunction device (give the function, e.g. .0)")
-                if slot in changing:
-                    # A running VM already holds its unchanged mdev, which then no longer counts as available.
-                    self.check_mdev(norm, paths, fail)
-            self.check_iommu(norm, paths, fail, by_id)
-
-    def check_mapping(self, norm, fail, by_id):
-        mid = norm["mapping"]
-        mapping = self.mappings().get(mid)
-        if mapping is None:
-            raise Precheck(fail % ("PCI mapping '%s' does not exist" % mid))
-        entries = [e for e in _pci.normalize_map_list(mapping.get("map") or []) if e["node"] == self.node]
-        if not entries:
-            raise Precheck(fail % ("PCI mapping '%s' has no entry for node %s" % (mid, self.node)))
-        is_mdev = bool(int(_pci.parse_bool(mapping.get("mdev") or 0)))
-        problems = []
-        for e in entries:
-            # mdev both ways, as PVE 8.4+ checks it at start (assert_valid gets the mapping's global mdev flag).
-            problems.extend(_pci.check_map_entry(e, list(by_id.values()), mdev=is_mdev))
-        if problems:
-            raise Precheck(fail % ("PCI mapping '%s' does not match the hardware of node %s: %s" % (mid, self.node, "; ".join(problems))))
-        if norm.get("mdev") and not is_mdev:
-            raise Precheck(fail % ("mdev is set but PCI mapping '%s' is not marked mdev" % mid))
-        return [pth for e in entries for pth in e["path"].split(";")]
-
-    def check_mdev(self, norm, paths, fail):
-        target = norm["mapping"] if "mapping" in norm else None
-        listed = []
-        if target:
-            listed.extend(self.client.mdev_types(self.node, target))
-        else:
-            for pth in paths:
-                listed.extend(self.client.mdev_types(self.node, _pci.normalize_pci_address(pth, function="0")))
-        where = "mapping %s" % target if target else ", ".join(paths)
-        types = sorted(set(t["type"] for t in listed))
-        if norm["mdev"] not in types:
-            raise Precheck(fail % ("mdev type '%s' is not available on %s (available: %s)"
-                                   % (norm["mdev"], where, ", ".join(types) or "none")))
-        # Classic mdev reports how many more instances can be created; 0 means the VM could not start.
-        if not any(int(t.get("available") or 0) > 0 for t in listed if t["type"] == norm["mdev"]):
-            raise Precheck(fail % ("mdev type '%s' has no free instance on %s" % (norm["mdev"], where)))
-
-    def check_iommu(self, norm, paths, fail, by_id):
-        hw = list(by_id.values())
-        for pth in paths:
-            dev = by_id[_pci.normalize_pci_address(pth, function="0")]
-            if norm.get("mdev") and not dev["physfn"]:
-                continue  # classic mdev: the host driver keeps the device, each mdev gets its own group
-            if dev["iommu_group"] < 0:
-                raise Precheck(fail % ("device %s has no IOMMU group (IOMMU not present on node %s)" % (dev["id"], self.node)))
-            isolated, members = _pci.iommu_isolation(hw, dev["id"])
-            if not isolated:
-                others = [m for m in members if by_id[m]["slot"] != dev["slot"]]
-                raise Precheck(fail % ("device %s shares IOMMU group %d with %s; all of them would have to go to this VM"
-                                       % (dev["id"], dev["iommu_group"], ", ".join(others))))
-
-    # --------------------------------------------------------------- run
-
-    def run(self):
-        p = self.p
-        self.node = p["node"] or self.client.find_vm_node(self.vmid)
-        if self.node is None:
-            raise Precheck("VM %s not found on any node" % self.vmid)
-        self.client.require_online(self.node, "change VM %s" % self.vmid)
-        base = "nodes/%s/qemu/%s" % (self.node, self.vmid)
-        config = self.client.get(base + "/config")  # pending values applied
-        status = (self.client.get(base + "/status/current") or {}).get("status")
-        running = status == "running"
-        pending_keys = set()
-        if running:
-            for item in self.client.get(base + "/pending") or []:
-                if re.match(r"^hostpci\d+\Z", item.get("key", "")) and ("pending" in item or item.get("delete")):
-                    pending_keys.add(item["key"])
-        try:
-            current = _pci.hostpci_from_config(config)
-        except _pci.PciError as exc:
-            raise Precheck("%s: cannot parse existing hostpci entry: %s" % (self.where(), exc))
-        desired = self.desired()
-        try:
-            plan = _pci.plan_hostpci(current, desired, exclusive=p["exclusive"])
-        except _pci.PciError as exc:
-            raise Precheck("%s: %s" % (self.where(), exc))
-        self.check_versions(plan)
-        self.check_permissions(plan, current)
-        if p["precheck"]:
-            self.precheck(config, [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
-
-        changed_keys = ["hostpci%d" % s for s in plan["set"]] + ["hostpci%d" % s for s in plan["delete"]]
-        config_changed = bool(changed_keys)
-        if config_changed and not self.module.check_mode:
-            params = {"hostpci%d" % s: v for s, v in plan["set"].items()}
-            if plan["delete"]:
-                params["delete"] = ",".join("hostpci%d" % s for s in plan["delete"])
-            upid = self.client.post(base + "/config", digest=config.get("digest"), **params)
-            if isinstance(upid, str) and upid.startswith("UPID:"):
-                self.client.wait_task(self.node, upid, what="config update of %s" % self.where())
-        if running:
-            if config_changed and not self.module.check_mode:
-                pending_keys = set()
-                for item in self.client.get(base + "/pending") or []:
-                    if re.match(r"^hostpci\d+\Z", item.get("key", "")) and ("pending" in item or item.get("delete")):
-                        pending_keys.add(item["key"])
-            elif config_changed:
-                pending_keys.update(changed_keys)
-        restart = running and (p["restart"] == "always" or (p["restart"] == "if_needed" and bool(pending_keys)))
-        if restart and not self.module.check_mode:
-            self.restart(base)
-            pending_keys = set()
-        pending = bool(running and pending_keys and not restart)
-        if pending:
-            self.warnings.append("%s runs; hostpci changes (%s) apply at its next start (restart=never)"
-                                 % (self.where(), ", ".join(sorted(pending_keys))))
-        before = {"hostpci%d" % s: v for s, v in plan["before"].items()}
-        after = {"hostpci%d" % s: v for s, v in plan["after"].items()}
-        return dict(
-            changed=config_changed or restart,
-            node=self.node,
-            hostpci=after,
-            before=before,
-            set={"hostpci%d" % s: v for s, v in plan["set"].items()},
-            deleted=["hostpci%d" % s for s in plan["delete"]],
-            pending=pending,
-            restarted=restart,
-            writes=len(self.client.writes),
-            diff={"before": before, "after": after},
-        )
-
-    def check_versions(self, plan):
-        """hostpci options the server's release lacks would fail the whole config call."""
-        for slot, value in sorted(plan["set"].items()):
-            if "driver" in _pci.normalize_hostpci(value):  # the default (vfio) is dropped, so only driver=keep is sent
-                gate = _pci.version_gate("driver", self.client.version())
-                if gate:
-                    raise Precheck("%s: hostpci%d (%s): %s; nothing changed" % (self.where(), slot, value, gate))
-
-    def check_permissions(self, plan, current):
-        """check_hostpci_perm of qemu-server, for every entry set, replaced or deleted, before any write."""
-        p = self.p
-        is_root = p["api_user"] == "root@pam" and not p["api_token_id"]
-        problems = _pci.permission_problems(plan, current, is_root)
-        if problems:
-            who = "%s%s" % (p["api_user"], " with token %s" % p["api_token_id"] if p["api_token_id"] else "")
-            raise Precheck("%s: only root@pam with a password may set, replace or delete raw host devices and romfiles "
-                           "(this run is %s): %s; use a PCI mapping; nothing changed" % (self.where(), who, "; ".join(problems)))
-
-    def restart(self, base):
-        upid = self.client.post(base + "/status/shutdown", forceStop=1, timeout=self.p["shutdown_timeout"])
-        self.client.wait_task(self.node, upid, timeout=self.p["shutdown_timeout"] + self.p["timeout"], what="shutdown of %s" % self.where())
-        upid = self.client.post(base + "/status/start")
-        try:
-            self.client.wait_task(self.node, upid, what="start of %s" % self.where())
-        except PveError as exc:
-            raise PveError("%s (the new hostpci configuration is saved; the VM is stopped)" % exc)
 
 
 def main():
@@ -467,11 +312,24 @@ def main():
         sub_device_id=dict(type="str"),
         driver=dict(type="str", choices=["vfio", "keep"]),
     )
+    per_vm = dict(
+        vmid=dict(type="int", required=True),
+        node=dict(type="str"),
+        gpus=dict(type="list", elements="dict", required=True, options=gpu_options),
+        exclusive=dict(type="bool"),
+        restart=dict(type="str", choices=["never", "if_needed", "always"]),
+        precheck=dict(type="bool"),
+        shutdown_timeout=dict(type="int"),
+        timeout=dict(type="int"),
+    )
     module = AnsibleModule(**module_kwargs(
         dict(
-            vmid=dict(type="int", required=True),
+            vmid=dict(type="int"),
             node=dict(type="str"),
-            gpus=dict(type="list", elements="dict", required=True, options=gpu_options),
+            gpus=dict(type="list", elements="dict", options=gpu_options),
+            vms=dict(type="list", elements="dict", options=per_vm),
+            max_concurrent=dict(type="int", default=4),
+            stop_on_error=dict(type="bool", default=False),
             exclusive=dict(type="bool", default=True),
             restart=dict(type="str", default="never", choices=["never", "if_needed", "always"]),
             shutdown_timeout=dict(type="int", default=180),
@@ -479,20 +337,42 @@ def main():
             precheck=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
+        required_one_of=[("vmid", "vms")],
+        mutually_exclusive=[("vmid", "vms"), ("gpus", "vms"), ("node", "vms")],
+        required_by={"vmid": "gpus"},
     ))
-    problems = _bounds.out_of_range(module.params, {"vmid": _bounds.PVE_VMID, "timeout": _bounds.TASK_TIMEOUT,
-                                                    "shutdown_timeout": _bounds.SHUTDOWN_TIMEOUT})
+    p = module.params
+    batch = p["vms"] is not None
+    bounds = {"vmid": _bounds.PVE_VMID, "timeout": _bounds.TASK_TIMEOUT, "shutdown_timeout": _bounds.SHUTDOWN_TIMEOUT}
+    problems = _bounds.out_of_range(p, dict(bounds, max_concurrent=_bounds.MAX_CONCURRENT))
+    for item in p["vms"] or []:
+        problems.extend(_bounds.out_of_range(item, bounds, where="vms[vmid=%s]: " % item["vmid"]))
     if problems:
-        module.fail_json(msg="VM %s: %s; nothing changed" % (module.params["vmid"], "; ".join(problems)))
+        who = "VMs %s" % ", ".join(str(v["vmid"]) for v in p["vms"]) if batch else "VM %s" % p["vmid"]
+        module.fail_json(msg="%s: %s; nothing changed" % (who, "; ".join(problems)))
     try:
-        vm = VmGpu(module)
-        result = vm.run()
-    except (Precheck, PveError) as exc:
+        client = PveClient.from_params(p, task_timeout=p["timeout"])
+        results, warnings = _pve_vm.run(client, p, module.check_mode)
+    except _batch.BatchInvalid as exc:
+        module.fail_json(msg=_batch.invalid_message(exc, batch), problems=exc.problems)
+    except PveError as exc:
         module.fail_json(msg=str(exc))
-    else:
-        for warning in vm.client.warnings + vm.warnings:
-            module.warn(warning)
+    for warning in client.warnings + warnings:
+        module.warn(warning)
+    writes = len(client.writes)
+    if not batch:
+        result = results[0]
+        result.pop("vmid")
+        result["writes"] = writes
+        if result.pop("failed", False):
+            module.fail_json(**result)
         module.exit_json(**result)
+    diffs = [r.pop("diff", None) for r in results]
+    out, failure = _batch.outcome(results, "vmid", lambda r: "VM %s on %s" % (r["vmid"], r["node"]), diffs)
+    out["writes"] = writes
+    if failure:
+        module.fail_json(msg=failure, **out)
+    module.exit_json(**out)
 
 
 if __name__ == "__main__":

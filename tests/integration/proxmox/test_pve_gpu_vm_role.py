@@ -76,7 +76,7 @@ def run_role(sim, mappings, vms, check=False, verbosity=0, output=None):
 def test_role_applies_mappings_then_vms_and_is_idempotent(pvesim):
     stats, failures, writes = run_role(pvesim, MAPPINGS, VMS)
     assert stats["failures"] == 0, failures
-    assert stats["changed"] == 2  # the mapping task and the VM apply task (two VMs)
+    assert stats["changed"] == 2  # the mapping task and the VM batch task (two VMs)
     assert writes == 3  # POST mapping, POST config of 200, POST config of 100
     state = pvesim.state()
     assert [m for m in state["mappings"]["h100"]["map"] if "node=pve2" in m and "path=0000:02:00.0" in m]
@@ -94,7 +94,7 @@ def test_check_mode_changes_nothing(pvesim):
     stats, failures, writes = run_role(pvesim, MAPPINGS, VMS, check=True)
     assert stats["failures"] == 0, failures
     # The mapping and both VMs would change: reported, not written.
-    assert stats["changed"] == 2  # mapping task + VM plan task
+    assert stats["changed"] == 2  # mapping task + the VM batch task
     assert writes == 0
     after = pvesim.state()
     assert "h100" not in after["mappings"]
@@ -127,3 +127,18 @@ def test_connection_secrets_never_reach_the_output(pvesim):
     assert stats["failures"] == 0, failures
     secret = pvesim.auth(token=True)["api_token_secret"]
     assert secret not in output[0]
+
+
+def test_a_vm_whose_write_fails_is_named_and_the_others_are_written(make_pvesim):
+    # A backup holds VM 200's lock (PVE refuses its config write); VM 100 is still written, in the same batch task.
+    sim = make_pvesim(lock=("200", "backup"))
+    vms = [{"vmid": 200, "gpus": [{"mapping": "a100", "pcie": True}]},
+           {"vmid": 100, "gpus": [{"mapping": "a100", "pcie": True}]}]
+    stats, failures, writes = run_role(sim, [], vms)
+    assert stats["failures"] == 1
+    assert any("1 of 2 VMs failed" in f and "VM is locked (backup)" in f and "the other VMs are done" in f
+               for f in failures), failures
+    state = sim.state()
+    assert "hostpci0" not in state["vms"]["200"]["config"] and "hostpci0" not in state["vms"]["200"]["pending"]
+    assert state["vms"]["100"]["pending"] == {"hostpci0": "mapping=a100,pcie=1"}
+    assert writes == 2  # the refused config of 200 (a failed task) and the config of 100

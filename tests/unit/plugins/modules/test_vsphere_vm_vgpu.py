@@ -1,11 +1,11 @@
-"""Unit tests for the ConfigSpec that vsphere_vm_vgpu sends (pyvmomi objects, no network)."""
+"""Unit tests for the ConfigSpec that vsphere_vm_vgpu sends (module_utils/_vsphere_vm.py; pyvmomi objects, no network)."""
 
 from __future__ import annotations
 
 from pyVmomi import vim
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu
-from ansible_collections.gpuops.provision.plugins.modules import vsphere_vm_vgpu as mod
+from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_vm as mod
 
 
 def existing(key, profile):

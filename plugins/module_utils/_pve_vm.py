@@ -1,0 +1,431 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPUs (hostpciN) of Proxmox VE VMs: plan one VM (reads and pre-checks, no writes), apply it, and run a batch of
+VMs over one API session: every VM planned before the first write, then the writes with bounded concurrency.
+
+The I/O goes through :class:`~._proxmox.PveClient`; the hostpci rules themselves are pure functions in ``_pci``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveError
+
+OPTION_KEYS = {
+    "pcie": "pcie", "x_vga": "x-vga", "rombar": "rombar", "romfile": "romfile", "mdev": "mdev",
+    "legacy_igd": "legacy-igd", "vendor_id": "vendor-id", "device_id": "device-id",
+    "sub_vendor_id": "sub-vendor-id", "sub_device_id": "sub-device-id", "driver": "driver",
+}
+
+# Options a batch item may set for itself; the task's value is the default.
+PER_VM_OPTIONS = ("exclusive", "restart", "precheck", "shutdown_timeout", "timeout")
+
+
+class Precheck(Exception):
+    """The VM's request is invalid or cannot work on its node; nothing was written."""
+
+
+class Cluster:
+    """Reads every VM of a run shares, made once: PCI hardware per node and the cluster's PCI mappings."""
+
+    def __init__(self, client):
+        self.client = client
+        self._lock = threading.Lock()
+        self._hw = {}
+        self._mappings = None
+
+    def hw(self, node):
+        with self._lock:
+            if node not in self._hw:
+                self._hw[node] = self.client.hardware(node)[1]
+            return self._hw[node]
+
+    def mappings(self):
+        with self._lock:
+            if self._mappings is None:
+                self._mappings = {m["id"]: m for m in self.client.mappings()}
+            return self._mappings
+
+
+def pending_hostpci(items):
+    """hostpciN keys with a pending value or a pending delete, from GET .../pending."""
+    return set(item["key"] for item in items or []
+               if re.match(r"^hostpci\d+\Z", item.get("key", "")) and ("pending" in item or item.get("delete")))
+
+
+class VmGpu:
+    """One VM: :meth:`plan` reads and checks (no writes), :meth:`apply` writes what the plan says."""
+
+    def __init__(self, client, cluster, spec, is_root, who, check_mode):
+        self.client = client
+        self.cluster = cluster
+        self.spec = spec  # vmid, node, gpus and the PER_VM_OPTIONS, defaults filled in
+        self.vmid = spec["vmid"]
+        self.node = spec.get("node")
+        self.is_root = is_root
+        self.who = who
+        self.check_mode = check_mode
+        self.warnings = []
+        self.writes = 0
+        self.plan_ = None
+        self.config = None
+        self.running = False
+        self.pending_keys = set()
+        self.restarted = False
+
+    @property
+    def base(self):
+        return "nodes/%s/qemu/%s" % (self.node, self.vmid)
+
+    def where(self):
+        return "VM %s on node %s" % (self.vmid, self.node)
+
+    def hw(self):
+        return self.cluster.hw(self.node)
+
+    def _post(self, path, **params):
+        self.writes += 1
+        return self.client.post(path, **params)
+
+    def _wait(self, upid, what, timeout=None):
+        return self.client.wait_task(self.node, upid, timeout=timeout or self.spec["timeout"], what=what)
+
+    # --------------------------------------------------------------- desired entries
+
+    def desired(self):
+        out = []
+        for i, g in enumerate(self.spec["gpus"]):
+            label = "gpus[%d]" % i
+            if bool(g.get("mapping")) == bool(g.get("host")):
+                raise Precheck("%s: %s needs exactly one of mapping and host" % (self.where(), label))
+            entry = {}
+            if g.get("mapping"):
+                if g.get("vf") is not None:
+                    raise Precheck("%s: %s: vf needs host (the physical function)" % (self.where(), label))
+                entry["mapping"] = g["mapping"]
+            else:
+                host = g["host"]
+                if g.get("vf") is not None:
+                    host = self.resolve_vf(host, g["vf"], label)
+                entry["host"] = host
+            for opt, key in OPTION_KEYS.items():
+                if g.get(opt) is not None:
+                    entry[key] = g[opt]
+            try:
+                norm = _pci.normalize_hostpci(entry)
+            except _pci.PciError as exc:
+                raise Precheck("%s: %s: %s" % (self.where(), label, exc))
+            out.append((g.get("slot"), norm))
+        return out
+
+    def resolve_vf(self, pf, index, label):
+        try:
+            pf_id = _pci.normalize_pci_address(pf, function="0")
+        except _pci.PciError as exc:
+            raise Precheck("%s: %s: %s" % (self.where(), label, exc))
+        dev = next((d for d in self.hw() if d["id"] == pf_id), None)
+        if dev is None:
+            raise Precheck("%s: %s: no PCI device %s on the node" % (self.where(), label, pf_id))
+        if index < 0 or index >= len(dev["virtfns"]):
+            raise Precheck("%s: %s: device %s has %d virtual function(s), vf %d does not exist"
+                           % (self.where(), label, pf_id, len(dev["virtfns"]), index))
+        return dev["virtfns"][index]
+
+    # --------------------------------------------------------------- pre-checks (no writes)
+
+    def precheck(self, config, entries, changing):
+        machine = str(config.get("machine") or "")
+        q35 = "q35" in machine
+        ovmf = str(config.get("bios") or "seabios") == "ovmf"
+        by_id = {d["id"]: d for d in self.hw()}
+        for slot, norm in entries:
+            label = "hostpci%s (%s)" % (slot, _pci.format_hostpci(norm))
+            fail = "%s: %s: %%s; nothing changed" % (self.where(), label)
+            if norm.get("pcie") == "1" and not q35:
+                raise Precheck(fail % ("pcie=1 needs the q35 machine type, the VM has machine '%s'" % (machine or "pc-i440fx (default)")))
+            if (norm.get("pcie") == "1" or norm.get("x-vga") == "1") and not ovmf:
+                self.warnings.append("%s: %s: GPUs usually work best with bios=ovmf (the VM uses %s)"
+                                     % (self.where(), label, config.get("bios") or "seabios"))
+            if "mapping" in norm:
+                paths = self.check_mapping(norm, fail, by_id)
+            else:
+                paths = norm["host"].split(";")
+                for path in paths:
+                    if _pci.normalize_pci_address(path, function="0") not in by_id:
+                        raise Precheck(fail % ("no PCI device %s on the node" % path))
+            if norm.get("mdev"):
+                if any(_pci.parse_pci_address(pth)[3] is None for pth in paths) and "host" in norm:
+                    raise Precheck(fail % "cannot use mediated device with multifunction device (give the function, e.g. .0)")
+                if slot in changing:
+                    # A running VM already holds its unchanged mdev, which then no longer counts as available.
+                    self.check_mdev(norm, paths, fail)
+            self.check_iommu(norm, paths, fail, by_id)
+
+    def check_mapping(self, norm, fail, by_id):
+        mid = norm["mapping"]
+        mapping = self.cluster.mappings().get(mid)
+        if mapping is None:
+            raise Precheck(fail % ("PCI mapping '%s' does not exist" % mid))
+        entries = [e for e in _pci.normalize_map_list(mapping.get("map") or []) if e["node"] == self.node]
+        if not entries:
+            raise Precheck(fail % ("PCI mapping '%s' has no entry for node %s" % (mid, self.node)))
+        is_mdev = bool(int(_pci.parse_bool(mapping.get("mdev") or 0)))
+        problems = []
+        for e in entries:
+            # mdev both ways, as PVE 8.4+ checks it at start (assert_valid gets the mapping's global mdev flag).
+            problems.extend(_pci.check_map_entry(e, list(by_id.values()), mdev=is_mdev))
+        if problems:
+            raise Precheck(fail % ("PCI mapping '%s' does not match the hardware of node %s: %s" % (mid, self.node, "; ".join(problems))))
+        if norm.get("mdev") and not is_mdev:
+            raise Precheck(fail % ("mdev is set but PCI mapping '%s' is not marked mdev" % mid))
+        return [pth for e in entries for pth in e["path"].split(";")]
+
+    def check_mdev(self, norm, paths, fail):
+        target = norm["mapping"] if "mapping" in norm else None
+        listed = []
+        if target:
+            listed.extend(self.client.mdev_types(self.node, target))
+        else:
+            for pth in paths:
+                listed.extend(self.client.mdev_types(self.node, _pci.normalize_pci_address(pth, function="0")))
+        where = "mapping %s" % target if target else ", ".join(paths)
+        types = sorted(set(t["type"] for t in listed))
+        if norm["mdev"] not in types:
+            raise Precheck(fail % ("mdev type '%s' is not available on %s (available: %s)"
+                                   % (norm["mdev"], where, ", ".join(types) or "none")))
+        # Classic mdev reports how many more instances can be created; 0 means the VM could not start.
+        if not any(int(t.get("available") or 0) > 0 for t in listed if t["type"] == norm["mdev"]):
+            raise Precheck(fail % ("mdev type '%s' has no free instance on %s" % (norm["mdev"], where)))
+
+    def check_iommu(self, norm, paths, fail, by_id):
+        hw = list(by_id.values())
+        for pth in paths:
+            dev = by_id[_pci.normalize_pci_address(pth, function="0")]
+            if norm.get("mdev") and not dev["physfn"]:
+                continue  # classic mdev: the host driver keeps the device, each mdev gets its own group
+            if dev["iommu_group"] < 0:
+                raise Precheck(fail % ("device %s has no IOMMU group (IOMMU not present on node %s)" % (dev["id"], self.node)))
+            isolated, members = _pci.iommu_isolation(hw, dev["id"])
+            if not isolated:
+                others = [m for m in members if by_id[m]["slot"] != dev["slot"]]
+                raise Precheck(fail % ("device %s shares IOMMU group %d with %s; all of them would have to go to this VM"
+                                       % (dev["id"], dev["iommu_group"], ", ".join(others))))
+
+    def check_versions(self, plan):
+        """hostpci options the server's release lacks would fail the whole config call."""
+        for slot, value in sorted(plan["set"].items()):
+            if "driver" in _pci.normalize_hostpci(value):  # the default (vfio) is dropped, so only driver=keep is sent
+                gate = _pci.version_gate("driver", self.client.version())
+                if gate:
+                    raise Precheck("%s: hostpci%d (%s): %s; nothing changed" % (self.where(), slot, value, gate))
+
+    def check_permissions(self, plan, current):
+        """check_hostpci_perm of qemu-server, for every entry set, replaced or deleted, before any write."""
+        problems = _pci.permission_problems(plan, current, self.is_root)
+        if problems:
+            raise Precheck("%s: only root@pam with a password may set, replace or delete raw host devices and romfiles "
+                           "(this run is %s): %s; use a PCI mapping; nothing changed" % (self.where(), self.who, "; ".join(problems)))
+
+    # --------------------------------------------------------------- plan (reads only)
+
+    def plan(self):
+        """Read the VM and decide its hostpci changes; raise Precheck or PveError before any write."""
+        if self.node is None:
+            raise Precheck("VM %s not found on any node" % self.vmid)
+        self.client.require_online(self.node, "change VM %s" % self.vmid)
+        self.config = self.client.get(self.base + "/config")  # pending values applied
+        status = (self.client.get(self.base + "/status/current") or {}).get("status")
+        self.running = status == "running"
+        if self.running:
+            self.pending_keys = pending_hostpci(self.client.get(self.base + "/pending"))
+        try:
+            current = _pci.hostpci_from_config(self.config)
+        except _pci.PciError as exc:
+            raise Precheck("%s: cannot parse existing hostpci entry: %s" % (self.where(), exc))
+        desired = self.desired()
+        try:
+            plan = _pci.plan_hostpci(current, desired, exclusive=self.spec["exclusive"])
+        except _pci.PciError as exc:
+            raise Precheck("%s: %s" % (self.where(), exc))
+        self.check_versions(plan)
+        self.check_permissions(plan, current)
+        if self.spec["precheck"]:
+            self.precheck(self.config, [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
+        self.plan_ = plan
+        return self
+
+    @property
+    def changed_keys(self):
+        return ["hostpci%d" % s for s in self.plan_["set"]] + ["hostpci%d" % s for s in self.plan_["delete"]]
+
+    def _restart_for(self, pending_keys):
+        restart = self.spec["restart"]
+        return self.running and (restart == "always" or (restart == "if_needed" and bool(pending_keys)))
+
+    @property
+    def needs_write(self):
+        """The plan writes a config or restarts (hostpci changes of a running VM always go pending first)."""
+        changed = self.changed_keys
+        return bool(changed) or self._restart_for(self.pending_keys | set(changed))
+
+    # --------------------------------------------------------------- apply (writes)
+
+    def apply(self):
+        """Write the plan (nothing in check mode); return the VM's result."""
+        plan = self.plan_
+        changed_keys = self.changed_keys
+        if changed_keys and not self.check_mode:
+            params = {"hostpci%d" % s: v for s, v in plan["set"].items()}
+            if plan["delete"]:
+                params["delete"] = ",".join("hostpci%d" % s for s in plan["delete"])
+            upid = self._post(self.base + "/config", digest=self.config.get("digest"), **params)
+            if isinstance(upid, str) and upid.startswith("UPID:"):
+                self._wait(upid, "config update of %s" % self.where())
+        if self.running:
+            if changed_keys and not self.check_mode:
+                self.pending_keys = pending_hostpci(self.client.get(self.base + "/pending"))
+            elif changed_keys:
+                self.pending_keys.update(changed_keys)
+        restart = self._restart_for(self.pending_keys)
+        if restart and not self.check_mode:
+            self.restart()
+            self.pending_keys = set()
+        self.restarted = restart
+        return self.result()
+
+    def restart(self):
+        shutdown = self.spec["shutdown_timeout"]
+        upid = self._post(self.base + "/status/shutdown", forceStop=1, timeout=shutdown)
+        self._wait(upid, "shutdown of %s" % self.where(), timeout=shutdown + self.spec["timeout"])
+        upid = self._post(self.base + "/status/start")
+        try:
+            self._wait(upid, "start of %s" % self.where())
+        except PveError as exc:
+            raise PveError("%s (the new hostpci configuration is saved; the VM is stopped)" % exc)
+
+    def result(self):
+        plan = self.plan_
+        pending = bool(self.running and self.pending_keys and not self.restarted)
+        if pending:
+            self.warnings.append("%s runs; hostpci changes (%s) apply at its next start (restart=never)"
+                                 % (self.where(), ", ".join(sorted(self.pending_keys))))
+        before = {"hostpci%d" % s: v for s, v in plan["before"].items()}
+        after = {"hostpci%d" % s: v for s, v in plan["after"].items()}
+        return dict(
+            vmid=self.vmid,
+            node=self.node,
+            changed=bool(self.changed_keys) or self.restarted,
+            hostpci=after,
+            before=before,
+            set={"hostpci%d" % s: v for s, v in plan["set"].items()},
+            deleted=["hostpci%d" % s for s in plan["delete"]],
+            pending=pending,
+            restarted=self.restarted,
+            writes=self.writes,
+            diff={"before": before, "after": after},
+        )
+
+    def failed_result(self, exc):
+        """What a VM whose write failed looks like now, read back (PVE may have written part of a config call)."""
+        out = dict(vmid=self.vmid, node=self.node, changed=False, failed=True, msg=str(exc), writes=self.writes,
+                   before={"hostpci%d" % s: v for s, v in self.plan_["before"].items()})
+        try:
+            now = _pci.hostpci_from_config(self.client.get(self.base + "/config"))
+            out["hostpci"] = {"hostpci%d" % s: _pci.format_hostpci(v) for s, v in sorted(now.items())}
+            out["changed"] = out["hostpci"] != out["before"]
+        except (PveError, _pci.PciError) as read_exc:
+            out["hostpci"] = None
+            out["msg"] += "; its configuration could not be read back: %s" % read_exc
+        return out
+
+
+def vm_specs(params):
+    """The VMs of a run as specs with every option filled in: the batch list ``vms``, or the single-VM form."""
+    items = params["vms"] if params.get("vms") is not None else [
+        dict(vmid=params["vmid"], node=params.get("node"), gpus=params["gpus"])]
+    specs, seen, problems = [], set(), []
+    for item in items:
+        spec = dict(item)
+        for key in PER_VM_OPTIONS:
+            if spec.get(key) is None:
+                spec[key] = params[key]
+        if spec["vmid"] in seen:
+            problems.append("VM %s is listed twice" % spec["vmid"])
+        seen.add(spec["vmid"])
+        specs.append(spec)
+    if problems:
+        raise BatchInvalid([p + "; nothing changed" for p in problems])
+    return specs
+
+
+def run(client, params, check_mode):
+    """Plan every VM, then apply those with changes; return (per-VM results, warnings).
+
+    Raises BatchInvalid when any VM's plan failed (nothing is written then). A failed write is that VM's result
+    (``failed: true``); the others go on unless ``stop_on_error``, which starts no further write after a failure.
+    """
+    specs = vm_specs(params)
+    is_root = params["api_user"] == "root@pam" and not params["api_token_id"]
+    who = "%s%s" % (params["api_user"], " with token %s" % params["api_token_id"] if params["api_token_id"] else "")
+    if any(s.get("node") is None for s in specs):
+        # One /cluster/resources read finds every VM (it lists those of offline nodes too).
+        where = client.vm_nodes()
+        for s in specs:
+            if s.get("node") is None:
+                s["node"] = where.get(int(s["vmid"]))
+    cluster = Cluster(client)
+    if specs:
+        client.nodes()  # read once here, not by every worker
+    vms = [VmGpu(client, cluster, s, is_root, who, check_mode) for s in specs]
+    workers = params.get("max_concurrent") or 1
+    planned = pool_map(lambda vm: vm.plan(), vms, workers, (Precheck, PveError))
+    problems = [str(p) for p in planned if isinstance(p, Exception)]
+    if problems:
+        raise BatchInvalid(problems)
+
+    stop = threading.Event()
+
+    def apply(vm):
+        if not vm.needs_write:
+            return vm.apply()  # no write: the result (and check mode's would-be changes)
+        if stop.is_set():
+            res = vm.result()
+            res.update(changed=False, skipped=True, hostpci=res["before"], set={}, deleted=[], restarted=False,
+                       diff=dict(before=res["before"], after=res["before"]),
+                       msg="not written: an earlier VM failed and stop_on_error is set")
+            return res
+        try:
+            return vm.apply()
+        except PveError as exc:
+            if params.get("stop_on_error"):
+                stop.set()
+            return vm.failed_result(exc)
+
+    results = pool_map(apply, vms, workers, (Precheck, PveError))
+    warnings = [w for vm in vms for w in vm.warnings]
+    return results, warnings
+
+
+def batch_items(vms, restart="never", new_mappings=()):
+    """The role's VM list as ``vms`` items for one batch task (pure).
+
+    Each item keeps the keys the module takes (others, such as a comment, are dropped as the role always did);
+    ``restart`` fills in where an item has none. In check mode a mapping this run would create does not exist yet,
+    so the hardware pre-check of a VM that uses one is turned off (the mapping task already checked its hardware).
+    """
+    keys = ("vmid", "node", "gpus") + PER_VM_OPTIONS
+    new = set(new_mappings or ())
+    out = []
+    for vm in vms or []:
+        item = {k: vm[k] for k in keys if vm.get(k) is not None}
+        item.setdefault("restart", restart)
+        uses_new = any(g.get("mapping") in new for g in item.get("gpus") or [] if isinstance(g, dict))
+        if uses_new:
+            item["precheck"] = False
+        out.append(item)
+    return out

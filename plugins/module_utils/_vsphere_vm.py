@@ -1,0 +1,337 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vGPUs of vSphere VMs: find and read VMs in bulk, plan each VM (pure decisions in _vgpu), apply the plans.
+
+One VM or a batch: every VM is found, read and planned before the first write (PropertyCollector reads for all VMs
+and their hosts at once), then the changed VMs are reconfigured ``max_concurrent`` at a time, each VM's tasks waited
+for; vCenter runs the reconfigure tasks of different VMs in parallel.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu, _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
+
+try:
+    from pyVmomi import vim, vmodl
+except ImportError:
+    pass  # reported through _vsphere.HAS_PYVMOMI
+
+VM_READ = ["name", "runtime.host", "runtime.powerState", "config.hardware.device",
+           "config.memoryReservationLockedToMax", "config.extraConfig", "config.firmware", "config.template"]
+OFFER_PROPS = ["name", "parent", "runtime.connectionState", "config.sharedPassthruGpuTypes", "config.sharedGpuCapabilities",
+               "config.product.version", "configManager.imageConfigManager"]
+# Options a batch item may set for itself; the task's value is the default.
+PER_VM_OPTIONS = ("placement", "power_policy", "reserve_all_memory", "use_64bit_mmio", "mmio_size_gb", "max_vgpus",
+                  "multi_vgpu_rules")
+KEYS = ("name", "uuid", "moid")
+
+
+def label(spec):
+    key = next(k for k in KEYS if spec.get(k))
+    return spec[key] if key == "name" else "%s %s" % (key, spec[key])
+
+
+def vm_specs(params):
+    """The VMs of a run with every option filled in: the batch list ``vms``, or the single-VM form."""
+    items = params["vms"] if params.get("vms") is not None else [
+        {k: params[k] for k in KEYS + ("profiles",)}]
+    specs, seen, problems = [], set(), []
+    for i, item in enumerate(items):
+        spec = dict(item)
+        given = [k for k in KEYS if spec.get(k)]
+        if len(given) != 1:
+            problems.append("vms[%d]: needs exactly one of name, uuid and moid (has %s)" % (i, ", ".join(given) or "none"))
+            continue
+        for key in PER_VM_OPTIONS:
+            if spec.get(key) is None:
+                spec[key] = params[key]
+        ident = (given[0], spec[given[0]])
+        if ident in seen:
+            problems.append("VM %s is listed twice" % label(spec))
+        seen.add(ident)
+        specs.append(spec)
+    if problems:
+        raise BatchInvalid([p + "; nothing changed" for p in problems])
+    return specs
+
+
+class Inventory:
+    """Bulk reads shared by the VMs of a run: VM names, VM properties, hosts, clusters, host driver rules."""
+
+    def __init__(self, session, datacenter=None):
+        self.session = session
+        self.datacenter = datacenter
+        self._names = None
+        self.hosts = {}     # host moid -> row
+        self.clusters = {}  # cluster moid -> {host name: row} of its connected hosts
+        self.rules = {}     # host name -> multi-vGPU rules (the driver is read once per host)
+
+    def by_name(self, name):
+        if self._names is None:
+            container = self.session.scope_container(self.datacenter) if self.datacenter else None
+            self._names = {}
+            for row in self.session.collect(vim.VirtualMachine, ["name"], container):
+                self._names.setdefault(row["name"], []).append(row)
+        rows = self._names.get(name) or []
+        if not rows:
+            raise _vsphere.VsphereError("VM %s not found" % name)
+        if len(rows) > 1:
+            raise _vsphere.VsphereError("VM name %s is not unique (%s); use moid or uuid"
+                                        % (name, ", ".join(sorted(r["moid"] for r in rows))))
+        return rows[0]["obj"]
+
+    def find(self, spec):
+        if spec.get("moid"):
+            return vim.VirtualMachine(spec["moid"], self.session.si._stub)  # checked by the bulk read
+        if spec.get("uuid"):
+            vm = self.session.content.searchIndex.FindByUuid(None, spec["uuid"], True, False)
+            if vm is None:
+                raise _vsphere.VsphereError("VM with uuid %s not found" % spec["uuid"])
+            return vm
+        return self.by_name(spec["name"])
+
+    def read_vms(self, objects):
+        """{moid: row} of VM_READ for ``objects`` in one retrieval. A moid vCenter does not know fails the whole
+        retrieval (ManagedObjectNotFound), so then each is read alone to name the missing ones."""
+        try:
+            return {r["moid"]: r for r in self.session.vms(props=VM_READ, objects=objects)}
+        except _vsphere.VsphereError:
+            out = {}
+            for obj in objects:
+                try:
+                    out.update({r["moid"]: r for r in self.session.vms(props=VM_READ, objects=[obj])})
+                except _vsphere.VsphereError:
+                    pass
+            return out
+
+    def read_hosts(self, host_objs):
+        new = [h for h in {h._moId: h for h in host_objs}.values() if h._moId not in self.hosts]
+        for row in self.session.collect(vim.HostSystem, self.session.host_props(OFFER_PROPS), objects=new):
+            self.hosts[row["moid"]] = row
+
+    def cluster(self, cluster_obj):
+        if cluster_obj._moId not in self.clusters:
+            rows = self.session.collect(vim.HostSystem, self.session.host_props(OFFER_PROPS), container=cluster_obj)
+            self.clusters[cluster_obj._moId] = {r["name"]: r for r in rows if r.get("runtime.connectionState") == "connected"}
+        return self.clusters[cluster_obj._moId]
+
+    def rules_of(self, rows, profiles, choice, warnings):
+        """{host: multi-vGPU rules} for the hosts that offer every profile; the driver is read only where it matters."""
+        if len(profiles) < 2:
+            return {}
+        out = {}
+        for name in _vgpu.hosts_offering(profiles, {n: _vsphere.host_offer(r) for n, r in rows.items()}):
+            if (name, choice) not in self.rules:
+                row = rows[name]
+                esxi = _vsphere.esxi_version(row)
+                driver = None
+                # Before ESXi 8.0 the driver does not change the rules (MULTI_VGPU_RULES).
+                if choice == "auto" and (_vgpu.parse_version(esxi) or (0,)) >= (8, 0, 0):
+                    driver = _vsphere.host_driver(self.session, row, warnings=warnings)["version"]
+                self.rules[(name, choice)] = _vgpu.multi_vgpu_rules(choice, esxi, driver)
+            out[name] = self.rules[(name, choice)]
+        return out
+
+
+def build_spec(plan):
+    changes = []
+    for dev in plan["remove"]:
+        changes.append(vim.vm.device.VirtualDeviceSpec(operation="remove", device=dev["device"]))
+    for i, profile in enumerate(plan["add"]):
+        dev = vim.vm.device.VirtualPCIPassthrough(
+            key=-100 - i,
+            backing=vim.vm.device.VirtualPCIPassthrough.VmiopBackingInfo(vgpu=profile),
+            deviceInfo=vim.Description(summary="NVIDIA vGPU %s" % profile, label="vGPU %s" % profile))
+        changes.append(vim.vm.device.VirtualDeviceSpec(operation="add", device=dev))
+    spec = vim.vm.ConfigSpec(deviceChange=changes)
+    if plan["lock_memory"]:
+        spec.memoryReservationLockedToMax = True
+    if plan["extra_config"]:
+        spec.extraConfig = [vim.option.OptionValue(key=k, value=v) for k, v in sorted(plan["extra_config"].items())]
+    return spec
+
+
+def actions_of(plan):
+    acts = []
+    if plan["power"]["power_off"]:
+        acts.append("shutdown_guest" if plan["power"]["power_off"] == "guest" else "power_off")
+    acts += ["remove %s (key %s)" % (d["profile"], d["key"]) for d in plan["remove"]]
+    acts += ["add %s" % prof for prof in plan["add"]]
+    if plan["lock_memory"]:
+        acts.append("reserve_all_memory")
+    acts += ["set %s=%s" % kv for kv in sorted(plan["extra_config"].items())]
+    if plan["power"]["power_on_after"]:
+        acts.append("power_on")
+    return acts
+
+
+class VmVgpu:
+    """One VM: :meth:`plan` decides from the bulk-read rows (no writes), :meth:`apply` reconfigures."""
+
+    def __init__(self, session, inventory, spec, params, warnings):
+        self.session = session
+        self.inv = inventory
+        self.spec = spec
+        self.params = params
+        self.warnings = warnings
+        self.obj = None
+        self.row = None
+        self.plan_ = None
+        self.result = None
+
+    @property
+    def name(self):
+        return (self.row or {}).get("name") or label(self.spec)
+
+    def plan(self):
+        spec, vm = self.spec, self.row
+        if vm.get("config.template"):
+            # vSphere changes only a template's name and annotation (govmomi simulator/virtual_machine.go
+            # ReconfigVMTask answers NotSupported, as vCenter does).
+            raise _vgpu.VgpuError("VM %s is a template, whose devices vSphere does not change; convert it to a VM first"
+                                  % vm["name"])
+        if vm.get("runtime.host") is None:
+            raise _vgpu.VgpuError("VM %s has no host; register it on a host first" % vm["name"])
+        host = self.inv.hosts[vm["runtime.host"]._moId]
+        host_name, parent = host["name"], host.get("parent")
+        rows = {host_name: host}
+        is_cluster = isinstance(parent, vim.ClusterComputeResource)
+        if spec["placement"] == "cluster" and is_cluster:
+            rows.update(self.inv.cluster(parent))
+        current = _vsphere.vm_vgpus(vm.get("config.hardware.device"))
+        extra = {o.key: o.value for o in (vm.get("config.extraConfig") or [])}
+
+        def plan_with(rows):
+            offers = {n: _vsphere.host_offer(r) for n, r in rows.items()}
+            scope = rows if spec["placement"] == "cluster" else {host_name: rows[host_name]}
+            host_rules = self.inv.rules_of(scope, spec["profiles"], spec["multi_vgpu_rules"], self.warnings)
+            plan = _vgpu.plan_vm(vm["name"], host_name, current, spec["profiles"], offers, vm.get("runtime.powerState"),
+                                 bool(vm.get("config.memoryReservationLockedToMax")), extra,
+                                 placement=spec["placement"], reserve_all_memory=spec["reserve_all_memory"],
+                                 use_64bit_mmio=spec["use_64bit_mmio"], mmio_size_gb=spec["mmio_size_gb"],
+                                 power_policy=spec["power_policy"], max_vgpus=spec["max_vgpus"], host_rules=host_rules,
+                                 firmware=vm.get("config.firmware"))
+            rules = host_rules.get(host_name)
+            plan["rules"] = dict(name=rules["name"], basis=rules["basis"]) if rules else None
+            return plan
+
+        try:
+            plan = plan_with(rows)
+        except _vgpu.VgpuError:
+            if spec["placement"] != "host" or not is_cluster:
+                raise
+            # Only read the rest of the cluster on failure, to name the hosts that do offer the profile.
+            rows.update({k: v for k, v in self.inv.cluster(parent).items() if k != host_name})
+            plan = plan_with(rows)
+        self.plan_ = plan
+        self.result = dict(vm=vm["name"], host=host_name, before=plan["before"], after=plan["after"],
+                           actions=actions_of(plan), eligible_hosts=plan["eligible_hosts"], power_cycled=False,
+                           changed=plan["changed"], multi_vgpu_rules=plan["rules"],
+                           vgpus=[_vsphere.public_vgpu(d) for d in current])
+        return self
+
+    def apply(self):
+        """Power off if the plan says so, reconfigure, power on again; VsphereError names the VM and the step."""
+        plan, name, session = self.plan_, self.name, self.session
+        if plan["power"]["power_off"]:
+            power_off(session, self.obj, name, plan["power"]["power_off"], self.params["shutdown_timeout"])
+        try:
+            session.call_task("VM %s: reconfigure" % name, self.obj.ReconfigVM_Task, spec=build_spec(plan))
+        except _vsphere.VsphereError:
+            if plan["power"]["power_on_after"]:
+                # Leave the VM running as it was; the vGPU change itself did not happen.
+                session.call_task("VM %s: power on after failed reconfigure" % name, self.obj.PowerOnVM_Task)
+            raise
+        if plan["power"]["power_on_after"]:
+            session.call_task("VM %s: power on" % name, self.obj.PowerOnVM_Task)
+            self.result["power_cycled"] = True
+        return self
+
+
+def power_off(session, vm_obj, name, mode, timeout):
+    if mode == "hard":
+        session.call_task("VM %s: power off" % name, vm_obj.PowerOffVM_Task)
+        return
+    try:
+        vm_obj.ShutdownGuest()
+    except vmodl.MethodFault as e:
+        raise _vsphere.VsphereError("VM %s: guest shutdown failed: %s" % (name, _vsphere.fault_message(e)))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if session.vms(props=["runtime.powerState"], objects=[vm_obj])[0]["runtime.powerState"] == "poweredOff":
+            return
+        time.sleep(1)
+    raise _vsphere.VsphereError("VM %s: guest did not shut down within %ss; nothing was changed" % (name, timeout))
+
+
+def run(session, params, check_mode):
+    """Find, read and plan every VM, then apply the changed ones; return (per-VM results, warnings).
+
+    Raises BatchInvalid when any VM cannot be found or planned (nothing is written then). A failed write is that
+    VM's result (``failed: true``, its vGPUs read back); the others go on unless ``stop_on_error``.
+    """
+    specs = vm_specs(params)
+    warnings = []
+    inv = Inventory(session, params.get("datacenter"))
+    vms = [VmVgpu(session, inv, s, params, warnings) for s in specs]
+    problems = {}  # VM index -> why it cannot be done, reported in the task's order
+    for i, vm in enumerate(vms):
+        try:
+            vm.obj = inv.find(vm.spec)
+        except _vsphere.VsphereError as e:
+            problems[i] = str(e)
+    rows = inv.read_vms([vm.obj for vm in vms if vm.obj is not None])
+    for i, vm in enumerate(vms):
+        if vm.obj is not None:
+            vm.row = rows.get(vm.obj._moId)
+            if vm.row is None:
+                problems[i] = "VM with moid %s not found" % vm.obj._moId
+    inv.read_hosts([vm.row["runtime.host"] for vm in vms if vm.row and vm.row.get("runtime.host") is not None])
+    for i, vm in enumerate(vms):
+        if vm.row is None:
+            continue
+        try:
+            vm.plan()
+        except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
+            problems[i] = str(e)
+    if problems:
+        raise BatchInvalid([problems[i] for i in sorted(problems)])
+    writes = [vm for vm in vms if vm.plan_["changed"]]
+    if check_mode or not writes:
+        return [vm.result for vm in vms], warnings
+
+    stop = threading.Event()
+
+    def apply(vm):
+        if stop.is_set():
+            vm.result.update(changed=False, skipped=True, after=vm.result["before"], actions=[],
+                             msg="not started: an earlier VM failed and stop_on_error is set")
+            return vm
+        try:
+            return vm.apply()
+        except _vsphere.VsphereError as e:
+            if params.get("stop_on_error"):
+                stop.set()
+            # A failed ReconfigVM_Task changes nothing; the devices read back below show what the VM holds.
+            vm.result.update(failed=True, msg=str(e), after=vm.result["before"])
+            return vm
+
+    # pyVmomi's SoapStubAdapter hands each call a connection from its pool under a lock (SoapAdapter.py
+    # GetConnection/ReturnConnection), so the workers share the session. apply() reports its own failures.
+    pool_map(apply, writes, params.get("max_concurrent") or 1, ())
+    # One read for every written VM: the devices as vCenter now has them (a failed VM shows what it kept).
+    after = inv.read_vms([vm.obj for vm in writes])
+    for vm in writes:
+        row = after.get(vm.obj._moId)
+        if row is None:
+            continue
+        vgpus = [_vsphere.public_vgpu(d) for d in _vsphere.vm_vgpus(row.get("config.hardware.device"))]
+        if vm.result.get("failed"):
+            vm.result["changed"] = sorted(v["profile"] for v in vgpus) != vm.plan_["before"]["profiles"]
+        vm.result["vgpus"] = vgpus
+    return [vm.result for vm in vms], warnings

@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""plugins/module_utils/_batch.py: what the VM modules' batch forms share."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _batch
+
+
+def test_invalid_message_names_each_vm_of_a_batch_and_keeps_a_single_problem_as_it_is():
+    exc = _batch.BatchInvalid(["VM 1: a", "VM 2: b"])
+    assert _batch.invalid_message(exc, True) == "2 VMs cannot be configured, nothing changed: VM 1: a; VM 2: b"
+    assert _batch.invalid_message(_batch.BatchInvalid(["VM 1: a"]), True) == "VM 1: a"
+    assert _batch.invalid_message(exc, False) == "VM 1: a; VM 2: b"
+
+
+def test_outcome_keeps_the_order_names_failures_and_skips():
+    results = [{"vmid": 1, "changed": True}, {"vmid": 2, "changed": False, "failed": True, "msg": "VM 2: locked"},
+               {"vmid": 3, "changed": False, "skipped": True, "msg": "not written"}]
+    diffs = [{"before": {}, "after": {"a": 1}}, None, {"before": {}, "after": {}}]
+    out, msg = _batch.outcome(results, "vmid", lambda r: "VM %s" % r["vmid"], diffs)
+    assert out["changed"] is True and out["failed_vms"] == [2] and out["vms"] is results
+    assert [d["before_header"] for d in out["diff"]] == ["VM 1", "VM 3"]
+    assert msg == "1 of 3 VMs failed: VM 2: locked; not started (stop_on_error): VMs 3"
+    out, msg = _batch.outcome(results[:1], "vmid", str)
+    assert msg is None and "diff" not in out and out["failed_vms"] == []
+    out, msg = _batch.outcome(results[:2], "vmid", str)
+    assert msg == "1 of 2 VMs failed: VM 2: locked; the other VMs are done"
+    assert _batch.outcome([], "vmid", str) == (dict(changed=False, vms=[], failed_vms=[]), None)
+
+
+def test_pool_map_returns_caught_errors_in_place_and_raises_the_others():
+    seen, lock = {"now": 0, "max": 0}, threading.Lock()
+    gate = threading.Barrier(3)
+
+    def work(i):
+        with lock:
+            seen["now"] += 1
+            seen["max"] = max(seen["max"], seen["now"])
+        if i < 3:
+            gate.wait(timeout=5)  # the first three must run together
+        with lock:
+            seen["now"] -= 1
+        if i == 4:
+            raise KeyError("expected")
+        return i * 10
+
+    out = _batch.pool_map(work, list(range(6)), 3, (KeyError,))
+    assert out[:4] == [0, 10, 20, 30] and isinstance(out[4], KeyError) and out[5] == 50
+    assert seen["max"] == 3
+    with pytest.raises(ZeroDivisionError):
+        _batch.pool_map(lambda i: 1 // i, [1, 0], 2, (KeyError,))
+    assert _batch.pool_map(lambda i: i, [1, 2], 1, ()) == [1, 2]
