@@ -41,6 +41,13 @@ def mig_drain_timed_out(result):
     return _wrap("mig_drain_timed_out", R.drain_timed_out, result)
 
 
+def mig_roll_waves(plans, max_parallel=1, max_unavailable=None, floors=None):
+    """The roll's waves from the plan records of every targeted node (plan.yml's __mig_reconfigure_plan)."""
+    nodes = [dict(name=p.get("node"), changing=bool(p.get("changed")), unavailable=bool(p.get("unavailable")),
+                  current=p.get("current") or {}, target=p.get("target") or {}) for p in _plain(plans) or []]
+    return _wrap("mig_roll_waves", R.roll_waves, nodes, max_parallel, max_unavailable, floors)
+
+
 class FilterModule:
     """gpuops.provision MIG roll filters."""
 
@@ -51,4 +58,5 @@ class FilterModule:
             "mig_ci_profiles": mig_ci_profiles,
             "mig_operand_labels": mig_operand_labels,
             "mig_drain_timed_out": mig_drain_timed_out,
+            "mig_roll_waves": mig_roll_waves,
         }

@@ -116,3 +116,112 @@ def operand_labels(node_labels, operands, phase):
 def drain_timed_out(result):
     """Whether a k8s_drain result carries the wait-timeout warning (the module itself does not fail)."""
     return any(DRAIN_TIMEOUT_WARNING in str(w) for w in (result or {}).get("warnings") or [])
+
+
+# ---- the roll's schedule: waves within a disruption budget and capacity floors ---------------------------------------
+
+def scaled(value, total, what):
+    """A count or a percentage of ``total`` ('25%'), rounded up, as Kubernetes scales IntOrString budgets
+    (intstr.GetScaledValueFromIntOrPercent(..., roundUp=true), which the GPU Operator's upgrade policy uses:
+    NVIDIA/k8s-operator-libs pkg/upgrade/upgrade_inplace.go ProcessUpgradeRequiredNodes)."""
+    text = str(value).strip()
+    if isinstance(value, bool):
+        raise RollError("%s must be a count or a percentage, got %r" % (what, value))
+    try:
+        if text.endswith("%"):
+            pct = int(text[:-1])
+            if pct < 0:
+                raise ValueError
+            return -(-pct * total // 100)
+        count = int(text)
+    except ValueError:
+        raise RollError("%s must be a count or a percentage such as 25%%, got %r" % (what, value))
+    if count < 0:
+        raise RollError("%s must not be negative, got %r" % (what, value))
+    return count
+
+
+def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None):
+    """The waves of a roll: consecutive groups of the changing nodes, in the given order, reconfigured together.
+
+    ``nodes``: every targeted node, in roll order, as dicts ``name``, ``changing`` (the plan changes it),
+    ``unavailable`` (cordoned or not Ready before the roll), ``current`` and ``target`` ({resource: count} it
+    advertises now and will advertise after its change).
+    ``max_parallel``: nodes changed at once, a count or a percentage of the targeted nodes; 0 means no limit.
+    ``max_unavailable``: nodes unavailable at once, counting those already unavailable (as the GPU Operator's
+    GetUpgradesAvailable in k8s-operator-libs pkg/upgrade/common_manager.go counts cordoned and not-Ready nodes);
+    a count or a percentage; None means all targeted nodes.
+    ``floors``: {resource: count} the schedulable nodes must keep advertising at every moment of the roll (before
+    and during each wave; after the last one follows). An unavailable node's resources do not count: no pod can be scheduled there.
+
+    A wave grows while it stays within both limits and every floor. Raises RollError, naming the node and the limit,
+    when the next node cannot go even alone: the roll must not start.
+    Returns ``waves`` (lists of names), ``sizes`` (for the playbook's serial), ``max_parallel``, ``max_unavailable``
+    (as counts), ``unavailable_before``, ``min_capacity`` ({resource: lowest schedulable count during the roll}) and
+    ``wave_of`` ({name: index of its wave}).
+    """
+    nodes = list(nodes or [])
+    total = len(nodes)
+    names = [n["name"] for n in nodes]
+    if len(set(names)) != len(names):
+        raise RollError("nodes listed twice: %s" % ", ".join(sorted(set(x for x in names if names.count(x) > 1))))
+    parallel = scaled(1 if max_parallel is None else max_parallel, total, "max_parallel") or total
+    unavailable_max = total if max_unavailable in (None, "") else scaled(max_unavailable, total, "max_unavailable")
+    floors = dict(floors or {})
+    for res, floor in floors.items():
+        if isinstance(floor, bool) or not isinstance(floor, int) or floor < 0:
+            raise RollError("capacity floor of %s must be a count of 0 or more, got %r" % (res, floor))
+    down = [n["name"] for n in nodes if n.get("unavailable")]
+    done = set()
+
+    def capacity(wave):
+        out = {}
+        for n in nodes:
+            if n.get("unavailable") or n["name"] in wave:
+                continue
+            held = n.get("target") if n["name"] in done else n.get("current")
+            for res in floors:
+                out[res] = out.get(res, 0) + int((held or {}).get(res, 0))
+        return out
+
+    def short(wave):
+        have = capacity(wave)
+        return [(res, have.get(res, 0)) for res in sorted(floors) if have.get(res, 0) < floors[res]]
+
+    lowest = dict(capacity(set()))
+    below = short(set())
+    if below:
+        raise RollError("the pool is already below its capacity floor before the roll: %s; no node is drained"
+                        % "; ".join("%s has %d schedulable, floor %d" % (r, h, floors[r]) for r, h in below))
+    pending = [n for n in nodes if n.get("changing")]
+    waves = []
+    while pending:
+        wave = []
+        why = None
+        for n in pending:
+            if len(wave) >= parallel:
+                break
+            trial = set(wave) | {n["name"]}
+            unavailable = len(set(down) | trial)
+            if unavailable > unavailable_max:
+                why = ("max_unavailable %d: %d node(s) would be unavailable (%s)"
+                       % (unavailable_max, unavailable, ", ".join(sorted(set(down) | trial))))
+                break
+            missing = short(trial)
+            if missing:
+                why = "capacity floor: %s" % "; ".join(
+                    "%s would drop to %d schedulable, floor %d" % (r, h, floors[r]) for r, h in missing)
+                break
+            wave.append(n["name"])
+        if not wave:
+            raise RollError("node %s cannot be drained even alone (%s); no node is drained" % (pending[0]["name"], why))
+        for res, have in capacity(set(wave)).items():
+            lowest[res] = min(lowest.get(res, have), have)
+        done.update(wave)
+        waves.append(wave)
+        pending = pending[len(wave):]
+    # No check after the last wave is needed: the pool then holds what it held during that wave plus the targets
+    # of the wave's own nodes.
+    return dict(waves=waves, sizes=[len(w) for w in waves], max_parallel=parallel, max_unavailable=unavailable_max,
+                unavailable_before=down, min_capacity=lowest,
+                wave_of={name: i for i, wave in enumerate(waves) for name in wave})

@@ -400,3 +400,54 @@ def test_gpu_operator_backend_refuses_nodes_without_mig_manager(tmp_path):
     with fleet.start():
         msg = refused_before_any_write(fleet)
         assert "[node-3] backend gpu_operator needs mig-manager of the GPU Operator on this node" in msg
+
+
+# --- the roll's budget (issue 16 point 2): waves from the plan, refused before any cordon when it cannot hold -------
+
+M3G = "nvidia.com/mig-3g.40gb"
+
+
+def test_a_capacity_floor_the_roll_cannot_hold_fails_before_the_first_cordon(tmp_path):
+    # 3g.40gb now: node-1 one, node-2 and node-3 two each (5); all-balanced leaves one each. With a floor of 3,
+    # node-2 alone may go (3 left), but node-3 then leaves node-1's and node-2's new one (2): refused in the plan.
+    fleet = Fleet(tmp_path, three_nodes())
+    with fleet.start():
+        fleet.lab.wait_for(lambda: sum(mig_allocatable(fleet.node(n)).get(M3G, 0) for n in fleet.nodes) == 5,
+                           timeout=60, what="the device plugin to advertise the 3g.40gb instances")
+        before = {n: fleet.raw(n) for n in fleet.nodes}
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_capacity_floor": {M3G: 3}})
+        assert rc != 0
+        msgs = [m for ms in failures(out).values() for m in ms]
+        assert any("gpuops.provision.mig_roll_waves: node node-3 cannot be drained even alone (capacity floor: "
+                   "nvidia.com/mig-3g.40gb would drop to 2 schedulable, floor 3); no node is drained" in m for m in msgs), msgs
+        assert fleet.writes() == [] and {n: fleet.raw(n) for n in fleet.nodes} == before
+
+
+def test_the_budget_sets_the_waves_and_counts_an_operator_cordon(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes())
+    budget = {"mig_reconfigure_max_parallel": 0, "mig_reconfigure_max_unavailable": 2}
+    with fleet.start():
+        rc, out = fleet.run(check=True, extra_vars=budget)
+        assert rc == 0, failures(out)
+        roll = out["global_custom_stats"]["mig_reconfigure"]["roll"]
+        assert roll["waves"] == [["node-2", "node-3"]] and roll["max_unavailable"] == 2
+    # node-1 (unchanged) cordoned by an operator: it takes one of the two places.
+    fleet = Fleet(tmp_path / "cordoned", three_nodes())
+    fleet.fixture["nodes"][0]["spec"] = {"unschedulable": True}
+    with fleet.start():
+        rc, out = fleet.run(check=True, extra_vars=budget)
+        assert rc == 0, failures(out)
+        roll = out["global_custom_stats"]["mig_reconfigure"]["roll"]
+        assert roll["waves"] == [["node-2"], ["node-3"]] and roll["unavailable_before"] == ["node-1"]
+        assert fleet.writes() == []
+
+
+def test_a_node_with_the_skip_label_is_never_drained(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes())
+    fleet.fixture["nodes"][2]["metadata"]["labels"]["gpuops.io/mig-reconfigure"] = "skip"
+    with fleet.start():
+        rc, out = fleet.run(check=True)
+        assert rc == 0, failures(out)
+        nodes = out["global_custom_stats"]["mig_reconfigure"]["nodes"]
+        assert nodes["node-3"]["result"] == "skipped" and nodes["node-2"]["result"] == "planned"
+        assert out["global_custom_stats"]["mig_reconfigure"]["roll"]["waves"] == [["node-2"]]

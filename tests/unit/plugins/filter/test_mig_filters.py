@@ -14,7 +14,7 @@ from ansible_collections.gpuops.provision.plugins.filter import mig
 def test_filters_are_registered_and_wrap_the_pure_code():
     f = mig.FilterModule().filters()
     assert sorted(f) == ["mig_advertised_resources", "mig_ci_profiles", "mig_drain_timed_out",
-                         "mig_expected_resources", "mig_operand_labels"]
+                         "mig_expected_resources", "mig_operand_labels", "mig_roll_waves"]
     gpus = [{"selected": True, "mig_capable": True,
              "after": {"mig_mode": {"current": "enabled"}, "mig_devices": {"1g.10gb": 2, "1c.3g.40gb": 1}}}]
     assert f["mig_expected_resources"](gpus, "mixed", "yes") == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-1c.3g.40gb": 1}
@@ -28,3 +28,13 @@ def test_bad_input_is_a_filter_error_naming_the_filter():
         mig.mig_operand_labels({}, ["dcgm"], "later")
     with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_expected_resources: .*not a MIG profile name"):
         mig.mig_expected_resources([{"after": {"mig_mode": {"current": "enabled"}, "mig_devices": {"bogus": 1}}}])
+
+
+def test_roll_waves_filter_reads_the_plan_records():
+    plans = [{"node": "a", "changed": True, "unavailable": False, "current": {"nvidia.com/mig-3g.40gb": 2}, "target": {}},
+             {"node": "b", "changed": True, "unavailable": False, "current": {"nvidia.com/mig-3g.40gb": 2}, "target": {}},
+             {"node": "c", "changed": False, "unavailable": True, "current": {}, "target": {}}]
+    roll = mig.mig_roll_waves(plans, max_parallel=0, max_unavailable=2)
+    assert roll["waves"] == [["a"], ["b"]] and roll["unavailable_before"] == ["c"]
+    with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_roll_waves: node a cannot be drained even alone"):
+        mig.mig_roll_waves(plans, floors={"nvidia.com/mig-3g.40gb": 3})

@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The roll's schedule (plugins/module_utils/_mig_roll.py roll_waves, issue 16 point 2): waves within max_parallel,
+max_unavailable (counting nodes already unavailable, as k8s-operator-libs GetUpgradesAvailable does) and capacity
+floors, or a refusal before any node is drained."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll as R
+
+M3 = "nvidia.com/mig-3g.40gb"
+M1 = "nvidia.com/mig-1g.10gb"
+
+
+def node(name, changing=True, unavailable=False, current=None, target=None):
+    return dict(name=name, changing=changing, unavailable=unavailable,
+                current={M3: 2} if current is None else current, target={M1: 7} if target is None else target)
+
+
+def fleet(n, changing=()):
+    return [node("n%d" % i, changing=i in changing) for i in range(n)]
+
+
+@pytest.mark.parametrize("value, total, count", [
+    (1, 20, 1), ("3", 20, 3), ("25%", 20, 5), ("26%", 20, 6), ("1%", 20, 1), ("0%", 20, 0), ("100%", 7, 7),
+    (0, 5, 0), ("10%", 0, 0),
+])
+def test_scaled_rounds_a_percentage_up_as_kubernetes_does(value, total, count):
+    assert R.scaled(value, total, "x") == count
+
+
+@pytest.mark.parametrize("value", ["-1", "-5%", "a", "5%%", True, "1.5", ""])
+def test_scaled_refuses_what_is_not_a_count_or_a_percentage(value):
+    with pytest.raises(R.RollError, match="x must"):
+        R.scaled(value, 10, "x")
+
+
+def test_serial_one_is_one_node_per_wave_in_order_and_unchanged_nodes_never_roll():
+    plan = R.roll_waves(fleet(6, changing=(1, 2, 4)))
+    assert plan["waves"] == [["n1"], ["n2"], ["n4"]] and plan["sizes"] == [1, 1, 1]
+    assert plan["wave_of"] == {"n1": 0, "n2": 1, "n4": 2}
+    assert plan["max_parallel"] == 1 and plan["max_unavailable"] == 6 and plan["unavailable_before"] == []
+
+
+def test_max_unavailable_percentage_counts_nodes_already_cordoned():
+    nodes = fleet(20, changing=(0, 1, 2, 3, 4))
+    nodes[10]["unavailable"] = True                      # an operator's cordon elsewhere in the pool
+    plan = R.roll_waves(nodes, max_parallel=0, max_unavailable="25%")   # 25% of 20 = 5, one already down
+    assert plan["max_unavailable"] == 5 and plan["unavailable_before"] == ["n10"]
+    assert plan["sizes"] == [4, 1] and plan["waves"][0] == ["n0", "n1", "n2", "n3"]
+
+
+def test_max_parallel_caps_the_wave_below_the_unavailability_budget():
+    plan = R.roll_waves(fleet(20, changing=range(5)), max_parallel=2, max_unavailable="50%")
+    assert plan["sizes"] == [2, 2, 1] and plan["max_parallel"] == 2
+
+
+def test_a_cordoned_node_in_the_roll_does_not_count_twice():
+    nodes = fleet(4, changing=(0, 1))
+    nodes[0]["unavailable"] = True
+    plan = R.roll_waves(nodes, max_parallel=0, max_unavailable=2)
+    assert plan["waves"] == [["n0", "n1"]]
+
+
+def test_no_room_at_all_is_refused_naming_the_node_and_the_budget():
+    nodes = fleet(4, changing=(0,))
+    nodes[3]["unavailable"] = True
+    with pytest.raises(R.RollError, match=r"node n0 cannot be drained even alone \(max_unavailable 1: 2 node\(s\) "
+                                          r"would be unavailable \(n0, n3\)\); no node is drained"):
+        R.roll_waves(nodes, max_unavailable=1)
+
+
+def test_capacity_floor_sizes_the_wave_and_reports_the_lowest_capacity():
+    # n0..n3 hold two 3g.40gb each and change to 1g.10gb; n4 and n5 keep four each: 16 now, 8 after the roll.
+    nodes = fleet(6, changing=(0, 1, 2, 3))
+    nodes[4]["current"] = nodes[5]["current"] = {M3: 4}
+    plan = R.roll_waves(nodes, max_parallel=0, floors={M3: 8})
+    assert plan["waves"] == [["n0", "n1", "n2", "n3"]] and plan["min_capacity"] == {M3: 8}
+    plan = R.roll_waves(nodes, max_parallel=0, floors={M3: 8, M1: 0})
+    assert plan["min_capacity"] == {M3: 8, M1: 0}
+
+
+def test_capacity_floor_that_only_part_of_the_roll_can_hold_is_refused_before_the_first_cordon():
+    nodes = fleet(6, changing=(0, 1, 2, 3))
+    nodes[4]["current"] = nodes[5]["current"] = {M3: 4}
+    with pytest.raises(R.RollError, match=r"^node n3 cannot be drained even alone \(capacity floor: "
+                                          r"nvidia.com/mig-3g.40gb would drop to 8 schedulable, floor 10\)"):
+        R.roll_waves(nodes, max_parallel=0, floors={M3: 10})
+
+
+def test_floor_counts_the_new_geometry_of_nodes_already_done():
+    # a, b and c change *to* four 3g.40gb each: once done they add capacity, so c can go after a and b.
+    nodes = [node("a", current={M3: 0}, target={M3: 4}), node("b", current={M3: 2}, target={M3: 4}),
+             node("c", current={M3: 2}, target={M3: 4}), node("d", changing=False, current={M3: 2})]
+    plan = R.roll_waves(nodes, max_parallel=0, floors={M3: 4})
+    # a and b at once leave c's 2 and d's 2 (4); c then leaves a's 4, b's 4 and d's 2.
+    assert plan["waves"] == [["a", "b"], ["c"]] and plan["min_capacity"] == {M3: 4}
+
+
+@pytest.mark.parametrize("nodes, floors, words", [
+    ([node("a", changing=False, current={M3: 1})], {M3: 2},
+     "already below its capacity floor before the roll: nvidia.com/mig-3g.40gb has 1 schedulable, floor 2"),
+    ([node("a", current={M3: 4}, target={}), node("b", changing=False, current={M3: 4})], {M3: 5},
+     "node a cannot be drained even alone"),
+    ([node("a", current={M3: 2}, target={M3: 0}), node("b", changing=False, current={M3: 2})], {M3: 3},
+     "node a cannot be drained even alone (capacity floor: nvidia.com/mig-3g.40gb would drop to 2 schedulable, floor 3)"),
+])
+def test_floors_that_cannot_hold_are_refused(nodes, floors, words):
+    with pytest.raises(R.RollError, match="no node is drained") as err:
+        R.roll_waves(nodes, floors=floors)
+    assert words in str(err.value)
+
+
+def test_unavailable_nodes_do_not_count_towards_the_floor():
+    nodes = [node("a", current={M3: 4}), node("b", changing=False, unavailable=True, current={M3: 4}),
+             node("c", changing=False, current={M3: 4})]
+    with pytest.raises(R.RollError, match="would drop to 4 schedulable, floor 5"):
+        R.roll_waves(nodes, floors={M3: 5})
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"floors": {M3: -1}}, "capacity floor of nvidia.com/mig-3g.40gb must be a count of 0 or more"),
+    ({"floors": {M3: True}}, "must be a count of 0 or more"),
+    ({"max_parallel": "x"}, "max_parallel must be a count or a percentage"),
+    ({"max_unavailable": "-1"}, "max_unavailable must"),
+])
+def test_bad_budget_input_is_refused(kwargs, words):
+    with pytest.raises(R.RollError, match=words):
+        R.roll_waves(fleet(3, changing=(0,)), **kwargs)
+
+
+def test_a_node_listed_twice_is_refused():
+    with pytest.raises(R.RollError, match="nodes listed twice: a"):
+        R.roll_waves([node("a"), node("a")])
+
+
+def test_empty_selection_rolls_nothing():
+    assert R.roll_waves([])["waves"] == [] and R.roll_waves(fleet(3))["waves"] == []
