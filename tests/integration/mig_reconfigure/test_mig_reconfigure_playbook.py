@@ -451,3 +451,13 @@ def test_a_node_with_the_skip_label_is_never_drained(tmp_path):
         nodes = out["global_custom_stats"]["mig_reconfigure"]["nodes"]
         assert nodes["node-3"]["result"] == "skipped" and nodes["node-2"]["result"] == "planned"
         assert out["global_custom_stats"]["mig_reconfigure"]["roll"]["waves"] == [["node-2"]]
+
+
+def test_a_budget_of_zero_unavailable_nodes_refuses_the_roll_before_any_cordon(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes())
+    with fleet.start():
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_max_unavailable": 0})
+        assert rc != 0
+        msgs = [m for ms in failures(out).values() for m in ms]
+        assert any("node node-2 cannot be drained even alone (max_unavailable 0" in m for m in msgs), msgs
+        assert fleet.writes() == []

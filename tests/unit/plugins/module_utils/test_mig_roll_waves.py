@@ -139,3 +139,10 @@ def test_a_node_listed_twice_is_refused():
 
 def test_empty_selection_rolls_nothing():
     assert R.roll_waves([])["waves"] == [] and R.roll_waves(fleet(3))["waves"] == []
+
+
+def test_an_empty_max_unavailable_is_no_limit_and_zero_lets_no_node_go():
+    # The AWX survey sends "" for an unanswered question; 0 is a real budget of none.
+    assert R.roll_waves(fleet(3, changing=(0, 1)), max_parallel=0, max_unavailable="")["waves"] == [["n0", "n1"]]
+    with pytest.raises(R.RollError, match=r"node n0 cannot be drained even alone \(max_unavailable 0"):
+        R.roll_waves(fleet(3, changing=(0,)), max_unavailable=0)
