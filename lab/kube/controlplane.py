@@ -44,6 +44,8 @@ CLIENT_GROUP = requestlog.CLIENT_GROUP
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 PROCESSES = ("kubelet", "fakecri", "gpu-operator", "device-plugin", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 SERVICE_CIDR = "10.96.0.0/24"
+# The lab's own clients (each with a certificate and a kubeconfig of its own), none of them audited as the product.
+LAB_USERS = ("kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "lab")
 
 
 def free_port():
@@ -110,7 +112,7 @@ def make_pki(pki):
     # The clients: the product under test (audited), the lab's own (not audited). system:masters keeps RBAC out of
     # the lab's way; the product's own RBAC needs are the cluster's business, not the stand-in's.
     issue("client", "gpuops-client", groups=("system:masters", CLIENT_GROUP), client=True)
-    for user in ("kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "lab"):
+    for user in LAB_USERS:
         issue(user, f"gpuops-lab:{user}", groups=("system:masters",), client=True)
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     write("sa.key", _pem_key(sa_key))
@@ -326,7 +328,7 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
     with open(os.path.join(run_dir, "endpoints.json"), "w", encoding="utf-8") as fh:
         json.dump({"apiserver": server, "etcd": f"https://127.0.0.1:{ports['etcd']}", "bin": bin_dir}, fh)
     kubeconfig(os.path.join(run_dir, "kubeconfig"), server, pki, "client")
-    for user in ("kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "lab"):
+    for user in LAB_USERS:
         kubeconfig(os.path.join(run_dir, f"{user}.kubeconfig" if user != "lab" else "lab.kubeconfig"), server, pki, user)
     with open(os.path.join(run_dir, "audit-policy.yaml"), "w", encoding="utf-8") as fh:
         yaml.safe_dump(AUDIT_POLICY, fh)

@@ -25,7 +25,6 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,18 +49,12 @@ def _mounts_under(path):
     return [p for p in points if p == path or p.startswith(path.rstrip("/") + "/")]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def config(root):
     """The KubeletConfiguration (kubelet.config.k8s.io/v1beta1) of a registration-only kubelet under ``root``."""
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "containerRuntimeEndpoint": f"unix://{root}/cri.sock",
-        "address": "127.0.0.1", "port": _free_port(), "readOnlyPort": 0, "healthzPort": 0,
+        "address": "127.0.0.1", "port": controlplane.free_port(), "readOnlyPort": 0, "healthzPort": 0,
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False}},
         "authorization": {"mode": "AlwaysAllow"},
         "cgroupDriver": "cgroupfs", "cgroupsPerQOS": False, "enforceNodeAllocatable": [],

@@ -174,10 +174,6 @@ class PveClient:
         return {int(item["vmid"]): item.get("node") for item in self.get("cluster/resources", type="vm") or []
                 if item.get("type") == "qemu" and item.get("vmid") is not None}
 
-    def find_vm_node(self, vmid):
-        """Node that holds VM ``vmid`` (None when no node has it)."""
-        return self.vm_nodes().get(int(vmid))
-
     def hardware(self, node):
         """All PCI devices of a node as device facts (no class filter: bridges matter for IOMMU isolation)."""
         raw = self.get("nodes/%s/hardware/pci" % node, **{"pci-class-blacklist": ""})

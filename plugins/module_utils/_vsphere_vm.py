@@ -69,7 +69,7 @@ class Inventory:
         self._names = None
         self.hosts = {}     # host moid -> row
         self.clusters = {}  # cluster moid -> {host name: row} of its connected hosts
-        self.rules = {}     # host name -> multi-vGPU rules (the driver is read once per host)
+        self.rules = {}     # (host name, rules choice) -> multi-vGPU rules (the driver is read once per host)
 
     def by_name(self, name):
         if self._names is None:

@@ -137,7 +137,8 @@ def test_vm_lookup_is_one_cluster_resources_call_even_with_an_offline_node():
                                                   {"type": "lxc", "vmid": 200, "node": "pve1"},
                                                   {"type": "qemu", "vmid": 200, "node": "pve2", "status": "unknown"}]})
     client = PveClient(api)
-    assert client.find_vm_node(200) == "pve2" and client.find_vm_node(999) is None
+    # The lxc container with the same id is not a VM; one call, and it lists the offline node's VMs too.
+    assert client.vm_nodes() == {100: "pve1", 200: "pve2"} and client.vm_nodes().get(999) is None
     assert api.calls == [("get", "cluster/resources", {"type": "vm"})] * 2
 
 
