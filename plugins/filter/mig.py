@@ -41,11 +41,19 @@ def mig_drain_timed_out(result):
     return _wrap("mig_drain_timed_out", R.drain_timed_out, result)
 
 
-def mig_roll_waves(plans, max_parallel=1, max_unavailable=None, floors=None):
+def mig_roll_waves(plans, max_parallel=1, max_unavailable=None, floors=None, max_failures=0):
     """The roll's waves from the plan records of every targeted node (plan.yml's __mig_reconfigure_plan)."""
     nodes = [dict(name=p.get("node"), changing=bool(p.get("changed")), unavailable=bool(p.get("unavailable")),
                   current=p.get("current") or {}, target=p.get("target") or {}) for p in _plain(plans) or []]
-    return _wrap("mig_roll_waves", R.roll_waves, nodes, max_parallel, max_unavailable, floors)
+    return _wrap("mig_roll_waves", R.roll_waves, nodes, max_parallel, max_unavailable, floors, max_failures)
+
+
+def mig_roll_budget(results, max_failures=0):
+    return _wrap("mig_roll_budget", R.budget_spent, results, max_failures)
+
+
+def mig_running_pods(pods):
+    return _wrap("mig_running_pods", R.running_pods, pods)
 
 
 class FilterModule:
@@ -59,4 +67,6 @@ class FilterModule:
             "mig_operand_labels": mig_operand_labels,
             "mig_drain_timed_out": mig_drain_timed_out,
             "mig_roll_waves": mig_roll_waves,
+            "mig_roll_budget": mig_roll_budget,
+            "mig_running_pods": mig_running_pods,
         }

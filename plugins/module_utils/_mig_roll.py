@@ -120,10 +120,11 @@ def drain_timed_out(result):
 
 # ---- the roll's schedule: waves within a disruption budget and capacity floors ---------------------------------------
 
-def scaled(value, total, what):
+def scaled(value, total, what, round_up=True):
     """A count or a percentage of ``total`` ('25%'), rounded up, as Kubernetes scales IntOrString budgets
     (intstr.GetScaledValueFromIntOrPercent(..., roundUp=true), which the GPU Operator's upgrade policy uses:
-    NVIDIA/k8s-operator-libs pkg/upgrade/upgrade_inplace.go ProcessUpgradeRequiredNodes)."""
+    NVIDIA/k8s-operator-libs pkg/upgrade/upgrade_inplace.go ProcessUpgradeRequiredNodes). A failure budget rounds
+    down (``round_up=False``): it never tolerates more failures than its percentage says."""
     text = str(value).strip()
     if isinstance(value, bool):
         raise RollError("%s must be a count or a percentage, got %r" % (what, value))
@@ -132,7 +133,7 @@ def scaled(value, total, what):
             pct = int(text[:-1])
             if pct < 0:
                 raise ValueError
-            return -(-pct * total // 100)
+            return -(-pct * total // 100) if round_up else pct * total // 100
         count = int(text)
     except ValueError:
         raise RollError("%s must be a count or a percentage such as 25%%, got %r" % (what, value))
@@ -141,7 +142,7 @@ def scaled(value, total, what):
     return count
 
 
-def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None):
+def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None, max_failures=0):
     """The waves of a roll: consecutive groups of the changing nodes, in the given order, reconfigured together.
 
     ``nodes``: every targeted node, in roll order, as dicts ``name``, ``changing`` (the plan changes it),
@@ -153,11 +154,13 @@ def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None):
     a count or a percentage; None means all targeted nodes.
     ``floors``: {resource: count} the schedulable nodes must keep advertising at every moment of the roll (before
     and during each wave; after the last one follows). An unavailable node's resources do not count: no pod can be scheduled there.
+    ``max_failures``: nodes that may fail before the roll stops starting further ones, a count or a percentage of
+    the changing nodes (rounded down); 0 stops at the first failure.
 
     A wave grows while it stays within both limits and every floor. Raises RollError, naming the node and the limit,
     when the next node cannot go even alone: the roll must not start.
-    Returns ``waves`` (lists of names), ``sizes`` (for the playbook's serial), ``max_parallel``, ``max_unavailable``
-    (as counts), ``unavailable_before``, ``min_capacity`` ({resource: lowest schedulable count during the roll}) and
+    Returns ``waves`` (lists of names), ``sizes`` (for the playbook's serial), ``max_parallel``, ``max_unavailable``,
+    ``max_failures`` (as counts), ``unavailable_before``, ``min_capacity`` ({resource: lowest schedulable count during the roll}) and
     ``wave_of`` ({name: index of its wave}).
     """
     nodes = list(nodes or [])
@@ -167,6 +170,8 @@ def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None):
         raise RollError("nodes listed twice: %s" % ", ".join(sorted(set(x for x in names if names.count(x) > 1))))
     parallel = scaled(1 if max_parallel is None else max_parallel, total, "max_parallel") or total
     unavailable_max = total if max_unavailable in (None, "") else scaled(max_unavailable, total, "max_unavailable")
+    failures_max = scaled(0 if max_failures in (None, "") else max_failures,
+                          sum(1 for n in nodes if n.get("changing")), "max_failures", round_up=False)
     floors = dict(floors or {})
     for res, floor in floors.items():
         if isinstance(floor, bool) or not isinstance(floor, int) or floor < 0:
@@ -223,5 +228,29 @@ def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None):
     # No check after the last wave is needed: the pool then holds what it held during that wave plus the targets
     # of the wave's own nodes.
     return dict(waves=waves, sizes=[len(w) for w in waves], max_parallel=parallel, max_unavailable=unavailable_max,
-                unavailable_before=down, min_capacity=lowest,
+                max_failures=failures_max, unavailable_before=down, min_capacity=lowest,
                 wave_of={name: i for i, wave in enumerate(waves) for name in wave})
+
+
+# ---- while the roll runs ------------------------------------------------------------------------------------------
+
+def budget_spent(results, max_failures):
+    """Whether the roll must stop starting nodes: more than ``max_failures`` of ``results`` (the per-node result
+    records so far) failed. Returns ``spent``, ``failed`` (node names, sorted) and ``msg``."""
+    failed = sorted(r.get("node") for r in results or [] if (r or {}).get("result") == "failed")
+    spent = len(failed) > int(max_failures or 0)
+    msg = ("the roll stopped: %d node(s) failed (%s), more than its failure budget of %d; this node was not started"
+           % (len(failed), ", ".join(failed), int(max_failures or 0))) if spent else ""
+    return dict(spent=spent, failed=failed, msg=msg)
+
+
+def running_pods(pods):
+    """'<namespace>/<name>' of the pods still Running or Pending, the ones a wait for jobs waits for
+    (NVIDIA/k8s-operator-libs pkg/upgrade/pod_manager.go IsPodRunningOrPending); pods being deleted count too."""
+    out = []
+    for pod in pods or []:
+        phase = ((pod or {}).get("status") or {}).get("phase")
+        if phase in ("Running", "Pending"):
+            meta = pod.get("metadata") or {}
+            out.append("%s/%s" % (meta.get("namespace", ""), meta.get("name", "")))
+    return sorted(out)

@@ -46,6 +46,16 @@ def lock_holder(path):
     return (json.loads(out.stdout)["held_by"] or {}).get("holder")
 
 
+def roll_lease(fleet, name="gpuops-mig-reconfigure"):
+    """The roll's lock (a Lease in kube-system), or None."""
+    try:
+        return fleet.lab.get_json("/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/" + name)
+    except Exception as e:  # pylint: disable=broad-except
+        if getattr(e, "status", None) == 404 or "404" in str(e):
+            return None
+        raise
+
+
 def three_nodes(node2=None, node3=None):
     return {"node-1": {"gpus": [gpu(instances=H100_BALANCED)]},          # already at all-balanced
             "node-2": node2 or {"gpus": [gpu(instances=H100_3G_X2)]},
@@ -99,6 +109,15 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
         # serial 1: node-2 uncordoned before node-3 was cordoned; timeline from the stand-in's request log.
         t2, t3 = fleet.timeline("node-2"), fleet.timeline("node-3")
         assert t2[1] < t3[0]
+        # The roll's lock: taken before the first cordon, renewed before each wave, released after the last one.
+        lease = [r for r in lab.requests() if r["resource"] == "leases" and r["name"] == "gpuops-mig-reconfigure"
+                 and r["method"] in ("POST", "PUT")]
+        assert [r["method"] for r in lease] == ["POST", "PUT", "PUT", "PUT"], lease
+        assert all(r["status"] in (200, 201) for r in lease)
+        assert lease[0]["t"] < t2[0] and t2[1] < lease[2]["t"] < t3[0] and lease[3]["t"] > t3[1]
+        assert lease[0]["body"]["metadata"]["annotations"]["gpuops.io/roll-nodes"] == "node-2,node-3"
+        assert lease[0]["body"]["spec"]["holderIdentity"].startswith("gpuops.provision.mig_reconfigure ")
+        assert lease[3]["body"]["spec"]["holderIdentity"] == ""
         stats = out["global_custom_stats"]["mig_reconfigure"]["nodes"]
         assert stats["node-1"]["result"] == "skipped" and stats["node-1"]["drained"] is False
         assert stats["node-2"]["result"] == stats["node-3"]["result"] == "success"
@@ -175,8 +194,13 @@ def test_gi_creation_fault_on_node2_restores_it_and_stops_the_roll(tmp_path):
         stats = out["global_custom_stats"]["mig_reconfigure"]
         assert stats["stopped_at"] == "node-2"
         assert stats["nodes"]["node-2"]["result"] == "failed" and stats["nodes"]["node-2"]["restored"] is True
-        assert stats["nodes"]["node-3"]["result"] == "planned"
+        # The failure budget (default 0) is spent: node-3 was not started, and says why.
+        assert stats["nodes"]["node-3"]["result"] == "not_started" and stats["nodes"]["node-3"]["drained"] is False
+        assert stats["nodes"]["node-3"]["reason"] == ("the roll stopped: 1 node(s) failed (node-2), more than its "
+                                                      "failure budget of 0; this node was not started")
         assert fleet.node_patches("node-1") == []
+        # The roll's lock was released although the run failed (its release play runs on localhost).
+        assert roll_lease(fleet)["spec"].get("holderIdentity") in (None, "")
 
 
 def test_check_mode_changes_nothing_anywhere(tmp_path):
@@ -461,3 +485,114 @@ def test_a_budget_of_zero_unavailable_nodes_refuses_the_roll_before_any_cordon(t
         msgs = [m for ms in failures(out).values() for m in ms]
         assert any("node node-2 cannot be drained even alone (max_unavailable 0" in m for m in msgs), msgs
         assert fleet.writes() == []
+
+
+# --- the roll's lock, failure budget and wait for jobs (issue 16 point 2) -----------------------------------------
+
+OTHER_ROLL = "gpuops.provision.mig_reconfigure 0badc0de (user=alice controller=awx-1 awx_job=42)"
+
+
+def hold_lease(fleet, holder=OTHER_ROLL, nodes="node-2,node-9", age=5, ttl=3600):
+    """Another roll's live lock, as its roll_lock task leaves it."""
+    import kubernetes  # pylint: disable=import-outside-toplevel
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.500000Z", time.gmtime(time.time() - age))
+    kubernetes.client.CoordinationV1Api(fleet.lab.api_client).create_namespaced_lease("kube-system", {
+        "metadata": {"name": "gpuops-mig-reconfigure", "namespace": "kube-system",
+                     "annotations": {"gpuops.io/roll-nodes": nodes}},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": ttl, "acquireTime": stamp, "renewTime": stamp}})
+
+
+def test_a_roll_started_while_another_holds_the_lock_is_refused_before_any_cordon(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes())
+    with fleet.start():
+        hold_lease(fleet)
+        before = {n: fleet.raw(n) for n in fleet.nodes}
+        version = roll_lease(fleet)["metadata"]["resourceVersion"]
+        for check in (True, False):  # check mode says so too
+            rc, out = fleet.run(check=check)
+            assert rc != 0
+            msgs = [m for ms in failures(out).values() for m in ms]
+            assert any(("another roll holds the lock kube-system/gpuops-mig-reconfigure: %s (nodes node-2, node-9; "
+                        % OTHER_ROLL) in m and m.endswith("nothing was changed") for m in msgs), msgs
+            assert fleet.writes() == [], "a refused roll wrote to the cluster"
+        assert {n: fleet.raw(n) for n in fleet.nodes} == before
+        assert roll_lease(fleet)["metadata"]["resourceVersion"] == version, "the other roll's lock was touched"
+        # Another lock name (another pool rolled on its own) is not held: that roll goes ahead.
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_roll_lock_name": "gpuops-mig-pool-b"})
+        assert rc == 0, failures(out)
+        assert roll_lease(fleet, "gpuops-mig-pool-b")["spec"].get("holderIdentity") in (None, "")
+
+
+def test_within_the_failure_budget_the_roll_goes_on_and_the_run_still_fails(tmp_path):
+    node2 = {"faults": {"fail_gi_create_after": 1, "fail_gi_create_error": "INSUFFICIENT_RESOURCES", "fail_gi_create_times": 1},
+             "gpus": [gpu(instances=H100_3G_X2)]}
+    fleet = Fleet(tmp_path, three_nodes(node2=node2))
+    with fleet.start():
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_max_failures": 1})
+        assert rc != 0, "a failed node must fail the run"
+        assert set(failures(out)) == {"node-2"}
+        assert "MIG reconfigure failed on node-2 at stage apply" in " ".join(failures(out)["node-2"])
+        stats = out["global_custom_stats"]["mig_reconfigure"]
+        assert stats["roll"]["max_failures"] == 1 and "stopped_at" not in stats
+        assert stats["nodes"]["node-2"]["result"] == "failed" and stats["nodes"]["node-3"]["result"] == "success"
+        assert counts(fleet.state("node-2")) == [9, 9] and counts(fleet.state("node-3")) == [9, 14, 19, 19]
+        assert fleet.node("node-3")["metadata"]["labels"][STATE] == "success"
+        # The failed node keeps its old boot-time geometry (none installed); the reconfigured one gets the new one.
+        assert not os.path.exists(os.path.join(str(tmp_path), "boot", "node-2", "mig-config.json"))
+        assert os.path.exists(os.path.join(str(tmp_path), "boot", "node-3", "mig-config.json"))
+        assert roll_lease(fleet)["spec"].get("holderIdentity") in (None, "")
+
+
+def job_pod(node, name="train-0"):
+    return {"metadata": {"name": name, "namespace": "ml", "labels": {"gpuops.io/job": "train"}}, "spec": {"nodeName": node}}
+
+
+def test_the_drain_waits_for_the_jobs_on_the_node_to_finish(tmp_path):
+    fleet = Fleet(tmp_path, three_nodes(), extra_pods=[job_pod("node-2")],
+                  group_vars={"mig_reconfigure_wait_for_jobs_selector": "gpuops.io/job=train",
+                              "mig_reconfigure_wait_for_jobs_delay": 1})
+    finished = {}
+    with fleet.start() as lab:
+        def finish_after_cordon():
+            lab.wait_for(lambda: lab.cordons("node-2") > 0, timeout=300, what="node-2 cordoned")
+            time.sleep(6)
+            lab.core.patch_namespaced_pod_status("train-0", "ml", {"status": {"phase": "Succeeded"}})
+            finished["t"] = time.time()
+        worker = threading.Thread(target=finish_after_cordon, daemon=True)
+        worker.start()
+        rc, out = fleet.run()
+        worker.join(timeout=10)
+        assert rc == 0, failures(out)
+        cordon = fleet.timeline("node-2")[0]
+        evicted = [e["t"] for e in lab.evictions(node="node-2")]
+        assert evicted and cordon < finished["t"] <= min(evicted) + 0.5, (cordon, finished, evicted)
+        # node-3 has no such pod: its drain does not wait.
+        assert fleet.node("node-3")["metadata"]["labels"][STATE] == "success"
+
+
+def test_jobs_that_do_not_finish_in_time_fail_the_node_untouched_or_are_drained(tmp_path):
+    fail = {"mig_reconfigure_wait_for_jobs_selector": "gpuops.io/job=train", "mig_reconfigure_wait_for_jobs_timeout": 3,
+            "mig_reconfigure_wait_for_jobs_delay": 1, "mig_reconfigure_wait_for_jobs_on_timeout": "fail"}
+    fleet = Fleet(tmp_path, three_nodes(), extra_pods=[job_pod("node-2")], group_vars=fail)
+    with fleet.start() as lab:
+        before = {n: fleet.raw(n) for n in fleet.nodes}
+        rc, out = fleet.run()
+        assert rc != 0
+        msg = " ".join(failures(out)["node-2"])
+        assert "at stage wait_for_jobs" in msg and "No GPU was touched" in msg
+        assert "1 pod(s) matching gpuops.io/job=train were still running after 3 s: ml/train-0" in msg
+        assert lab.evictions(node="node-2") == [] and fleet.raw("node-2") == before["node-2"]
+        node2 = fleet.node("node-2")
+        assert not node2["spec"].get("unschedulable") and node2["metadata"]["labels"][STATE] == "failed"
+        assert out["global_custom_stats"]["mig_reconfigure"]["nodes"]["node-2"]["drained"] is False
+        assert fleet.node_patches("node-3") == []
+    # on_timeout=drain (the GPU Operator's choice): the drain evicts the job's pod (a ReplicaSet's here, which the
+    # drain may evict) and the roll succeeds.
+    pod = job_pod("node-2")
+    pod["metadata"]["ownerReferences"] = [{"kind": "ReplicaSet", "name": "train"}]
+    fleet = Fleet(tmp_path / "drain", three_nodes(), extra_pods=[pod], group_vars=dict(fail, mig_reconfigure_wait_for_jobs_on_timeout="drain"))
+    with fleet.start() as lab:
+        rc, out = fleet.run()
+        assert rc == 0, failures(out)
+        assert any(e["name"] == "train-0" and e["outcome"] == "Evicted" for e in lab.evictions(node="node-2"))
+        assert fleet.node("node-2")["metadata"]["labels"][STATE] == "success"

@@ -14,16 +14,23 @@ from ansible_collections.gpuops.provision.plugins.filter import mig
 def test_filters_are_registered_and_wrap_the_pure_code():
     f = mig.FilterModule().filters()
     assert sorted(f) == ["mig_advertised_resources", "mig_ci_profiles", "mig_drain_timed_out",
-                         "mig_expected_resources", "mig_operand_labels", "mig_roll_waves"]
+                         "mig_expected_resources", "mig_operand_labels", "mig_roll_budget", "mig_roll_waves",
+                         "mig_running_pods"]
     gpus = [{"selected": True, "mig_capable": True,
              "after": {"mig_mode": {"current": "enabled"}, "mig_devices": {"1g.10gb": 2, "1c.3g.40gb": 1}}}]
     assert f["mig_expected_resources"](gpus, "mixed", "yes") == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-1c.3g.40gb": 1}
     assert f["mig_ci_profiles"](gpus) == ["1c.3g.40gb"]
     assert f["mig_operand_labels"]({}, ["dcgm"], "restore") == {"nvidia.com/gpu.deploy.dcgm": "true"}
     assert f["mig_drain_timed_out"]({"warnings": ["timeout reached while pods were still running."]}) is True
+    assert f["mig_roll_budget"]([{"node": "n1", "result": "failed"}], 1) == {"spent": False, "failed": ["n1"], "msg": ""}
+    assert f["mig_running_pods"]([{"metadata": {"namespace": "ml", "name": "j"}, "status": {"phase": "Pending"}}]) == ["ml/j"]
+    plans = [{"node": "n1", "changed": True}, {"node": "n2", "changed": True}]
+    assert f["mig_roll_waves"](plans, max_parallel=0, max_failures="50%")["max_failures"] == 1
 
 
 def test_bad_input_is_a_filter_error_naming_the_filter():
+    with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_roll_waves: max_failures must not be negative"):
+        mig.mig_roll_waves([{"node": "n1", "changed": True}], max_failures=-2)
     with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_operand_labels: phase must be pause or restore"):
         mig.mig_operand_labels({}, ["dcgm"], "later")
     with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_expected_resources: .*not a MIG profile name"):

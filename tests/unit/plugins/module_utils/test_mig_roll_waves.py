@@ -146,3 +146,49 @@ def test_an_empty_max_unavailable_is_no_limit_and_zero_lets_no_node_go():
     assert R.roll_waves(fleet(3, changing=(0, 1)), max_parallel=0, max_unavailable="")["waves"] == [["n0", "n1"]]
     with pytest.raises(R.RollError, match=r"node n0 cannot be drained even alone \(max_unavailable 0"):
         R.roll_waves(fleet(3, changing=(0,)), max_unavailable=0)
+
+
+# ---- the failure budget and the wait for jobs (issue 16 point 2) ----------------------------------------------------
+
+@pytest.mark.parametrize("value, changing, count", [
+    (0, 5, 0), (None, 5, 0), ("", 5, 0), (2, 5, 2), ("2", 5, 2), ("20%", 5, 1), ("39%", 5, 1), ("40%", 5, 2),
+    ("10%", 5, 0), ("100%", 5, 5),
+])
+def test_the_failure_budget_is_a_count_or_a_percentage_rounded_down(value, changing, count):
+    plan = R.roll_waves(fleet(8, changing=range(changing)), max_parallel=0, max_failures=value)
+    assert plan["max_failures"] == count
+
+
+def test_a_bad_failure_budget_is_refused_naming_it():
+    with pytest.raises(R.RollError, match="max_failures must be a count or a percentage such as 25%, got 'some'"):
+        R.roll_waves(fleet(3, changing=[0]), max_failures="some")
+    with pytest.raises(R.RollError, match="max_failures must not be negative, got -1"):
+        R.roll_waves(fleet(3, changing=[0]), max_failures=-1)
+
+
+def result(name, outcome):
+    return {"node": name, "result": outcome}
+
+
+def test_the_budget_is_spent_only_when_more_nodes_failed_than_it_allows():
+    ok = [result("a", "success"), result("b", "failed")]
+    assert R.budget_spent(ok, 1) == {"spent": False, "failed": ["b"], "msg": ""}
+    spent = R.budget_spent(ok + [result("c", "failed")], 1)
+    assert spent["spent"] is True and spent["failed"] == ["b", "c"]
+    assert spent["msg"] == ("the roll stopped: 2 node(s) failed (b, c), more than its failure budget of 1; "
+                            "this node was not started")
+    assert R.budget_spent([result("b", "failed")], 0)["spent"] is True
+    assert R.budget_spent([], 0) == {"spent": False, "failed": [], "msg": ""}
+    # Nodes not started count for nothing; neither do missing records.
+    assert R.budget_spent([result("d", "not_started"), None, {}], 0)["spent"] is False
+
+
+def pod(name, phase, ns="ml"):
+    return {"metadata": {"name": name, "namespace": ns}, "status": {"phase": phase} if phase else {}}
+
+
+def test_running_pods_are_the_running_and_pending_ones_as_upstream_counts_them():
+    pods = [pod("train-2", "Running"), pod("train-1", "Pending", ns="ai"), pod("done", "Succeeded"),
+            pod("crashed", "Failed"), pod("unknown", "Unknown"), pod("new", None)]
+    assert R.running_pods(pods) == ["ai/train-1", "ml/train-2"]
+    assert R.running_pods([]) == [] and R.running_pods(None) == []

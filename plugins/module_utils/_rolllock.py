@@ -1,0 +1,169 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A roll's lock as a Kubernetes coordination.k8s.io/v1 Lease; what to write, without I/O (module roll_lock).
+
+The rules are client-go's leader election (k8s.io/client-go tools/leaderelection/leaderelection.go):
+- tryAcquireOrRenew: no Lease yet -> create it; a Lease with a holder whose renewTime + leaseDurationSeconds is
+  still ahead -> held, refused; otherwise (no holder, or expired) -> update it to us, leaseTransitions + 1; our own
+  Lease -> update renewTime, acquireTime and leaseTransitions kept.
+- release: update the holder to "" (and leaseDurationSeconds to 1) rather than delete the object.
+Every update carries the resourceVersion that was read, so two runs that both saw the lock free cannot both take it:
+the API server answers the second with 409 Conflict (optimistic concurrency), as a second create gets AlreadyExists.
+
+client-go times the lease from when it observed the record (its own clock); a one-shot run has no earlier
+observation, so it uses the record's renewTime: controllers whose clocks differ by a fraction of the TTL agree.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+API_VERSION = "coordination.k8s.io/v1"
+NODES_ANNOTATION = "gpuops.io/roll-nodes"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuops.provision"}
+# Lease names are DNS subdomains (RFC 1123), as every object name the API server validates that way.
+MAX_NAME = 253
+
+
+class LockError(Exception):
+    """Input the lock cannot work with; the message is for the user."""
+
+
+def format_time(epoch):
+    """metav1.MicroTime as the API server writes it: RFC 3339 with microseconds, UTC.
+
+    Never with a zero fraction: the kubernetes client (37.x) turns a Lease given as a dict into its model, whose
+    datetime.isoformat() leaves a zero fraction out, and the API server's MicroTime parser
+    (apimachinery pkg/apis/meta/v1/micro_time.go, layout RFC3339Micro) then refuses the request; 1 us later is kept."""
+    stamp = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
+    if stamp.microsecond == 0:
+        stamp += datetime.timedelta(microseconds=1)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _micro(text):
+    """A time read from the Lease, written back as format_time writes it (None stays None)."""
+    epoch = parse_time(text)
+    return None if epoch is None else format_time(epoch)
+
+
+def parse_time(text):
+    """Seconds since the epoch of a MicroTime or Time string (fraction optional, Z or +00:00); None if empty."""
+    if not text:
+        return None
+    if isinstance(text, datetime.datetime):
+        stamp = text if text.tzinfo else text.replace(tzinfo=datetime.timezone.utc)
+        return stamp.timestamp()
+    value = str(text).strip()
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    main, _sep, zone = value.partition("+")
+    fraction = ""
+    if "." in main:
+        main, fraction = main.split(".", 1)
+    try:
+        stamp = datetime.datetime.strptime(main, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        raise LockError("unreadable time in the Lease: %r" % (text,))
+    if zone and zone not in ("00:00", "0000"):
+        raise LockError("Lease times are UTC, got %r" % (text,))
+    return stamp.timestamp() + (float("0." + fraction) if fraction else 0.0)
+
+
+def record(lease):
+    """The parts of a Lease (plain dict, as the API returns it; None when absent) the decision reads."""
+    if not lease:
+        return None
+    meta = lease.get("metadata") or {}
+    spec = lease.get("spec") or {}
+    renewed = parse_time(spec.get("renewTime")) or parse_time(spec.get("acquireTime"))
+    duration = spec.get("leaseDurationSeconds")
+    nodes = [n for n in ((meta.get("annotations") or {}).get(NODES_ANNOTATION) or "").split(",") if n]
+    return {
+        "holder": spec.get("holderIdentity") or "",
+        "acquired": spec.get("acquireTime"),
+        "renewed": spec.get("renewTime"),
+        "duration": int(duration) if duration is not None else None,
+        "expires_at": renewed + int(duration) if renewed is not None and duration is not None else None,
+        "transitions": int(spec.get("leaseTransitions") or 0),
+        "nodes": nodes,
+        "resource_version": meta.get("resourceVersion"),
+    }
+
+
+def describe(rec, now):
+    """'<holder> (nodes a, b; renewed <t>, expires in N s)' for messages."""
+    parts = []
+    if rec["nodes"]:
+        parts.append("nodes " + ", ".join(rec["nodes"]))
+    if rec["renewed"]:
+        parts.append("renewed " + str(rec["renewed"]))
+    if rec["expires_at"] is not None:
+        left = int(round(rec["expires_at"] - now))
+        parts.append(("expires in %d s" % left) if left >= 0 else ("expired %d s ago" % -left))
+    return "%s (%s)" % (rec["holder"], "; ".join(parts)) if parts else rec["holder"]
+
+
+def _body(name, namespace, holder, ttl, nodes, acquired, renewed, transitions, resource_version=None):
+    meta = {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY),
+            "annotations": {NODES_ANNOTATION: ",".join(nodes)}}
+    if resource_version is not None:
+        meta["resourceVersion"] = resource_version
+    return {"apiVersion": API_VERSION, "kind": "Lease", "metadata": meta,
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": int(ttl), "acquireTime": acquired,
+                     "renewTime": renewed, "leaseTransitions": int(transitions)}}
+
+
+def validate(name, namespace, holder, ttl):
+    problems = []
+    if not name or len(name) > MAX_NAME:
+        problems.append("name must be 1 to %d characters, got %r" % (MAX_NAME, name))
+    if not namespace:
+        problems.append("namespace must not be empty")
+    if not holder or not str(holder).strip():
+        problems.append("holder must name this run")
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
+        problems.append("ttl must be a positive number of seconds, got %r" % (ttl,))
+    if problems:
+        raise LockError("; ".join(problems))
+
+
+def decide(lease, state, name, namespace, holder, ttl, nodes, now):
+    """What to do with the Lease ``lease`` (None: absent) for ``state`` 'held' (take or renew) or 'absent' (release).
+
+    Returns a dict: ``action`` (none, create, update or refuse), ``body`` (the Lease to write), ``before`` (the
+    record read, or None), ``taken_over`` (the expired holder replaced, or None) and ``msg``.
+    """
+    validate(name, namespace, holder, ttl)
+    nodes = list(nodes or [])
+    rec = record(lease)
+    stamp = format_time(now)
+    where = "%s/%s" % (namespace, name)
+    if state == "absent":
+        if rec is None or rec["holder"] != holder:
+            msg = ("the roll lock %s is not held by this run%s; left as it is"
+                   % (where, (", but by " + describe(rec, now)) if rec and rec["holder"] else ""))
+            return dict(action="none", body=None, before=rec, taken_over=None, msg=msg)
+        body = _body(name, namespace, "", 1, [], _micro(rec["acquired"]), stamp, rec["transitions"],
+                     rec["resource_version"])
+        return dict(action="update", body=body, before=rec, taken_over=None, msg="released the roll lock " + where)
+    if state != "held":
+        raise LockError("state must be held or absent, got %r" % (state,))
+    if rec is None:
+        body = _body(name, namespace, holder, ttl, nodes, stamp, stamp, 0)
+        return dict(action="create", body=body, before=None, taken_over=None, msg="took the roll lock " + where)
+    if rec["holder"] == holder:
+        body = _body(name, namespace, holder, ttl, nodes or rec["nodes"], _micro(rec["acquired"]) or stamp, stamp,
+                     rec["transitions"], rec["resource_version"])
+        return dict(action="update", body=body, before=rec, taken_over=None, msg="renewed the roll lock " + where)
+    # A Lease without a duration is expired at once, as client-go's isLeaseValid has it.
+    live = rec["holder"] and rec["expires_at"] is not None and rec["expires_at"] > now
+    if live:
+        return dict(action="refuse", body=None, before=rec, taken_over=None,
+                    msg="another roll holds the lock %s: %s; nothing was changed" % (where, describe(rec, now)))
+    body = _body(name, namespace, holder, ttl, nodes, stamp, stamp, rec["transitions"] + 1, rec["resource_version"])
+    stale = rec["holder"] or None
+    msg = ("took over the roll lock %s from %s, whose lease expired" % (where, describe(rec, now))) if stale \
+        else "took the roll lock " + where
+    return dict(action="update", body=body, before=rec, taken_over=stale, msg=msg)

@@ -1,0 +1,283 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: roll_lock
+short_description: Take, renew or release a roll's lock, a Kubernetes Lease with a time-to-live
+version_added: 0.3.0
+description:
+  - Keeps one C(coordination.k8s.io/v1) Lease per roll, so that two runs (two AWX jobs, two operators) cannot roll
+    the same nodes at once. The Lease names its holder, the nodes of the roll (annotation C(gpuops.io/roll-nodes))
+    and a time-to-live; a run stopped without releasing it (controller killed) leaves a lock that expires.
+  - O(state=held) takes the lock when it is free, renews it when this run (O(holder)) holds it, takes it over when
+    the holder's lease has expired (naming that holder), and fails, naming the holder and its nodes, when another
+    run holds a live lease. Nothing is written then.
+  - O(state=absent) releases the lock when this run holds it (the holder is emptied, as client-go's leader election
+    releases a Lease); a lock another run took over is left to it.
+  - The rules follow client-go's leader election (C(tools/leaderelection/leaderelection.go) C(tryAcquireOrRenew)).
+    Every write carries the C(resourceVersion) read before it, so of two runs that saw the lock free only one gets
+    it; the other fails with the API server's conflict.
+author:
+  - gpuops.provision contributors (@gpuops)
+extends_documentation_fragment:
+  - gpuops.provision._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads the Lease and reports what would be done, including a refusal; writes nothing.
+  diff_mode:
+    support: full
+  idempotent:
+    support: partial
+    details:
+      - O(state=absent) is idempotent. O(state=held) renews the lease (a new C(renewTime)) on every run, which is
+        its purpose.
+options:
+  name:
+    description:
+      - Name of the Lease. One name per set of nodes that must not be rolled twice at once.
+    type: str
+    required: true
+  namespace:
+    description:
+      - Namespace of the Lease. The identity that runs the roll needs C(get), C(create) and C(update) on
+        C(leases) there.
+    type: str
+    default: kube-system
+  state:
+    description:
+      - V(held) takes or renews the lock; V(absent) releases it.
+    type: str
+    choices: [held, absent]
+    default: held
+  holder:
+    description:
+      - Who this run is (C(holderIdentity)); unique per run, for example with the AWX job id and a random part.
+    type: str
+    required: true
+  ttl:
+    description:
+      - Seconds the lease lives after each renewal (C(leaseDurationSeconds)). Longer than the longest gap between two
+        renewals (a roll renews before each wave).
+    type: int
+    default: 3600
+  nodes:
+    description:
+      - The nodes of the roll, recorded in the Lease so that a refused run can name them.
+    type: list
+    elements: str
+    default: []
+  kubeconfig:
+    description:
+      - Path of the kubeconfig. Default is E(K8S_AUTH_KUBECONFIG) (as C(kubernetes.core) reads it), then
+        C(~/.kube/config), then the in-cluster service account.
+      - TLS is verified as the kubeconfig says (verification on unless it sets C(insecure-skip-tls-verify)).
+    type: path
+  context:
+    description:
+      - Context of the kubeconfig. Default is E(K8S_AUTH_CONTEXT), then the kubeconfig's current context.
+    type: str
+  timeout:
+    description:
+      - Seconds per API request.
+    type: int
+    default: 30
+requirements:
+  - kubernetes (Python client) on the host that runs the module
+notes:
+  - The expiry is read from the Lease's C(renewTime), so controllers whose clocks differ by more than a small part of
+    O(ttl) may disagree about when a lease expired.
+seealso:
+  - name: Kubernetes Leases
+    description: Leases as locks and for leader election.
+    link: https://kubernetes.io/docs/concepts/architecture/leases/
+"""
+
+EXAMPLES = r"""
+- name: Take the roll lock before the first cordon
+  gpuops.provision.roll_lock:
+    name: gpuops-mig-reconfigure
+    holder: "awx-job-{{ awx_job_id | default('cli') }}-{{ 999999 | random(seed=inventory_hostname) }}"
+    nodes: "{{ groups['gpu_nodes'] }}"
+    ttl: 1800
+  delegate_to: localhost
+  run_once: true
+
+- name: Release it at the end
+  gpuops.provision.roll_lock:
+    name: gpuops-mig-reconfigure
+    holder: "{{ roll_holder }}"
+    state: absent
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+action:
+  description: What was done (or would be, in check mode) - V(create), V(update) or V(none).
+  returned: always
+  type: str
+  sample: create
+lease:
+  description: The Lease as it is after the run (as it would be, in check mode); V(null) when there is none.
+  returned: always
+  type: dict
+  contains:
+    holder:
+      description: C(holderIdentity); empty when released.
+      type: str
+    acquired:
+      description: C(acquireTime).
+      type: str
+      sample: "2026-12-02T04:30:00.000000Z"
+    renewed:
+      description: C(renewTime).
+      type: str
+    duration:
+      description: C(leaseDurationSeconds).
+      type: int
+      sample: 3600
+    expires_at:
+      description: Seconds since the epoch at which the lease expires unless renewed.
+      type: float
+    transitions:
+      description: C(leaseTransitions), the times the lock changed hands.
+      type: int
+    nodes:
+      description: The nodes recorded for the roll.
+      type: list
+      elements: str
+    resource_version:
+      description: C(metadata.resourceVersion).
+      type: str
+taken_over:
+  description: The holder whose expired lease this run took over; V(null) otherwise.
+  returned: always
+  type: str
+msg:
+  description: What happened, in words.
+  returned: always
+  type: str
+  sample: took the roll lock kube-system/gpuops-mig-reconfigure
+"""
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _rolllock
+
+try:
+    import kubernetes
+    from kubernetes.client.rest import ApiException
+    HAS_KUBERNETES = True
+    KUBERNETES_ERROR = None
+except ImportError as e:  # pragma: no cover - depends on the controller
+    HAS_KUBERNETES = False
+    KUBERNETES_ERROR = e
+
+    class ApiException(Exception):  # type: ignore[no-redef]
+        """Stands in for the client's exception where the library is missing (the module fails before any call)."""
+
+BOUNDS = {"ttl": (10, _bounds.DAY, "seconds a lease lives"), "timeout": _bounds.API_TIMEOUT}
+
+
+def api_client(params):
+    """A client from the kubeconfig (option, then kubernetes.core's environment variables, then the library's
+    default: KUBECONFIG or ~/.kube/config), or the in-cluster service account where there is none (AWX container
+    groups)."""
+    path = params["kubeconfig"] or os.environ.get("K8S_AUTH_KUBECONFIG")
+    context = params["context"] or os.environ.get("K8S_AUTH_CONTEXT")
+    try:
+        return kubernetes.config.new_client_from_config(config_file=path, context=context)
+    except kubernetes.config.ConfigException:
+        if path:
+            raise
+    cfg = kubernetes.client.Configuration()
+    kubernetes.config.load_incluster_config(client_configuration=cfg)
+    return kubernetes.client.ApiClient(cfg)
+
+
+def run(module):
+    p = module.params
+    api = api_client(p)
+    leases = kubernetes.client.CoordinationV1Api(api)
+    where = "%s/%s" % (p["namespace"], p["name"])
+    timeout = p["timeout"]
+    try:
+        current = api.sanitize_for_serialization(
+            leases.read_namespaced_lease(p["name"], p["namespace"], _request_timeout=timeout))
+    except ApiException as e:
+        if getattr(e, "status", None) != 404:
+            raise
+        current = None
+    now = time.time()
+    try:
+        plan = _rolllock.decide(current, p["state"], p["name"], p["namespace"], p["holder"], p["ttl"], p["nodes"], now)
+    except _rolllock.LockError as e:
+        module.fail_json(msg="%s: %s" % (where, e))
+    before = plan["before"]
+    if plan["action"] == "refuse":
+        module.fail_json(msg=plan["msg"], action="none", lease=before, taken_over=None)
+    after = _rolllock.record(plan["body"]) if plan["body"] else before
+    if plan["action"] != "none" and not module.check_mode:
+        try:
+            if plan["action"] == "create":
+                written = leases.create_namespaced_lease(p["namespace"], plan["body"], _request_timeout=timeout)
+            else:
+                written = leases.replace_namespaced_lease(p["name"], p["namespace"], plan["body"],
+                                                          _request_timeout=timeout)
+        except ApiException as e:
+            if getattr(e, "status", None) == 409:
+                module.fail_json(msg="the roll lock %s changed hands while this run took it (%s); nothing was changed"
+                                 % (where, e.reason), action="none", lease=before, taken_over=None)
+            raise
+        after = _rolllock.record(api.sanitize_for_serialization(written))
+    if plan["taken_over"]:
+        module.warn(plan["msg"])
+    changed = plan["action"] != "none"
+    result = dict(changed=changed, action=plan["action"], lease=after, taken_over=plan["taken_over"], msg=plan["msg"])
+    if module._diff:
+        result["diff"] = dict(before=before or {}, after=after or {}, before_header=where, after_header=where)
+    module.exit_json(**result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            namespace=dict(type="str", default="kube-system"),
+            state=dict(type="str", default="held", choices=["held", "absent"]),
+            holder=dict(type="str", required=True),
+            ttl=dict(type="int", default=3600),
+            nodes=dict(type="list", elements="str", default=[]),
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            timeout=dict(type="int", default=30),
+        ),
+        supports_check_mode=True,
+    )
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(KUBERNETES_ERROR))
+    problems = _bounds.out_of_range(module.params, BOUNDS)
+    if problems:
+        module.fail_json(msg="; ".join(problems))
+    try:
+        run(module)
+    except ApiException as e:
+        module.fail_json(msg="Kubernetes API error on Lease %s/%s: %s %s"
+                         % (module.params["namespace"], module.params["name"], getattr(e, "status", ""),
+                            getattr(e, "reason", e)))
+    except Exception as e:  # pylint: disable=broad-except  # urllib3 and kubeconfig errors: report, never a traceback
+        module.fail_json(msg="cannot reach the Kubernetes API for Lease %s/%s: %s"
+                         % (module.params["namespace"], module.params["name"], e))
+
+
+if __name__ == "__main__":
+    main()
