@@ -15,13 +15,17 @@ exactly the changed ones for ours), the lowest schedulable count of --floor-reso
 (worked out from the cordon/uncordon PATCHes of the request log and each node's advertised resources before and
 after), the ratios against the naive roll, and the machine's load.
 
+The boot-time re-apply (installed on every node by playbooks/mig_reconfigure.yml) is off unless --boot-apply: the
+anchor installs none, and its cost (a copy of the applier's code per node) does not depend on the roll.
+
 Usage: .venv/bin/python bench/mig_reconfigure/run.py [--nodes 20] [--changed 5] [--grace 30] [--factor 0.1]
-                                                   [--budget 25%] [--floor 15]
+                                                   [--budget 25%] [--floor 15] [--boot-apply]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import sys
 import tempfile
@@ -89,7 +93,15 @@ def measure(base, nodes, extra_vars, grace, playbook=None):
         after = {n: mig_allocatable(fleet.node(n)) for n in nodes}
         low = lowest_capacity(lab.requests(), before, after, RESOURCE)
         waves = ((out.get("global_custom_stats") or {}).get("mig_reconfigure") or {}).get("roll", {}).get("sizes")
-        return wall, drained, low, waves
+        return wall, drained, low, waves, play_seconds(out)
+
+
+def play_seconds(out):
+    """{play name: seconds} from the json callback's play durations."""
+    def epoch(text):
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return {p["play"]["name"].split("| ")[-1]: round(epoch(p["play"]["duration"]["end"]) - epoch(p["play"]["duration"]["start"]), 1)
+            for p in out["plays"] if p["play"].get("duration", {}).get("end")}
 
 
 def main():
@@ -100,27 +112,31 @@ def main():
     ap.add_argument("--factor", type=float, default=0.1, help="scales the grace period (30 s x 0.1 = 3 s)")
     ap.add_argument("--budget", default="25%", help="max_unavailable of the budgeted run")
     ap.add_argument("--floor", type=int, default=15, help="capacity floor of %s for ours" % RESOURCE)
+    ap.add_argument("--boot-apply", action="store_true",
+                    help="also install the boot-time re-apply on every node (ours only: the anchor has none)")
     args = ap.parse_args()
     grace = int(round(args.grace * args.factor))
     nodes = fleet_nodes(args.nodes, args.changed)
     need = sorted(n for n, s in nodes.items() if len(s["gpus"][0]["gpu_instances"]) == 2)
     floor = {RESOURCE: args.floor}
+    boot = {"mig_reconfigure_boot_apply": bool(args.boot_apply)}
     load = os.getloadavg()
     runs = {}
     with tempfile.TemporaryDirectory(prefix="bench-migrc-") as tmp:
         runs["naive (drain all, serial 1)"] = measure(os.path.join(tmp, "naive"), nodes, {"mig_reconfigure_serial": 1},
                                                       grace, NAIVE)
-        runs["ours, max_parallel 1"] = measure(os.path.join(tmp, "serial"), nodes, {
-            "mig_reconfigure_max_parallel": 1, "mig_reconfigure_capacity_floor": floor}, grace)
-        runs["ours, max_unavailable %s" % args.budget] = measure(os.path.join(tmp, "budget"), nodes, {
-            "mig_reconfigure_max_parallel": 0, "mig_reconfigure_max_unavailable": args.budget,
-            "mig_reconfigure_capacity_floor": floor}, grace)
+        runs["ours, max_parallel 1"] = measure(os.path.join(tmp, "serial"), nodes, dict(
+            boot, mig_reconfigure_max_parallel=1, mig_reconfigure_capacity_floor=floor), grace)
+        runs["ours, max_unavailable %s" % args.budget] = measure(os.path.join(tmp, "budget"), nodes, dict(
+            boot, mig_reconfigure_max_parallel=0, mig_reconfigure_max_unavailable=args.budget,
+            mig_reconfigure_capacity_floor=floor), grace)
     print("fleet: %d nodes, %d need a change (%s); pod grace %d s (%.0f s x %.2f); floor %s >= %d"
           % (args.nodes, len(need), ", ".join(need), grace, args.grace, args.factor, RESOURCE, args.floor))
-    print("load average before the runs: %.2f %.2f %.2f on %d CPUs" % (load + (os.cpu_count(),)))
+    print("load average before the runs: %.2f %.2f %.2f on %d CPUs; boot-time re-apply %s"
+          % (load + (os.cpu_count(), "installed by ours" if args.boot_apply else "off (the anchor has none)")))
     naive = runs["naive (drain all, serial 1)"][0]
     ok = True
-    for name, (wall, drained, low, waves) in runs.items():
+    for name, (wall, drained, low, waves, plays) in runs.items():
         ours = not name.startswith("naive")
         exact = drained == need
         held = low >= args.floor
@@ -130,6 +146,8 @@ def main():
                  (" (exactly the changed ones)" if exact else " (MISMATCH: %s)" % drained) if ours else "",
                  RESOURCE, low, (" (floor %d held)" % args.floor if held else " (FLOOR %d BROKEN)" % args.floor) if ours else "",
                  ", waves %s" % waves if waves else ""))
+        if ours:
+            print("%-30s  plays: %s" % ("", ", ".join("%s %.1f s" % kv for kv in plays.items())))
     if not ok:
         raise SystemExit(1)
 

@@ -517,6 +517,9 @@ def test_a_roll_started_while_another_holds_the_lock_is_refused_before_any_cordo
             assert fleet.writes() == [], "a refused roll wrote to the cluster"
         assert {n: fleet.raw(n) for n in fleet.nodes} == before
         assert roll_lease(fleet)["metadata"]["resourceVersion"] == version, "the other roll's lock was touched"
+        # With the lock switched off the plan does not look at it.
+        rc, out = fleet.run(check=True, extra_vars={"mig_reconfigure_roll_lock": False})
+        assert rc == 0, failures(out)
         # Another lock name (another pool rolled on its own) is not held: that roll goes ahead.
         rc, out = fleet.run(extra_vars={"mig_reconfigure_roll_lock_name": "gpuops-mig-pool-b"})
         assert rc == 0, failures(out)
