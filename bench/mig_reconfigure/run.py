@@ -97,11 +97,16 @@ def measure(base, nodes, extra_vars, grace, playbook=None):
 
 
 def play_seconds(out):
-    """{play name: seconds} from the json callback's play durations."""
+    """{play name: seconds} from the json callback's play durations; a serial play has one entry per batch, summed."""
     def epoch(text):
         return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    return {p["play"]["name"].split("| ")[-1]: round(epoch(p["play"]["duration"]["end"]) - epoch(p["play"]["duration"]["start"]), 1)
-            for p in out["plays"] if p["play"].get("duration", {}).get("end")}
+    total = {}
+    for p in out["plays"]:
+        d = p["play"].get("duration") or {}
+        if d.get("end"):
+            name = p["play"]["name"].split("| ")[-1]
+            total[name] = round(total.get(name, 0.0) + epoch(d["end"]) - epoch(d["start"]), 1)
+    return total
 
 
 def main():
