@@ -38,7 +38,8 @@ def mig_operand_labels(node_labels, operands, phase):
 
 
 def mig_drain_timed_out(result):
-    return _wrap("mig_drain_timed_out", R.drain_timed_out, result)
+    # Only the warnings are read: a whole drain result made plain costs a third of a second per evaluation.
+    return _wrap("mig_drain_timed_out", R.drain_timed_out, {"warnings": (result or {}).get("warnings")})
 
 
 def mig_roll_waves(plans, max_parallel=1, max_unavailable=None, floors=None, max_failures=0):
@@ -56,6 +57,26 @@ def mig_running_pods(pods):
     return _wrap("mig_running_pods", R.running_pods, pods)
 
 
+def mig_node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
+    # Only this host's Node is made plain: every Node of the cluster, deep-copied once per host, costs seconds.
+    nodes = nodes or {}
+    mine = [n for n in nodes.get("resources") or [] if (n.get("metadata") or {}).get("name") == name]
+    return _wrap("mig_node_facts", R.node_facts, dict(failed=nodes.get("failed"), msg=nodes.get("msg"), resources=mine),
+                 name, selected or "", skip_label or "", backend)
+
+
+def mig_node_plan(facts, check, strategy="mixed", ci_profiles_served=False):
+    return _wrap("mig_node_plan", R.node_plan, facts, check, strategy, bool(ci_profiles_served))
+
+
+def mig_pods_matching(pods, selectors):
+    # The pods stay Ansible's objects (only their labels are read): making every pod plain costs more than the match.
+    try:
+        return R.pods_matching(pods, _plain(selectors))
+    except R.RollError as e:
+        raise AnsibleFilterError("gpuops.provision.mig_pods_matching: %s" % e)
+
+
 class FilterModule:
     """gpuops.provision MIG roll filters."""
 
@@ -69,4 +90,7 @@ class FilterModule:
             "mig_roll_waves": mig_roll_waves,
             "mig_roll_budget": mig_roll_budget,
             "mig_running_pods": mig_running_pods,
+            "mig_node_facts": mig_node_facts,
+            "mig_node_plan": mig_node_plan,
+            "mig_pods_matching": mig_pods_matching,
         }

@@ -254,3 +254,100 @@ def running_pods(pods):
             meta = pod.get("metadata") or {}
             out.append("%s/%s" % (meta.get("namespace", ""), meta.get("name", "")))
     return sorted(out)
+
+
+def pods_matching(pods, selectors):
+    """The pods (in input order) whose labels match any of ``selectors`` ('key=value' or 'key==value',
+    equality only, as the role's selector variables are written)."""
+    wanted = []
+    for sel in selectors or []:
+        key, sep, value = str(sel).replace("==", "=").partition("=")
+        if not sep or not key.strip():
+            raise RollError("pod selector %r is not key=value" % (sel,))
+        wanted.append((key.strip(), value.strip()))
+    out = []
+    for pod in pods or []:
+        labels = ((pod or {}).get("metadata") or {}).get("labels") or {}
+        if any(labels.get(k) == v for k, v in wanted):
+            out.append(pod)
+    return out
+
+
+# ---- the plan of one node (plan.yml) ------------------------------------------------------------------------------
+
+BACKENDS = ("nvml", "gpu_operator")
+
+
+def node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
+    """What the plan needs from the Kubernetes node ``name`` in ``nodes`` (k8s_info's result for every Node).
+
+    ``selected``: the configuration asked for by variable; empty takes the node label nvidia.com/mig.config.
+    ``skip_label``: 'key=value' (or 'key', matching an empty value) that keeps the node out of the roll.
+    Returns the node's ``labels``, ``mig_manager`` (its nvidia.com/gpu.deploy.mig-manager label), ``was_cordoned``,
+    ``unavailable`` (cordoned or not Ready), ``advertised`` MIG resources, ``selected``, ``skip`` and ``plannable``
+    (whether mig_geometry plans it: found, a configuration, and mig-manager as ``backend`` needs it).
+    """
+    if backend not in BACKENDS:
+        raise RollError("backend must be one of %s, got %r" % (", ".join(BACKENDS), backend))
+    nodes = nodes or {}
+    found = [n for n in nodes.get("resources") or [] if (n.get("metadata") or {}).get("name") == name]
+    node = found[0] if found else {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    cordoned = bool(spec.get("unschedulable"))
+    skip_key, _sep, skip_value = (skip_label or "").partition("=")
+    mig_manager = labels.get("nvidia.com/gpu.deploy.mig-manager", "")
+    selected = selected or labels.get("nvidia.com/mig.config", "")
+    manager_fits = mig_manager in ("", "false") if backend == "nvml" else mig_manager == "true"
+    return dict(node=name, failed=bool(nodes.get("failed")), msg=nodes.get("msg") or "", found=bool(found),
+                labels=labels, mig_manager=mig_manager, was_cordoned=cordoned,
+                unavailable=cordoned or (ready[0] if ready else "False") != "True",
+                advertised=advertised_resources(status.get("allocatable")), selected=selected,
+                skip=bool(skip_key) and skip_key in labels and labels[skip_key] == skip_value,
+                plannable=bool(found) and bool(selected) and manager_fits, backend=backend)
+
+
+def node_error(facts, check):
+    """Why the node cannot be planned ('' when it can): the first of node unreadable or absent, mig-manager at odds
+    with the backend, no configuration, mig_geometry's own refusal, CI profiles the device plugin does not serve."""
+    name, backend, manager = facts["node"], facts["backend"], facts["mig_manager"]
+    if facts["failed"]:
+        return "cannot read Kubernetes node %s: %s" % (name, facts["msg"])
+    if not facts["found"]:
+        return "Kubernetes node %s not found" % name
+    if backend == "nvml" and manager not in ("", "false"):
+        return ("the GPU Operator deploys mig-manager on this node (nvidia.com/gpu.deploy.mig-manager=%s), which "
+                "re-applies its own MIG configuration; backend nvml needs it off (label it false, or disable "
+                "migManager in the ClusterPolicy), or use mig_reconfigure_backend=gpu_operator" % manager)
+    if backend == "gpu_operator" and manager != "true":
+        return ("backend gpu_operator needs mig-manager of the GPU Operator on this node, but "
+                "nvidia.com/gpu.deploy.mig-manager is %s (enable migManager in the ClusterPolicy)" % (manager or "absent"))
+    if not facts["selected"]:
+        return "no MIG configuration selected: set mig_reconfigure_selected or the node label nvidia.com/mig.config"
+    if check.get("failed"):
+        return check.get("msg") or "mig_geometry failed"
+    ci = facts.get("ci_profiles") or []
+    if ci:
+        return ("compute-instance profile(s) %s are not registered by the NVIDIA device plugin (mixed strategy serves "
+                "C == G profiles only); set mig_reconfigure_ci_profiles_served if the plugin on this node serves them"
+                % ", ".join(ci))
+    return ""
+
+
+def node_plan(facts, check, strategy="mixed", ci_profiles_served=False):
+    """The plan record of one node (``facts`` from node_facts, ``check`` mig_geometry's check-mode result, or a
+    skipped task's): the configuration, the error that stops the whole roll, whether it changes (a node skipped by
+    label does not), its GPUs, and the MIG resources it advertises now and once at the target."""
+    check = check or {}
+    gpus = check.get("gpus") or []
+    would_change = bool(check.get("changed"))
+    served = bool(ci_profiles_served)
+    facts = dict(facts, ci_profiles=[] if served else ci_profiles_requested(gpus))
+    error = node_error(facts, check)
+    return dict(node=facts["node"], selected=facts["selected"], error=error,
+                changed=not error and would_change and not facts["skip"],
+                skipped_by_label=facts["skip"] and would_change,
+                reset_required=bool(check.get("reset_required")), gpus=gpus, unavailable=facts["unavailable"],
+                current=facts["advertised"],
+                target=expected_resources(gpus, strategy, served) if would_change else facts["advertised"])

@@ -27,6 +27,9 @@ pytestmark = pytest.mark.slow
 STATE = "nvidia.com/mig.config.state"
 HOSTLOCK = os.path.join(ROOT, "plugins", "module_utils", "_hostlock.py")
 
+# A TTL short enough that the three-node roll must renew its lock once (the role renews after a third of it).
+LOCK_TTL = 10
+
 
 def device_plugin_pod(lab, node):
     running = [p.metadata.name for p in lab.running_pods("gpu-operator", node)
@@ -72,7 +75,7 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
     with fleet.start() as lab:
         node1_before = fleet.raw("node-1")
         plugins_before = {name: device_plugin_pod(lab, name) for name in ("node-1", "node-2", "node-3")}
-        rc, out = fleet.run()
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_roll_lock_ttl": LOCK_TTL})
         assert rc == 0, failures(out)
 
         # node-1 was already at its target: never cordoned, never drained, never labelled, GPU untouched.
@@ -109,15 +112,20 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
         # serial 1: node-2 uncordoned before node-3 was cordoned; timeline from the stand-in's request log.
         t2, t3 = fleet.timeline("node-2"), fleet.timeline("node-3")
         assert t2[1] < t3[0]
-        # The roll's lock: taken before the first cordon, renewed before each wave, released after the last one.
+        # The roll's lock: taken before the first cordon, released after the last uncordon, and renewed before a
+        # wave only once a third of its TTL has passed since this run last wrote it: wave 1 starts right after the
+        # take, wave 2 after node-2's roll, which takes longer than a third of the 10 s TTL.
         lease = [r for r in lab.requests() if r["resource"] == "leases" and r["name"] == "gpuops-mig-reconfigure"
                  and r["method"] in ("POST", "PUT")]
-        assert [r["method"] for r in lease] == ["POST", "PUT", "PUT", "PUT"], lease
+        assert [r["method"] for r in lease] == ["POST", "PUT", "PUT"], lease
         assert all(r["status"] in (200, 201) for r in lease)
-        assert lease[0]["t"] < t2[0] and t2[1] < lease[2]["t"] < t3[0] and lease[3]["t"] > t3[1]
+        assert lease[0]["t"] < t2[0] and t2[1] < lease[1]["t"] < t3[0] and lease[2]["t"] > t3[1]
+        assert lease[1]["t"] - lease[0]["t"] > LOCK_TTL / 3.0
         assert lease[0]["body"]["metadata"]["annotations"]["gpuops.io/roll-nodes"] == "node-2,node-3"
         assert lease[0]["body"]["spec"]["holderIdentity"].startswith("gpuops.provision.mig_reconfigure ")
-        assert lease[3]["body"]["spec"]["holderIdentity"] == ""
+        assert lease[1]["body"]["spec"]["holderIdentity"] == lease[0]["body"]["spec"]["holderIdentity"]
+        assert lease[1]["body"]["spec"]["leaseDurationSeconds"] == LOCK_TTL
+        assert lease[2]["body"]["spec"]["holderIdentity"] == ""
         stats = out["global_custom_stats"]["mig_reconfigure"]["nodes"]
         assert stats["node-1"]["result"] == "skipped" and stats["node-1"]["drained"] is False
         assert stats["node-2"]["result"] == stats["node-3"]["result"] == "success"
@@ -544,6 +552,10 @@ def test_within_the_failure_budget_the_roll_goes_on_and_the_run_still_fails(tmp_
         assert not os.path.exists(os.path.join(str(tmp_path), "boot", "node-2", "mig-config.json"))
         assert os.path.exists(os.path.join(str(tmp_path), "boot", "node-3", "mig-config.json"))
         assert roll_lease(fleet)["spec"].get("holderIdentity") in (None, "")
+        # Two waves within minutes of a 3600 s TTL: the lock is written twice, taken and released, never renewed.
+        writes = [r["method"] for r in fleet.lab.requests() if r["resource"] == "leases"
+                  and r["name"] == "gpuops-mig-reconfigure" and r["method"] in ("POST", "PUT")]
+        assert writes == ["POST", "PUT"], writes
 
 
 def job_pod(node, name="train-0"):

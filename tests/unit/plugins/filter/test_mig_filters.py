@@ -14,8 +14,8 @@ from ansible_collections.gpuops.provision.plugins.filter import mig
 def test_filters_are_registered_and_wrap_the_pure_code():
     f = mig.FilterModule().filters()
     assert sorted(f) == ["mig_advertised_resources", "mig_ci_profiles", "mig_drain_timed_out",
-                         "mig_expected_resources", "mig_operand_labels", "mig_roll_budget", "mig_roll_waves",
-                         "mig_running_pods"]
+                         "mig_expected_resources", "mig_node_facts", "mig_node_plan", "mig_operand_labels",
+                         "mig_pods_matching", "mig_roll_budget", "mig_roll_waves", "mig_running_pods"]
     gpus = [{"selected": True, "mig_capable": True,
              "after": {"mig_mode": {"current": "enabled"}, "mig_devices": {"1g.10gb": 2, "1c.3g.40gb": 1}}}]
     assert f["mig_expected_resources"](gpus, "mixed", "yes") == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-1c.3g.40gb": 1}
@@ -24,6 +24,13 @@ def test_filters_are_registered_and_wrap_the_pure_code():
     assert f["mig_drain_timed_out"]({"warnings": ["timeout reached while pods were still running."]}) is True
     assert f["mig_roll_budget"]([{"node": "n1", "result": "failed"}], 1) == {"spent": False, "failed": ["n1"], "msg": ""}
     assert f["mig_running_pods"]([{"metadata": {"namespace": "ml", "name": "j"}, "status": {"phase": "Pending"}}]) == ["ml/j"]
+    pods = [{"metadata": {"name": "v", "labels": {"app": "nvidia-operator-validator"}}}, {"metadata": {"name": "x"}}]
+    assert f["mig_pods_matching"](pods, ["app==nvidia-operator-validator"]) == pods[:1]
+    nodes = {"resources": [{"metadata": {"name": "n2", "labels": {"nvidia.com/mig.config": "other"}}},
+                           {"metadata": {"name": "n1", "labels": {"nvidia.com/mig.config": "all-1g"}}}]}
+    facts = f["mig_node_facts"](nodes, "n1")
+    assert facts["selected"] == "all-1g" and facts["plannable"] and facts["unavailable"]  # no Ready condition
+    assert f["mig_node_plan"](facts, {"changed": True, "gpus": []})["changed"] is True
     plans = [{"node": "n1", "changed": True}, {"node": "n2", "changed": True}]
     assert f["mig_roll_waves"](plans, max_parallel=0, max_failures="50%")["max_failures"] == 1
 
@@ -35,6 +42,10 @@ def test_bad_input_is_a_filter_error_naming_the_filter():
         mig.mig_operand_labels({}, ["dcgm"], "later")
     with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_expected_resources: .*not a MIG profile name"):
         mig.mig_expected_resources([{"after": {"mig_mode": {"current": "enabled"}, "mig_devices": {"bogus": 1}}}])
+    with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_pods_matching: pod selector 'app' is not key=value"):
+        mig.mig_pods_matching([], ["app"])
+    with pytest.raises(AnsibleFilterError, match="gpuops.provision.mig_node_facts: backend must be one of"):
+        mig.mig_node_facts({}, "n1", backend="operator")
 
 
 def test_roll_waves_filter_reads_the_plan_records():

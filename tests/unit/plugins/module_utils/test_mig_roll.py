@@ -141,3 +141,86 @@ def test_unknown_profiles_and_gi_names():
     table = M.documented_table(0x233010DE)
     assert _mig.unknown_profiles(table, {"1c.3g.40gb": 1, "3g.20gb": 1, "1g.10gb": 2}) == ["3g.20gb"]
     assert _mig.gi_profile_names({"1c.3g.40gb": 1, "3g.40gb": 1, "1g.10gb+me": 1}) == {"3g.40gb", "1g.10gb+me"}
+
+
+def node(name="n1", labels=None, unschedulable=None, ready="True", allocatable=None):
+    out = {"metadata": {"name": name, "labels": labels or {}},
+           "status": {"conditions": [{"type": "Ready", "status": ready}], "allocatable": allocatable or {}}}
+    if unschedulable is not None:
+        out["spec"] = {"unschedulable": unschedulable}
+    return out
+
+
+def test_node_facts_pick_the_node_and_take_the_variable_before_the_label():
+    nodes = {"resources": [node("n0", {"nvidia.com/mig.config": "other"}),
+                           node("n1", {"nvidia.com/mig.config": "all-1g"}, allocatable={"nvidia.com/mig-1g.10gb": "7", "cpu": "8"})]}
+    facts = R.node_facts(nodes, "n1")
+    assert facts["found"] and facts["selected"] == "all-1g" and facts["plannable"]
+    assert facts["advertised"] == {"nvidia.com/mig-1g.10gb": 7} and not facts["unavailable"] and not facts["was_cordoned"]
+    assert R.node_facts(nodes, "n1", selected="all-balanced")["selected"] == "all-balanced"
+    assert not R.node_facts(nodes, "n9")["found"] and not R.node_facts(nodes, "n9")["plannable"]
+    assert R.node_facts({"failed": True, "msg": "401"}, "n1")["failed"]
+
+
+def test_node_facts_cordon_readiness_and_the_skip_label():
+    cordoned = R.node_facts({"resources": [node(unschedulable=True)]}, "n1", selected="x")
+    assert cordoned["was_cordoned"] and cordoned["unavailable"]
+    not_ready = R.node_facts({"resources": [node(ready="Unknown")]}, "n1", selected="x")
+    assert not_ready["unavailable"] and not not_ready["was_cordoned"]
+    labelled = {"resources": [node(labels={"gpuops.io/skip": "true", "empty": ""})]}
+    assert R.node_facts(labelled, "n1", skip_label="gpuops.io/skip=true")["skip"]
+    assert not R.node_facts(labelled, "n1", skip_label="gpuops.io/skip=false")["skip"]
+    assert R.node_facts(labelled, "n1", skip_label="empty")["skip"]             # key alone matches an empty value
+    assert not R.node_facts(labelled, "n1", skip_label="absent")["skip"]
+    assert not R.node_facts(labelled, "n1", skip_label="")["skip"]
+
+
+@pytest.mark.parametrize("backend, manager, plannable", [
+    ("nvml", None, True), ("nvml", "false", True), ("nvml", "true", False),
+    ("gpu_operator", "true", True), ("gpu_operator", "false", False), ("gpu_operator", None, False)])
+def test_only_the_mig_manager_label_the_backend_needs_is_plannable(backend, manager, plannable):
+    labels = {} if manager is None else {"nvidia.com/gpu.deploy.mig-manager": manager}
+    facts = R.node_facts({"resources": [node(labels=labels)]}, "n1", selected="x", backend=backend)
+    assert facts["plannable"] is plannable
+    error = R.node_plan(facts, {"skipped": True})["error"]
+    assert (error == "") is plannable
+    with pytest.raises(R.RollError, match="backend must be one of nvml, gpu_operator"):
+        R.node_facts({}, "n1", backend="mig-manager")
+
+
+def test_node_plan_names_the_first_reason_a_node_cannot_roll():
+    ok = R.node_facts({"resources": [node()]}, "n1", selected="all-1g")
+    assert R.node_plan(R.node_facts({"failed": True, "msg": "Unauthorized"}, "n1"), {})["error"] == \
+        "cannot read Kubernetes node n1: Unauthorized"
+    assert R.node_plan(R.node_facts({"resources": []}, "n1"), {})["error"] == "Kubernetes node n1 not found"
+    assert R.node_plan(R.node_facts({"resources": [node()]}, "n1"), {})["error"].startswith("no MIG configuration selected")
+    assert R.node_plan(ok, {"failed": True, "msg": "unknown config"})["error"] == "unknown config"
+    assert R.node_plan(ok, {"failed": True})["error"] == "mig_geometry failed"
+    ci = [gpu(devices={"1c.3g.40gb": 2})]
+    assert R.node_plan(ok, {"changed": True, "gpus": ci})["error"].startswith("compute-instance profile(s) 1c.3g.40gb")
+    plan = R.node_plan(ok, {"changed": True, "gpus": ci}, ci_profiles_served=True)
+    assert plan["error"] == "" and plan["changed"] and plan["target"] == {"nvidia.com/mig-1c.3g.40gb": 2}
+
+
+def test_node_plan_changes_skips_by_label_and_keeps_the_current_resources():
+    facts = R.node_facts({"resources": [node(allocatable={"nvidia.com/mig-1g.10gb": "7"})]}, "n1", selected="all-3g")
+    target = [gpu(devices={"3g.40gb": 2})]
+    plan = R.node_plan(facts, {"changed": True, "reset_required": True, "gpus": target})
+    assert plan["changed"] and not plan["skipped_by_label"] and plan["reset_required"]
+    assert plan["current"] == {"nvidia.com/mig-1g.10gb": 7} and plan["target"] == {"nvidia.com/mig-3g.40gb": 2}
+    same = R.node_plan(facts, {"changed": False, "gpus": target})
+    assert not same["changed"] and same["target"] == same["current"]  # at its target: what it advertises stays
+    skipped = R.node_plan(dict(facts, skip=True), {"changed": True, "gpus": target})
+    assert not skipped["changed"] and skipped["skipped_by_label"]
+    assert not R.node_plan(dict(facts, skip=True), {"changed": False})["skipped_by_label"]
+
+
+def test_pods_matching_equality_selectors_in_order():
+    pods = [{"metadata": {"name": "a", "labels": {"app": "dcgm", "tier": "gpu"}}},
+            {"metadata": {"name": "b", "labels": {"app": "other"}}},
+            {"metadata": {"name": "c", "labels": {"app": "plugin"}}}, {"metadata": {"name": "d"}}, None]
+    got = R.pods_matching(pods, ["app=plugin", "tier == gpu", "app=dcgm"])
+    assert [p["metadata"]["name"] for p in got] == ["a", "c"]  # each once, though "a" matches two selectors
+    assert R.pods_matching(pods, []) == []
+    with pytest.raises(R.RollError, match="pod selector '=x' is not key=value"):
+        R.pods_matching(pods, ["=x"])
