@@ -60,7 +60,7 @@ def mig_running_pods(pods):
 def mig_node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
     # Only this host's Node is made plain: every Node of the cluster, deep-copied once per host, costs seconds.
     nodes = nodes or {}
-    mine = [n for n in nodes.get("resources") or [] if (n.get("metadata") or {}).get("name") == name]
+    mine = R.nodes_named(nodes, name)
     return _wrap("mig_node_facts", R.node_facts, dict(failed=nodes.get("failed"), msg=nodes.get("msg"), resources=mine),
                  name, selected or "", skip_label or "", backend)
 

@@ -278,6 +278,11 @@ def pods_matching(pods, selectors):
 BACKENDS = ("nvml", "gpu_operator")
 
 
+def nodes_named(nodes, name):
+    """The Nodes of ``nodes`` (k8s_info's result) whose metadata.name is ``name``: one, or none."""
+    return [n for n in (nodes or {}).get("resources") or [] if (n.get("metadata") or {}).get("name") == name]
+
+
 def node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
     """What the plan needs from the Kubernetes node ``name`` in ``nodes`` (k8s_info's result for every Node).
 
@@ -290,7 +295,7 @@ def node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
     if backend not in BACKENDS:
         raise RollError("backend must be one of %s, got %r" % (", ".join(BACKENDS), backend))
     nodes = nodes or {}
-    found = [n for n in nodes.get("resources") or [] if (n.get("metadata") or {}).get("name") == name]
+    found = nodes_named(nodes, name)
     node = found[0] if found else {}
     labels = (node.get("metadata") or {}).get("labels") or {}
     spec, status = node.get("spec") or {}, node.get("status") or {}
@@ -308,9 +313,10 @@ def node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
                 plannable=bool(found) and bool(selected) and manager_fits, backend=backend)
 
 
-def node_error(facts, check):
+def node_error(facts, check, ci_profiles=()):
     """Why the node cannot be planned ('' when it can): the first of node unreadable or absent, mig-manager at odds
-    with the backend, no configuration, mig_geometry's own refusal, CI profiles the device plugin does not serve."""
+    with the backend, no configuration, mig_geometry's own refusal, the planned CI profiles ``ci_profiles`` that the
+    device plugin does not serve."""
     name, backend, manager = facts["node"], facts["backend"], facts["mig_manager"]
     if facts["failed"]:
         return "cannot read Kubernetes node %s: %s" % (name, facts["msg"])
@@ -327,7 +333,7 @@ def node_error(facts, check):
         return "no MIG configuration selected: set mig_reconfigure_selected or the node label nvidia.com/mig.config"
     if check.get("failed"):
         return check.get("msg") or "mig_geometry failed"
-    ci = facts.get("ci_profiles") or []
+    ci = list(ci_profiles)
     if ci:
         return ("compute-instance profile(s) %s are not registered by the NVIDIA device plugin (mixed strategy serves "
                 "C == G profiles only); set mig_reconfigure_ci_profiles_served if the plugin on this node serves them"
@@ -343,8 +349,7 @@ def node_plan(facts, check, strategy="mixed", ci_profiles_served=False):
     gpus = check.get("gpus") or []
     would_change = bool(check.get("changed"))
     served = bool(ci_profiles_served)
-    facts = dict(facts, ci_profiles=[] if served else ci_profiles_requested(gpus))
-    error = node_error(facts, check)
+    error = node_error(facts, check, () if served else ci_profiles_requested(gpus))
     return dict(node=facts["node"], selected=facts["selected"], error=error,
                 changed=not error and would_change and not facts["skip"],
                 skipped_by_label=facts["skip"] and would_change,
