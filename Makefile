@@ -96,7 +96,12 @@ lab-down:
 	lab/down.sh build/lab/run
 
 # --- tests ----------------------------------------------------------------------------------------------------------
-test: deps venv collection sanity lint build docs-check units lab-tests integration molecule
+# Phases and their wall time and CPU use in a table at the end (tools/test_phases.py): CI shows only the tail.
+# The stand-ins' builds (Go compiles, debootstrap, package repositories) run beside the static checks, which leave
+# a core idle most of the time (ansible-test sanity runs one test at a time).
+test: deps venv collection
+	$(PY) tools/test_phases.py "sanity+lint+lab-kube lab-mig-parted" "build docs-check units+lab-rpm-repo lab-cuda-repo" \
+	  lab-tests integration molecule
 	@echo "make test: all gates passed"
 
 # ansible-test insists on running from a real ansible_collections/<ns>/<name> directory (not through a symlink),
@@ -112,14 +117,14 @@ sanity: venv
 	cd $(SANITY_DIR) && $(BIN)/ansible-test sanity --venv --python 3.12 --color no
 
 units: venv collection
-	$(PY) -m pytest tests/unit -q -n 2
+	$(PY) -m pytest tests/unit -q -n 2 --durations=10
 
 # The stand-ins checked against the APIs they copy, before anything relies on them.
 lab-tests: venv collection deps lab-kube lab-mig-parted
-	$(PY) -m pytest tests/lab -q -n 2
+	$(PY) -m pytest tests/lab -q -n 2 --durations=15
 
 integration: venv collection deps lab-kube
-	$(PY) -m pytest tests/integration -q -n 2
+	$(PY) -m pytest tests/integration -q -n 2 --durations=25
 
 # Debian base images for the containers (debootstrap + podman import; skipped when present).
 lab-images: deps
