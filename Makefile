@@ -12,6 +12,7 @@ PY          := $(VENV)/bin/python
 BIN         := $(VENV)/bin
 COLL_ROOT   := $(ROOT)/build/collections
 COLL_LINK   := $(COLL_ROOT)/ansible_collections/gpuops/provision
+AWX_COLL    := $(COLL_ROOT)/ansible_collections/awx/awx/MANIFEST.json
 SANITY_DIR  := $(ROOT)/build/sanity/ansible_collections/gpuops/provision
 APT_PACKAGES := git rsync podman runc debootstrap ca-certificates chromium fonts-dejavu-core apt-utils dpkg-dev gnupg gcc libc6-dev
 CORE_VERSION := $(shell $(PY) -c 'import ansible.release as r; print(".".join(r.__version__.split(".")[:2]))' 2>/dev/null)
@@ -22,12 +23,12 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity units lab-tests integration molecule lint build docs-check bench clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity units lab-tests integration installed molecule lint build docs-check bench clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
 	@echo "make test       sanity, lint, build, docs, unit, integration and molecule tests"
-	@echo "sub-targets:    deps venv collection sanity units lab-tests integration molecule lint build docs-check bench lab-down clean"
+	@echo "sub-targets:    deps venv collection sanity units lab-tests integration installed molecule lint build docs-check bench lab-down clean"
 
 # --- set-up ---------------------------------------------------------------------------------------------------------
 deps: build/.deps.stamp
@@ -51,10 +52,19 @@ $(VENV)/.stamp: requirements.txt requirements-dev.txt
 	@touch $@
 
 # ansible-test and `ansible` need the collection under ansible_collections/<namespace>/<name>.
-collection: $(COLL_LINK)
+collection: $(COLL_LINK) $(AWX_COLL)
 $(COLL_LINK):
 	@mkdir -p $(dir $@)
 	@ln -sfn ../../../.. $@
+
+# awx.awx, which playbooks/awx_setup.yml calls, from the pinned wheel of tools/awx-collection.txt (it says why).
+$(AWX_COLL): tools/awx-collection.txt | venv
+	@rm -rf build/wheels/awx && $(PY) -m pip download -q --disable-pip-version-check --no-deps --require-hashes \
+	  -r tools/awx-collection.txt -d build/wheels/awx
+	@rm -rf $(COLL_ROOT)/ansible_collections/awx && mkdir -p $(COLL_ROOT)
+	@cd $(COLL_ROOT) && $(PY) -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); \
+	  z.extractall(members=[m for m in z.namelist() if m.startswith("ansible_collections/awx/awx/")])' $(ROOT)/build/wheels/awx/*.whl
+	@test -s $@ && echo "awx.awx $$(grep -o '"version": "[^"]*"' $@ | head -1) in $(COLL_ROOT)"
 
 # --- the main job ---------------------------------------------------------------------------------------------------
 lab: deps venv collection lab-sysfs lab-up
@@ -100,7 +110,7 @@ lab-down:
 # The stand-ins' builds (Go compiles, debootstrap, package repositories) run beside the static checks, which leave
 # a core idle most of the time (ansible-test sanity runs one test at a time).
 test: deps venv collection
-	$(PY) tools/test_phases.py "sanity+lint+lab-kube lab-mig-parted" "build docs-check units+lab-rpm-repo lab-cuda-repo" \
+	$(PY) tools/test_phases.py "sanity+lint+lab-kube lab-mig-parted" "build docs-check units installed+lab-rpm-repo lab-cuda-repo" \
 	  lab-tests integration molecule
 	@echo "make test: all gates passed"
 
@@ -125,6 +135,11 @@ lab-tests: venv collection deps lab-kube lab-mig-parted
 
 integration: venv collection deps lab-kube
 	$(PY) -m pytest tests/integration -q -n 2 --durations=25
+
+# The collection as users get it (tests/installed): the tarball installed into an empty collections path in an
+# ansible-core-only virtualenv (build/installed/venv, kept between runs), and the AWX job templates run by ansible-runner.
+installed: venv collection deps lab-kube
+	$(PY) -m pytest tests/installed -q -n 2 --durations=10
 
 # Debian base images for the containers (debootstrap + podman import; skipped when present).
 lab-images: deps

@@ -61,7 +61,8 @@ class ActionModule(ActionBase):
                                   generated_at=args.get("generated_at") or None, driver_pin=args.get("driver_pin") or None)
         except (AnsibleFilterError, TypeError, ValueError) as e:
             raise AnsibleActionFail("fleet_report: %s; nothing was written" % e)
-        dest = os.path.expanduser(str(dest))
+        # Relative: from the directory ansible-playbook runs in (the controller process's), reported absolute.
+        dest = os.path.abspath(os.path.expanduser(str(dest)))
         json_path, html_path = os.path.join(dest, "report.json"), os.path.join(dest, "report.html")
         written = []
         try:

@@ -33,7 +33,8 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("reports must be a list of preflight reports (gpuops.provision.preflight_reports)")
         if not report_dir:
             raise AnsibleActionFail("report_dir is required")
-        report_dir = os.path.expanduser(str(report_dir))
+        # Relative: from the directory ansible-playbook runs in (the controller process's), reported absolute.
+        report_dir = os.path.abspath(os.path.expanduser(str(report_dir)))
         files, changed = [], []
         try:
             for rep in reports:
@@ -46,7 +47,7 @@ class ActionModule(ActionBase):
                     changed.append(path)
             junit = args.get("junit_file")
             if junit:
-                junit = os.path.expanduser(str(junit))
+                junit = os.path.abspath(os.path.expanduser(str(junit)))
                 files.append(junit)
                 if write_report(junit, P.junit_xml(reports, str(args.get("suite_name") or "node_preflight")), self._task.check_mode):
                     changed.append(junit)

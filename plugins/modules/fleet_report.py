@@ -46,7 +46,8 @@ options:
     required: true
   dest:
     description:
-      - Controller directory for C(report.json) and C(report.html); created when missing.
+      - Controller directory for C(report.json) and C(report.html); created when missing. A relative path is taken
+        from the directory C(ansible-playbook) runs in.
     type: path
     required: true
   title:
@@ -79,7 +80,7 @@ EXAMPLES = r"""
     hosts: >-
       {{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all
          | map('extract', hostvars, 'fleet_report_facts') | list)) }}
-    dest: "{{ playbook_dir }}/../build/lab/report"
+    dest: /srv/gpuops/report
     driver_pin: "550.163.01"
   run_once: true
   check_mode: false

@@ -37,12 +37,14 @@ options:
     required: true
   report_dir:
     description:
-      - Controller directory for the JSON files; created when missing.
+      - Controller directory for the JSON files; created when missing. A relative path is taken from the directory
+        C(ansible-playbook) runs in.
     type: path
     required: true
   junit_file:
     description:
-      - Controller path of the JUnit XML file; none is written when omitted.
+      - Controller path of the JUnit XML file; none is written when omitted. A relative path is taken from the
+        directory C(ansible-playbook) runs in.
     type: path
   suite_name:
     description:
