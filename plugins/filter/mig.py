@@ -69,6 +69,10 @@ def mig_node_plan(facts, check, strategy="mixed", ci_profiles_served=False):
     return _wrap("mig_node_plan", R.node_plan, facts, check, strategy, bool(ci_profiles_served))
 
 
+def mig_plan_report(plans, roll, skip_label=""):
+    return _wrap("mig_plan_report", R.plan_report, plans, roll, skip_label or "")
+
+
 def mig_pods_matching(pods, selectors):
     # The pods stay Ansible's objects (only their labels are read): making every pod plain costs more than the match.
     try:
@@ -93,4 +97,5 @@ class FilterModule:
             "mig_node_facts": mig_node_facts,
             "mig_node_plan": mig_node_plan,
             "mig_pods_matching": mig_pods_matching,
+            "mig_plan_report": mig_plan_report,
         }

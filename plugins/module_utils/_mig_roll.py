@@ -356,3 +356,23 @@ def node_plan(facts, check, strategy="mixed", ci_profiles_served=False):
                 reset_required=bool(check.get("reset_required")), gpus=gpus, unavailable=facts["unavailable"],
                 current=facts["advertised"],
                 target=expected_resources(gpus, strategy, served) if would_change else facts["advertised"])
+
+
+def plan_report(plans, roll, skip_label=""):
+    """The plan as the roll shows and publishes it, once for every node (plan.yml): ``lines``, one per node in the
+    plans' order, and ``nodes`` ({node: {selected, result planned|skipped, drained false}}, set_stats's record)."""
+    roll = roll or {}
+    count = len(roll.get("sizes") or [])
+    lines, nodes = [], {}
+    for p in plans or []:
+        if p.get("changed"):
+            what = "reconfigure to %s%s in wave %d of %d" % (
+                p["selected"], " (MIG mode change, needs a GPU reset)" if p.get("reset_required") else "",
+                (roll.get("wave_of") or {})[p["node"]] + 1, count)
+        elif p.get("skipped_by_label"):
+            what = "skipped by %s (not drained)" % skip_label
+        else:
+            what = "already at %s, skipped (not drained)" % p["selected"]
+        lines.append("%s: %s" % (p["node"], what))
+        nodes[p["node"]] = dict(selected=p["selected"], result="planned" if p.get("changed") else "skipped", drained=False)
+    return dict(lines=lines, nodes=nodes)

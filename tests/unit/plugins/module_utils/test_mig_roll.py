@@ -224,3 +224,25 @@ def test_pods_matching_equality_selectors_in_order():
     assert R.pods_matching(pods, []) == []
     with pytest.raises(R.RollError, match="pod selector '=x' is not key=value"):
         R.pods_matching(pods, ["=x"])
+
+
+def test_plan_report_lines_and_records_for_every_kind_of_node():
+    plans = [dict(node="gpu-1", selected="all-3g", changed=True, reset_required=True, skipped_by_label=False),
+             dict(node="gpu-2", selected="all-3g", changed=False, skipped_by_label=True),
+             dict(node="gpu-3", selected="all-3g", changed=False, skipped_by_label=False),
+             dict(node="gpu-4", selected="all-1g", changed=True, reset_required=False)]
+    roll = {"sizes": [1, 1], "wave_of": {"gpu-1": 0, "gpu-4": 1}}
+    report = R.plan_report(plans, roll, "gpuops.io/mig-reconfigure=skip")
+    assert report["lines"] == [
+        "gpu-1: reconfigure to all-3g (MIG mode change, needs a GPU reset) in wave 1 of 2",
+        "gpu-2: skipped by gpuops.io/mig-reconfigure=skip (not drained)",
+        "gpu-3: already at all-3g, skipped (not drained)",
+        "gpu-4: reconfigure to all-1g in wave 2 of 2",
+    ]
+    assert report["nodes"] == {
+        "gpu-1": {"selected": "all-3g", "result": "planned", "drained": False},
+        "gpu-2": {"selected": "all-3g", "result": "skipped", "drained": False},
+        "gpu-3": {"selected": "all-3g", "result": "skipped", "drained": False},
+        "gpu-4": {"selected": "all-1g", "result": "planned", "drained": False},
+    }
+    assert R.plan_report([], {}) == {"lines": [], "nodes": {}}
