@@ -175,8 +175,10 @@ docs-check: venv collection
 	@# Every plugin's and role entry point's docs, as Galaxy and docs sites render them (semantic markup, references).
 	cd $(COLL_LINK) && $(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
 
-bench: venv collection deps
-	@for b in bench/*/run.py; do echo ">> $$b"; $(PY) $$b; done
+# Every benchmark that runs here (bench/device/nvml_profiles.py needs a GPU machine); each prints its ratios.
+BENCHES := bench/mig/run.py bench/mig_reconfigure/run.py bench/vsphere/bench_vsphere.py bench/proxmox/bench_vm_gpu.py
+bench: venv collection deps lab-kube
+	@for b in $(BENCHES); do echo ">> $$b"; $(PY) $$b; done
 
 clean:
 	rm -rf build tests/output

@@ -64,7 +64,8 @@ def _survey_errors(element, data):
         if element.get("max") not in ("", None) and len(value) > int(element["max"]):
             return ["'%s' value %s is too large" % (var, value)]
     elif element["type"] == "integer":
-        if type(value) is not int:  # pylint: disable=unidiomatic-typecheck - AWX's own test: a bool is refused
+        # AWX's own test, type() and not isinstance(): a bool is refused.
+        if type(value) is not int:  # pylint: disable=unidiomatic-typecheck
             return ["Value %s for '%s' expected to be an integer." % (value, var)]
     elif element["type"] == "multiplechoice":
         if value not in element["choices"]:

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import sys
 
 import pytest
 import yaml
@@ -84,9 +85,10 @@ def read_yaml(name):
 
 
 def installed_version(collection):
-    """The version of ``collection`` the tests run with: its MANIFEST.json on ANSIBLE_COLLECTIONS_PATH."""
+    """The version of ``collection`` the tests run with: its MANIFEST.json on ANSIBLE_COLLECTIONS_PATH, then on
+    sys.path (where ansible-core also looks: the `ansible` package's collections)."""
     ns, name = collection.split(".")
-    for base in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep):
+    for base in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) + sys.path:
         manifest = os.path.join(base, "ansible_collections", ns, name, "MANIFEST.json")
         if os.path.isfile(manifest):
             with open(manifest, encoding="utf-8") as f:
