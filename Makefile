@@ -23,7 +23,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity units lab-tests integration installed molecule lint build docs-check bench clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity units lab-tests integration installed installed-lab molecule lint build docs-check bench clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
@@ -111,7 +111,7 @@ lab-down:
 # a core idle most of the time (ansible-test sanity runs one test at a time).
 test: deps venv collection
 	$(PY) tools/test_phases.py "sanity+lint+lab-kube lab-mig-parted" "build docs-check units installed+lab-rpm-repo lab-cuda-repo" \
-	  lab-tests integration molecule
+	  lab-tests integration molecule installed-lab
 	@echo "make test: all gates passed"
 
 # ansible-test insists on running from a real ansible_collections/<ns>/<name> directory (not through a symlink),
@@ -139,7 +139,14 @@ integration: venv collection deps lab-kube
 # The collection as users get it (tests/installed): the tarball installed into an empty collections path in an
 # ansible-core-only virtualenv (build/installed/venv, kept between runs), and the AWX job templates run by ansible-runner.
 installed: venv collection deps lab-kube
-	$(PY) -m pytest tests/installed -q -n 2 --durations=10
+	$(PY) -m pytest tests/installed -q -n 2 --durations=10 -m "not lab"
+
+# The site and driver pin job templates from the installed collection against the simulated lab, on a fresh lab
+# (a lab left by `make lab` is taken down and its state removed first; it is down again afterwards).
+installed-lab: venv collection deps lab-kube lab-images
+	lab/down.sh build/lab/run && rm -rf build/lab/run
+	$(MAKE) --no-print-directory lab-sysfs lab-up
+	$(PY) -m pytest tests/installed -q --durations=5 -m lab; rc=$$?; lab/down.sh build/lab/run; exit $$rc
 
 # Debian base images for the containers (debootstrap + podman import; skipped when present).
 lab-images: deps

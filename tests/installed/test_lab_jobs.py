@@ -1,0 +1,98 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The `site` and `driver pin` job templates from the installed collection, through ansible-runner, against the
+simulated lab (`make lab-up`: pvesim, vcsim, the Kubernetes control plane, GPU node containers). `make installed-lab`
+brings the lab up and runs these (marker `lab`); `make installed` leaves them out.
+
+`site` runs as an AWX "check" job (job_type check: ansible-playbook --check) with the licence credential: every
+workflow runs against the lab and nothing in it changes. On a fresh lab the MIG geometry is not applied yet (check
+mode applies nothing), so the pre-join gate finds both GPU nodes not ready: that verdict, and only it, fails the job.
+`driver pin` runs with its survey default (mode check) and fails on the lab's planted drift, with the table in the
+job events."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import awx_job  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from installed_env import ROOT, _run, dev_copy  # noqa: E402  pylint: disable=import-error,wrong-import-position
+
+pytestmark = pytest.mark.lab
+RUN = os.path.join(ROOT, "build", "lab", "run")
+INVENTORY = os.path.join(ROOT, "inventories", "lab")
+LICENSE = {"token": "nls-client-token-not-a-secret-lab-0123456789"}
+
+
+@pytest.fixture(scope="module")
+def lab(installed):
+    assert os.path.isfile(os.path.join(RUN, "k8s", "kubeconfig")), "the lab is not up: make lab-up (make installed-lab does it)"
+    # The lab inventory reaches the GPU node containers with containers.podman's connection (the user's choice of
+    # inventory, not a dependency of the collection).
+    _run([installed.bin("ansible-galaxy"), "collection", "install", "--offline", "--no-deps", dev_copy("containers.podman"),
+          "-p", installed.collections], env=installed.env)
+    return dict(installed.env, CONTAINERS_CONF=os.path.join(ROOT, "lab", "images", "containers.conf"))
+
+
+def gpusim_states():
+    return {os.path.basename(p): open(p, "rb").read() for p in sorted(glob.glob(os.path.join(RUN, "gpusim", "*.json")))}
+
+
+def run_template(installed, env, tmp_path, name, answers=None, credentials=None, check=False):
+    tmpl = awx_job.template(name)
+    pdd, _extra = awx_job.private_data_dir(tmp_path, tmpl, installed.path, {"all": {}}, answers=answers, credentials=credentials)
+    # The lab's inventory with its group_vars, as an AWX inventory sourced from the project would hold them.
+    os.remove(os.path.join(pdd, "inventory", "hosts.yml"))
+    os.rmdir(os.path.join(pdd, "inventory"))
+    cmdline = os.path.join(pdd, "env", "cmdline")
+    extra = open(cmdline, encoding="utf-8").read() if os.path.exists(cmdline) else ""
+    with open(cmdline, "w", encoding="utf-8") as f:
+        f.write((extra + (" --check" if check else "")).strip())
+    proc = subprocess.run([installed.bin("ansible-runner"), "run", pdd, "-p", tmpl["playbook"], "--ident", "job",
+                           "--inventory", INVENTORY], env=env, capture_output=True, text=True, timeout=1500, check=False)
+    art = os.path.join(pdd, "artifacts", "job")
+    assert os.path.isdir(art), proc.stdout[-3000:] + proc.stderr[-3000:]
+    events = [json.load(open(p, encoding="utf-8")) for p in sorted(glob.glob(os.path.join(art, "job_events", "*.json")),
+                                                                   key=lambda p: int(os.path.basename(p).split("-")[0]))]
+    rc = int(open(os.path.join(art, "rc"), encoding="utf-8").read())
+    stdout = open(os.path.join(art, "stdout"), encoding="utf-8").read()
+    return rc, events, stdout
+
+
+def failures(events):
+    return [(e["event_data"]["host"], e["event_data"]["task"], e["event_data"]["res"].get("msg", ""))
+            for e in events if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")]
+
+
+def test_site_as_a_check_job_from_the_install_changes_nothing(installed, lab, tmp_path):
+    before = gpusim_states()
+    rc, events, stdout = run_template(installed, lab, tmp_path, "gpuops | site", credentials={"license": LICENSE}, check=True)
+    assert rc == 2, stdout[-4000:]
+    failed = failures(events)
+    assert sorted(h for h, _t, _m in failed) == ["gpu-node-1", "gpu-node-2"], failed
+    assert all("is NOT READY" in m and "mig_geometry" in m for _h, _t, m in failed), failed
+    # Every workflow before the gate ran and published its result.
+    stats = awx_job.artifact_data(events)
+    for key in ("iommu", "driver_pin", "mig_reconfigure", "node_preflight"):
+        assert key in stats, (key, sorted(stats))
+    assert gpusim_states() == before, "a check job changed the GPUs"
+    assert LICENSE["token"] not in json.dumps(events) + stdout
+
+
+def test_driver_pin_with_its_survey_defaults_fails_on_the_lab_drift_with_the_table(installed, lab, tmp_path):
+    rc, events, stdout = run_template(installed, lab, tmp_path, "gpuops | driver pin",
+                                      answers={"driver_pin_version": "550.163.01-2"})
+    assert rc == 2, stdout[-4000:]
+    failed = failures(events)
+    assert len(failed) == 1 and "DRIFT" in failed[0][2] and "gpu-node-2" in failed[0][2], failed
+    # The drift is in the job's artifacts too (published before the failure), for workflows and notifications.
+    pin = awx_job.artifact_data(events)["driver_pin"]
+    assert pin["mode"] == "check" and pin["consistent"] in (False, "False") and "gpu-node-2" in json.dumps(pin["off_pin"]), pin
