@@ -118,17 +118,20 @@ def secrets_of(ctype, inputs):
     return [inputs[f["id"]] for f in ctype["inputs"]["fields"] if f.get("secret") and inputs.get(f["id"])]
 
 
-def private_data_dir(base, tmpl, installed_path, inventory, answers=None, credentials=None, env=None):
-    """Lay out an AWX job's private data directory; returns (path, extra vars)."""
+def private_data_dir(base, tmpl, installed_path, inventory, answers=None, credentials=None, env=None, check=False):
+    """Lay out an AWX job's private data directory; returns (path, extra vars). ``inventory``: a dict written to
+    inventory/hosts.yml, or None when run_job is given an inventory path instead. ``check``: an AWX check job
+    (job_type check: ansible-playbook --check)."""
     _templates, types = setup_vars()
     pdd = os.path.join(str(base), "pdd")
-    for sub in ("inventory", "env", "project"):
+    for sub in ("env", "project") + (("inventory",) if inventory is not None else ()):
         os.makedirs(os.path.join(pdd, sub), exist_ok=True)
-    with open(os.path.join(pdd, "inventory", "hosts.yml"), "w", encoding="utf-8") as f:
-        yaml.safe_dump(inventory, f)
+    if inventory is not None:
+        with open(os.path.join(pdd, "inventory", "hosts.yml"), "w", encoding="utf-8") as f:
+            yaml.safe_dump(inventory, f)
     extra = job_extra_vars(tmpl, answers or {})
     envvars = dict(env or {})
-    cmdline = []
+    cmdline = ["--check"] if check else []
     for key, inputs in (credentials or {}).items():
         assert key in tmpl["credentials"], "%s does not take a %s credential" % (tmpl["name"], key)
         cenv, cvars = inject(types[key], inputs)
@@ -151,10 +154,11 @@ def private_data_dir(base, tmpl, installed_path, inventory, answers=None, creden
     return pdd, extra
 
 
-def run_job(pdd, tmpl, runner, env, ident="job", timeout=1200):
-    """ansible-runner run, as AWX's worker does; returns (rc, status, events, stdout)."""
-    proc = subprocess.run([runner, "run", pdd, "-p", tmpl["playbook"], "--ident", ident], env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+def run_job(pdd, tmpl, runner, env, ident="job", timeout=1200, inventory=None):
+    """ansible-runner run, as AWX's worker does; returns (rc, status, events, stdout). ``inventory``: a path that
+    replaces the private data directory's inventory/ (an inventory with group_vars, as AWX sources one from a project)."""
+    cmd = [runner, "run", pdd, "-p", tmpl["playbook"], "--ident", ident] + (["--inventory", inventory] if inventory else [])
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     art = os.path.join(pdd, "artifacts", ident)
     if not os.path.isdir(art):
         raise AssertionError("ansible-runner wrote no artifacts (%d):\n%s\n%s" % (proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
@@ -170,6 +174,12 @@ def run_job(pdd, tmpl, runner, env, ident="job", timeout=1200):
     with open(os.path.join(art, "stdout"), encoding="utf-8") as f:
         stdout = f.read()
     return rc, status, events, stdout
+
+
+def failures(events):
+    """[(host, task, msg)] of the job's failed tasks (runner_on_failed events whose failure was not ignored)."""
+    return [(e["event_data"].get("host"), e["event_data"].get("task"), e["event_data"]["res"].get("msg", ""))
+            for e in events if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")]
 
 
 def artifact_data(events):

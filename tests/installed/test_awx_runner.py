@@ -39,11 +39,6 @@ def assert_no_secret(events, stdout, secrets):
     return blob.count(secrets[0]) if secrets else 0
 
 
-def failed_messages(events):
-    return [(e["event_data"].get("host"), e["event_data"]["res"].get("msg", ""))
-            for e in events if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")]
-
-
 def test_the_survey_defaults_reach_the_job_as_awx_passes_them():
     # AWX passes a default that passes the survey's validation, even an empty string; a required variable with no
     # answer and no valid default refuses the launch.
@@ -142,7 +137,7 @@ def test_mig_reconfigure_job_through_ansible_runner(installed, tmp_path):
                                                answers={"mig_reconfigure_selected": "too-big"}, env=kube_env)
         rc, status, events, stdout = awx_job.run_job(pdd, tmpl, installed.bin("ansible-runner"), runner_env(installed))
         assert rc != 0 and status == "failed", stdout[-3000:]
-        messages = failed_messages(events)
+        messages = [(h, m) for h, _task, m in awx_job.failures(events)]
         assert any("invalid input on 2 node(s)" in m and "[gpu-a]" in m and "[gpu-b]" in m and "3g.40gb" in m
                    for _h, m in messages), messages
         assert lab.cordons("gpu-a") == 1 and lab.cordons("gpu-b") == 0

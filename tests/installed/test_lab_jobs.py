@@ -16,7 +16,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -48,35 +47,19 @@ def gpusim_states():
 
 def run_template(installed, env, tmp_path, name, answers=None, credentials=None, check=False):
     tmpl = awx_job.template(name)
-    pdd, _extra = awx_job.private_data_dir(tmp_path, tmpl, installed.path, {"all": {}}, answers=answers, credentials=credentials)
+    pdd, _extra = awx_job.private_data_dir(tmp_path, tmpl, installed.path, None, answers=answers, credentials=credentials,
+                                           check=check)
     # The lab's inventory with its group_vars, as an AWX inventory sourced from the project would hold them.
-    os.remove(os.path.join(pdd, "inventory", "hosts.yml"))
-    os.rmdir(os.path.join(pdd, "inventory"))
-    cmdline = os.path.join(pdd, "env", "cmdline")
-    extra = open(cmdline, encoding="utf-8").read() if os.path.exists(cmdline) else ""
-    with open(cmdline, "w", encoding="utf-8") as f:
-        f.write((extra + (" --check" if check else "")).strip())
-    proc = subprocess.run([installed.bin("ansible-runner"), "run", pdd, "-p", tmpl["playbook"], "--ident", "job",
-                           "--inventory", INVENTORY], env=env, capture_output=True, text=True, timeout=1500, check=False)
-    art = os.path.join(pdd, "artifacts", "job")
-    assert os.path.isdir(art), proc.stdout[-3000:] + proc.stderr[-3000:]
-    events = [json.load(open(p, encoding="utf-8")) for p in sorted(glob.glob(os.path.join(art, "job_events", "*.json")),
-                                                                   key=lambda p: int(os.path.basename(p).split("-")[0]))]
-    rc = int(open(os.path.join(art, "rc"), encoding="utf-8").read())
-    stdout = open(os.path.join(art, "stdout"), encoding="utf-8").read()
+    rc, _status, events, stdout = awx_job.run_job(pdd, tmpl, installed.bin("ansible-runner"), env, inventory=INVENTORY,
+                                                  timeout=1500)
     return rc, events, stdout
-
-
-def failures(events):
-    return [(e["event_data"]["host"], e["event_data"]["task"], e["event_data"]["res"].get("msg", ""))
-            for e in events if e.get("event") == "runner_on_failed" and not e["event_data"].get("ignore_errors")]
 
 
 def test_site_as_a_check_job_from_the_install_changes_nothing(installed, lab, tmp_path):
     before = gpusim_states()
     rc, events, stdout = run_template(installed, lab, tmp_path, "gpuops | site", credentials={"license": LICENSE}, check=True)
     assert rc == 2, stdout[-4000:]
-    failed = failures(events)
+    failed = awx_job.failures(events)
     assert sorted(h for h, _t, _m in failed) == ["gpu-node-1", "gpu-node-2"], failed
     assert all("is NOT READY" in m and "mig_geometry" in m for _h, _t, m in failed), failed
     # Every workflow before the gate ran and published its result.
@@ -91,7 +74,7 @@ def test_driver_pin_with_its_survey_defaults_fails_on_the_lab_drift_with_the_tab
     rc, events, stdout = run_template(installed, lab, tmp_path, "gpuops | driver pin",
                                       answers={"driver_pin_version": "550.163.01-2"})
     assert rc == 2, stdout[-4000:]
-    failed = failures(events)
+    failed = awx_job.failures(events)
     assert len(failed) == 1 and "DRIFT" in failed[0][2] and "gpu-node-2" in failed[0][2], failed
     # The drift is in the job's artifacts too (published before the failure), for workflows and notifications.
     pin = awx_job.artifact_data(events)["driver_pin"]
