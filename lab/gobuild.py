@@ -50,6 +50,10 @@ def go_env(cache):
         # -modcacherw: the module cache stays removable by `make clean` for non-root users.
         "GOFLAGS": "-mod=readonly -modcacherw -buildvcs=false",
         "GOMODCACHE": os.path.join(cache, ".gomodcache"), "GOCACHE": os.path.join(cache, ".gocache"),
+        # A temp directory of our own: cgo writes the C it feeds gcc there, and gcc looks for a quoted #include
+        # beside it first, so a stray /tmp/nvml.h (an NVML header someone unpacked) replaced go-nvml's own and broke
+        # the mig-parted build (273 "incompatible type for argument 1" errors; none with TMPDIR elsewhere).
+        "TMPDIR": os.path.join(cache, ".tmp"),
     })
     return env
 
@@ -75,6 +79,7 @@ def ensure(name, src, programs, version, extra_files=(), after=None):
         if shutil.which("go") is None:
             raise SystemExit(f"{name} build: no `go` on PATH (Go 1.26 is needed for {src}/go.mod)")
         env = go_env(cache)
+        os.makedirs(env["TMPDIR"], exist_ok=True)
         tmp = out + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(os.path.join(tmp, "bin"))

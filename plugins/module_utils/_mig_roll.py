@@ -89,6 +89,30 @@ def ci_profiles_requested(gpus):
     return sorted(names)
 
 
+def label_patch(current, wanted):
+    """The part of ``wanted`` ({key: value, or None to remove}) that changes ``current``: a merge patch of
+    metadata.labels that writes nothing when the node already carries every wanted value."""
+    out = {}
+    for key, value in (wanted or {}).items():
+        if value is None:
+            if key in current:
+                out[key] = None
+        elif current.get(key) != value:
+            out[key] = value
+    return out
+
+
+def patched_labels(current, patch):
+    """``current`` with a merge patch of labels applied (a None value removes the key)."""
+    out = dict(current)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
 def operand_labels(node_labels, operands, phase):
     """Operand labels to PATCH for ``phase`` 'pause' or 'restore', as mig-manager sets them.
 

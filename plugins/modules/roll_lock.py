@@ -166,48 +166,20 @@ msg:
   sample: took the roll lock kube-system/gpuops-mig-reconfigure
 """
 
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _rolllock
-
-try:
-    import kubernetes
-    from kubernetes.client.rest import ApiException
-    HAS_KUBERNETES = True
-    KUBERNETES_ERROR = None
-except ImportError as e:  # pragma: no cover - depends on the controller
-    HAS_KUBERNETES = False
-    KUBERNETES_ERROR = e
-
-    class ApiException(Exception):  # type: ignore[no-redef]
-        """Stands in for the client's exception where the library is missing (the module fails before any call)."""
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s, _rolllock
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import ApiException
 
 BOUNDS = {"ttl": (10, _bounds.DAY, "seconds a lease lives"), "timeout": _bounds.API_TIMEOUT}
 
 
-def api_client(params):
-    """A client from the kubeconfig (option, then kubernetes.core's environment variables, then the library's
-    default: KUBECONFIG or ~/.kube/config), or the in-cluster service account where there is none (AWX container
-    groups)."""
-    path = params["kubeconfig"] or os.environ.get("K8S_AUTH_KUBECONFIG")
-    context = params["context"] or os.environ.get("K8S_AUTH_CONTEXT")
-    try:
-        return kubernetes.config.new_client_from_config(config_file=path, context=context)
-    except kubernetes.config.ConfigException:
-        if path:
-            raise
-    cfg = kubernetes.client.Configuration()
-    kubernetes.config.load_incluster_config(client_configuration=cfg)
-    return kubernetes.client.ApiClient(cfg)
-
-
 def run(module):
     p = module.params
-    api = api_client(p)
-    leases = kubernetes.client.CoordinationV1Api(api)
+    api = _k8s.api_client(p["kubeconfig"], p["context"])
+    leases = _k8s.kubernetes.client.CoordinationV1Api(api)
     where = "%s/%s" % (p["namespace"], p["name"])
     timeout = p["timeout"]
     try:
@@ -263,8 +235,8 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(KUBERNETES_ERROR))
+    if not _k8s.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
     problems = _bounds.out_of_range(module.params, BOUNDS)
     if problems:
         module.fail_json(msg="; ".join(problems))

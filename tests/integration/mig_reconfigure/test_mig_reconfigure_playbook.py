@@ -20,7 +20,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
     A100, BALANCED_A100, BALANCED_H100, CONFIG, GPUSIM, H100_3G_X2, H100_BALANCED, ROOT, Fleet, failures, gpu)
-from requestlog import mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from requestlog import mig_allocatable, unschedulable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
@@ -95,6 +95,15 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
             assert any((r.get("body") or {}).get("metadata", {}).get("labels", {}).get("nvidia.com/gpu.deploy.device-plugin")
                        == "paused-for-mig-change" for r in fleet.node_patches(name))
             assert mig_allocatable(node) == {"nvidia.com/mig-" + k: v for k, v in expected.items()}
+            # Three PATCHes of the node: pending + pause + cordon; the operands restored; then the state and the
+            # uncordon together, once the device plugin advertised the new devices (node_release).
+            patches = fleet.node_patches(name)
+            assert [unschedulable(r) for r in patches] == [True, None, False], patches
+            restored = patches[1]["body"]["metadata"]["labels"]
+            assert list(patches[1]["body"]) == ["metadata"] and set(restored.values()) == {"true"}, restored
+            assert restored["nvidia.com/gpu.deploy.device-plugin"] == "true" and "nvidia.com/gpu.deploy.dcgm-exporter" not in restored
+            # The nodes carry nvidia.com/mig.config=all-balanced already (the selection): only the state is written.
+            assert patches[2]["body"]["metadata"]["labels"] == {STATE: "success"}
             # The app pod is evicted (the DaemonSet pod stays). The ReplicaSet's replacement for node-2's pod may be
             # scheduled on node-3 and evicted again there; with the PDB at maxUnavailable 1 an eviction can get the
             # disruption controller's 429 until the previous replacement is Ready, and the role retries it.

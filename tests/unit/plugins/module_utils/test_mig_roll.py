@@ -72,6 +72,23 @@ def test_operand_labels_follow_mig_manager():
         R.operand_labels(labels, ops, "resume")
 
 
+def test_label_patch_writes_only_what_changes():
+    current = {"a": "1", "b": "2", "gone": "x"}
+    # Same value: nothing; a new value or key: written; None removes a key only where it is present.
+    assert R.label_patch(current, {"a": "1", "b": "3", "c": "4", "gone": None, "never": None}) == \
+        {"b": "3", "c": "4", "gone": None}
+    assert R.label_patch(current, {"a": "1"}) == {}
+    assert R.label_patch({}, {}) == {} and R.label_patch(current, None) == {}
+    # An empty string is a value, not a removal.
+    assert R.label_patch({"a": "1"}, {"a": ""}) == {"a": ""}
+
+
+def test_patched_labels_apply_a_merge_patch_without_touching_the_input():
+    current = {"a": "1", "b": "2"}
+    assert R.patched_labels(current, {"a": None, "b": "3", "c": "4", "missing": None}) == {"b": "3", "c": "4"}
+    assert current == {"a": "1", "b": "2"}
+
+
 def test_drain_timed_out_reads_the_k8s_drain_warning():
     # kubernetes.core 6.x K8sDrainAnsible.wait_for_pod_deletion returns this text and the module only warns.
     assert R.drain_timed_out({"changed": True, "warnings": ["timeout reached while pods were still running."]})
