@@ -2,8 +2,8 @@
 
 Put ``lab/gpusim`` first on PYTHONPATH and set GPUSIM_STATE to a state file (see
 README.md). Names, constants, ctypes structures, NVMLError subclasses and return
-types mirror nvidia-ml-py; only the subset a GPU inventory and a MIG manager use is
-provided, and tests/lab/test_gpusim_api.py checks every public name against
+types mirror nvidia-ml-py; only the subset a GPU inventory, a MIG manager and a health
+gate (gpusim/health.py) use is provided, and tests/lab/test_gpusim_api.py checks every public name against
 the real module. Handles are real ctypes pointers (opaque, never dereference them).
 """
 
@@ -19,6 +19,7 @@ from ctypes import (POINTER, Structure, c_char, c_int, c_uint, c_uint8, c_uint16
                     c_ulonglong, c_void_p, sizeof)
 from functools import wraps
 
+from gpusim import health as _h
 from gpusim import machine as _m
 from gpusim import models as _models
 from gpusim import state as _state
@@ -205,6 +206,85 @@ _nvmlProcessMode_t = c_uint
 NVML_PROCESS_MODE_COMPUTE = 0
 NVML_PROCESS_MODE_GRAPHICS = 1
 NVML_PROCESS_MODE_MPS = 2
+
+# health readings (gpusim/health.py)
+_nvmlTemperatureThresholds_t = c_uint
+NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+NVML_TEMPERATURE_THRESHOLD_MEM_MAX = 2
+NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3
+NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN = 4
+NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR = 5
+NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX = 6
+NVML_TEMPERATURE_THRESHOLD_GPS_CURR = 7
+NVML_TEMPERATURE_THRESHOLD_COUNT = 8
+
+# nvidia-ml-py defines NVML_TEMPERATURE_GPU_MAX = 1 (COUNT = 2); nvml.h has only NVML_TEMPERATURE_GPU (COUNT = 1).
+_nvmlTemperatureSensors_t = c_uint
+NVML_TEMPERATURE_GPU = 0
+NVML_TEMPERATURE_GPU_MAX = 1
+NVML_TEMPERATURE_COUNT = 2
+
+_nvmlEccBitType_t = c_uint
+NVML_SINGLE_BIT_ECC = 0
+NVML_DOUBLE_BIT_ECC = 1
+NVML_ECC_ERROR_TYPE_COUNT = 2
+
+_nvmlEccCounterType_t = c_uint
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_ECC_COUNTER_TYPE_COUNT = 2
+
+_nvmlMemoryErrorType_t = c_uint
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_MEMORY_ERROR_TYPE_COUNT = 2
+
+_nvmlPageRetirementCause_t = c_uint
+NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
+NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+NVML_PAGE_RETIREMENT_CAUSE_COUNT = 2
+
+nvmlClocksEventReasonGpuIdle = 0x0000000000000001
+nvmlClocksEventReasonApplicationsClocksSetting = 0x0000000000000002
+nvmlClocksEventReasonUserDefinedClocks = nvmlClocksEventReasonApplicationsClocksSetting
+nvmlClocksEventReasonSwPowerCap = 0x0000000000000004
+nvmlClocksEventReasonHwSlowdown = 0x0000000000000008
+nvmlClocksEventReasonSyncBoost = 0x0000000000000010
+nvmlClocksEventReasonSwThermalSlowdown = 0x0000000000000020
+nvmlClocksEventReasonHwThermalSlowdown = 0x0000000000000040
+nvmlClocksEventReasonHwPowerBrakeSlowdown = 0x0000000000000080
+nvmlClocksEventReasonDisplayClockSetting = 0x0000000000000100
+nvmlClocksEventReasonNone = 0x0000000000000000
+nvmlClocksEventReasonAll = (nvmlClocksEventReasonNone | nvmlClocksEventReasonGpuIdle
+                            | nvmlClocksEventReasonApplicationsClocksSetting | nvmlClocksEventReasonSwPowerCap
+                            | nvmlClocksEventReasonHwSlowdown | nvmlClocksEventReasonSyncBoost
+                            | nvmlClocksEventReasonSwThermalSlowdown | nvmlClocksEventReasonHwThermalSlowdown
+                            | nvmlClocksEventReasonHwPowerBrakeSlowdown | nvmlClocksEventReasonDisplayClockSetting)
+
+# the deprecated names (nvidia-ml-py keeps both; the throttle set adds BoardLimit and Reliability)
+nvmlClocksThrottleReasonGpuIdle = 0x0000000000000001
+nvmlClocksThrottleReasonApplicationsClocksSetting = 0x0000000000000002
+nvmlClocksThrottleReasonUserDefinedClocks = nvmlClocksThrottleReasonApplicationsClocksSetting
+nvmlClocksThrottleReasonSwPowerCap = 0x0000000000000004
+nvmlClocksThrottleReasonHwSlowdown = 0x0000000000000008
+nvmlClocksThrottleReasonSyncBoost = 0x0000000000000010
+nvmlClocksThrottleReasonSwThermalSlowdown = 0x0000000000000020
+nvmlClocksThrottleReasonHwThermalSlowdown = 0x0000000000000040
+nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x0000000000000080
+nvmlClocksThrottleReasonDisplayClockSetting = 0x0000000000000100
+nvmlClocksThrottleReasonBoardLimit = 0x0000000000000200
+nvmlClocksThrottleReasonReliability = 0x0000000000000400
+nvmlClocksThrottleReasonNone = 0x0000000000000000
+nvmlClocksThrottleReasonAll = (nvmlClocksThrottleReasonNone | nvmlClocksThrottleReasonGpuIdle
+                               | nvmlClocksThrottleReasonApplicationsClocksSetting | nvmlClocksThrottleReasonSwPowerCap
+                               | nvmlClocksThrottleReasonHwSlowdown | nvmlClocksThrottleReasonSyncBoost
+                               | nvmlClocksThrottleReasonSwThermalSlowdown | nvmlClocksThrottleReasonHwThermalSlowdown
+                               | nvmlClocksThrottleReasonHwPowerBrakeSlowdown
+                               | nvmlClocksThrottleReasonDisplayClockSetting | nvmlClocksThrottleReasonBoardLimit
+                               | nvmlClocksThrottleReasonReliability)
+
+nvmlTemperature_v1 = 0x100000C
 
 
 # ---------------------------------------------------------------- errors (same generation scheme as nvidia-ml-py)
@@ -479,6 +559,14 @@ class c_nvmlGridLicensableFeatures_v4_t(_PrintableStructure):
     ]
 
 
+class c_nvmlTemperature_v1_t(_PrintableStructure):
+    _fields_ = [
+        ('version', c_uint),
+        ('sensorType', _nvmlTemperatureSensors_t),
+        ('temperature', c_int),
+    ]
+
+
 class c_nvmlGpuInstancePlacement_t(Structure):
     _fields_ = [("start", c_uint),
                 ("size", c_uint)]
@@ -664,11 +752,23 @@ def _run(fn, mutate=False):
         raise _err(NVML_ERROR_UNKNOWN, str(e)) from None
 
 
+def _reachable(g):
+    """The GPU behind a handle: gone when no longer enumerated, GPU_IS_LOST (health.lost_code) when it fell off
+    the bus after the handle was taken."""
+    if not g.get("present", True):
+        raise _err(NVML_ERROR_INVALID_ARGUMENT, "GPU %s is not enumerated" % g["uuid"])
+    code = _h.lost_code(g)
+    if code is not None:
+        raise _err(code, "GPU %s has fallen off the bus" % g["uuid"])
+    return g
+
+
 def _gpu(st, handle, allow_mig=False):
     """(gpu dict, mig key or None) for a device handle."""
     key = _key(handle, ("gpu", "mig") if allow_mig else ("gpu",), "device handle")
     for g in st["gpus"]:
         if g["uuid"] == key[1]:
+            _reachable(g)
             if key[0] == "mig":
                 gi = _m.find_gi(g, key[2])
                 ci = [c for c in gi["compute_instances"] if c["id"] == key[3]] if gi else []
@@ -683,6 +783,7 @@ def _gi(st, handle):
     key = _key(handle, ("gi",), "GPU instance handle")
     for g in st["gpus"]:
         if g["uuid"] == key[1]:
+            _reachable(g)
             gi = _m.find_gi(g, key[2])
             if gi is not None:
                 return g, gi
@@ -693,6 +794,7 @@ def _ci(st, handle):
     key = _key(handle, ("ci",), "compute instance handle")
     for g in st["gpus"]:
         if g["uuid"] == key[1]:
+            _reachable(g)
             gi = _m.find_gi(g, key[2])
             for ci in (gi or {}).get("compute_instances", []):
                 if ci["id"] == key[3]:
@@ -792,15 +894,17 @@ def nvmlSystemGetDriverBranch():
 
 # ---------------------------------------------------------------- devices
 def nvmlDeviceGetCount():
-    return _run(lambda st: len(st["gpus"]))
+    """GPUs the driver enumerated (health.visible): a GPU with `present: false` is not counted, a lost one is."""
+    return _run(lambda st: len(_h.visible(st)))
 
 
 def nvmlDeviceGetHandleByIndex(index):
     def fn(st):
+        gpus = _h.visible(st)
         i = _int(index)
-        if not 0 <= i < len(st["gpus"]):
+        if not 0 <= i < len(gpus):
             raise _err(NVML_ERROR_INVALID_ARGUMENT, "no GPU with index %d" % i)
-        return _dev_handle(st["gpus"][i])
+        return _dev_handle(_reachable(gpus[i]))
     return _run(fn)
 
 
@@ -809,9 +913,13 @@ def _s(v):
 
 
 def nvmlDeviceGetHandleByUUID(uuid):
+    """nvml.h nvmlDeviceGetHandleByUUID: NVML_ERROR_GPU_IS_LOST "if any GPU has fallen off the bus" (the lookup
+    walks every GPU), unlike the by-index and by-bus-id lookups, which fail for the target GPU only."""
     def fn(st):
         want = _s(uuid)
-        for g in st["gpus"]:
+        for g in _h.visible(st):
+            _reachable(g)
+        for g in _h.visible(st):
             if g["uuid"] == want:
                 return _dev_handle(g)
             for gi in g["gpu_instances"]:
@@ -838,9 +946,9 @@ def nvmlDeviceGetHandleByPciBusId(pciBusId):
         want = _parse_bus(pciBusId)
         if want is None:
             raise _err(NVML_ERROR_INVALID_ARGUMENT, "bad PCI bus id %r" % pciBusId)
-        for g in st["gpus"]:
+        for g in _h.visible(st):
             if _parse_bus(g["pci_bus_id"]) == want:
-                return _dev_handle(g)
+                return _dev_handle(_reachable(g))
         raise _err(NVML_ERROR_NOT_FOUND, "no GPU at %s" % _s(pciBusId))
     return _run(fn)
 
@@ -848,7 +956,7 @@ def nvmlDeviceGetHandleByPciBusId(pciBusId):
 def nvmlDeviceGetIndex(handle):
     def fn(st):
         g, _mig = _gpu(st, handle)
-        return st["gpus"].index(g)
+        return _h.visible(st).index(g)
     return _run(fn)
 
 
@@ -859,6 +967,10 @@ def nvmlDeviceGetName(handle):
             model = _m.model_of(g)
             prof = _models.gi_profile_by_id(model, mig[0]["profile_id"])
             return "%s MIG %s" % (g["model"], _models.ci_name(model, prof, mig[1]["slices"]))
+        # In a vGPU guest NVML names the vGPU type, not the board ("NVIDIA A100-4C"; older drivers "GRID A100-4C"):
+        # the state gives that name as it is, gpusim does not make one up (README "vgpu_name").
+        if g.get("vgpu_name") and g.get("virtualization_mode") in ("vgpu", 2):
+            return g["vgpu_name"]
         return g["model"]
     return _run(fn)
 
@@ -1442,3 +1554,138 @@ def nvmlDeviceGetAttributes_v2(device):
 
 def nvmlDeviceGetAttributes(device):
     return nvmlDeviceGetAttributes_v2(device)
+
+
+# ---------------------------------------------------------------- health readings (rules and sources: gpusim/health.py)
+def _answer(code_value, what=""):
+    code, value = code_value
+    if code is not None:
+        raise _err(code, value if isinstance(value, str) else what)
+    return value
+
+
+def nvmlDeviceGetEccMode(handle):
+    return _run(lambda st: _answer(_h.ecc_mode(_gpu(st, handle)[0]), "no ECC on this GPU"))
+
+
+def nvmlDeviceGetCurrentEccMode(handle):
+    return nvmlDeviceGetEccMode(handle)[0]
+
+
+def nvmlDeviceGetPendingEccMode(handle):
+    return nvmlDeviceGetEccMode(handle)[1]
+
+
+def nvmlDeviceGetDefaultEccMode(handle):
+    # nvidia-ml-py returns a one-element list; every gpusim model ships with ECC on (health.HEALTH_MODELS).
+    def fn(st):
+        _answer(_h.ecc_mode(_gpu(st, handle)[0]), "no ECC on this GPU")
+        return [NVML_FEATURE_ENABLED]
+    return _run(fn)
+
+
+def nvmlDeviceGetTotalEccErrors(handle, errorType, counterType):
+    return _run(lambda st: _answer(_h.total_ecc_errors(st, _gpu(st, handle)[0], _int(errorType), _int(counterType))))
+
+
+def nvmlDeviceGetRemappedRows(device):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        return _answer(_h.remapped_rows(st, g, _m.model_of(g).arch))
+    return _run(fn)
+
+
+def _retired_pages(device, sourceFilter):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        if not 0 <= _int(sourceFilter) < NVML_PAGE_RETIREMENT_CAUSE_COUNT:
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "cause out of range")
+        if not _h.retired_pages_supported(_m.model_of(g).arch):
+            raise _err(NVML_ERROR_NOT_SUPPORTED, "%s uses row remapping, not page retirement" % g["model"])
+        return []
+    return _run(fn)
+
+
+def nvmlDeviceGetRetiredPages(device, sourceFilter):
+    return _retired_pages(device, sourceFilter)
+
+
+def nvmlDeviceGetRetiredPages_v2(device, sourceFilter):
+    return _retired_pages(device, sourceFilter)
+
+
+def nvmlDeviceGetRetiredPagesPendingStatus(device):
+    def fn(st):
+        g = _gpu(st, device)[0]
+        if not _h.retired_pages_supported(_m.model_of(g).arch):
+            raise _err(NVML_ERROR_NOT_SUPPORTED, "%s uses row remapping, not page retirement" % g["model"])
+        return NVML_FEATURE_DISABLED
+    return _run(fn)
+
+
+def _pcie(handle, k):
+    return _run(lambda st: _h.pcie(_gpu(st, handle)[0])[k])
+
+
+def nvmlDeviceGetCurrPcieLinkGeneration(handle):
+    return _pcie(handle, 0)
+
+
+def nvmlDeviceGetCurrPcieLinkWidth(handle):
+    return _pcie(handle, 1)
+
+
+def nvmlDeviceGetMaxPcieLinkGeneration(handle):
+    return _pcie(handle, 2)
+
+
+def nvmlDeviceGetMaxPcieLinkWidth(handle):
+    return _pcie(handle, 3)
+
+
+def nvmlDeviceGetGpuMaxPcieLinkGeneration(handle):
+    return _pcie(handle, 4)
+
+
+def nvmlDeviceGetTemperature(handle, sensor):
+    def fn(st):
+        g = _gpu(st, handle)[0]
+        # nvml.h nvmlTemperatureSensors_t has NVML_TEMPERATURE_GPU only (COUNT = 1).
+        if _int(sensor) != NVML_TEMPERATURE_GPU:
+            raise _err(NVML_ERROR_INVALID_ARGUMENT, "sensorType %d is not a sensor" % _int(sensor))
+        return g["temperature"]
+    return _run(fn)
+
+
+def nvmlDeviceGetTemperatureV1(handle, sensor):
+    return nvmlDeviceGetTemperature(handle, sensor)
+
+
+def nvmlDeviceGetTemperatureV(handle, sensor, version=nvmlTemperature_v1):
+    if version != nvmlTemperature_v1:
+        raise NVMLError(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    return nvmlDeviceGetTemperatureV1(handle, sensor)
+
+
+def nvmlDeviceGetTemperatureThreshold(handle, threshold):
+    return _run(lambda st: _answer(_h.temperature_threshold(_gpu(st, handle)[0], _int(threshold))))
+
+
+def _reasons(handle):
+    return _run(lambda st: _h.clocks_event_reasons(_gpu(st, handle)[0]))
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(handle):
+    return _reasons(handle)
+
+
+def nvmlDeviceGetCurrentClocksThrottleReasons(handle):
+    return _reasons(handle)
+
+
+def nvmlDeviceGetSupportedClocksEventReasons(handle):
+    return _run(lambda st: (_gpu(st, handle), nvmlClocksEventReasonAll)[1])
+
+
+def nvmlDeviceGetSupportedClocksThrottleReasons(handle):
+    return _run(lambda st: (_gpu(st, handle), nvmlClocksEventReasonAll)[1])

@@ -64,6 +64,13 @@ class ActionModule(ActionBase):
         # Relative: from the directory ansible-playbook runs in (the controller process's), reported absolute.
         dest = os.path.abspath(os.path.expanduser(str(dest)))
         json_path, html_path = os.path.join(dest, "report.json"), os.path.join(dest, "report.html")
+        # The health history carries on from the last report in the same place (an unreadable one starts afresh).
+        try:
+            with open(json_path, encoding="utf-8") as fh:
+                previous = json.load(fh)
+        except (OSError, ValueError):
+            previous = None
+        model = R.with_health_history(model, previous)
         written = []
         try:
             # The HTML follows the JSON: when the model is the same but for its generation time, both stay as they are.

@@ -8,6 +8,7 @@ Documentation of each filter is in the ``<filter>.yml`` file next to this one.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
@@ -39,6 +40,22 @@ def preflight_reports(hostvars, hosts, fact="node_preflight_report"):
     return out
 
 
+def preflight_cdi_files(read, root="/"):
+    """The CDI spec files slurped on the node ({results: [...]}) as [{path, text}] or [{path, error}], paths as the
+    node sees them (without ``root``)."""
+    out = []
+    prefix = str(root or "/").rstrip("/")
+    for res in (_plain(read) or {}).get("results") or []:
+        path = str((res.get("item") or {}).get("path") or res.get("source") or "?")
+        if prefix and path.startswith(prefix + "/"):
+            path = path[len(prefix):]
+        if res.get("failed") or "content" not in res:
+            out.append({"path": path, "error": str(res.get("msg") or "could not be read")})
+            continue
+        out.append({"path": path, "text": base64.b64decode(res["content"]).decode("utf-8", "replace")})
+    return out
+
+
 def preflight_summary(reports):
     return P.fleet_summary(_plain(reports or []))
 
@@ -55,5 +72,6 @@ class FilterModule:
             "preflight_report": preflight_report,
             "preflight_reports": preflight_reports,
             "preflight_summary": preflight_summary,
+            "preflight_cdi_files": preflight_cdi_files,
             "preflight_junit": preflight_junit,
         }

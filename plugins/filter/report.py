@@ -14,6 +14,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _health
+
 # Where an A30 shows 4 memory slices NVML itself says so through the placements; without profiles we fall back to
 # the model name (reference mig.md M3: 8 memory slices on A100/H100/H200/B200, 4 on A30).
 DEFAULT_MEMORY_SLICES = 8
@@ -68,7 +70,7 @@ def _instances(gpu, total):
     return sorted(out, key=lambda x: (x["start"], x["size"]))
 
 
-def _gpu_entry(gpu, iommu_by_addr, lic_by_index):
+def _gpu_entry(gpu, iommu_by_addr, lic_by_index, health=None):
     total = memory_slices(gpu)
     mode = gpu.get("mig_mode") or None
     entry = {
@@ -76,6 +78,8 @@ def _gpu_entry(gpu, iommu_by_addr, lic_by_index):
         "pci_address": gpu.get("pci_address"), "kernel_driver": gpu.get("kernel_driver"),
         "error": gpu.get("error"),
         "mig": None, "isolation": None, "license": None,
+        # {status, failing: [{check, status, evidence}]} (module_utils/_health.py); None without health readings.
+        "health": health,
     }
     if gpu.get("mig_capable") or mode:
         current = mode.get("current") if _is_map(mode) else None
@@ -113,6 +117,19 @@ def _changes(value):
     return out
 
 
+def _host_health(gpu_res, preflight):
+    """Per-GPU health verdicts: the node's preflight results when its gpu_* checks ran (with the inventory's
+    thresholds), else the checks' defaults over the gpu_info readings; {} without readings."""
+    if _is_map(preflight):
+        results = [c for c in preflight.get("checks") or [] if _is_map(c) and c.get("id") in _health.PER_GPU_CHECKS
+                   and c.get("status") != "skip" and c.get("gpus")]
+        if results:
+            return _health.gpu_verdicts(results)
+    if not _is_map(gpu_res) or not any(_is_map(g) and g.get("health") for g in gpu_res.get("gpus") or []):
+        return {}
+    return _health.evaluate_gpus(gpu_res)
+
+
 def host_model(host, facts):
     """One host's report entry from the collection's facts; every piece is optional."""
     facts = facts if _is_map(facts) else {}
@@ -133,7 +150,9 @@ def host_model(host, facts):
     nvml = (gpu_res or {}).get("nvml") or {}
     if gpu_res is not None and not nvml.get("available", True):
         notes.append("NVML: %s" % (nvml.get("reason") or "not available"))
-    gpus = [_gpu_entry(g, iommu_by_addr, lic_by_index) for g in (gpu_res or {}).get("gpus") or [] if _is_map(g)]
+    health = _host_health(gpu_res, facts.get("preflight"))
+    gpus = [_gpu_entry(g, iommu_by_addr, lic_by_index, health.get(g.get("index"))) for g in (gpu_res or {}).get("gpus") or []
+            if _is_map(g)]
     if not gpus and iommu_by_addr:
         # A passthrough host with GPUs bound to vfio-pci has no NVML view: show them from the IOMMU side.
         for addr, io in sorted(iommu_by_addr.items()):
@@ -200,6 +219,8 @@ def fleet_model(hosts, title="GPU fleet report", generated_at=None, driver_pin=N
         "unlicensed": [h["host"] for h in entries if h["license"] and h["license"]["licensed"] is False],
         "not_isolated": [h["host"] for h in entries if h["iommu"] and h["iommu"]["not_isolated"]],
         "preflight_failed": [h["host"] for h in entries if h["preflight"] and h["preflight"]["verdict"] == "fail"],
+        "unhealthy_gpus": ["%s GPU %s" % (h["host"], g["index"]) for h in entries for g in h["gpus"]
+                           if (g.get("health") or {}).get("status") == "fail"],
         "changed": [h["host"] for h in entries if h["changes"]],
     }
     return {"title": title, "generated_at": generated_at, "driver_pin": driver_pin, "summary": summary, "hosts": entries}
@@ -219,6 +240,9 @@ th{background:#eee}.ok{background:#d7f5c4}.bad{background:#ffc9c2}.warn{backgrou
 z-index:1;overflow:hidden;white-space:nowrap}.gi.invalid{background:#d33}
 .nomig{width:640px;height:44px;border:2px solid #333;background:repeating-linear-gradient(45deg,#ddd,#ddd 8px,#eee 8px,#eee 16px);
 text-align:center;line-height:44px;font-size:13px}
+.slices.sick,.nomig.sick{border-color:#b00;background:#ffc9c2}.slices.sick .gi{background:#d33;border-color:#800}
+.slices.ill,.nomig.ill{border-color:#c80}
+.hist td{width:14px;height:14px;padding:0}.hist td.label{width:auto;padding:2px 6px}
 """
 
 
@@ -230,10 +254,22 @@ def _cls(good):
     return "ok" if good is True else ("bad" if good is False else "muted")
 
 
-def render_slices(mig):
+def _health_attrs(health):
+    """Class and hover text of a GPU's drawing: red when a health check fails, amber when one warns; the title lists
+    the checks and their evidence (a browser shows it on hover)."""
+    if not health or health["status"] not in ("fail", "warn"):
+        return "", ""
+    reasons = "; ".join("%s %s: %s" % (f["check"], f["status"], f["evidence"]) for f in health["failing"])
+    attrs = ' title="%s" data-health="%s"' % (_e(reasons), _e(health["status"]))
+    return (" sick" if health["status"] == "fail" else " ill"), attrs
+
+
+def render_slices(mig, health=None):
     """The MIG layout: a grid of memory slices with each GI placed at its start/size (CSS grid, no JS)."""
     total = mig["memory_slices"]
-    cells = ['<div class="slices" data-slices="%d" style="grid-template-columns:repeat(%d,1fr)">' % (total, total)]
+    cls, attrs = _health_attrs(health)
+    cells = ['<div class="slices%s"%s data-slices="%d" style="grid-template-columns:repeat(%d,1fr)">'
+             % (cls, attrs, total, total)]
     for s in range(total):
         cells.append('<div class="slice" data-slice="%d" style="grid-row:1;grid-column:%d">%d</div>' % (s, s + 1, s))
     for gi in mig["instances"]:
@@ -270,11 +306,19 @@ def _gpu_html(g):
         tags.append("driver %s" % _e(g["kernel_driver"]))
     if g["error"]:
         tags.append('<span class="bad">%s</span>' % _e(g["error"]))
+    health = g.get("health")
+    if health:
+        cls, attrs = _health_attrs(health)
+        tags.append('<span class="%s"%s>health %s%s</span>' % (
+            {"fail": "bad", "warn": "warn"}.get(health["status"], "ok"), attrs, _e(health["status"].upper()),
+            _e(": " + ", ".join(f["check"] for f in health["failing"])) if health["failing"] else ""))
     parts.append('<span class="tags"> %s</span>' % " &middot; ".join(tags))
     if g["mig"] and g["mig"]["current"] == "enabled":
-        parts.append(render_slices(g["mig"]))
+        parts.append(render_slices(g["mig"], health))
     elif g["mig"]:
-        parts.append('<div class="nomig">MIG disabled (%d memory slices, whole GPU)</div>' % g["mig"]["memory_slices"])
+        cls, attrs = _health_attrs(health)
+        parts.append('<div class="nomig%s"%s>MIG disabled (%d memory slices, whole GPU)</div>'
+                     % (cls, attrs, g["mig"]["memory_slices"]))
     parts.append("</div>")
     return "".join(parts)
 
@@ -330,8 +374,9 @@ def render_html(model):
             % (_e(model["title"]), CSS))
     summary = ('<h1>%s</h1><p class="muted">generated %s%s</p><table class="summary"><tr><th>hosts</th><th>GPUs</th>'
                '<th>MIG enabled</th><th>GPU instances</th><th>off pin</th><th>unlicensed</th><th>not isolated</th>'
-               '<th>preflight failed</th><th>changed</th></tr><tr><td>%d</td><td>%d</td><td>%d</td><td>%d</td>'
-               '<td class="%s">%s</td><td class="%s">%s</td><td class="%s">%s</td><td class="%s">%s</td><td>%s</td></tr></table>'
+               '<th>preflight failed</th><th>unhealthy GPUs</th><th>changed</th></tr><tr><td>%d</td><td>%d</td><td>%d</td>'
+               '<td>%d</td><td class="%s">%s</td><td class="%s">%s</td><td class="%s">%s</td><td class="%s">%s</td>'
+               '<td class="%s">%s</td><td>%s</td></tr></table>'
                % (_e(model["title"]), _e(model["generated_at"] or "-"),
                   _e(", driver pin %s" % model["driver_pin"]) if model["driver_pin"] else "",
                   s["hosts"], s["gpus"], s["mig_enabled"], s["gpu_instances"],
@@ -339,8 +384,46 @@ def render_html(model):
                   _cls(not s["unlicensed"]), _e(", ".join(s["unlicensed"]) or "none"),
                   _cls(not s["not_isolated"]), _e(", ".join(s["not_isolated"]) or "none"),
                   _cls(not s["preflight_failed"]), _e(", ".join(s["preflight_failed"]) or "none"),
+                  _cls(not s.get("unhealthy_gpus")), _e(", ".join(s.get("unhealthy_gpus") or []) or "none"),
                   _e(", ".join(s["changed"]) or "none")))
-    return head + summary + "".join(_host_html(h) for h in model["hosts"]) + "</body></html>\n"
+    return head + summary + render_history(model.get("health_history") or []) + \
+        "".join(_host_html(h) for h in model["hosts"]) + "</body></html>\n"
+
+
+# --- health over runs ----------------------------------------------------------------------------------------------
+
+HISTORY_RUNS = 30
+
+
+def health_snapshot(model):
+    """{"<host> GPU <index> (<uuid>)": status} of every GPU with a health verdict."""
+    return {"%s GPU %s (%s)" % (h["host"], g["index"], g["uuid"]): g["health"]["status"]
+            for h in model["hosts"] for g in h["gpus"] if g.get("health")}
+
+
+def with_health_history(model, previous):
+    """``model`` with ``health_history``: the previous report's history, plus this run when the GPUs' health differs
+    from the last entry (so an unchanged fleet leaves the report unchanged), the last HISTORY_RUNS kept."""
+    history = list((previous or {}).get("health_history") or []) if _is_map(previous) else []
+    snap = health_snapshot(model)
+    if snap and (not history or history[-1].get("gpus") != snap):
+        history.append({"generated_at": model.get("generated_at"), "gpus": snap})
+    return dict(model, health_history=history[-HISTORY_RUNS:])
+
+
+def render_history(history):
+    """A GPU per row, a run per column (the runs where health changed), coloured by status."""
+    if not history:
+        return ""
+    gpus = sorted({g for run in history for g in run["gpus"]})
+    head = "".join('<th title="%s">%d</th>' % (_e(run.get("generated_at") or "?"), i + 1) for i, run in enumerate(history))
+    rows = "".join('<tr><td class="label">%s</td>%s</tr>' % (_e(g), "".join(
+        '<td class="%s" title="%s: %s"></td>' % (
+            {"pass": "ok", "warn": "warn", "fail": "bad"}.get(run["gpus"].get(g), "muted"),
+            _e(run.get("generated_at") or "?"), _e(run["gpus"].get(g, "not seen")))
+        for run in history)) for g in gpus)
+    return ('<h2>GPU health over runs</h2><p class="muted">one column per run in which a GPU\'s health changed; hover for '
+            'the time and status</p><table class="hist"><tr><th>GPU</th>%s</tr>%s</table>' % (head, rows))
 
 
 def changes_from_run_log(log):

@@ -45,8 +45,22 @@ def api_client(kubeconfig=None, context=None):
     return kubernetes.client.ApiClient(cfg)
 
 
-class ReleaseError(Exception):
-    """A step of the release failed; ``done`` says what had been written before it."""
+def label_problems(params, options):
+    """Label values must be strings (or null to remove): a YAML true would be written as 'True'."""
+    return ["%s: the value of %s must be a string or null, got %r" % (option, key, value)
+            for option in options for key, value in sorted((params.get(option) or {}).items())
+            if value is not None and not isinstance(value, str)]
+
+
+def describe_failure(node, err):
+    """The message of a failed node step: the API's status and reason, or why the API could not be reached."""
+    if isinstance(err, ApiException):
+        return "node %s: Kubernetes API error: %s %s" % (node, getattr(err, "status", ""), getattr(err, "reason", err))
+    return "node %s: cannot reach the Kubernetes API: %s" % (node, err)
+
+
+class NodeStepError(Exception):
+    """A step of NodeRelease failed; ``done`` says what had been written before it."""
 
     def __init__(self, msg, done):
         super().__init__(msg)
@@ -106,10 +120,10 @@ class NodeRelease:
         while _node_view(node)["advertised"] != expected:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ReleaseError("%s: the device plugin did not advertise the expected resources within %d s: "
-                                   "expected %s, advertised %s; the node is left cordoned"
-                                   % (self.name, wait_timeout, _fmt(expected), _fmt(_node_view(node)["advertised"])),
-                                   self.done)
+                raise NodeStepError(
+                    "%s: the device plugin did not advertise the expected resources within %d s: expected %s, "
+                    "advertised %s; the node is left cordoned"
+                    % (self.name, wait_timeout, _fmt(expected), _fmt(_node_view(node)["advertised"])), self.done)
             # The server ends a watch after timeout_seconds; the read timeout outlives it so that the client does not.
             window = max(1, min(int(remaining + 0.999), 60))
             stream = kubernetes.watch.Watch()

@@ -26,6 +26,10 @@ LICENSE_FEATURES = {0: "unknown", 1: "vgpu", 2: "nvidia_rtx", 3: "gaming", 4: "c
 LICENSE_EXPIRY = {0: "not_available", 1: "invalid", 2: "valid", 3: "not_applicable", 4: "permanent"}
 # NVML architectures where a MIG mode change needs a GPU reset (Ampere); Hopper and later switch at once.
 RESET_ARCHES = (7,)
+# nvml.h nvmlClocksEventReason* bits (the names without the prefix, as nvidia-smi -q -d PERFORMANCE words them).
+CLOCK_EVENT_REASONS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8,
+                       "SyncBoost": 0x10, "SwThermalSlowdown": 0x20, "HwThermalSlowdown": 0x40,
+                       "HwPowerBrakeSlowdown": 0x80, "DisplayClockSetting": 0x100}
 MAX_PLACEMENTS = 32
 NO_ID = 0xFFFFFFFF
 
@@ -363,6 +367,74 @@ class Nvml:
         enabled = [f for f in out["features"] if f["enabled"]] or out["features"]
         if out["supported"] and enabled:
             out["licensed"] = any(f["licensed"] for f in enabled)
+        return out
+
+    # -- health (read-only; module_utils/_health.py judges) --------------------------------------------------------
+
+    def _reading(self, name, *args):
+        """(value, None), or (None, 'NVML_ERROR_...') when NVML does not answer: NOT_SUPPORTED is an answer too (the
+        GPU or driver lacks the feature, or MIG hides it), which _health tells apart. A lost GPU is not a reading:
+        that error goes on and becomes the GPU's error."""
+        try:
+            return self.call(name, *args), None
+        except AttributeError:  # an nvidia-ml-py older than the function
+            return None, "NVML_ERROR_FUNCTION_NOT_FOUND"
+        except self.nv.NVMLError as e:
+            if self.is_error(e, "NVML_ERROR_GPU_IS_LOST"):
+                raise
+            return None, self.error_name(e)
+
+    def health(self, dev):
+        """The readings a health gate needs, each as NVML gave it (nvml.h: nvmlDeviceGetTotalEccErrors,
+        nvmlDeviceGetRemappedRows, nvmlDeviceGetRetiredPagesPendingStatus, nvmlDeviceGet{Curr,Max}PcieLink*,
+        nvmlDeviceGetTemperature[Threshold], nvmlDeviceGetCurrentClocksEventReasons), with the error in place of a
+        value NVML did not give."""
+        nv = self.nv
+        out = {}
+        persistence, err = self._reading("nvmlDeviceGetPersistenceMode", dev)
+        out["persistence_mode"] = {"enabled": None if err else bool(persistence), "error": err}
+        modes, err = self._reading("nvmlDeviceGetEccMode", dev)
+        ecc = {"enabled": None, "pending": None, "error": err}
+        if not err:
+            ecc["enabled"], ecc["pending"] = bool(modes[0]), bool(modes[1])
+            for kind, error_type in (("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
+                                     ("corrected", "NVML_MEMORY_ERROR_TYPE_CORRECTED")):
+                for counter, counter_type in (("volatile", "NVML_VOLATILE_ECC"), ("aggregate", "NVML_AGGREGATE_ECC")):
+                    value, e = self._reading("nvmlDeviceGetTotalEccErrors", dev, getattr(nv, error_type),
+                                             getattr(nv, counter_type))
+                    ecc["%s_%s" % (counter, kind)] = None if e else int(value)
+                    if e:
+                        ecc["%s_%s_error" % (counter, kind)] = e
+        out["ecc"] = ecc
+        rows, err = self._reading("nvmlDeviceGetRemappedRows", dev)
+        out["remapped_rows"] = {"error": err} if err else {
+            "correctable": int(rows[0]), "uncorrectable": int(rows[1]), "pending": bool(rows[2]),
+            "failure": bool(rows[3]), "error": None}
+        pending, err = self._reading("nvmlDeviceGetRetiredPagesPendingStatus", dev)
+        out["retired_pages"] = {"pending": None if err else bool(pending), "error": err}
+        pcie = {}
+        for key, name in (("gen", "nvmlDeviceGetCurrPcieLinkGeneration"), ("width", "nvmlDeviceGetCurrPcieLinkWidth"),
+                          ("max_gen", "nvmlDeviceGetMaxPcieLinkGeneration"), ("max_width", "nvmlDeviceGetMaxPcieLinkWidth"),
+                          ("gpu_max_gen", "nvmlDeviceGetGpuMaxPcieLinkGeneration")):
+            value, err = self._reading(name, dev)
+            pcie[key] = None if err else int(value)
+            if err:
+                pcie.setdefault("errors", {})[key] = err
+        out["pcie"] = pcie
+        temp = {}
+        value, err = self._reading("nvmlDeviceGetTemperature", dev, nv.NVML_TEMPERATURE_GPU)
+        temp["current"] = None if err else int(value)
+        for key in ("slowdown", "shutdown", "gpu_max"):
+            value, err = self._reading("nvmlDeviceGetTemperatureThreshold", dev,
+                                       getattr(nv, "NVML_TEMPERATURE_THRESHOLD_%s" % key.upper()))
+            temp[key] = None if err else int(value)
+        out["temperature"] = temp
+        # The clocks *event* reasons replaced the *throttle* reasons in nvidia-ml-py 12.535 (same bits).
+        mask, err = self._reading("nvmlDeviceGetCurrentClocksEventReasons", dev)
+        if err == "NVML_ERROR_FUNCTION_NOT_FOUND":
+            mask, err = self._reading("nvmlDeviceGetCurrentClocksThrottleReasons", dev)
+        reasons = sorted(n for n, bit in CLOCK_EVENT_REASONS.items() if not err and int(mask) & bit)
+        out["clock_event_reasons"] = {"mask": None if err else int(mask), "active": reasons, "error": err}
         return out
 
     def snapshot(self, index, detail=True):

@@ -11,23 +11,37 @@ facts (all optional; a missing source makes the checks that need it fail, naming
   iommu    iommu_info result                    gpu      gpu_info result (nvml, gpus)
   license  nvidia_license_info result           mig      mig_geometry check-mode result (or {failed, msg})
   driver   {installed_version, loaded_version}  cmdline  kernel command line text
+  cdi      [{path, text}] of the CDI spec files found on the node (or {path, error} for one that could not be read)
+The GPU health checks (gpu_*) read gpu_info's health readings and kernel_log (module_utils/_health.py).
 """
 
 from __future__ import annotations
 
+import datetime
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _iommu, _mig_models, _versions
+from ansible_collections.gpuops.provision.plugins.module_utils import (
+    _dra, _health, _iommu, _mig_models, _nls, _versions)
 
 STATUSES = ("pass", "fail", "warn", "skip")
-NODE_ROLES = ("k8s_worker", "vgpu_guest", "passthrough_host")
-CHECK_IDS = ("iommu_active", "iommu_isolation", "vfio_bound", "driver_version", "license", "mig_pending", "mig_geometry",
-             "kernel_args")
-# Checks each kind of node needs; the others are reported as skipped. A passthrough (vfio) host runs no NVIDIA driver.
+NODE_ROLES = ("k8s_worker", "k8s_dra_worker", "vgpu_guest", "passthrough_host")
+# The GPU health checks are module_utils/_health.py's (one record each, CHECKS there).
+HEALTH_CHECK_IDS = tuple(_health.CHECKS)
+DRA_CHECK_IDS = ("dra_driver", "dra_cdi", "dra_mig")
+CHECK_IDS = ("iommu_active", "iommu_isolation", "vfio_bound", "driver_version", "license", "license_service",
+             "license_feature", "mig_pending", "mig_geometry", "kernel_args") + DRA_CHECK_IDS + HEALTH_CHECK_IDS
+# Checks each kind of node needs; the others are reported as skipped. A passthrough (vfio) host runs no NVIDIA driver,
+# so NVML cannot read its GPUs' health.
 DEFAULT_CHECKS = {
     "passthrough_host": ("iommu_active", "iommu_isolation", "vfio_bound", "kernel_args"),
-    "k8s_worker": ("driver_version", "license", "mig_pending", "mig_geometry", "kernel_args"),
-    "vgpu_guest": ("driver_version", "license", "mig_pending", "mig_geometry", "kernel_args"),
+    "k8s_worker": ("driver_version", "license", "license_service", "license_feature", "mig_pending", "mig_geometry",
+                   "kernel_args") + HEALTH_CHECK_IDS,
+    "vgpu_guest": ("driver_version", "license", "license_service", "license_feature", "mig_pending", "mig_geometry",
+                   "kernel_args") + HEALTH_CHECK_IDS,
+    # NVIDIA's DRA driver instead of the device plugin: no mig_geometry (dra_mig says whether a MIG target may be
+    # declared for the node at all).
+    "k8s_dra_worker": ("driver_version", "license", "license_service", "license_feature", "mig_pending",
+                       "kernel_args") + DRA_CHECK_IDS + HEALTH_CHECK_IDS,
 }
 DEFAULT_OPTIONS = {
     "node_role": "k8s_worker",
@@ -37,21 +51,34 @@ DEFAULT_OPTIONS = {
     "driver_version": "",        # the pin; empty = installed and loaded must only agree
     "license_required": "auto",  # auto: when NVML reports a vGPU guest; or True/False
     "license_min_days": 7,       # fail when the licence expires sooner
-    "license_warn_days": 30,     # warn when it expires sooner
+    "license_warn_days": 30,     # warn when it expires sooner (the licence, and the client configuration token)
+    "license_vws_covers_c": False,  # a vWS licence serves C-series vGPUs (vGPU 15 and earlier; _nls.accepted)
+    "dra_compute_domains": False,   # the node runs ComputeDomains (IMEX daemons): a higher driver minimum
+    "dra_driver_minimum": None,     # another minimum driver version (the GPU Operator's DRA docs say 580)
+    "dra_manages_mig": False,       # the DRA driver's DynamicMIG gate is on: it creates and destroys MIG devices
+    "dra_require_toolkit_spec": False,  # something besides the DRA driver requests nvidia.com/gpu CDI devices
+    "cdi_spec_dirs": None,          # the container runtime's CDI spec directories; None: not known
     "mig_target": False,         # a MIG target was declared (the mig facts are the check-mode plan against it)
     "kernel_args": [],           # "key" (present) or "key=value" (exact value)
     "fail_on_warn": False,
 }
+DEFAULT_OPTIONS.update(_health.DEFAULT_OPTIONS)
 TITLES = {
     "iommu_active": "IOMMU active",
     "iommu_isolation": "GPU IOMMU groups isolated",
     "vfio_bound": "vfio-pci bound to passthrough GPUs",
     "driver_version": "NVIDIA driver installed = loaded = pinned",
     "license": "vGPU licence acquired and not expiring soon",
+    "license_service": "The licence service instance of the client configuration token answers (TCP and TLS)",
+    "license_feature": "The licence feature type fits the vGPU profile class",
+    "dra_driver": "NVIDIA driver new enough for the DRA driver (and ComputeDomains)",
+    "dra_cdi": "CDI ready for the DRA driver (runtime spec directories, specs that load)",
+    "dra_mig": "MIG devices left to the DRA driver where it manages them",
     "mig_pending": "No pending MIG mode change, and a driver NVIDIA supports for MIG on the GPU",
     "mig_geometry": "MIG mode and geometry equal the declared target",
     "kernel_args": "Required kernel arguments present",
 }
+TITLES.update(_health.TITLES)
 REMEDY_KERNEL_ARGS = ("add them to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub and run update-grub "
                       "(systemd-boot: /etc/kernel/cmdline and proxmox-boot-tool refresh), then reboot")
 
@@ -300,6 +327,129 @@ def check_license(facts, options):
     return result("license", "pass", "; ".join(good))
 
 
+def check_license_service(facts, options):
+    """Every endpoint of the token answers TCP and TLS; with an HA pair one that answers is enough (the client fails
+    over), the other warns. The token's own expiry warns like the licence's."""
+    needed, why = _licence_needed(facts, options)
+    if not needed:
+        return result("license_service", "skip", "licence not needed: %s" % why)
+    err = _source_error(facts, "license", "licence facts (nvidia_license_info)")
+    svc = (facts.get("license") or {}).get("service")
+    remedy = ("deploy the client configuration token of the service instance (gpuops.provision.nvidia_license role) and "
+              "open the node's way to the instance (firewall, proxy, DNS); DLS: check that the appliance is up")
+    if err or svc is None:
+        return result("license_service", "fail", err or "the service was not checked (nvidia_license_info "
+                      "service_check=false)", remedy)
+    if svc.get("error"):
+        return result("license_service", "fail", svc["error"], remedy)
+    eps = svc.get("endpoints") or []
+    text = ["%s %s:%s %s" % (e.get("kind") or "service", e.get("host"), e.get("port"),
+                             "answers (%s)" % (e.get("tls_version") or "TLS") if e.get("tls") else
+                             "does NOT answer: %s" % e.get("error")) for e in eps]
+    token = svc.get("token") or {}
+    evidence = "token %s of service instance %s: %s" % (
+        token.get("file"), token.get("service_instance"), "; ".join(text) or "no endpoint")
+    up = [e for e in eps if e.get("tls")]
+    if not up:
+        return result("license_service", "fail", evidence, remedy)
+    days = _license_days(token.get("expires_at"), options.get("now"))
+    if days is not None and days < int(options["license_warn_days"]):
+        return result("license_service", "warn", "%s; the token expires %s, in %d days" % (
+            evidence, token["expires_at"], days),
+            "generate a new client configuration token on the Licensing Portal or the DLS and deploy it")
+    if len(up) < len(eps):
+        return result("license_service", "warn", evidence, "bring the unreachable HA node back (the client uses the "
+                                                           "other one meanwhile)")
+    return result("license_service", "pass", evidence)
+
+
+def _license_days(stamp, now=None):
+    if not stamp:
+        return None
+    try:
+        when = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return None
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return int((when - now).total_seconds() // 86400)
+
+
+def check_license_feature(facts, options):
+    """The gridd FeatureType, and the product NVML reports licensed, fit each vGPU's series (_nls.fits): a vWS licence
+    for a Q profile, NVIDIA AI Enterprise / vCS for C, vPC for B, vApps for A. A mismatch is a known failure: the
+    guest runs unlicensed, with reduced performance, however healthy the service is."""
+    needed, why = _licence_needed(facts, options)
+    if not needed:
+        return result("license_feature", "skip", "licence not needed: %s" % why)
+    err = _source_error(facts, "license", "licence facts (nvidia_license_info)")
+    remedy = ("set FeatureType in /etc/nvidia/gridd.conf to the licence of the vGPU's series (gpuops.provision."
+              "nvidia_license role, nvidia_license_feature_type; 1 lets the driver choose) and restart nvidia-gridd")
+    if err:
+        return result("license_feature", "fail", err, remedy)
+    lic = facts["license"]
+    feature_type = (lic.get("gridd") or {}).get("feature_type")
+    fails, good = [], []
+    for g in lic.get("gpus") or []:
+        series = _nls.profile_class(g.get("model") or "")
+        label = _gpu_label(g)
+        if series is None:
+            good.append("%s: no vGPU series in the name" % label)
+            continue
+        checks = [("gridd FeatureType %s" % feature_type, _nls.feature_name(feature_type, "gridd"))] \
+            if feature_type is not None else []
+        if g.get("licensed") and g.get("product"):
+            checks.append(("licensed product %s" % g["product"], g["product"]))
+        for what, feature in checks:
+            ok, reason = _nls.fits(feature, series, options.get("license_vws_covers_c"))
+            (good if ok else fails).append("%s (%s-series): %s: %s" % (label, series, what, reason))
+        if not checks:
+            fails.append("%s (%s-series): no FeatureType in gridd.conf and no licensed product" % (label, series))
+    if fails:
+        return result("license_feature", "fail", "; ".join(fails + good), remedy)
+    return result("license_feature", "pass", "; ".join(good) or "no GPU to check")
+
+
+# --- DRA (NVIDIA's DRA Driver for GPUs; the rules and their sources are module_utils/_dra.py's) ------------------------
+
+def _dra_result(check_id, decided):
+    status, evidence, remedy = decided
+    return result(check_id, status, evidence, remedy)
+
+
+def check_dra_driver(facts, options):
+    err = _nvml_error(facts)
+    if err:
+        return result("dra_driver", "fail", err, "install and load the NVIDIA driver (playbooks/driver_pin.yml)")
+    try:
+        return _dra_result("dra_driver", _dra.check_dra_driver(
+            facts["gpu"]["nvml"].get("driver_version"), options["dra_compute_domains"], options["dra_driver_minimum"]))
+    except _dra.DraError as e:
+        raise PreflightError("dra_driver_minimum: %s" % e)
+
+
+def check_dra_cdi(facts, options):
+    specs = []
+    for spec in facts.get("cdi") or []:
+        if spec.get("error"):
+            specs.append({"path": spec.get("path"), "error": spec["error"]})
+            continue
+        try:
+            specs.append(_dra.parse_cdi_spec(spec.get("text") or "", spec.get("path")))
+        except _dra.DraError as e:
+            specs.append({"path": spec.get("path"), "error": str(e)})
+    gpus = ((facts.get("gpu") or {}).get("gpus")) if not _nvml_error(facts) else None
+    return _dra_result("dra_cdi", _dra.check_dra_cdi(specs, gpus, options["cdi_spec_dirs"],
+                                                     require_toolkit_spec=options["dra_require_toolkit_spec"]))
+
+
+def check_dra_mig(facts, options):
+    err = _nvml_error(facts)
+    if err:
+        return result("dra_mig", "fail", err, "make NVML usable on the node and rerun")
+    return _dra_result("dra_mig", _dra.check_dra_mig(facts["gpu"].get("gpus") or [], bool(options["mig_target"]),
+                                                     options["dra_manages_mig"]))
+
+
 # --- MIG -------------------------------------------------------------------------------------------------------------
 
 def check_mig_pending(facts, options):
@@ -397,10 +547,16 @@ CHECKS = {
     "vfio_bound": check_vfio_bound,
     "driver_version": check_driver_version,
     "license": check_license,
+    "license_service": check_license_service,
+    "license_feature": check_license_feature,
+    "dra_driver": check_dra_driver,
+    "dra_cdi": check_dra_cdi,
+    "dra_mig": check_dra_mig,
     "mig_pending": check_mig_pending,
     "mig_geometry": check_mig_geometry,
     "kernel_args": check_kernel_args,
 }
+CHECKS.update((check_id, fn) for check_id, (_title, fn) in _health.CHECKS.items())
 
 
 # --- aggregation and rendering ---------------------------------------------------------------------------------------
@@ -430,6 +586,10 @@ def normalize_options(options):
             raise PreflightError("%s must be 'all' or a list of PCI addresses" % key)
     for arg in opts["kernel_args"] or []:
         parse_required_arg(arg)
+    try:
+        opts.update(_health.normalize_options(opts))
+    except _health.HealthError as e:
+        raise PreflightError(str(e))
     return opts
 
 

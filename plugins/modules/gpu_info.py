@@ -35,9 +35,27 @@ options:
       - Turning it off keeps the result short on large hosts when only the current geometry is needed.
     type: bool
     default: true
+  health:
+    description:
+      - Whether to read each GPU's health through NVML (RV(gpus[].health)), that is ECC mode and error counts, row
+        remapping, retired pages, PCIe link, temperatures and thresholds, clock event (throttle) reasons and
+        persistence mode.
+    type: bool
+    default: true
+  kernel_log:
+    description:
+      - Where to read the NVIDIA driver's Xid events since boot (RV(kernel_log)); they are not in NVML.
+      - V(dmesg) runs C(dmesg) (the kernel ring buffer; root or C(kernel.dmesg_restrict=0)), V(journal) runs
+        C(journalctl -k -b 0) (the whole boot, also when the ring buffer has wrapped), V(none) does not read it.
+    type: str
+    choices: [dmesg, journal, none]
+    default: dmesg
 requirements:
   - nvidia-ml-py (import name C(pynvml)) on the managed host
 notes:
+  - The health readings are what NVML answers, with the NVML error in place of a reading it does not give (for
+    example C(NVML_ERROR_NOT_SUPPORTED) for row remapping on a MIG-enabled GPU); gpuops.provision.node_preflight
+    judges them.
   - Profile names are computed as mig-parted computes them (from the profile memory and the GPU total memory),
     so they can be used unchanged in a mig-parted configuration and in M(gpuops.provision.mig_geometry).
 seealso:
@@ -183,15 +201,70 @@ gpus:
       description: vGPU licence state. C(supported), C(licensed) (V(null) when not applicable) and C(features)
         (C(feature), C(product), C(licensed), C(enabled), C(expiry_status), C(expiry)).
       type: dict
+    health:
+      description:
+        - NVML's health readings, each with C(error) (the NVML error name) where NVML gave none. Only with
+          O(health=true).
+        - C(ecc) (C(enabled), C(pending), C(volatile_uncorrected), C(aggregate_uncorrected), C(volatile_corrected),
+          C(aggregate_corrected)); C(remapped_rows) (C(correctable), C(uncorrectable), C(pending), C(failure));
+          C(retired_pages) (C(pending)); C(pcie) (C(gen), C(width), C(max_gen), C(max_width), C(gpu_max_gen));
+          C(temperature) (C(current), C(slowdown), C(shutdown), C(gpu_max), degrees C); C(clock_event_reasons)
+          (C(mask), C(active) names such as V(GpuIdle), V(HwThermalSlowdown)); C(persistence_mode) (C(enabled));
+          C(xid) (the Xid codes of RV(kernel_log) on this GPU).
+      type: dict
+      sample: {"ecc": {"enabled": true, "volatile_uncorrected": 0}, "pcie": {"gen": 5, "width": 16}}
+kernel_log:
+  description: The kernel log read for Xid events.
+  returned: always
+  type: dict
+  contains:
+    source:
+      description: O(kernel_log).
+      type: str
+    read:
+      description: Whether it could be read.
+      type: bool
+    error:
+      description: Why not (the command's error); V(null) when read.
+      type: str
+    xid_events:
+      description: The Xid events since boot, oldest first (C(xid), C(pci), C(pid), C(process), C(message), C(line)).
+      type: list
+      elements: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _xid
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml, NvmlError, pci_sysfs
 
 
-def gather(nvml, sysfs_root, with_profiles):
+# journalctl -k -b 0: this boot's kernel messages; -o short-monotonic keeps dmesg's [seconds] stamp.
+KERNEL_LOG_COMMANDS = {"dmesg": ["dmesg"], "journal": ["journalctl", "-k", "-b", "0", "--no-pager", "-o",
+                                                       "short-monotonic"]}
+
+
+def read_kernel_log(module, source):
+    """{source, read, error, xid_events}: the driver's Xid events since boot (module_utils/_xid.py parses them)."""
+    out = {"source": source, "read": False, "error": None, "xid_events": []}
+    if source == "none":
+        out["error"] = "kernel_log=none"
+        return out
+    argv = list(KERNEL_LOG_COMMANDS[source])
+    path = module.get_bin_path(argv[0])
+    if not path:
+        out["error"] = "%s is not installed" % argv[0]
+        return out
+    rc, stdout, stderr = module.run_command([path] + argv[1:])
+    if rc != 0:
+        out["error"] = "%s exited %d: %s" % (argv[0], rc, (stderr or stdout).strip()[:300])
+        return out
+    out["read"] = True
+    out["xid_events"] = _xid.parse(stdout)
+    return out
+
+
+def gather(nvml, sysfs_root, with_profiles, with_health=False, xid_events=()):
     """Read every GPU; NVML errors on one GPU become that GPU's 'error' rather than failing the host."""
     gpus = []
     for index in range(nvml.count()):
@@ -208,7 +281,15 @@ def gather(nvml, sysfs_root, with_profiles):
             for key, empty in (("instances", []), ("processes", []), ("virtualization", None), ("license", None)):
                 info.setdefault(key, empty)
         table = info.pop("_table", None) or _mig.ProfileTable([])
-        info.pop("_handle", None)
+        dev = info.pop("_handle", dev)
+        if with_health:
+            try:
+                info["health"] = nvml.health(dev)
+            except nvml.nv.NVMLError as e:  # the GPU was lost while it was read
+                info["error"] = nvml.describe(e)
+            else:
+                slot = info["pci_address"].lower().rsplit(".", 1)[0]
+                info["health"]["xid"] = sorted({e["xid"] for e in xid_events if e["pci"] == slot})
         mode = info["mig_mode"]
         info["mig_devices"] = _mig.current_counts(info["instances"]) if mode and mode["current"] == "enabled" else {}
         if with_profiles:
@@ -225,11 +306,14 @@ def main():
         argument_spec=dict(
             sysfs_root=dict(type="path", default="/"),
             profiles=dict(type="bool", default=True),
+            health=dict(type="bool", default=True),
+            kernel_log=dict(type="str", default="dmesg", choices=["dmesg", "journal", "none"]),
         ),
         supports_check_mode=True,
     )
     nvml = Nvml()
-    result = {"changed": False, "nvml": {"available": False, "reason": None}, "gpus": []}
+    result = {"changed": False, "nvml": {"available": False, "reason": None}, "gpus": [],
+              "kernel_log": read_kernel_log(module, module.params["kernel_log"])}
     if not nvml.open():
         result["nvml"]["reason"] = nvml.reason
         result["nvml"]["calls"] = nvml.calls
@@ -237,7 +321,8 @@ def main():
     try:
         result["nvml"].update(nvml.system())
         result["nvml"]["available"] = True
-        result["gpus"] = gather(nvml, module.params["sysfs_root"], module.params["profiles"])
+        result["gpus"] = gather(nvml, module.params["sysfs_root"], module.params["profiles"], module.params["health"],
+                                result["kernel_log"]["xid_events"])
     except (nvml.nv.NVMLError, NvmlError) as e:
         module.fail_json(msg="reading NVML failed: %s" % (nvml.describe(e) if isinstance(e, nvml.nv.NVMLError) else e), **result)
     finally:

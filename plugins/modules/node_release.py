@@ -176,13 +176,6 @@ from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _
 BOUNDS = {"wait_timeout": _bounds.TASK_TIMEOUT, "timeout": _bounds.API_TIMEOUT}
 
 
-def label_problems(params):
-    """Label values must be strings (or null to remove): a YAML true would be written as 'True'."""
-    return ["%s: the value of %s must be a string or null, got %r" % (option, key, value)
-            for option in ("restore_labels", "labels") for key, value in sorted(params[option].items())
-            if value is not None and not isinstance(value, str)]
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -203,7 +196,7 @@ def main():
     p = module.params
     if not _k8s.HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
-    problems = _bounds.out_of_range(p, BOUNDS) + label_problems(p)
+    problems = _bounds.out_of_range(p, BOUNDS) + _k8s.label_problems(p, ("restore_labels", "labels"))
     try:
         resources = None if p["resources"] is None else {k: int(v) for k, v in p["resources"].items()}
     except (TypeError, ValueError):
@@ -215,15 +208,10 @@ def main():
         release = _k8s.NodeRelease(_k8s.api_client(p["kubeconfig"], p["context"]), p["name"], p["timeout"])
         before, after = release.run(p["restore_labels"], (p["namespace"], p["restart_pods"]), resources, p["labels"],
                                     p["unschedulable"], p["wait_timeout"], module.check_mode)
-    except _k8s.ReleaseError as e:
+    except _k8s.NodeStepError as e:
         module.fail_json(msg=str(e), **e.done)
-    except _k8s.ApiException as e:
-        module.fail_json(msg="node %s: Kubernetes API error: %s %s" % (p["name"], getattr(e, "status", ""),
-                                                                      getattr(e, "reason", e)),
-                         **(release.done if release else {}))
-    except Exception as e:  # pylint: disable=broad-except  # urllib3 and kubeconfig errors: report, never a traceback
-        module.fail_json(msg="node %s: cannot reach the Kubernetes API: %s" % (p["name"], e),
-                         **(release.done if release else {}))
+    except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
+        module.fail_json(msg=_k8s.describe_failure(p["name"], e), **(release.done if release else {}))
     done = release.done
     changed = bool(done["restored"] or done["pods_deleted"] or done["final"])
     result = dict(changed=changed, before=before, after=after, **done)

@@ -32,12 +32,37 @@ options:
       - Directory holding the client configuration token (C(*.tok)).
       - Defaults to C(ClientConfigTokenPath) of O(gridd_conf) when set there, else C(/etc/nvidia/ClientConfigToken).
     type: path
+  service_check:
+    description:
+      - Whether to check that the node reaches its NVIDIA License System service instance (RV(service)) - the DLS or
+        CLS endpoints named in the newest client configuration token, each with a TCP connection and a TLS
+        handshake within O(connect_timeout). Nothing is sent; the token is read on the node and never returned.
+    type: bool
+    default: false
+  connect_timeout:
+    description:
+      - Seconds for each TCP connection and TLS handshake of O(service_check).
+    type: int
+    default: 5
+  validate_certs:
+    description:
+      - Verify the service's TLS certificate (against O(ca_path), else the system's CAs) in O(service_check).
+      - Off by default for this probe only. A DLS appliance serves a self-signed certificate unless one was installed,
+        and the guest driver trusts the service through the token rather than a CA. The probe sends nothing.
+    type: bool
+    default: false
+  ca_path:
+    description:
+      - CA bundle to verify the service's certificate with; setting it turns verification on.
+    type: path
 requirements:
   - nvidia-ml-py (import name C(pynvml)) on the managed host
 notes:
   - nvidia-ml-py 13.615.71 defines the C(NVML_GRID_LICENSE_EXPIRY_*) constants as 1-tuples; this module compares the
     normalised values, so expiry dates are reported with every binding version.
   - RV(gpus[].days_left) is computed with the managed host's clock.
+  - The token's format (a signed JWT whose C(service_instance_configuration) lists the service nodes and ports) is read
+    as open-source implementations of the service read and write it; see C(plugins/module_utils/_nls.py).
 seealso:
   - module: gpuops.provision.gpu_info
   - name: NVIDIA License System user guide
@@ -66,6 +91,25 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+service:
+  description: The service instance check (O(service_check)).
+  returned: when O(service_check=true)
+  type: dict
+  contains:
+    token:
+      description: C(file), C(service_instance), C(issued_at) and C(expires_at) of the token read; V(null) when none
+        could be read.
+      type: dict
+    error:
+      description: Why no token could be read; V(null) otherwise.
+      type: str
+    endpoints:
+      description: Every host and port the token names, with C(kind) (V(DLS), V(CLS)), C(services), C(tcp), C(tls),
+        C(tls_version), C(certificate_expires) (only when verified) and C(error).
+      type: list
+      elements: dict
+      sample: [{"host": "dls.example.com", "port": 443, "kind": "DLS", "services": ["auth", "lease"], "tcp": true,
+                "tls": true, "tls_version": "TLSv1.3", "certificate_expires": null, "error": null}]
 nvml:
   description: NVML availability and the driver version.
   returned: always
@@ -187,7 +231,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _license
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _license, _nls_probe
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml
 
 DEFAULT_TOKEN_DIR = "/etc/nvidia/ClientConfigToken"
@@ -227,6 +271,10 @@ def main():
         argument_spec=dict(
             gridd_conf=dict(type="path", default="/etc/nvidia/gridd.conf"),
             token_dir=dict(type="path"),
+            service_check=dict(type="bool", default=False),
+            connect_timeout=dict(type="int", default=5),
+            validate_certs=dict(type="bool", default=False),
+            ca_path=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -236,6 +284,14 @@ def main():
         result["gridd"] = read_gridd(module.params["gridd_conf"], module.params["token_dir"])
     except (OSError, UnicodeDecodeError) as e:
         module.fail_json(msg="cannot read the gridd configuration: %s" % e, **result)
+    p = module.params
+    problems = _bounds.out_of_range(p, {"connect_timeout": (1, 300, "seconds per connection")})
+    if problems:
+        module.fail_json(msg="; ".join(problems), **result)
+    if p["service_check"]:
+        gridd = result["gridd"]
+        result["service"] = _nls_probe.check_service(gridd["token_dir"], [t["name"] for t in gridd["tokens"]],
+                                                     p["connect_timeout"], p["validate_certs"], p["ca_path"])
     nvml = Nvml()
     if not nvml.open():
         result["nvml"]["reason"] = nvml.reason

@@ -1,8 +1,8 @@
 """Operations on the simulated machine that NVML itself does not offer.
 
 ``reset`` is what ``nvidia-smi -r`` does (commit a pending MIG mode, lose GIs/CIs),
-``reboot`` is a host/VM reboot. Tests and lab playbooks call them directly or through
-``python -m gpusim`` (with lab/gpusim on PYTHONPATH).
+``reboot`` is a host/VM reboot, ``fault`` injects a health fault (see health.inject_fault).
+Tests and lab playbooks call them directly or through ``python -m gpusim`` (with lab/gpusim on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from . import machine, state
+from . import health, machine, state
 from .models import MODELS
 
 HOLD_MEMORY = 256 * 1024 * 1024
@@ -25,13 +25,14 @@ def write_minimal(path, models, mig_mode="disabled", driver_version=None):
 
 
 def reset(path=None, indexes=None):
-    """GPU reset of the given indexes (all GPUs when None); raises machine.Fault on refusal."""
+    """GPU reset of the given NVML indexes (all enumerated GPUs when None); raises machine.Fault on refusal."""
     with state.transaction(path) as st:
-        targets = range(len(st["gpus"])) if indexes is None else indexes
+        gpus = health.visible(st)
+        targets = range(len(gpus)) if indexes is None else indexes
         for i in targets:
-            if not 0 <= i < len(st["gpus"]):
+            if not 0 <= i < len(gpus):
                 raise machine.Fault(machine.INVALID_ARGUMENT, "no GPU with index %d" % i)
-            machine.reset_gpu(st, st["gpus"][i])
+            machine.reset_gpu(st, gpus[i])
 
 
 def reboot(path=None):
@@ -67,6 +68,12 @@ def hold(path=None):
         detach(path, pid)
 
 
+def fault(path, index, kind, **kw):
+    """Inject one health fault into gpus[index] of the state (health.FAULTS); raises health.HealthError."""
+    with state.transaction(path) as st:
+        return health.inject_fault(st, index, kind, **kw)
+
+
 def show(path=None):
     return state.load(path)
 
@@ -85,6 +92,18 @@ def main(argv=None):
     p.add_argument("-i", "--index", type=int, action="append")
     sub.add_parser("reboot", help="reboot: commits pending MIG modes, drops GIs/CIs and processes")
     sub.add_parser("hold", help="hold every GPU as a client process until SIGTERM (a DCGM-like systemd unit)")
+    p = sub.add_parser("fault", help="inject a health fault into one GPU entry of the state")
+    p.add_argument("kind", choices=health.FAULTS)
+    p.add_argument("xid", nargs="?", type=int, help="the Xid number (fault xid)")
+    p.add_argument("-i", "--index", type=int, default=0, help="position in the state's gpus list (default 0)")
+    p.add_argument("--count", type=int, default=10, help="ecc-storm: uncorrected errors to add (default 10)")
+    p.add_argument("--width", type=int, default=8, help="link-degraded: current link width (default 8)")
+    p.add_argument("--gen", type=int, help="link-degraded: also pin the current link generation")
+    p.add_argument("--temp", type=int, help="hot: temperature in C (default slowdown threshold + 2)")
+    p.add_argument("--pid", type=int, help="xid: process id (default: unknown process)")
+    p.add_argument("--name", help="xid: process name")
+    p.add_argument("--msg", help="xid: message (default: the catalog text for that Xid)")
+    p.add_argument("--t", type=float, help="xid: seconds since boot")
     args = ap.parse_args(argv)
     path = args.state or state.state_path()
     if not path:
@@ -100,10 +119,13 @@ def main(argv=None):
             reboot(path)
         elif args.cmd == "hold":
             hold(path)
+        elif args.cmd == "fault":
+            fault(path, args.index, args.kind, count=args.count, xid=args.xid, width=args.width, gen=args.gen,
+                  temp=args.temp, pid=args.pid, name=args.name, msg=args.msg, t=args.t)
     except machine.Fault as f:
         print("gpusim: %s failed: %s (NVML error %d)" % (args.cmd, f.why, f.code))
         return 1
-    except state.StateError as e:
+    except (state.StateError, health.HealthError) as e:
         print("gpusim: %s" % e)
         return 1
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from . import health
 from .models import MODELS, CI_PLACEMENTS, CI_INDEX_BY_SLICES, gi_profile_by_id, full_profile
 
 # NVML return codes used here (same values as nvidia-ml-py).
@@ -352,13 +353,19 @@ def set_mig_mode(st, gpu, mode):
 
 
 def reset_gpu(st, gpu):
-    """What `nvidia-smi -r` does: commit a pending MIG mode; GIs/CIs are lost (M8)."""
+    """What `nvidia-smi -r` does: commit a pending MIG mode; GIs/CIs are lost (M8). Volatile ECC counts restart and
+    pending row remaps take effect (health.on_reset). A GPU that fell off the bus cannot be reset: the Xid catalog
+    resolves Xid 79 with a node reboot, and nvml.h answers GPU_IS_LOST for every call on it."""
     inject(st, "reset")
+    lost = health.lost_code(gpu)
+    if lost is not None:
+        raise Fault(lost, "GPU has fallen off the bus: reboot")
     if not gpu.get("reset_supported", True):
         raise Fault(NOT_SUPPORTED, "GPU reset is not supported here (pass-through VM): reboot")
     if gpu["processes"]:
         raise Fault(IN_USE, "GPU is in use by another client")
     _power_cycle(gpu)
+    health.on_reset(gpu)
 
 
 def _power_cycle(gpu):
@@ -396,7 +403,9 @@ def require_profile_queries(st, gpu):
 
 
 def reboot(st):
-    """Host/VM reboot: pending MIG modes commit (mode persists, M8), GIs/CIs and processes vanish."""
+    """Host/VM reboot: pending MIG modes commit (mode persists, M8), GIs/CIs and processes vanish; the health
+    state restarts as health.on_reboot says (volatile ECC, pending remaps and ECC mode, lost GPUs, kernel log)."""
     for gpu in st["gpus"]:
         _power_cycle(gpu)
         gpu["processes"] = []
+    health.on_reboot(st)

@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 
+from . import health
 from .machine import model_of
 from .models import MODELS
 
@@ -96,6 +97,10 @@ def normalize(raw):
             if slots & used:
                 raise StateError("%s: GPU instance at %d:%d overlaps another" % (where, gi["start"], gi["size"]))
             used |= slots
+    try:
+        health.fill(st)
+    except health.HealthError as e:
+        raise StateError(str(e)) from None
     return st
 
 

@@ -19,6 +19,10 @@ VENV_BIN = os.path.dirname(sys.executable)
 GPUSIM = os.path.join(ROOT, "lab", "gpusim")
 COLLECTIONS = os.path.join(ROOT, "build", "collections")
 
+# The licence service stand-in (a TLS listener) and client configuration tokens, shared with the unit tests.
+sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
+from nls_service import TlsListener, write_token  # noqa: E402,F401  pylint: disable=import-error,wrong-import-position,unused-import
+
 _spec = importlib.util.spec_from_file_location("fake_tree", os.path.join(ROOT, "lab", "sysfs", "fake_tree.py"))
 fake_tree = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fake_tree)
@@ -37,7 +41,10 @@ def make_node(base, name, sysfs=None, gpusim=None, hostvars=None):
         state = os.path.join(node_dir, "gpusim.json")
         with open(state, "w", encoding="utf-8") as fh:
             json.dump(gpusim, fh)
-        hv["node_preflight_environment"] = {"PYTHONPATH": GPUSIM, "GPUSIM_STATE": state}
+        # gpusim's bin first: its dmesg prints this node's kernel log (Xid events), not the test machine's.
+        hv["node_preflight_environment"] = {"PYTHONPATH": GPUSIM, "GPUSIM_STATE": state,
+                                            "PATH": os.pathsep.join([os.path.join(GPUSIM, "bin"), VENV_BIN,
+                                                                     os.environ.get("PATH", "/usr/bin:/bin")])}
     hv.update(hostvars or {})
     return hv
 

@@ -16,7 +16,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from preflight_lab import ROOT, ansible_env, make_node, run_playbook, write_inventory  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from preflight_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
+    ROOT, TlsListener, ansible_env, make_node, run_playbook, write_inventory, write_token)
 
 sys.path.insert(0, os.path.join(ROOT, "lab", "kube"))
 from kube_harness import kube_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
@@ -62,8 +63,9 @@ def gpusim_worker(**gpu):
     return {"driver_version": PIN, "gpus": [base]}
 
 
-def gpusim_guest(licence, driver=PIN):
-    return {"driver_version": driver, "gpus": [{"model": "NVIDIA L40S", "virtualization_mode": "vgpu", "license": licence}]}
+def gpusim_guest(licence, driver=PIN, vgpu_name="NVIDIA L40S-24C"):
+    return {"driver_version": driver, "gpus": [{"model": "NVIDIA L40S", "virtualization_mode": "vgpu", "license": licence,
+                                                "vgpu_name": vgpu_name}]}
 
 
 LICENSED = {"feature": "compute", "licensed": True, "expiry": _expiry(200)}
@@ -71,6 +73,9 @@ DRIVER_OK = {"nvidia_driver_facts": {"installed_version": PIN + "-1"}, "node_pre
 WORKER_VARS = dict(DRIVER_OK, node_preflight_role="k8s_worker", node_preflight_mig_devices=MIG_TARGET,
                    node_preflight_kernel_args=WORKER_ARGS)
 GUEST_VARS = dict(DRIVER_OK, node_preflight_role="vgpu_guest")
+DRA_PIN = "570.172.08"
+DRA_VARS = {"nvidia_driver_facts": {"installed_version": DRA_PIN + "-1"}, "node_preflight_driver_version": DRA_PIN,
+            "node_preflight_role": "k8s_dra_worker", "node_preflight_kernel_args": WORKER_ARGS}
 HOST_VARS = {"node_preflight_role": "passthrough_host", "node_preflight_kernel_args": ["intel_iommu=on", "iommu=pt"]}
 
 # name: (sysfs spec, gpusim state or None, host vars, expected failing checks)
@@ -92,17 +97,64 @@ NODES = {
     "fail-geometry": (worker(), gpusim_worker(gpu_instances=[]), WORKER_VARS, ["mig_geometry"]),
     "fail-unlicensed": (worker(), gpusim_guest({"feature": "compute", "licensed": False}), GUEST_VARS, ["license"]),
     "fail-expiring": (worker(), gpusim_guest(dict(LICENSED, expiry=_expiry(3))), GUEST_VARS, ["license"]),
+    # GPU health, each fault injected into gpusim (lab/gpusim/README.md "Fault injection"), read through NVML or, for
+    # the Xid, through gpusim's dmesg.
+    "fail-ecc": (worker(), gpusim_worker(ecc={"volatile": {"uncorrected": 12}, "aggregate": {"uncorrected": 12}}),
+                 WORKER_VARS, ["gpu_ecc"]),
+    "fail-remap": (worker(), gpusim_worker(mig_mode="disabled", gpu_instances=[],
+                                           remapped_rows={"uncorrectable": 3, "failure": True}),
+                   dict(WORKER_VARS, node_preflight_mig_devices=[{"devices": "all", "mig-enabled": False}]),
+                   ["gpu_memory"]),
+    "fail-xid": (worker(), gpusim_worker(xid_events=[{"xid": 79, "t": 812.11, "msg": "GPU has fallen off the bus."}]),
+                 WORKER_VARS, ["gpu_xid"]),
+    "fail-link": (worker(), gpusim_worker(pcie={"width": 8}), WORKER_VARS, ["gpu_pcie"]),
+    "fail-missing": (worker(), dict(gpusim_worker(), gpus=[gpusim_worker()["gpus"][0],
+                                                           dict(gpusim_worker()["gpus"][0], present=False)]),
+                     dict(WORKER_VARS, node_preflight_expected_gpus=2), ["gpu_count"]),
+    "fail-hot": (worker(), gpusim_worker(temperature=91), WORKER_VARS, ["gpu_thermal"]),
+    # Licensing as a dependency: the token's service does not answer; a vWS FeatureType on a C-series vGPU.
+    "fail-service": (worker(), gpusim_guest(LICENSED), GUEST_VARS, ["license_service"]),
+    "fail-feature": (worker(), gpusim_guest(LICENSED), GUEST_VARS, ["license_feature"]),
+    # NVIDIA's DRA driver instead of the device plugin (node role k8s_dra_worker): a 570 driver passes; a 550 driver is
+    # below the DRA driver's R565 floor.
+    "pass-dra": (worker(module_version=DRA_PIN),
+                 dict(gpusim_worker(mig_mode="disabled", gpu_instances=[]), driver_version=DRA_PIN), DRA_VARS, []),
+    "fail-dra": (worker(), gpusim_worker(mig_mode="disabled", gpu_instances=[]),
+                 dict(DRA_VARS, nvidia_driver_facts={"installed_version": PIN + "-1"}, node_preflight_driver_version=PIN),
+                 ["dra_driver"]),
 }
+# The Container Toolkit's CDI spec of the DRA nodes (nvidia-ctk cdi generate: kind nvidia.com/gpu, index, UUID, all).
+CDI_SPEC = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: \"0\"\n  containerEdits: {}\n- name: all\n" \
+           "  containerEdits: {}\ncontainerEdits: {}\n"
+# Guests: gridd.conf FeatureType and whether their token's DLS answers (a TLS listener of the fixture) or not.
+GUESTS = {"pass-guest": (4, True), "fail-unlicensed": (4, True), "fail-expiring": (4, True),
+          "fail-service": (4, False), "fail-feature": (2, True)}
+# NVML does not read row remapping on a MIG GPU with GPU instances (nvml.h nvmlDeviceGetRemappedRows; gpusim's
+# remapped_rows_in_mig default): every node seeded with MIG instances has gpu_memory as a warning, not a pass.
+MIG_WITH_INSTANCES = ("pass-worker", "fail-reboot", "fail-pin", "fail-ecc", "fail-xid", "fail-link", "fail-missing",
+                      "fail-hot")
 EXPECTED_REMEDY = {
     "iommu_active": "VT-d", "iommu_isolation": "slot", "vfio_bound": "options vfio-pci ids=10de:22ba,10de:26b9",
     "kernel_args": "update-grub", "driver_version": "reboot", "mig_pending": "nvidia-smi -r -i 0",
     "mig_geometry": "mig_reconfigure", "license": "nvidia-gridd",
+    "gpu_ecc": "reset the GPU", "gpu_memory": "RMA", "gpu_xid": "drain the node", "gpu_pcie": "reseat",
+    "gpu_count": "lspci", "gpu_thermal": "cooling", "license_service": "firewall", "license_feature": "FeatureType",
+    "dra_driver": "driver_pin",
 }
 EXPECTED_EVIDENCE = {
     "fail-iommu": "no IOMMU unit", "fail-isolation": "also holds 0000:66:00.0", "fail-vfio": "0000:65:00.0 is bound to nvidia",
     "fail-kargs": "iommu=pt missing", "fail-reboot": "reboot pending", "fail-pin": "is not the pinned 550.163.01",
     "fail-pending": "MIG mode disabled, pending enabled", "fail-geometry": "target MIG enabled {3g.40gb: 2}",
     "fail-unlicensed": "unlicensed", "fail-expiring": "in 3 days",
+    "fail-ecc": "GPU 0 (NVIDIA H100 80GB HBM3, 0000:17:00.0): uncorrectable ECC errors: 12 since the last reset",
+    "fail-remap": "GPU 0 (NVIDIA H100 80GB HBM3, 0000:17:00.0): row remapping FAILED",
+    "fail-xid": "GPU 0 (NVIDIA H100 80GB HBM3, 0000:17:00.0): 1 Xid event(s) since boot: 79",
+    "fail-link": "PCIe link trained at x8, below its x16",
+    "fail-missing": "NVML enumerates 1 GPU(s), the inventory expects 2: 1 missing",
+    "fail-hot": "hardware slowdown active (HwSlowdown, HwThermalSlowdown)",
+    "fail-service": "does NOT answer: TCP connection to 127.0.0.1:",
+    "fail-feature": "GPU 0 (NVIDIA L40S-24C) (C-series): gridd FeatureType 2: vws does not license C-series vGPUs",
+    "fail-dra": "550.163.01",
 }
 
 
@@ -110,6 +162,18 @@ EXPECTED_EVIDENCE = {
 def fleet(tmp_path_factory):
     base = tmp_path_factory.mktemp("preflight")
     hosts = dict((name, make_node(base, name, sysfs, state, hv)) for name, (sysfs, state, hv, _exp) in NODES.items())
+    dls = TlsListener(base)
+    closed = TlsListener(base)
+    closed.close()  # a port nothing listens on any more
+    for name, (feature_type, up) in GUESTS.items():
+        tokens = write_token(base / name, [("127.0.0.1", dls.port if up else closed.port)])
+        gridd = base / name / "gridd.conf"
+        gridd.write_text("FeatureType=%d\nClientConfigTokenPath=%s\n" % (feature_type, tokens), encoding="utf-8")
+        hosts[name]["node_preflight_gridd_conf"] = str(gridd)
+    for name in ("pass-dra", "fail-dra"):
+        cdi = base / name / "root" / "etc" / "cdi"
+        cdi.mkdir(parents=True, exist_ok=True)
+        (cdi / "nvidia.yaml").write_text(CDI_SPEC, encoding="utf-8")
     inventory = write_inventory(base / "hosts.yml", hosts)
     k8s_fixture = {"nodes": [{"metadata": {"name": name}, "spec": {"taints": [TAINT] + ([OTHER_TAINT] if name == "pass-worker" else [])}}
                              for name in NODES]}
@@ -125,8 +189,9 @@ def fleet(tmp_path_factory):
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:
                 reports[name] = json.load(fh)
+    dls.close()
     return {"rc": rc, "out": out, "stderr": stderr, "reports": reports, "k8s_nodes": nodes,
-            "junit": os.path.join(report_dir, "preflight-junit.xml")}
+            "junit": os.path.join(report_dir, "preflight-junit.xml"), "dls_handshakes": dls.handshakes}
 
 
 def test_play_fails_for_failing_nodes_only(fleet):
@@ -144,10 +209,15 @@ def test_report_names_failing_check_and_remedy(fleet, name):
     expected = NODES[name][3]
     assert report["node"] == name
     assert report["failed_checks"] == expected, json.dumps(report, indent=1)
-    assert report["verdict"] == ("fail" if expected else "pass")
+    warned = ["gpu_memory"] if name in MIG_WITH_INSTANCES else []
+    assert report["warned_checks"] == warned, json.dumps(report, indent=1)
+    assert report["verdict"] == ("fail" if expected else "warn" if warned else "pass")
     assert report["ready"] is not bool(expected)
     assert [c["id"] for c in report["checks"]] == ["iommu_active", "iommu_isolation", "vfio_bound", "driver_version",
-                                                   "license", "mig_pending", "mig_geometry", "kernel_args"]
+                                                   "license", "license_service", "license_feature", "mig_pending",
+                                                   "mig_geometry", "kernel_args", "dra_driver", "dra_cdi", "dra_mig",
+                                                   "gpu_count", "gpu_ecc", "gpu_memory", "gpu_xid", "gpu_pcie",
+                                                   "gpu_thermal", "gpu_persistence"]
     checks = dict((c["id"], c) for c in report["checks"])
     for cid in expected:
         assert checks[cid]["remedy"], checks[cid]
@@ -161,8 +231,27 @@ def test_report_names_failing_check_and_remedy(fleet, name):
     if name == "pass-worker":
         assert [checks[c]["status"] for c in ("driver_version", "mig_pending", "mig_geometry", "kernel_args")] == ["pass"] * 4
         assert checks["license"]["status"] == "skip"
+        # The healthy node's GPU health, read through gpusim's NVML and dmesg, passes every check.
+        health = ["gpu_count", "gpu_ecc", "gpu_xid", "gpu_pcie", "gpu_thermal", "gpu_persistence"]
+        assert [checks[c]["status"] for c in health] == ["pass"] * len(health), [checks[c] for c in health]
+        assert checks["gpu_xid"]["evidence"] == "no Xid since boot on 1 GPU(s)"
+        # MIG is on with 2 GPU instances: NVML does not read row remapping then, which is reported, not passed.
+        assert "row remapping cannot be read while MIG is enabled (2 GPU instance(s)" in checks["gpu_memory"]["evidence"]
+    if name == "fail-xid":
+        assert checks["gpu_xid"]["gpus"][0]["status"] == "fail" and checks["gpu_xid"]["gpus"][0]["pci_address"] == \
+            "0000:17:00.0"
+    if name == "pass-dra":
+        assert [checks[c]["status"] for c in ("dra_driver", "dra_cdi", "dra_mig")] == ["pass"] * 3, \
+            [checks[c] for c in ("dra_driver", "dra_cdi", "dra_mig")]
+        assert checks["mig_geometry"]["status"] == "skip" and "/etc/cdi/nvidia.yaml" in checks["dra_cdi"]["evidence"]
     if name == "pass-guest":
         assert checks["license"]["status"] == "pass" and "NVIDIA Virtual Compute Server" in checks["license"]["evidence"]
+        # The token names the fixture's DLS, which answered TCP and TLS; FeatureType 4 fits the C-series vGPU.
+        assert checks["license_service"]["status"] == "pass" and "DLS 127.0.0.1:" in checks["license_service"]["evidence"]
+        assert "answers (TLSv1." in checks["license_service"]["evidence"]
+        assert checks["license_feature"]["status"] == "pass" and "compute licenses C-series vGPUs" in \
+            checks["license_feature"]["evidence"]
+        assert fleet["dls_handshakes"] >= 4  # every guest whose DLS is up made a real TLS handshake
     if name == "pass-host":
         assert [checks[c]["status"] for c in ("iommu_active", "iommu_isolation", "vfio_bound", "kernel_args")] == ["pass"] * 4
 

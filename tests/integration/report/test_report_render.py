@@ -55,3 +55,32 @@ def test_report_renders_in_headless_chromium(tmp_path):
     # The GI blocks are drawn: a fair share of the page has the GI colour (3 blocks over 7 of 8 slices of 640px).
     gi_pixels = sum(1 for y in range(0, height, 2) for x in range(0, width, 2) if pixel(rows, bpp, x, y) == GI_RGB)
     assert gi_pixels > 2000, "no MIG GI blocks visible (%d GI-coloured samples)" % gi_pixels
+
+
+# The colour of a sick GPU's GI blocks (.slices.sick .gi background #d33).
+SICK_RGB = (0xDD, 0x33, 0x33)
+
+
+def test_a_gpu_failing_a_health_check_is_drawn_red(tmp_path):
+    def gi(gi_id, profile, start, size):
+        return {"gi_id": gi_id, "profile": profile, "placement": {"start": start, "size": size}, "compute_instances": [{}]}
+
+    health = {"ecc": {"enabled": True, "volatile_uncorrected": 9, "aggregate_uncorrected": 9},
+              "remapped_rows": {"error": None, "correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+              "pcie": {"gen": 4, "width": 16, "max_gen": 4, "max_width": 16},
+              "temperature": {"current": 40, "slowdown": 89}, "clock_event_reasons": {"active": []},
+              "persistence_mode": {"enabled": True}}
+    gpu = {"index": 0, "uuid": "GPU-0", "model": "NVIDIA A100-SXM4-40GB", "pci_address": "0000:17:00.0",
+           "mig_capable": True, "mig_mode": {"current": "enabled", "pending": "enabled"},
+           "instances": [gi(1, "3g.20gb", 0, 4), gi(2, "3g.20gb", 4, 4)], "health": health}
+    model = R.fleet_model({"gpu-node-1": {"gpu": {"nvml": {"available": True}, "gpus": [gpu],
+                                                  "kernel_log": {"read": True, "xid_events": []}}}})
+    html_path, png_path = str(tmp_path / "report.html"), str(tmp_path / "report.png")
+    with open(html_path, "w", encoding="utf-8") as fh:
+        fh.write(R.render_html(model))
+    proc = screenshot(html_path, png_path, width=1000, height=700)
+    assert proc.returncode == 0 and os.path.exists(png_path), proc.stderr[-2000:]
+    width, height, bpp, rows = png_info(png_path)
+    samples = [pixel(rows, bpp, x, y) for y in range(0, height, 2) for x in range(0, width, 2)]
+    assert sum(1 for p in samples if p == SICK_RGB) > 2000, "the sick GPU's GI blocks are not red"
+    assert not any(p == GI_RGB for p in samples), "a sick GPU's blocks must not keep the healthy colour"

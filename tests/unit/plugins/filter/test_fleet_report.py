@@ -228,3 +228,95 @@ def test_report_files_are_kept_when_only_generation_times_differ(tmp_path):
     junit = '<testsuite name="x" timestamp="%s"><testcase name="a"/></testsuite>'
     assert F.same_report(junit % "2026-01-01", junit % "2026-01-02")
     assert not F.same_report(junit % "2026-01-01", junit.replace('"a"', '"b"') % "2026-01-01")
+
+
+# --- GPU health per GPU and over runs -------------------------------------------------------------------------------
+
+HEALTHY = {"persistence_mode": {"enabled": True, "error": None},
+           "ecc": {"enabled": True, "pending": True, "error": None, "volatile_uncorrected": 0, "aggregate_uncorrected": 0},
+           "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False, "error": None},
+           "retired_pages": {"pending": None, "error": "NVML_ERROR_NOT_SUPPORTED"},
+           "pcie": {"gen": 4, "width": 16, "max_gen": 4, "max_width": 16, "gpu_max_gen": 4},
+           "temperature": {"current": 40, "slowdown": 89, "shutdown": 92, "gpu_max": 85},
+           "clock_event_reasons": {"mask": 0, "active": [], "error": None}, "xid": []}
+
+
+def sick(**change):
+    h = json.loads(json.dumps(HEALTHY))
+    for key, value in change.items():
+        h[key].update(value)
+    return h
+
+
+def health_host(*healths, log=None):
+    res = gpu_result(*[gpu(i, A100, "enabled", [gi(1, "3g.20gb", 0, 4)], health=h) for i, h in enumerate(healths)])
+    res["kernel_log"] = log or {"read": True, "error": None, "xid_events": []}
+    return {"gpu": res}
+
+
+def test_a_gpu_failing_a_health_check_is_drawn_red_with_the_reason_on_hover():
+    model = R.fleet_model({"n1": health_host(HEALTHY, sick(ecc={"volatile_uncorrected": 4}))})
+    good, bad = model["hosts"][0]["gpus"]
+    assert good["health"] == {"status": "pass", "failing": []}
+    assert bad["health"]["status"] == "fail"
+    assert bad["health"]["failing"] == [{"check": "gpu_ecc", "status": "fail", "evidence": (
+        "uncorrectable ECC errors: 4 since the last reset, 0 in its life (more than 0 since the last reset)")}]
+    assert model["summary"]["unhealthy_gpus"] == ["n1 GPU 1"]
+    page = R.render_html(model)
+    grids = re.findall(r'<div class="slices([^"]*)"([^>]*)>', page)
+    assert [cls for cls, _a in grids] == ["", " sick"]
+    assert 'title="gpu_ecc fail: uncorrectable ECC errors: 4 since the last reset' in grids[1][1]
+    assert "health FAIL: gpu_ecc" in page and "unhealthy GPUs" in page
+
+
+def test_a_warning_is_amber_and_a_whole_gpu_without_mig_is_marked_too():
+    res = gpu_result(gpu(0, "NVIDIA L40S", health=sick(persistence_mode={"enabled": False})),
+                     gpu(1, A100, "disabled", health=sick(pcie={"width": 8})))
+    res["kernel_log"] = {"read": True, "xid_events": []}
+    page = R.render_html(R.fleet_model({"n1": {"gpu": res}}))
+    assert re.search(r'<div class="nomig sick" title="gpu_pcie fail: PCIe link trained at x8', page)
+    model = R.fleet_model({"n1": {"gpu": res}})
+    assert model["hosts"][0]["gpus"][0]["health"]["status"] == "warn"
+    assert "health WARN: gpu_persistence" in page
+
+
+def test_the_nodes_preflight_results_take_precedence_over_the_defaults():
+    # With the inventory's ecc_volatile_max of 10, the node's preflight passed the 4 errors the defaults would fail.
+    host = health_host(sick(ecc={"volatile_uncorrected": 4}))
+    host["preflight"] = {"verdict": "pass", "failed_checks": [], "checks": [
+        {"id": "gpu_ecc", "status": "pass", "evidence": "ok", "gpus": [{"index": 0, "status": "pass", "evidence": "4"}]}]}
+    assert R.fleet_model({"n1": host})["hosts"][0]["gpus"][0]["health"] == {"status": "pass", "failing": []}
+    # Without readings there is no verdict rather than a pass.
+    assert R.fleet_model({"n1": {"gpu": gpu_result(gpu(0, A100))}})["hosts"][0]["gpus"][0]["health"] is None
+
+
+def test_health_history_grows_only_when_health_changes_and_is_drawn():
+    first = R.with_health_history(dict(R.fleet_model({"n1": health_host(HEALTHY)}), generated_at="t1"), None)
+    assert first["health_history"] == [{"generated_at": "t1", "gpus": {"n1 GPU 0 (GPU-0)": "pass"}}]
+    same = R.with_health_history(dict(R.fleet_model({"n1": health_host(HEALTHY)}), generated_at="t2"), first)
+    assert same["health_history"] == first["health_history"]
+    worse = R.with_health_history(dict(R.fleet_model({"n1": health_host(sick(pcie={"width": 8}))}), generated_at="t3"),
+                                  same)
+    assert [r["generated_at"] for r in worse["health_history"]] == ["t1", "t3"]
+    assert worse["health_history"][-1]["gpus"] == {"n1 GPU 0 (GPU-0)": "fail"}
+    page = R.render_html(worse)
+    assert "GPU health over runs" in page
+    cells = re.findall(r'<td class="(ok|bad)" title="(t\d): (pass|fail)"></td>', page)
+    assert cells == [("ok", "t1", "pass"), ("bad", "t3", "fail")]
+    many = {"health_history": [{"generated_at": str(i), "gpus": {"g": "pass" if i % 2 else "fail"}}
+                               for i in range(R.HISTORY_RUNS)]}
+    capped = R.with_health_history(dict(R.fleet_model({"n1": health_host(HEALTHY)}), generated_at="new"), many)
+    assert len(capped["health_history"]) == R.HISTORY_RUNS and capped["health_history"][-1]["generated_at"] == "new"
+
+
+def test_preflight_cdi_files_turns_the_slurp_loop_into_node_paths():
+    import base64  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.filter import preflight  # pylint: disable=import-outside-toplevel
+    read = {"results": [
+        {"item": {"path": "/lab/n1/etc/cdi/nvidia.yaml"}, "content": base64.b64encode(b"kind: nvidia.com/gpu").decode()},
+        {"item": {"path": "/lab/n1/var/run/cdi/x.json"}, "failed": True, "msg": "Permission denied"},
+    ]}
+    assert preflight.preflight_cdi_files(read, "/lab/n1/") == [
+        {"path": "/etc/cdi/nvidia.yaml", "text": "kind: nvidia.com/gpu"},
+        {"path": "/var/run/cdi/x.json", "error": "Permission denied"}]
+    assert preflight.preflight_cdi_files({}, "/") == [] and preflight.preflight_cdi_files({"skipped": True}) == []

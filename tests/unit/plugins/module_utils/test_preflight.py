@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -33,10 +34,23 @@ def iommu_facts(active=True, isolated=True, driver="vfio-pci", remap=True, units
             "interrupt_remapping": remap, "allow_unsafe_interrupts": False, "cmdline": "ro intel_iommu=on iommu=pt"}
 
 
+# gpu_info's health readings of a healthy, busy A100 (module_utils/_health.py judges them; test_health.py tests that).
+HEALTHY = {"persistence_mode": {"enabled": True, "error": None},
+           "ecc": {"enabled": True, "pending": True, "error": None, "volatile_uncorrected": 0, "aggregate_uncorrected": 0,
+                   "volatile_corrected": 0, "aggregate_corrected": 0},
+           "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False, "error": None},
+           "retired_pages": {"pending": None, "error": "NVML_ERROR_NOT_SUPPORTED"},
+           "pcie": {"gen": 4, "width": 16, "max_gen": 4, "max_width": 16, "gpu_max_gen": 4},
+           "temperature": {"current": 40, "slowdown": 89, "shutdown": 92, "gpu_max": 85},
+           "clock_event_reasons": {"mask": 0, "active": [], "error": None}, "xid": []}
+
+
 def gpu_facts(driver="550.163.01", available=True, mig=("enabled", "enabled")):
-    g = {"index": 0, "model": "NVIDIA A100-SXM4-40GB", "mig_mode": {"current": mig[0], "pending": mig[1]} if mig else None}
+    g = {"index": 0, "model": "NVIDIA A100-SXM4-40GB", "mig_mode": {"current": mig[0], "pending": mig[1]} if mig else None,
+         "pci_address": "0000:17:00.0", "health": copy.deepcopy(HEALTHY)}
     return {"nvml": {"available": available, "driver_version": driver if available else None,
-                     "reason": None if available else "the NVIDIA kernel driver is not loaded"}, "gpus": [g]}
+                     "reason": None if available else "the NVIDIA kernel driver is not loaded"}, "gpus": [g],
+            "kernel_log": {"source": "dmesg", "read": True, "error": None, "xid_events": []}}
 
 
 def lic_facts(licensed=True, days=200, status="valid", mode="vgpu", supported=True):
@@ -177,6 +191,78 @@ def test_license_permanent_passes():
     assert P.check_license({"license": lic_facts(status="permanent")}, opts())["status"] == "pass"
 
 
+def service(*endpoints, error=None, expires="2037-01-01T00:00:00Z"):
+    eps = [{"host": h, "port": port, "kind": "DLS", "services": ["auth", "lease"], "tcp": ok, "tls": ok,
+            "tls_version": "TLSv1.3" if ok else None, "error": None if ok else "TCP connection to %s:%d failed: "
+            "Connection refused" % (h, port)} for h, port, ok in endpoints]
+    token = None if error else {"file": "client_configuration_token.tok", "service_instance": "si-1",
+                                "issued_at": "2026-01-01T00:00:00Z", "expires_at": expires}
+    return {"token": token, "error": error, "endpoints": eps}
+
+
+def guest(service_facts=None, model="NVIDIA A100-4C", feature_type=4, product="NVIDIA Virtual Compute Server",
+          licensed=True):
+    lic = lic_facts(licensed=licensed)
+    lic["gpus"][0].update(model=model, product=product if licensed else None)
+    lic["gridd"] = {"feature_type": feature_type} if feature_type is not None else {}
+    if service_facts is not None:
+        lic["service"] = service_facts
+    return {"license": lic}
+
+
+def test_license_service_reached_ha_partly_down_and_unreachable():
+    o = opts(node_role="vgpu_guest")
+    ok = P.check_license_service(guest(service(("dls-1.lab", 443, True))), o)
+    assert ok["status"] == "pass"
+    assert ok["evidence"] == ("token client_configuration_token.tok of service instance si-1: DLS dls-1.lab:443 "
+                              "answers (TLSv1.3)")
+    ha = P.check_license_service(guest(service(("dls-1.lab", 443, True), ("dls-2.lab", 443, False))), o)
+    assert ha["status"] == "warn" and "DLS dls-2.lab:443 does NOT answer: TCP connection to dls-2.lab:443 failed: " \
+        "Connection refused" in ha["evidence"] and "HA node" in ha["remedy"]
+    down = P.check_license_service(guest(service(("dls-1.lab", 443, False))), o)
+    assert down["status"] == "fail" and "firewall" in down["remedy"]
+    none = P.check_license_service(guest(service(error="no client configuration token (*.tok) in /etc/x")), o)
+    assert none["status"] == "fail" and none["evidence"] == "no client configuration token (*.tok) in /etc/x"
+    unchecked = P.check_license_service(guest(None), o)
+    assert unchecked["status"] == "fail" and "service_check=false" in unchecked["evidence"]
+
+
+def test_license_service_warns_before_the_token_expires_and_skips_without_a_vgpu():
+    o = opts(node_role="vgpu_guest", license_warn_days=30)
+    soon = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=10, hours=1)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    res = P.check_license_service(guest(service(("dls-1.lab", 443, True), expires=soon)), o)
+    assert res["status"] == "warn" and res["evidence"].endswith("the token expires %s, in 10 days" % soon)
+    later = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=31)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert P.check_license_service(guest(service(("dls-1.lab", 443, True), expires=later)), o)["status"] == "pass"
+    worker = P.check_license_service({"license": lic_facts(mode="none", supported=False, licensed=False)}, opts())
+    assert worker["status"] == "skip"
+
+
+@pytest.mark.parametrize("model, feature_type, product, status, words", [
+    ("NVIDIA A100-4C", 4, "NVIDIA Virtual Compute Server", "pass", "compute licenses C-series vGPUs"),
+    ("NVIDIA L40S-48Q", 2, "NVIDIA RTX Virtual Workstation", "pass", "vws licenses Q-series vGPUs"),
+    ("NVIDIA A100-4C", 2, None, "fail",
+     "GPU 0 (NVIDIA A100-4C) (C-series): gridd FeatureType 2: vws does not license C-series vGPUs (needs compute)"),
+    ("NVIDIA L40S-48Q", 4, "NVIDIA Virtual Compute Server", "fail", "compute does not license Q-series vGPUs"),
+    ("NVIDIA L40S-2B", 2, "NVIDIA RTX Virtual Workstation", "pass", "vws licenses B-series vGPUs"),
+    ("NVIDIA A100-4C", 1, None, "pass", "FeatureType 1 (NVIDIA vGPU) lets the driver pick"),
+    ("NVIDIA A100-4C", None, None, "fail", "no FeatureType in gridd.conf and no licensed product"),
+    ("NVIDIA L40S", 4, None, "pass", "no vGPU series in the name"),
+])
+def test_license_feature_fits_the_profile_series(model, feature_type, product, status, words):
+    res = P.check_license_feature(guest(model=model, feature_type=feature_type, product=product,
+                                        licensed=product is not None), opts(node_role="vgpu_guest"))
+    assert res["status"] == status and words in res["evidence"], res
+    assert ("FeatureType" in res["remedy"]) == (status == "fail")
+
+
+def test_license_feature_vws_for_c_series_only_when_declared():
+    facts = guest(model="GRID A100-4C", feature_type=2, product=None, licensed=False)
+    assert P.check_license_feature(facts, opts(node_role="vgpu_guest"))["status"] == "fail"
+    assert P.check_license_feature(facts, opts(node_role="vgpu_guest", license_vws_covers_c=True))["status"] == "pass"
+
+
 def test_license_applicability():
     bare = lic_facts(licensed=False, mode="none", supported=False)
     assert P.check_license({"license": bare}, opts())["status"] == "skip"
@@ -269,12 +355,76 @@ def passing_worker_facts():
             "cmdline": "ro nvidia-drm.modeset=1"}
 
 
+def dra_facts(driver="570.172.08", mig=("disabled", "disabled"), cdi=None, instances=None):
+    facts = {"gpu": gpu_facts(driver=driver, mig=mig)}
+    facts["gpu"]["gpus"][0].update(uuid="GPU-0", instances=instances or [])
+    facts["cdi"] = cdi if cdi is not None else [{"path": "/etc/cdi/nvidia.yaml", "text": (
+        "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: \"0\"\n  containerEdits: {}\n"
+        "containerEdits: {}\n")}]
+    return facts
+
+
+def test_a_dra_worker_runs_the_dra_checks_and_not_mig_geometry():
+    rep = P.evaluate("n", dra_facts(), {"node_role": "k8s_dra_worker", "cdi_spec_dirs": ["/etc/cdi", "/var/run/cdi"]})
+    checks = {c["id"]: c for c in rep["checks"]}
+    assert checks["mig_geometry"]["status"] == "skip"
+    assert [checks[c]["status"] for c in P.DRA_CHECK_IDS] == ["pass", "pass", "pass"], checks
+    # Without the runtime's CDI directories the gate cannot confirm it reads the DRA driver's: a warning.
+    unknown = P.evaluate("n", dra_facts(), {"node_role": "k8s_dra_worker"})
+    assert [c["status"] for c in unknown["checks"] if c["id"] == "dra_cdi"] == ["warn"]
+    assert checks["dra_driver"]["title"] == "NVIDIA driver new enough for the DRA driver (and ComputeDomains)"
+    # Other roles skip them.
+    worker = P.evaluate("n", dra_facts(), {})
+    assert all(c["status"] == "skip" for c in worker["checks"] if c["id"] in P.DRA_CHECK_IDS)
+
+
+def test_dra_driver_floor_and_compute_domains():
+    o = opts(node_role="k8s_dra_worker")
+    assert P.check_dra_driver(dra_facts(driver="565.57.01"), o)["status"] == "pass"
+    low = P.check_dra_driver(dra_facts(driver="550.163.01"), o)
+    assert low["status"] == "fail" and "550.163.01" in low["evidence"] and "565" in low["evidence"]
+    cd = opts(node_role="k8s_dra_worker", dra_compute_domains=True)
+    assert P.check_dra_driver(dra_facts(driver="570.158.00"), cd)["status"] == "fail"
+    assert P.check_dra_driver(dra_facts(driver="570.158.01"), cd)["status"] == "pass"
+    no_nvml = P.check_dra_driver({"gpu": gpu_facts(available=False)}, o)
+    assert no_nvml["status"] == "fail" and no_nvml["evidence"].startswith("NVML is not available")
+    with pytest.raises(P.PreflightError, match="^dra_driver_minimum: "):
+        P.check_dra_driver(dra_facts(), opts(node_role="k8s_dra_worker", dra_driver_minimum="latest"))
+
+
+def test_dra_cdi_reads_the_files_the_node_has_and_names_a_broken_one():
+    o = opts(node_role="k8s_dra_worker", cdi_spec_dirs=["/etc/cdi", "/var/run/cdi"])
+    assert P.check_dra_cdi(dra_facts(), o)["status"] == "pass"
+    broken = dra_facts(cdi=[{"path": "/etc/cdi/nvidia.yaml", "text": "kind: [unclosed"}])
+    res = P.check_dra_cdi(broken, o)
+    assert res["status"] == "warn" and "/etc/cdi/nvidia.yaml" in res["evidence"]
+    unread = dra_facts(cdi=[{"path": "/var/run/cdi/x.json", "error": "Permission denied"}])
+    assert "Permission denied" in P.check_dra_cdi(unread, o)["evidence"]
+    off = P.check_dra_cdi(dra_facts(), opts(node_role="k8s_dra_worker", cdi_spec_dirs=[]))
+    assert off["status"] == "fail"
+
+
+def test_dra_mig_refuses_partitions_and_a_declared_target_when_the_dra_driver_manages_mig():
+    manages = opts(node_role="k8s_dra_worker", dra_manages_mig=True)
+    hopper = dra_facts()
+    hopper["gpu"]["gpus"][0]["model"] = "NVIDIA H100 80GB HBM3"
+    assert P.check_dra_mig(hopper, manages)["status"] == "pass"
+    # An A100 with MIG off cannot switch without a reset: the DRA driver offers it whole (a warning).
+    assert P.check_dra_mig(dra_facts(), manages)["status"] == "warn"
+    parted = dra_facts(mig=("enabled", "enabled"), instances=[{"gi_id": 1, "profile": "3g.40gb"}])
+    assert P.check_dra_mig(parted, manages)["status"] == "fail"
+    declared = opts(node_role="k8s_dra_worker", dra_manages_mig=True, mig_target=True)
+    assert P.check_dra_mig(dra_facts(), declared)["status"] == "fail"
+    # Static MIG (DynamicMIG off, the DRA driver's default): the partitions that exist are what it offers.
+    assert P.check_dra_mig(parted, opts(node_role="k8s_dra_worker"))["status"] == "pass"
+
+
 def test_evaluate_lists_every_check_and_aggregates():
     o = {"driver_version": "550.163.01", "mig_target": True, "kernel_args": ["nvidia-drm.modeset=1"]}
     rep = P.evaluate("gpu-1", passing_worker_facts(), o, "2026-11-29T12:00:00Z")
     assert [c["id"] for c in rep["checks"]] == list(P.CHECK_IDS)
     assert rep["verdict"] == "pass" and rep["ready"] and rep["failed_checks"] == []
-    assert rep["counts"] == {"pass": 4, "fail": 0, "warn": 0, "skip": 4}
+    assert rep["counts"] == {"pass": 4 + len(P.HEALTH_CHECK_IDS), "fail": 0, "warn": 0, "skip": 6 + len(P.DRA_CHECK_IDS)}
     assert [c["status"] for c in rep["checks"][:3]] == ["skip"] * 3
     assert rep["checks"][0]["evidence"] == "not selected for a k8s_worker node"
     facts = passing_worker_facts()
@@ -309,7 +459,7 @@ def test_fleet_summary_and_junit():
     assert "b-bad" in summary["table"] and "driver_version" in summary["table"]
 
     root = ET.fromstring(P.junit_xml([bad, good, gone]).split("\n", 1)[1])
-    assert root.get("tests") == str(8 + 8 + 1) and root.get("failures") == "2"
+    assert root.get("tests") == str(2 * len(P.CHECK_IDS) + 1) and root.get("failures") == "2"
     suites = dict((s.get("name"), s) for s in root.findall("testsuite"))
     assert sorted(suites) == ["node_preflight.a-good", "node_preflight.b-bad", "node_preflight.c-gone"]
     case = [c for c in suites["node_preflight.b-bad"] if c.get("name") == "driver_version"][0]

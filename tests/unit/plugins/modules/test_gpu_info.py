@@ -102,3 +102,84 @@ def test_mig_query_failure_keeps_identity_and_names_error(monkeypatch, tmp_path,
     assert gpu["model"] == "NVIDIA A100-SXM4-40GB" and gpu["uuid"].startswith("GPU-")
     assert "NVML_ERROR_NO_PERMISSION" in gpu["error"]
     assert gpu["instances"] == [] and gpu["mig_mode"]["current"] == "enabled"
+
+
+# --- health readings (module_utils/_nvml.Nvml.health) and the kernel log -------------------------------------------
+
+def use_dmesg(monkeypatch):
+    """gpusim's dmesg (lab/gpusim/bin) first on PATH: the module reads the simulated host's kernel log."""
+    from gpusim_nvml import GPUSIM  # pylint: disable=import-error,import-outside-toplevel
+    monkeypatch.setenv("PATH", os.path.join(GPUSIM, "bin") + os.pathsep + os.environ.get("PATH", ""))
+
+
+def test_health_readings_as_nvml_gives_them(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [
+        {"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled"},
+        {"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled", "temperature": 91, "pcie": {"width": 8},
+         "ecc": {"volatile": {"uncorrected": 5}, "aggregate": {"uncorrected": 9}},
+         "remapped_rows": {"uncorrectable": 2, "pending": True}},
+    ]})
+    res = run_module(gpu_info, {"kernel_log": "none"})
+    healthy, sick = (g["health"] for g in res["gpus"])
+    assert healthy["ecc"] == {"enabled": True, "pending": True, "error": None, "volatile_uncorrected": 0,
+                              "aggregate_uncorrected": 0, "volatile_corrected": 0, "aggregate_corrected": 0}
+    assert healthy["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False,
+                                        "error": None}
+    # Row remapping replaced page retirement on Ampere and later: NVML answers NOT_SUPPORTED for retired pages.
+    assert healthy["retired_pages"] == {"pending": None, "error": "NVML_ERROR_NOT_SUPPORTED"}
+    assert healthy["pcie"] == {"gen": 5, "width": 16, "max_gen": 5, "max_width": 16, "gpu_max_gen": 5}
+    assert healthy["temperature"] == {"current": 30, "slowdown": 89, "shutdown": 95, "gpu_max": 87}
+    assert healthy["clock_event_reasons"] == {"mask": 1, "active": ["GpuIdle"], "error": None}
+    assert healthy["persistence_mode"] == {"enabled": True, "error": None}
+    assert sick["ecc"]["volatile_uncorrected"] == 5 and sick["ecc"]["aggregate_uncorrected"] == 9
+    assert sick["remapped_rows"]["pending"] is True and sick["remapped_rows"]["uncorrectable"] == 2
+    assert sick["pcie"]["width"] == 8 and sick["temperature"]["current"] == 91
+    assert {"HwSlowdown", "HwThermalSlowdown"} <= set(sick["clock_event_reasons"]["active"])
+    assert res["kernel_log"] == {"source": "none", "read": False, "error": "kernel_log=none", "xid_events": []}
+    # Off: no readings, fewer NVML calls.
+    lean = run_module(gpu_info, {"kernel_log": "none", "health": False})
+    assert "health" not in lean["gpus"][0] and lean["nvml"]["calls"] < res["nvml"]["calls"]
+
+
+def test_row_remapping_on_a_mig_gpu_with_instances_is_an_nvml_error_not_a_reading(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": "NVIDIA A100-SXM4-40GB", "mig_mode": "enabled",
+                                                 "gpu_instances": [{"profile_id": 9, "start": 4}]}]})
+    res = run_module(gpu_info, {"kernel_log": "none"})
+    assert res["gpus"][0]["health"]["remapped_rows"] == {"error": "NVML_ERROR_NOT_SUPPORTED"}
+
+
+def test_a_lost_gpu_is_that_gpus_error_and_a_missing_one_is_not_counted(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled"},
+                                                {"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled", "lost": True},
+                                                {"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled",
+                                                 "present": False}]})
+    res = run_module(gpu_info, {"kernel_log": "none"})
+    assert not res.get("failed") and len(res["gpus"]) == 2
+    assert "health" in res["gpus"][0]
+    assert res["gpus"][1]["error"].endswith("(NVML_ERROR_GPU_IS_LOST)") and "health" not in res["gpus"][1]
+
+
+def test_xid_events_come_from_the_kernel_log_and_land_on_their_gpu(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [
+        {"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled"},
+        {"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled",
+         "xid_events": [{"xid": 48, "t": 100.5, "msg": "DBE (double bit error) ECC error"},
+                        {"xid": 79, "t": 200.25, "msg": "GPU has fallen off the bus."}]}]})
+    use_dmesg(monkeypatch)
+    res = run_module(gpu_info, {})
+    log = res["kernel_log"]
+    assert log["source"] == "dmesg" and log["read"] and log["error"] is None
+    assert [(e["xid"], e["pci"]) for e in log["xid_events"]] == [(48, "0000:31:00"), (79, "0000:31:00")]
+    assert res["gpus"][0]["health"]["xid"] == [] and res["gpus"][1]["health"]["xid"] == [48, 79]
+
+
+def test_a_kernel_log_that_cannot_be_read_is_reported(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"kernel_log_restricted": True,
+                                       "gpus": [{"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled"}]})
+    use_dmesg(monkeypatch)
+    res = run_module(gpu_info, {})
+    assert not res["kernel_log"]["read"] and res["kernel_log"]["error"].startswith("dmesg exited 1: ")
+    assert "Operation not permitted" in res["kernel_log"]["error"]
+    missing = run_module(gpu_info, {"kernel_log": "journal"}) if not __import__("shutil").which("journalctl") else None
+    if missing is not None:
+        assert missing["kernel_log"]["error"] == "journalctl is not installed"

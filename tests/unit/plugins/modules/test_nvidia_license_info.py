@@ -110,3 +110,68 @@ def test_parse_gridd_conf_last_wins_and_quotes():
 def test_days_left(expiry, days):
     now = datetime.datetime(2026, 12, 31, 12, 0, 0, tzinfo=datetime.timezone.utc)
     assert _license.days_left(expiry, now) == days
+
+
+# --- the licence service of the client configuration token (service_check) -----------------------------------------
+
+def service_setup(monkeypatch, tmp_path, endpoints):
+    from nls_service import write_token  # pylint: disable=import-error,import-outside-toplevel
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": "NVIDIA L40S", "virtualization_mode": "vgpu",
+                                                 "vgpu_name": "NVIDIA L40S-24C"}]})
+    tokens = write_token(tmp_path / "node", endpoints)
+    gridd = tmp_path / "gridd.conf"
+    gridd.write_text("FeatureType=4\nClientConfigTokenPath=%s\n" % tokens)
+    return {"gridd_conf": str(gridd), "service_check": True, "connect_timeout": 2}
+
+
+def test_service_check_reaches_every_endpoint_of_the_token_and_never_returns_it(monkeypatch, tmp_path, run_module):
+    from nls_service import TlsListener  # pylint: disable=import-error,import-outside-toplevel
+    up = TlsListener(tmp_path)
+    down = TlsListener(tmp_path)
+    down.close()
+    try:
+        args = service_setup(monkeypatch, tmp_path, [("127.0.0.1", up.port), ("127.0.0.1", down.port)])
+        res = run_module(nvidia_license_info, args)
+    finally:
+        up.close()
+    svc = res["service"]
+    assert svc["error"] is None and svc["token"]["file"] == "client_configuration_token.tok"
+    first, second = svc["endpoints"]
+    assert (first["port"], first["kind"], first["services"]) == (up.port, "DLS", ["auth", "lease"])
+    assert first["tcp"] and first["tls"] and first["tls_version"].startswith("TLSv1") and first["error"] is None
+    assert not second["tcp"] and not second["tls"]
+    assert second["error"].startswith("TCP connection to 127.0.0.1:%d failed: " % down.port)
+    assert up.handshakes == 1
+    token_text = open(os.path.join(str(tmp_path), "node", "tokens", "client_configuration_token.tok")).read()
+    assert token_text.split(".")[1] not in json.dumps(res)  # the token's contents never leave the node
+    # The vGPU type names the series the licence must fit.
+    assert res["gpus"][0]["model"] == "NVIDIA L40S-24C"
+
+
+def test_service_check_with_verification_refuses_a_self_signed_service(monkeypatch, tmp_path, run_module):
+    from nls_service import TlsListener  # pylint: disable=import-error,import-outside-toplevel
+    up = TlsListener(tmp_path)
+    try:
+        args = service_setup(monkeypatch, tmp_path, [("127.0.0.1", up.port)])
+        res = run_module(nvidia_license_info, dict(args, validate_certs=True))
+    finally:
+        up.close()
+    ep = res["service"]["endpoints"][0]
+    assert ep["tcp"] and not ep["tls"] and "CERTIFICATE_VERIFY_FAILED" in ep["error"], ep
+
+
+def test_service_check_without_a_token_or_with_a_broken_one(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": "NVIDIA L40S", "virtualization_mode": "vgpu"}]})
+    tokens = tmp_path / "tokens"
+    tokens.mkdir()
+    gridd = tmp_path / "gridd.conf"
+    gridd.write_text("ClientConfigTokenPath=%s\n" % tokens)
+    res = run_module(nvidia_license_info, {"gridd_conf": str(gridd), "service_check": True})
+    assert res["service"] == {"token": None, "endpoints": [],
+                              "error": "no client configuration token (*.tok) in %s" % tokens}
+    (tokens / "client_configuration_token.tok").write_text("not-a-token-secret-part")
+    res = run_module(nvidia_license_info, {"gridd_conf": str(gridd), "service_check": True})
+    assert res["service"]["error"].startswith("client_configuration_token.tok: ")
+    assert "not-a-token-secret-part" not in json.dumps(res)
+    bad = run_module(nvidia_license_info, {"gridd_conf": str(gridd), "service_check": True, "connect_timeout": 0})
+    assert bad["failed"] and "connect_timeout=0 is out of range" in bad["msg"]
