@@ -241,7 +241,6 @@ z-index:1;overflow:hidden;white-space:nowrap}.gi.invalid{background:#d33}
 .nomig{width:640px;height:44px;border:2px solid #333;background:repeating-linear-gradient(45deg,#ddd,#ddd 8px,#eee 8px,#eee 16px);
 text-align:center;line-height:44px;font-size:13px}
 .slices.sick,.nomig.sick{border-color:#b00;background:#ffc9c2}.slices.sick .gi{background:#d33;border-color:#800}
-.slices.ill,.nomig.ill{border-color:#c80}
 .hist td{width:14px;height:14px;padding:0}.hist td.label{width:auto;padding:2px 6px}
 """
 
@@ -255,13 +254,14 @@ def _cls(good):
 
 
 def _health_attrs(health):
-    """Class and hover text of a GPU's drawing: red when a health check fails, amber when one warns; the title lists
-    the checks and their evidence (a browser shows it on hover)."""
+    """Class and hover text of a GPU's drawing: red when a health check fails; the title lists the checks that did not
+    pass and their evidence (a browser shows it on hover). A warning is not drawn: on a MIG GPU with instances NVML
+    cannot read row remapping at all, and every such GPU in amber would hide the red ones."""
     if not health or health["status"] not in ("fail", "warn"):
         return "", ""
     reasons = "; ".join("%s %s: %s" % (f["check"], f["status"], f["evidence"]) for f in health["failing"])
     attrs = ' title="%s" data-health="%s"' % (_e(reasons), _e(health["status"]))
-    return (" sick" if health["status"] == "fail" else " ill"), attrs
+    return (" sick" if health["status"] == "fail" else ""), attrs
 
 
 def render_slices(mig, health=None):

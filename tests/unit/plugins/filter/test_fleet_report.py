@@ -269,7 +269,7 @@ def test_a_gpu_failing_a_health_check_is_drawn_red_with_the_reason_on_hover():
     assert "health FAIL: gpu_ecc" in page and "unhealthy GPUs" in page
 
 
-def test_a_warning_is_amber_and_a_whole_gpu_without_mig_is_marked_too():
+def test_a_warning_is_named_on_hover_but_not_drawn_and_a_whole_gpu_is_marked_too():
     res = gpu_result(gpu(0, "NVIDIA L40S", health=sick(persistence_mode={"enabled": False})),
                      gpu(1, A100, "disabled", health=sick(pcie={"width": 8})))
     res["kernel_log"] = {"read": True, "xid_events": []}
@@ -277,7 +277,9 @@ def test_a_warning_is_amber_and_a_whole_gpu_without_mig_is_marked_too():
     assert re.search(r'<div class="nomig sick" title="gpu_pcie fail: PCIe link trained at x8', page)
     model = R.fleet_model({"n1": {"gpu": res}})
     assert model["hosts"][0]["gpus"][0]["health"]["status"] == "warn"
-    assert "health WARN: gpu_persistence" in page
+    assert re.search(r'<span class="warn" title="gpu_persistence warn: persistence mode off" data-health="warn">'
+                     r'health WARN: gpu_persistence</span>', page)
+    assert page.count('class="nomig sick"') == 1 and page.count(' sick"') == 1  # only the failing GPU is drawn red
 
 
 def test_the_nodes_preflight_results_take_precedence_over_the_defaults():
