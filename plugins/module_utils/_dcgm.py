@@ -127,20 +127,23 @@ def _lines_with(text, phrases):
 
 
 def _json_object(out):
-    """The JSON object in stdout; dcgmi may print a line before it ("Error: unable to establish a connection to the
-    specified host: ..." when --host does not answer and the embedded engine runs the diagnostic), so the text from
-    the first "{" to the last "}" is read, as DCGM's own test harness does (testing/python3/DcgmiDiag.py
-    trimJsonText)."""
-    start, end = out.find("{"), out.rfind("}")
-    if start < 0 or end < start:
-        shown = out.strip()
-        if not shown:
-            return None, "dcgmi printed nothing on stdout"
-        return None, "dcgmi printed no JSON (was -j given?): %r" % shown[:200]
+    """The JSON object in stdout. dcgmi may print a line before it ("Error: unable to establish a connection to the
+    specified host: ..." when --host does not answer and the embedded engine runs the diagnostic), so when the whole
+    text is not JSON, the text from the first "{" to the last "}" is read, as DCGM's own test harness does
+    (testing/python3/DcgmiDiag.py trimJsonText)."""
     try:
-        doc = json.loads(out[start:end + 1])
-    except ValueError as e:
-        return None, "dcgmi's output is not valid JSON: %s" % e
+        doc = json.loads(out)
+    except ValueError:
+        start, end = out.find("{"), out.rfind("}")
+        if start < 0 or end < start:
+            shown = out.strip()
+            if not shown:
+                return None, "dcgmi printed nothing on stdout"
+            return None, "dcgmi printed no JSON (was -j given?): %r" % shown[:200]
+        try:
+            doc = json.loads(out[start:end + 1])
+        except ValueError as e:
+            return None, "dcgmi's output is not valid JSON: %s" % e
     if not isinstance(doc, dict):
         return None, "dcgmi's JSON is a %s, not an object" % type(doc).__name__
     return doc, None
@@ -230,7 +233,7 @@ def _entry(category, name, result, where, warn_codes):
 def _tests(root, key, warn_codes):
     categories = root.get("test_categories")
     if not isinstance(categories, list):
-        raise _Bad("'%s.test_categories' is a %s, not a list" % (key, type(categories).__name__))
+        raise _Bad("%s.test_categories is a %s, not a list" % (key, type(categories).__name__))
     tests = []
     for c, cat in enumerate(categories):
         if cat is None:
@@ -251,12 +254,12 @@ def _tests(root, key, warn_codes):
             mine = [_entry(category, test["name"], r, "%s %r" % (twhere, test["name"]), warn_codes)
                     for r in results if r is not None]
             # 4.x test_summary (Diag::HelperJsonAddTestSummary): the test's overall result with every error, those
-            # without an entity too. It counts when no per-entity result already says as much.
+            # without an entity too. It counts when no per-entity result failed or warned already.
             summary = test.get("test_summary")
             if isinstance(summary, dict) and "status" in summary:
                 entry = _entry(category, test["name"], summary, "%s %r test_summary" % (twhere, test["name"]),
                                warn_codes)
-                if entry["status"] in ("fail", "warn") and not any(m["status"] == entry["status"] for m in mine):
+                if entry["status"] in ("fail", "warn") and not any(m["status"] in ("fail", "warn") for m in mine):
                     entry["gpu"], entry["entity"] = None, None
                     mine.append(entry)
                 elif not mine:
@@ -334,7 +337,8 @@ def parse_diag(stdout, stderr="", rc=0, warn_codes=None):
         both = out + "\n" + err
         if any(p in both for p in MIG_PHRASES):
             res["refused"], res["message"] = "mig", _lines_with(both, MIG_PHRASES)
-        elif any(p in both for p in HOSTENGINE_PHRASES + (CONNECT_PHRASE,)):
+        elif any(p in both for p in HOSTENGINE_PHRASES) or (
+                CONNECT_PHRASE in both and all(CONNECT_PHRASE in line for line in both.splitlines() if line.strip())):
             res["refused"] = "hostengine"
             res["message"] = _lines_with(both, HOSTENGINE_PHRASES + (CONNECT_PHRASE,))
         else:

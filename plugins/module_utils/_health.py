@@ -17,7 +17,7 @@ Sources of the rules (cited again where used):
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll, _xid
+from ansible_collections.gpuops.provision.plugins.module_utils import _dcgm, _mig_roll, _xid
 
 STATUSES = ("pass", "fail", "warn", "skip")
 DEFAULT_OPTIONS = {
@@ -26,6 +26,7 @@ DEFAULT_OPTIONS = {
     "ecc_aggregate_max": None,    # ... over the GPU's life; None: reported, not judged (remapped rows cover it)
     "temperature_margin": 5,      # warn this many degrees C below the slowdown threshold
     "persistence_required": False,  # persistence mode off fails (True) or warns (False)
+    "dcgm_diag_level": 0,         # run `dcgmi diag -r <level>` (1-4) where DCGM is installed; 0: not run
 }
 HW_SLOWDOWN = ("HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
 RESET_REMEDY = ("drain the node and reset the GPU (nvidia-smi -r -i <index>, GPU clients stopped) or reboot it; "
@@ -323,6 +324,27 @@ def check_gpu_persistence(facts, options):
                     lambda s: "enable the nvidia-persistenced service (systemctl enable --now nvidia-persistenced)")
 
 
+# --- DCGM's diagnostic (optional) ----------------------------------------------------------------------------------
+
+def check_gpu_dcgm(facts, options):
+    """``dcgmi diag -r <level> -j`` as the node ran it ({stdout, stderr, rc}); module_utils/_dcgm.py reads DCGM's
+    JSON and judges it (DCGM refuses MIG-mode GPUs: a warning saying so; not installed: skipped)."""
+    title = TITLES["gpu_dcgm"]
+    level = options.get("dcgm_diag_level") or 0
+    if not level:
+        return {"id": "gpu_dcgm", "title": title, "status": "skip",
+                "evidence": "DCGM's diagnostic not asked for (node_preflight_dcgm_diag_level 0)", "remedy": "",
+                "gpus": []}
+    run = facts.get("dcgm")
+    if not run:
+        return {"id": "gpu_dcgm", "title": title, "status": "fail", "evidence": "dcgmi diag was not run",
+                "remedy": "rerun the preflight with the gpu_dcgm check selected", "gpus": []}
+    status, evidence, remedy = _dcgm.judge(_dcgm.parse_diag(run.get("stdout") or "", run.get("stderr") or "",
+                                                            run.get("rc") or 0), level)
+    return {"id": "gpu_dcgm", "title": title, "status": status, "evidence": evidence,
+            "remedy": remedy if status in ("fail", "warn") else "", "gpus": []}
+
+
 # --- the record per check -------------------------------------------------------------------------------------------
 
 CHECKS = {
@@ -333,6 +355,7 @@ CHECKS = {
     "gpu_pcie": ("PCIe links at their full width and generation", check_gpu_pcie),
     "gpu_thermal": ("No GPU near its slowdown temperature or slowed by hardware", check_gpu_thermal),
     "gpu_persistence": ("Persistence mode on", check_gpu_persistence),
+    "gpu_dcgm": ("DCGM's diagnostic passes (when asked for)", check_gpu_dcgm),
 }
 TITLES = {check_id: title for check_id, (title, _fn) in CHECKS.items()}
 
@@ -341,7 +364,7 @@ def normalize_options(options):
     """The health options of ``options`` (others are ignored), checked; HealthError names a bad one."""
     out = dict(DEFAULT_OPTIONS)
     out.update({k: v for k, v in (options or {}).items() if k in DEFAULT_OPTIONS and v is not None})
-    for key in ("expected_gpus", "ecc_volatile_max", "ecc_aggregate_max", "temperature_margin"):
+    for key in ("expected_gpus", "ecc_volatile_max", "ecc_aggregate_max", "temperature_margin", "dcgm_diag_level"):
         value = out[key]
         if value is None and key in ("expected_gpus", "ecc_aggregate_max"):
             continue
@@ -353,6 +376,9 @@ def normalize_options(options):
             raise HealthError("%s must be a number, not %r" % (key, value))
         if out[key] < 0:
             raise HealthError("%s must be 0 or more, not %r" % (key, value))
+    if out["dcgm_diag_level"] > 4:
+        raise HealthError("dcgm_diag_level must be 0 (not run) or a dcgmi diag level 1 to 4, not %r"
+                          % (out["dcgm_diag_level"],))
     if not isinstance(out["persistence_required"], bool):
         raise HealthError("persistence_required must be true or false, not %r" % (out["persistence_required"],))
     return out

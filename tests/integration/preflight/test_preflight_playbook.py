@@ -122,6 +122,10 @@ NODES = {
     "fail-dra": (worker(), gpusim_worker(mig_mode="disabled", gpu_instances=[]),
                  dict(DRA_VARS, nvidia_driver_facts={"installed_version": PIN + "-1"}, node_preflight_driver_version=PIN),
                  ["dra_driver"]),
+    # DCGM's diagnostic (gpusim's dcgmi): level 2 catches the x8 link in its PCIe test too; a MIG GPU is refused.
+    "fail-dcgm": (worker(), gpusim_worker(mig_mode="disabled", gpu_instances=[], pcie={"width": 8}),
+                  dict(WORKER_VARS, node_preflight_mig_devices=[{"devices": "all", "mig-enabled": False}],
+                       node_preflight_dcgm_diag_level=2), ["gpu_pcie", "gpu_dcgm"]),
 }
 # The Container Toolkit's CDI spec of the DRA nodes (nvidia-ctk cdi generate: kind nvidia.com/gpu, index, UUID, all).
 CDI_SPEC = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: \"0\"\n  containerEdits: {}\n- name: all\n" \
@@ -139,7 +143,7 @@ EXPECTED_REMEDY = {
     "mig_geometry": "mig_reconfigure", "license": "nvidia-gridd",
     "gpu_ecc": "reset the GPU", "gpu_memory": "RMA", "gpu_xid": "drain the node", "gpu_pcie": "reseat",
     "gpu_count": "lspci", "gpu_thermal": "cooling", "license_service": "firewall", "license_feature": "FeatureType",
-    "dra_driver": "driver_pin",
+    "dra_driver": "driver_pin", "gpu_dcgm": "reseat",
 }
 EXPECTED_EVIDENCE = {
     "fail-iommu": "no IOMMU unit", "fail-isolation": "also holds 0000:66:00.0", "fail-vfio": "0000:65:00.0 is bound to nvidia",
@@ -155,6 +159,7 @@ EXPECTED_EVIDENCE = {
     "fail-service": "does NOT answer: TCP connection to 127.0.0.1:",
     "fail-feature": "GPU 0 (NVIDIA L40S-24C) (C-series): gridd FeatureType 2: vws does not license C-series vGPUs",
     "fail-dra": "550.163.01",
+    "fail-dcgm": "dcgmi diag -r 2 failed (DCGM 4.6.0): GPU 0",
 }
 
 
@@ -217,7 +222,7 @@ def test_report_names_failing_check_and_remedy(fleet, name):
                                                    "license", "license_service", "license_feature", "mig_pending",
                                                    "mig_geometry", "kernel_args", "dra_driver", "dra_cdi", "dra_mig",
                                                    "gpu_count", "gpu_ecc", "gpu_memory", "gpu_xid", "gpu_pcie",
-                                                   "gpu_thermal", "gpu_persistence"]
+                                                   "gpu_thermal", "gpu_persistence", "gpu_dcgm"]
     checks = dict((c["id"], c) for c in report["checks"])
     for cid in expected:
         assert checks[cid]["remedy"], checks[cid]

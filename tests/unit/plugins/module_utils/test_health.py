@@ -7,6 +7,7 @@ evidence naming the GPU, NVML errors that are not a pass, and the options."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -41,7 +42,7 @@ def run(check_id, fx, **options):
 
 
 def test_every_check_fails_naming_the_reason_when_nvml_is_not_there():
-    for check_id in H.CHECKS:
+    for check_id in (c for c in H.CHECKS if c != "gpu_dcgm"):  # DCGM's diagnostic does not read NVML's facts
         res = run(check_id, {"gpu": {"nvml": {"available": False, "reason": "the NVIDIA kernel driver is not loaded"}}})
         assert res["status"] == "fail" and res["id"] == check_id and res["title"] == H.TITLES[check_id]
         assert res["evidence"] == "NVML is not available: the NVIDIA kernel driver is not loaded"
@@ -315,3 +316,40 @@ def test_roll_plan_names_nodes_kubernetes_does_not_know_and_bad_budgets():
     assert plan["nodes"]["gpu-a"]["k8s_node"] == "node-a"
     with pytest.raises(H.HealthError, match="max_unhealthy must be a count or a percentage such as 25%, got 'lots'"):
         H.roll_plan([], [], KEY, max_unhealthy="lots")
+
+
+# --- gpu_dcgm -------------------------------------------------------------------------------------------------------
+
+def dcgm_run(status="Pass", warning=None, rc=0):
+    """dcgmi diag -r 2 -j of DCGM 4.x (dcgmi/Diag.cpp HelperJsonBuildOutput), one GPU, the memory test."""
+    result = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": status}
+    if warning:
+        result["warnings"] = [{"warning": warning, "error_id": 57, "error_category": 1, "error_severity": 2}]
+    doc = {"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [
+        {"name": "memory", "results": [result], "test_summary": {"status": status}}]}]},
+        "metadata": {"version": "4.6.0"}}
+    return {"stdout": json.dumps(doc), "stderr": "", "rc": rc}
+
+
+def test_dcgm_is_skipped_unless_asked_for_and_fails_when_not_run():
+    assert run("gpu_dcgm", {"dcgm": dcgm_run()})["status"] == "skip"
+    missing = run("gpu_dcgm", {}, dcgm_diag_level=1)
+    assert missing["status"] == "fail" and missing["evidence"] == "dcgmi diag was not run"
+
+
+def test_dcgm_verdicts_follow_the_diagnostic():
+    assert run("gpu_dcgm", {"dcgm": dcgm_run()}, dcgm_diag_level=2)["status"] == "pass"
+    res = run("gpu_dcgm", {"dcgm": dcgm_run("Fail", "a double-bit ECC error has occured on GPU 0", rc=205)},
+              dcgm_diag_level=2)
+    assert res["status"] == "fail" and "GPU 0" in res["evidence"] and "double-bit ECC" in res["evidence"]
+    assert res["remedy"]
+    mig = run("gpu_dcgm", {"dcgm": {"stdout": "", "rc": 226, "stderr": (
+        "Error: GPU 0's MIG configuration is incompatible with the diagnostic because it prevents access to the "
+        "entire GPU.")}}, dcgm_diag_level=1)
+    assert mig["status"] == "warn" and "MIG" in mig["evidence"]
+
+
+def test_dcgm_level_is_checked():
+    with pytest.raises(H.HealthError, match="^dcgm_diag_level must be 0 \\(not run\\) or a dcgmi diag level 1 to 4, "
+                                            "not 5$"):
+        H.normalize_options({"dcgm_diag_level": 5})

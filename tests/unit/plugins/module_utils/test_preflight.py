@@ -424,7 +424,9 @@ def test_evaluate_lists_every_check_and_aggregates():
     rep = P.evaluate("gpu-1", passing_worker_facts(), o, "2026-11-29T12:00:00Z")
     assert [c["id"] for c in rep["checks"]] == list(P.CHECK_IDS)
     assert rep["verdict"] == "pass" and rep["ready"] and rep["failed_checks"] == []
-    assert rep["counts"] == {"pass": 4 + len(P.HEALTH_CHECK_IDS), "fail": 0, "warn": 0, "skip": 6 + len(P.DRA_CHECK_IDS)}
+    # gpu_dcgm is skipped unless DCGM's diagnostic is asked for.
+    assert rep["counts"] == {"pass": 4 + len(P.HEALTH_CHECK_IDS) - 1, "fail": 0, "warn": 0,
+                             "skip": 6 + len(P.DRA_CHECK_IDS) + 1}
     assert [c["status"] for c in rep["checks"][:3]] == ["skip"] * 3
     assert rep["checks"][0]["evidence"] == "not selected for a k8s_worker node"
     facts = passing_worker_facts()
