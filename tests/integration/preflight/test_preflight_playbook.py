@@ -122,6 +122,9 @@ NODES = {
     "fail-dra": (worker(), gpusim_worker(mig_mode="disabled", gpu_instances=[]),
                  dict(DRA_VARS, nvidia_driver_facts={"installed_version": PIN + "-1"}, node_preflight_driver_version=PIN),
                  ["dra_driver"]),
+    # Persistence mode off only warns (node_preflight_persistence_required makes it fail).
+    "warn-persistence": (worker(), gpusim_worker(mig_mode="disabled", gpu_instances=[], persistence_mode=False),
+                         dict(WORKER_VARS, node_preflight_mig_devices=[{"devices": "all", "mig-enabled": False}]), []),
     # DCGM's diagnostic (gpusim's dcgmi): level 2 catches the x8 link in its PCIe test too; a MIG GPU is refused.
     "fail-dcgm": (worker(), gpusim_worker(mig_mode="disabled", gpu_instances=[], pcie={"width": 8}),
                   dict(WORKER_VARS, node_preflight_mig_devices=[{"devices": "all", "mig-enabled": False}],
@@ -137,6 +140,7 @@ GUESTS = {"pass-guest": (4, True), "fail-unlicensed": (4, True), "fail-expiring"
 # remapped_rows_in_mig default): every node seeded with MIG instances has gpu_memory as a warning, not a pass.
 MIG_WITH_INSTANCES = ("pass-worker", "fail-reboot", "fail-pin", "fail-ecc", "fail-xid", "fail-link", "fail-missing",
                       "fail-hot")
+EXPECTED_WARNED = {"warn-persistence": ["gpu_persistence"]}
 EXPECTED_REMEDY = {
     "iommu_active": "VT-d", "iommu_isolation": "slot", "vfio_bound": "options vfio-pci ids=10de:22ba,10de:26b9",
     "kernel_args": "update-grub", "driver_version": "reboot", "mig_pending": "nvidia-smi -r -i 0",
@@ -214,7 +218,7 @@ def test_report_names_failing_check_and_remedy(fleet, name):
     expected = NODES[name][3]
     assert report["node"] == name
     assert report["failed_checks"] == expected, json.dumps(report, indent=1)
-    warned = ["gpu_memory"] if name in MIG_WITH_INSTANCES else []
+    warned = EXPECTED_WARNED.get(name, ["gpu_memory"] if name in MIG_WITH_INSTANCES else [])
     assert report["warned_checks"] == warned, json.dumps(report, indent=1)
     assert report["verdict"] == ("fail" if expected else "warn" if warned else "pass")
     assert report["ready"] is not bool(expected)
@@ -245,6 +249,10 @@ def test_report_names_failing_check_and_remedy(fleet, name):
     if name == "fail-xid":
         assert checks["gpu_xid"]["gpus"][0]["status"] == "fail" and checks["gpu_xid"]["gpus"][0]["pci_address"] == \
             "0000:17:00.0"
+    if name == "warn-persistence":
+        assert checks["gpu_persistence"]["evidence"] == ("GPU 0 (NVIDIA H100 80GB HBM3, 0000:17:00.0): persistence "
+                                                         "mode off")
+        assert "nvidia-persistenced" in checks["gpu_persistence"]["remedy"]
     if name == "pass-dra":
         assert [checks[c]["status"] for c in ("dra_driver", "dra_cdi", "dra_mig")] == ["pass"] * 3, \
             [checks[c] for c in ("dra_driver", "dra_cdi", "dra_mig")]
