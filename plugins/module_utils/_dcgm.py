@@ -109,8 +109,8 @@ def _not_installed(out, err, rc):
     both = out + "\n" + err
     if rc == 127 or re.search(r"dcgmi: (command )?not found", both):
         return True
-    return rc == 2 and not out.strip() and (not err.strip() or "No such file or directory" in err
-                                             or "Error executing command" in err)
+    missing = not err.strip() or "No such file or directory" in err or "Error executing command" in err
+    return rc == 2 and not out.strip() and missing
 
 
 def _classify(message):

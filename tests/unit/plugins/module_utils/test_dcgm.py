@@ -57,10 +57,11 @@ def t4(name, results, summary="Pass", summary_warnings=None):
 V4_PASS_L1 = v4([{"category": "Deployment", "tests": [t4("software", [gpu_result(0), gpu_result(1)])]}])
 V4_FAIL_L2 = v4([
     {"category": "Deployment", "tests": [t4("software", [gpu_result(0), gpu_result(1)])]},
-    {"category": "Hardware", "tests": [t4("memory", [gpu_result(0, "Fail", [(DBE, 57, 10, 2)]), gpu_result(1)],
-                                             "Fail")]},
-    {"category": "Integration", "tests": [t4("pcie", [gpu_result(0, info=["GPU 0 PCIe gen 5 x16"]),
-                                                         gpu_result(1, "Fail", [(WIDTH, 46, 13, 5)])], "Fail")]},
+    {"category": "Hardware",
+     "tests": [t4("memory", [gpu_result(0, "Fail", [(DBE, 57, 10, 2)]), gpu_result(1)], "Fail")]},
+    {"category": "Integration",
+     "tests": [t4("pcie", [gpu_result(0, info=["GPU 0 PCIe gen 5 x16"]), gpu_result(1, "Fail", [(WIDTH, 46, 13, 5)])],
+                  "Fail")]},
 ])
 
 # 3.3.9 HelperJsonBuildOutput: "DCGM GPU Diagnostic".test_categories plus top-level version, driver, ids, serials.
@@ -158,8 +159,9 @@ def test_v4_cpu_entity_has_no_gpu_index():
 
 def test_v4_test_summary_error_without_entity_counts():
     """Errors not tied to an entity appear only in test_summary (4.6.0 HelperJsonAddTestSummary)."""
-    bad = v4([{"category": "Integration", "tests": [t4("pcie", [gpu_result(0)], "Fail",
-                                                          [("There was an internal error during the test", 19)])]}])
+    bad = v4([{
+        "category": "Integration",
+        "tests": [t4("pcie", [gpu_result(0)], "Fail", [("There was an internal error during the test", 19)])]}])
     p = parse(bad)
     assert [(t["gpu"], t["status"], t["warning"]) for t in p["tests"]] == [
         (0, "pass", ""), (None, "fail", "There was an internal error during the test")]
@@ -178,8 +180,9 @@ def test_nvvs_warn_printed_as_fail_is_a_warn():
         "warn", "dcgmi diag -r 1 passed with warnings (DCGM 4.6.0): GPU 0 software (Deployment): %s" % PERSIST,
         "fix what DCGM warns about (persistence mode, graphics processes, CUDA environment variables)")
     # a real failure code stays a failure, and so does 29 when the caller drops it from warn_codes
-    remap = v4([{"category": "Deployment", "tests": [t4("software", [gpu_result(1, "Fail", [(REMAP, 80, 10, 6)])],
-                                                           "Fail")]}])
+    remap = v4([{
+        "category": "Deployment",
+        "tests": [t4("software", [gpu_result(1, "Fail", [(REMAP, 80, 10, 6)])], "Fail")]}])
     assert parse(remap)["overall"] == "fail"
     assert parse(doc, warn_codes=())["overall"] == "fail"
 
