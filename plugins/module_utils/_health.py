@@ -67,6 +67,16 @@ def _no_facts(check_id, title, why):
             "remedy": "make NVML usable on the node (driver loaded, nvidia-ml-py installed) and rerun", "gpus": []}
 
 
+def _record(gpu, status, text, per_gpu, fails, warns):
+    """One GPU's verdict into the check's per-GPU list, and into its failures or warnings."""
+    per_gpu.append({"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_address": gpu.get("pci_address"),
+                    "status": status, "evidence": text})
+    if status == "fail":
+        fails.append("%s: %s" % (_label(gpu), text))
+    elif status == "warn":
+        warns.append("%s: %s" % (_label(gpu), text))
+
+
 def _per_gpu(check_id, title, facts, judge, passed, remedy):
     """Run ``judge(gpu) -> (status, text)`` on every GPU that has health readings; a GPU NVML could not read fails."""
     gpus, why = _gpus(facts)
@@ -80,12 +90,7 @@ def _per_gpu(check_id, title, facts, judge, passed, remedy):
             status, text = "fail", "no health readings (gpu_info ran with health=false)"
         else:
             status, text = judge(gpu, gpu["health"])
-        per_gpu.append({"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_address": gpu.get("pci_address"),
-                        "status": status, "evidence": text})
-        if status == "fail":
-            fails.append("%s: %s" % (_label(gpu), text))
-        elif status == "warn":
-            warns.append("%s: %s" % (_label(gpu), text))
+        _record(gpu, status, text, per_gpu, fails, warns)
     if not gpus:
         return _verdict(check_id, title, [], [], [], "no GPU to check", remedy)
     return _verdict(check_id, title, per_gpu, fails, warns, passed % len(gpus), remedy)
@@ -224,12 +229,7 @@ def check_gpu_xid(facts, options):  # pylint: disable=unused-argument
                 status = "warn"
             else:
                 app.append("%s: %s" % (_label(gpu), text))
-        per_gpu.append({"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_address": gpu.get("pci_address"),
-                        "status": status, "evidence": text})
-        if status == "fail":
-            fails.append("%s: %s" % (_label(gpu), text))
-        elif status == "warn":
-            warns.append("%s: %s" % (_label(gpu), text))
+        _record(gpu, status, text, per_gpu, fails, warns)
     # Xids of a PCI address no GPU answers for: a GPU that fell off the bus (79) is often not enumerated any more.
     for slot, seen in sorted(per_pci.items()):
         text = "PCI %s (not enumerated by NVML): Xid %s" % (slot, ", ".join(str(c) for c in seen["codes"]))

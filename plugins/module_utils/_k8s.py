@@ -29,6 +29,10 @@ except ImportError as e:  # pragma: no cover - depends on the host
         """Stands in for the client's exception where the library is missing (modules fail before any call)."""
 
 
+# The connection options of the collection's Kubernetes modules (doc fragment _kubernetes_auth).
+ARGUMENT_SPEC = dict(kubeconfig=dict(type="path"), context=dict(type="str"), timeout=dict(type="int", default=30))
+
+
 def api_client(kubeconfig=None, context=None):
     """A client from the kubeconfig (the option, then kubernetes.core's environment variables, then the library's
     default: KUBECONFIG or ~/.kube/config), or the in-cluster service account where there is none (AWX container

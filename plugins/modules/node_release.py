@@ -27,6 +27,7 @@ author:
   - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
+  - gpuops.provision._kubernetes_auth
 attributes:
   check_mode:
     support: full
@@ -84,23 +85,6 @@ options:
       - C(spec.unschedulable) written at the end with O(labels); V(false) uncordons, V(true) keeps or makes the node
         cordoned. Unset, the cordon state is left as it is.
     type: bool
-  kubeconfig:
-    description:
-      - Path of the kubeconfig. Default is E(K8S_AUTH_KUBECONFIG) (as C(kubernetes.core) reads it), then
-        C(~/.kube/config), then the in-cluster service account.
-      - TLS is verified as the kubeconfig says (verification on unless it sets C(insecure-skip-tls-verify)).
-    type: path
-  context:
-    description:
-      - Context of the kubeconfig. Default is E(K8S_AUTH_CONTEXT), then the kubeconfig's current context.
-    type: str
-  timeout:
-    description:
-      - Seconds per API request.
-    type: int
-    default: 30
-requirements:
-  - kubernetes (Python client) on the host that runs the module
 notes:
   - The identity needs C(get), C(list), C(watch) and C(patch) on C(nodes), and C(list) and C(delete) on the pods of
     O(namespace) when O(restart_pods) is set.
@@ -187,9 +171,7 @@ def main():
             wait_timeout=dict(type="int", default=300),
             labels=dict(type="dict", default={}),
             unschedulable=dict(type="bool"),
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            timeout=dict(type="int", default=30),
+            **_k8s.ARGUMENT_SPEC
         ),
         supports_check_mode=True,
     )

@@ -25,6 +25,7 @@ author:
   - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
+  - gpuops.provision._kubernetes_auth
 attributes:
   check_mode:
     support: full
@@ -72,23 +73,6 @@ options:
     type: list
     elements: str
     default: []
-  kubeconfig:
-    description:
-      - Path of the kubeconfig. Default is E(K8S_AUTH_KUBECONFIG) (as C(kubernetes.core) reads it), then
-        C(~/.kube/config), then the in-cluster service account.
-      - TLS is verified as the kubeconfig says (verification on unless it sets C(insecure-skip-tls-verify)).
-    type: path
-  context:
-    description:
-      - Context of the kubeconfig. Default is E(K8S_AUTH_CONTEXT), then the kubeconfig's current context.
-    type: str
-  timeout:
-    description:
-      - Seconds per API request.
-    type: int
-    default: 30
-requirements:
-  - kubernetes (Python client) on the host that runs the module
 notes:
   - The expiry is read from the Lease's C(renewTime), so controllers whose clocks differ by more than a small part of
     O(ttl) may disagree about when a lease expired.
@@ -229,9 +213,7 @@ def main():
             holder=dict(type="str", required=True),
             ttl=dict(type="int", default=3600),
             nodes=dict(type="list", elements="str", default=[]),
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            timeout=dict(type="int", default=30),
+            **_k8s.ARGUMENT_SPEC
         ),
         supports_check_mode=True,
     )

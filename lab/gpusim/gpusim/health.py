@@ -93,14 +93,16 @@ class HealthError(ValueError):
     """A health field of the state is invalid (the caller reports it like any invalid state)."""
 
 
-def _mode(value, where):
+def mode_value(value, where, what="must be enabled/disabled"):
+    """An enabled/disabled setting of the state (true/false, 1/0 or the words) as NVML's 1/0; state.py's MIG mode
+    too."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int) and value in (0, 1):
         return value
     if isinstance(value, str) and value.lower() in MODE_WORDS:
         return MODE_WORDS[value.lower()]
-    raise HealthError("%s: must be enabled/disabled, got %r" % (where, value))
+    raise HealthError("%s: %s, got %r" % (where, what, value))
 
 
 def _count(value, where):
@@ -152,8 +154,8 @@ def _fill_gpu(g, where):
     if not isinstance(ecc, dict):
         raise HealthError("%s.ecc must be an object" % where)
     ecc.setdefault("supported", True)
-    ecc["mode"] = _mode(ecc.get("mode", 1), where + ".ecc.mode")
-    ecc["pending"] = _mode(ecc.get("pending", ecc["mode"]), where + ".ecc.pending")
+    ecc["mode"] = mode_value(ecc.get("mode", 1), where + ".ecc.mode")
+    ecc["pending"] = mode_value(ecc.get("pending", ecc["mode"]), where + ".ecc.pending")
     for scope in ("volatile", "aggregate"):
         counts = ecc.setdefault(scope, {})
         for kind in ("corrected", "uncorrected"):

@@ -23,7 +23,6 @@ DEFAULT_DRIVER = "550.163.01"
 # Bus numbers for GPU index 0, 1, ... (any deterministic, distinct values do).
 _BUSES = (0x17, 0x31, 0x4B, 0x65, 0x7F, 0x99, 0xB3, 0xCD)
 
-MODE_WORDS = {"enabled": 1, "enable": 1, "on": 1, "disabled": 0, "disable": 0, "off": 0}
 
 
 class StateError(Exception):
@@ -35,13 +34,10 @@ def state_path():
 
 
 def _mode(value, where):
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int) and value in (0, 1):
-        return value
-    if isinstance(value, str) and value.lower() in MODE_WORDS:
-        return MODE_WORDS[value.lower()]
-    raise StateError("%s: MIG mode must be enabled/disabled, got %r" % (where, value))
+    try:
+        return health.mode_value(value, where, "MIG mode must be enabled/disabled")
+    except health.HealthError as e:
+        raise StateError(str(e)) from None
 
 
 def _uuid(seed):
