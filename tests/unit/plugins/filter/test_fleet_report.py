@@ -13,6 +13,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.filter import report as R
 
+from health_readings import healthy  # pylint: disable=import-error  # tests/helpers
+
 
 def gi(gi_id, profile, start, size, cis=1):
     return {"gi_id": gi_id, "profile": profile, "profile_id": 0, "placement": {"start": start, "size": size},
@@ -232,13 +234,7 @@ def test_report_files_are_kept_when_only_generation_times_differ(tmp_path):
 
 # --- GPU health per GPU and over runs -------------------------------------------------------------------------------
 
-HEALTHY = {"persistence_mode": {"enabled": True, "error": None},
-           "ecc": {"enabled": True, "pending": True, "error": None, "volatile_uncorrected": 0, "aggregate_uncorrected": 0},
-           "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False, "error": None},
-           "retired_pages": {"pending": None, "error": "NVML_ERROR_NOT_SUPPORTED"},
-           "pcie": {"gen": 4, "width": 16, "max_gen": 4, "max_width": 16, "gpu_max_gen": 4},
-           "temperature": {"current": 40, "slowdown": 89, "shutdown": 92, "gpu_max": 85},
-           "clock_event_reasons": {"mask": 0, "active": [], "error": None}, "xid": []}
+HEALTHY = healthy()
 
 
 def sick(**change):

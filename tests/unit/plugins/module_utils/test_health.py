@@ -13,14 +13,9 @@ import pytest
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _health as H, _xid
 
-HEALTHY = {"persistence_mode": {"enabled": True, "error": None},
-           "ecc": {"enabled": True, "pending": True, "error": None, "volatile_uncorrected": 0, "aggregate_uncorrected": 0,
-                   "volatile_corrected": 3, "aggregate_corrected": 7},
-           "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False, "error": None},
-           "retired_pages": {"pending": None, "error": "NVML_ERROR_NOT_SUPPORTED"},
-           "pcie": {"gen": 5, "width": 16, "max_gen": 5, "max_width": 16, "gpu_max_gen": 5},
-           "temperature": {"current": 40, "slowdown": 89, "shutdown": 95, "gpu_max": 87},
-           "clock_event_reasons": {"mask": 0, "active": [], "error": None}, "xid": []}
+from health_readings import healthy  # pylint: disable=import-error  # tests/helpers
+
+HEALTHY = healthy("h100")
 
 
 def gpu(index=0, mig="disabled", instances=None, **health):

@@ -13,6 +13,8 @@ import pytest
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
 
+from health_readings import healthy  # pylint: disable=import-error  # tests/helpers
+
 
 def opts(**kw):
     return P.normalize_options(kw)
@@ -35,14 +37,7 @@ def iommu_facts(active=True, isolated=True, driver="vfio-pci", remap=True, units
 
 
 # gpu_info's health readings of a healthy, busy A100 (module_utils/_health.py judges them; test_health.py tests that).
-HEALTHY = {"persistence_mode": {"enabled": True, "error": None},
-           "ecc": {"enabled": True, "pending": True, "error": None, "volatile_uncorrected": 0, "aggregate_uncorrected": 0,
-                   "volatile_corrected": 0, "aggregate_corrected": 0},
-           "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False, "error": None},
-           "retired_pages": {"pending": None, "error": "NVML_ERROR_NOT_SUPPORTED"},
-           "pcie": {"gen": 4, "width": 16, "max_gen": 4, "max_width": 16, "gpu_max_gen": 4},
-           "temperature": {"current": 40, "slowdown": 89, "shutdown": 92, "gpu_max": 85},
-           "clock_event_reasons": {"mask": 0, "active": [], "error": None}, "xid": []}
+HEALTHY = healthy()
 
 
 def gpu_facts(driver="550.163.01", available=True, mig=("enabled", "enabled")):
