@@ -249,6 +249,10 @@ def _e(value):
     return html.escape("" if value is None else str(value), quote=True)
 
 
+# A check's or a verdict's status as the CSS class its cell gets.
+STATUS_CLASS = {"pass": "ok", "warn": "warn", "fail": "bad"}
+
+
 def _cls(good):
     return "ok" if good is True else ("bad" if good is False else "muted")
 
@@ -310,7 +314,7 @@ def _gpu_html(g):
     if health:
         cls, attrs = _health_attrs(health)
         tags.append('<span class="%s"%s>health %s%s</span>' % (
-            {"fail": "bad", "warn": "warn"}.get(health["status"], "ok"), attrs, _e(health["status"].upper()),
+            STATUS_CLASS.get(health["status"], "ok"), attrs, _e(health["status"].upper()),
             _e(": " + ", ".join(f["check"] for f in health["failing"])) if health["failing"] else ""))
     parts.append('<span class="tags"> %s</span>' % " &middot; ".join(tags))
     if g["mig"] and g["mig"]["current"] == "enabled":
@@ -346,7 +350,7 @@ def _host_html(h):
     pf = h["preflight"]
     if pf:
         rows.append('<tr><th>preflight</th><td class="%s">%s%s</td></tr>' % (
-            {"pass": "ok", "warn": "warn", "fail": "bad"}.get(pf["verdict"], "muted"), _e(pf["verdict"].upper()),
+            STATUS_CLASS.get(pf["verdict"], "muted"), _e(pf["verdict"].upper()),
             _e(" - failing: %s" % ", ".join(pf["failed_checks"])) if pf["failed_checks"] else ""))
     out.append("<table>%s</table>" % "".join(rows) if rows else '<p class="muted">no host facts</p>')
     for note in h["notes"]:
@@ -356,7 +360,7 @@ def _host_html(h):
     if pf and pf["checks"]:
         out.append("<table><tr><th>check</th><th>status</th><th>evidence</th><th>remedy</th></tr>%s</table>" % "".join(
             '<tr><td>%s</td><td class="%s">%s</td><td>%s</td><td>%s</td></tr>' % (
-                _e(c["id"]), {"pass": "ok", "warn": "warn", "fail": "bad"}.get(c["status"], "muted"), _e(c["status"]),
+                _e(c["id"]), STATUS_CLASS.get(c["status"], "muted"), _e(c["status"]),
                 _e(c["evidence"]), _e(c["remedy"])) for c in pf["checks"]))
     if h["changes"]:
         out.append('<table class="changes"><tr><th>changed by the last run</th><th>detail</th></tr>%s</table>' % "".join(
@@ -419,7 +423,7 @@ def render_history(history):
     head = "".join('<th title="%s">%d</th>' % (_e(run.get("generated_at") or "?"), i + 1) for i, run in enumerate(history))
     rows = "".join('<tr><td class="label">%s</td>%s</tr>' % (_e(g), "".join(
         '<td class="%s" title="%s: %s"></td>' % (
-            {"pass": "ok", "warn": "warn", "fail": "bad"}.get(run["gpus"].get(g), "muted"),
+            STATUS_CLASS.get(run["gpus"].get(g), "muted"),
             _e(run.get("generated_at") or "?"), _e(run["gpus"].get(g, "not seen")))
         for run in history)) for g in gpus)
     return ('<h2>GPU health over runs</h2><p class="muted">one column per run in which a GPU\'s health changed; hover for '

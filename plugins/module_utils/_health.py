@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _dcgm, _mig_roll, _xid
 
-STATUSES = ("pass", "fail", "warn", "skip")
 DEFAULT_OPTIONS = {
     "expected_gpus": None,        # GPUs the node must have (from the inventory); None: at least one, none lost
     "ecc_volatile_max": 0,        # uncorrectable ECC errors since the last reset/boot allowed
@@ -41,16 +40,21 @@ def _label(gpu):
     return "GPU %s (%s, %s)" % (gpu.get("index"), gpu.get("model") or "?", gpu.get("pci_address") or "?")
 
 
-def _verdict(check_id, title, per_gpu, problems_fail, problems_warn, passed, remedy):
+def _result(check_id, status, evidence, remedy="", gpus=()):
+    """A check's result, as _preflight.result words one, with the per-GPU verdicts; a remedy only for fail or warn."""
+    return {"id": check_id, "title": TITLES[check_id], "status": status, "evidence": evidence,
+            "remedy": remedy if status in ("fail", "warn") else "", "gpus": list(gpus)}
+
+
+def _verdict(check_id, per_gpu, problems_fail, problems_warn, passed, remedy):
     """A check's result from its per-GPU verdicts: fail when any GPU fails, else warn when any warns."""
     status = "fail" if problems_fail else "warn" if problems_warn else "pass"
     evidence = "; ".join(problems_fail + problems_warn) if status != "pass" else passed
-    return {"id": check_id, "title": title, "status": status, "evidence": evidence,
-            "remedy": remedy(status) if status != "pass" else "", "gpus": per_gpu}
+    return _result(check_id, status, evidence, remedy(status) if status != "pass" else "", per_gpu)
 
 
-def _gpus(facts):
-    """(gpus that answered, evidence when NVML cannot be used at all)."""
+def nvml_gpus(facts):
+    """(gpus that answered, evidence when NVML cannot be used at all); _preflight's other NVML checks use it too."""
     gpu = facts.get("gpu")
     if not gpu:
         return None, "GPU facts (gpu_info) were not gathered"
@@ -62,9 +66,8 @@ def _gpus(facts):
     return gpu.get("gpus") or [], None
 
 
-def _no_facts(check_id, title, why):
-    return {"id": check_id, "title": title, "status": "fail", "evidence": why,
-            "remedy": "make NVML usable on the node (driver loaded, nvidia-ml-py installed) and rerun", "gpus": []}
+def _no_facts(check_id, why):
+    return _result(check_id, "fail", why, "make NVML usable on the node (driver loaded, nvidia-ml-py installed) and rerun")
 
 
 def _record(gpu, status, text, per_gpu, fails, warns):
@@ -77,11 +80,11 @@ def _record(gpu, status, text, per_gpu, fails, warns):
         warns.append("%s: %s" % (_label(gpu), text))
 
 
-def _per_gpu(check_id, title, facts, judge, passed, remedy):
+def _per_gpu(check_id, facts, judge, passed, remedy):
     """Run ``judge(gpu) -> (status, text)`` on every GPU that has health readings; a GPU NVML could not read fails."""
-    gpus, why = _gpus(facts)
+    gpus, why = nvml_gpus(facts)
     if why:
-        return _no_facts(check_id, title, why)
+        return _no_facts(check_id, why)
     per_gpu, fails, warns = [], [], []
     for gpu in gpus:
         if gpu.get("error"):
@@ -92,21 +95,21 @@ def _per_gpu(check_id, title, facts, judge, passed, remedy):
             status, text = judge(gpu, gpu["health"])
         _record(gpu, status, text, per_gpu, fails, warns)
     if not gpus:
-        return _verdict(check_id, title, [], [], [], "no GPU to check", remedy)
-    return _verdict(check_id, title, per_gpu, fails, warns, passed % len(gpus), remedy)
+        return _verdict(check_id, [], [], [], "no GPU to check", remedy)
+    return _verdict(check_id, per_gpu, fails, warns, passed % len(gpus), remedy)
 
 
 # --- GPU count ------------------------------------------------------------------------------------------------------
 
 def check_gpu_count(facts, options):
-    title = TITLES["gpu_count"]
-    gpus, why = _gpus(facts)
+    gpus, why = nvml_gpus(facts)
     if why:
-        return _no_facts("gpu_count", title, why)
+        return _no_facts("gpu_count", why)
     expected = options.get("expected_gpus")
     lost = [g for g in gpus if g.get("error")]
-    per_gpu = [{"index": g.get("index"), "uuid": g.get("uuid"), "pci_address": g.get("pci_address"),
-                "status": "fail" if g.get("error") else "pass", "evidence": g.get("error") or "present"} for g in gpus]
+    per_gpu = []
+    for g in gpus:
+        _record(g, "fail" if g.get("error") else "pass", g.get("error") or "present", per_gpu, [], [])
     found = "NVML enumerates %d GPU(s)" % len(gpus)
     problems = []
     if expected is not None and len(gpus) < expected:
@@ -116,14 +119,13 @@ def check_gpu_count(facts, options):
         problems.append("NVML enumerates no GPU")
     problems += ["GPU %s: %s" % (g.get("index"), g["error"]) for g in lost]
     if problems:
-        return {"id": "gpu_count", "title": title, "status": "fail", "evidence": "; ".join(problems),
-                "remedy": "check lspci for the missing or lost GPUs and the kernel log for Xid 79; reboot the node "
-                          "(drain it first); reseat or replace a GPU that stays missing", "gpus": per_gpu}
-    note = (", more than the %d the inventory expects" % expected) if expected is not None and len(gpus) > expected else ""
-    status = "warn" if note else "pass"
-    return {"id": "gpu_count", "title": title, "status": status, "evidence": found + note,
-            "remedy": "set the node's expected GPU count (node_preflight_expected_gpus)" if note else "",
-            "gpus": per_gpu}
+        return _result("gpu_count", "fail", "; ".join(problems),
+                       "check lspci for the missing or lost GPUs and the kernel log for Xid 79; reboot the node "
+                       "(drain it first); reseat or replace a GPU that stays missing", per_gpu)
+    if expected is not None and len(gpus) > expected:
+        return _result("gpu_count", "warn", "%s, more than the %d the inventory expects" % (found, expected),
+                       "set the node's expected GPU count (node_preflight_expected_gpus)", per_gpu)
+    return _result("gpu_count", "pass", found, gpus=per_gpu)
 
 
 # --- ECC ------------------------------------------------------------------------------------------------------------
@@ -155,7 +157,7 @@ def _judge_ecc(options):
 
 
 def check_gpu_ecc(facts, options):
-    return _per_gpu("gpu_ecc", TITLES["gpu_ecc"], facts, _judge_ecc(options),
+    return _per_gpu("gpu_ecc", facts, _judge_ecc(options),
                     "no uncorrectable ECC errors above the thresholds on %d GPU(s)",
                     lambda s: RESET_REMEDY if s == "fail" else
                     "enable ECC (nvidia-smi -e 1, then reboot) on datacenter GPUs; see the evidence")
@@ -195,7 +197,7 @@ def _judge_memory(gpu, health):
 
 
 def check_gpu_memory(facts, options):  # pylint: disable=unused-argument
-    return _per_gpu("gpu_memory", TITLES["gpu_memory"], facts, _judge_memory,
+    return _per_gpu("gpu_memory", facts, _judge_memory,
                     "no failed or pending memory repairs on %d GPU(s)",
                     lambda s: RESET_REMEDY + "; a failed row remap needs an RMA" if s == "fail" else
                     "read the state before MIG instances are created (or with MIG disabled)")
@@ -204,20 +206,18 @@ def check_gpu_memory(facts, options):  # pylint: disable=unused-argument
 # --- Xid ------------------------------------------------------------------------------------------------------------
 
 def check_gpu_xid(facts, options):  # pylint: disable=unused-argument
-    title = TITLES["gpu_xid"]
-    gpus, why = _gpus(facts)
+    gpus, why = nvml_gpus(facts)
     if why:
-        return _no_facts("gpu_xid", title, why)
+        return _no_facts("gpu_xid", why)
     log = (facts.get("gpu") or {}).get("kernel_log") or {}
     if not log.get("read"):
-        return {"id": "gpu_xid", "title": title, "status": "warn",
-                "evidence": "the kernel log was not read (%s): Xid events unknown" % (log.get("error") or "not asked"),
-                "remedy": "let gpu_info read the kernel log (kernel_log=dmesg or journal, as root)", "gpus": []}
+        return _result("gpu_xid", "warn",
+                       "the kernel log was not read (%s): Xid events unknown" % (log.get("error") or "not asked"),
+                       "let gpu_info read the kernel log (kernel_log=dmesg or journal, as root)")
     per_pci = _xid.summary(log.get("xid_events") or [])
     per_gpu, fails, warns, app = [], [], [], []
     for gpu in gpus:
-        slot = (gpu.get("pci_address") or "").lower().rsplit(".", 1)[0]
-        seen = per_pci.pop(slot, None)
+        seen = per_pci.pop(_xid.slot_of(gpu.get("pci_address")), None)
         status, text = "pass", "no Xid since boot"
         if seen:
             names = ", ".join("%d (%s)" % (c, (_xid.CATALOG.get(c) or ("unknown",))[0]) for c in seen["codes"])
@@ -238,7 +238,7 @@ def check_gpu_xid(facts, options):  # pylint: disable=unused-argument
     if app:
         passed = "only application Xids since boot (the application's fault, NVIDIA's catalog: RESTART_APP): " + \
             "; ".join(app)
-    return _verdict("gpu_xid", title, per_gpu, fails, warns, passed,
+    return _verdict("gpu_xid", per_gpu, fails, warns, passed,
                     lambda s: "drain the node; act on the Xid catalog's immediate action (reset the GPU or reboot), "
                               "replace the GPU when it recurs" if s == "fail" else
                               "look the code up in NVIDIA's Xid catalog")
@@ -268,7 +268,7 @@ def _judge_pcie(gpu, health):
 
 
 def check_gpu_pcie(facts, options):  # pylint: disable=unused-argument
-    return _per_gpu("gpu_pcie", TITLES["gpu_pcie"], facts, _judge_pcie, "PCIe links at full width on %d GPU(s)",
+    return _per_gpu("gpu_pcie", facts, _judge_pcie, "PCIe links at full width on %d GPU(s)",
                     lambda s: "reseat the GPU or its riser, check the slot's BIOS link settings; replace the GPU or "
                               "the riser if it stays degraded" if s == "fail" else
                               "move the GPU to a slot of its generation, or accept the lower bandwidth")
@@ -301,7 +301,7 @@ def _judge_thermal(options):
 
 
 def check_gpu_thermal(facts, options):
-    return _per_gpu("gpu_thermal", TITLES["gpu_thermal"], facts, _judge_thermal(options),
+    return _per_gpu("gpu_thermal", facts, _judge_thermal(options),
                     "no GPU near its slowdown temperature or slowed by hardware (%d GPU(s))",
                     lambda s: "check the node's cooling (fans, airflow, inlet temperature) and power supplies; "
                               "an idle GPU that is hot has a cooling fault")
@@ -319,7 +319,7 @@ def _judge_persistence(options):
 
 
 def check_gpu_persistence(facts, options):
-    return _per_gpu("gpu_persistence", TITLES["gpu_persistence"], facts, _judge_persistence(options),
+    return _per_gpu("gpu_persistence", facts, _judge_persistence(options),
                     "persistence mode on for %d GPU(s)",
                     lambda s: "enable the nvidia-persistenced service (systemctl enable --now nvidia-persistenced)")
 
@@ -329,20 +329,14 @@ def check_gpu_persistence(facts, options):
 def check_gpu_dcgm(facts, options):
     """``dcgmi diag -r <level> -j`` as the node ran it ({stdout, stderr, rc}); module_utils/_dcgm.py reads DCGM's
     JSON and judges it (DCGM refuses MIG-mode GPUs: a warning saying so; not installed: skipped)."""
-    title = TITLES["gpu_dcgm"]
     level = options.get("dcgm_diag_level") or 0
     if not level:
-        return {"id": "gpu_dcgm", "title": title, "status": "skip",
-                "evidence": "DCGM's diagnostic not asked for (node_preflight_dcgm_diag_level 0)", "remedy": "",
-                "gpus": []}
+        return _result("gpu_dcgm", "skip", "DCGM's diagnostic not asked for (node_preflight_dcgm_diag_level 0)")
     run = facts.get("dcgm")
     if not run:
-        return {"id": "gpu_dcgm", "title": title, "status": "fail", "evidence": "dcgmi diag was not run",
-                "remedy": "rerun the preflight with the gpu_dcgm check selected", "gpus": []}
-    status, evidence, remedy = _dcgm.judge(_dcgm.parse_diag(run.get("stdout") or "", run.get("stderr") or "",
-                                                            run.get("rc") or 0), level)
-    return {"id": "gpu_dcgm", "title": title, "status": status, "evidence": evidence,
-            "remedy": remedy if status in ("fail", "warn") else "", "gpus": []}
+        return _result("gpu_dcgm", "fail", "dcgmi diag was not run", "rerun the preflight with the gpu_dcgm check selected")
+    parsed = _dcgm.parse_diag(run.get("stdout") or "", run.get("stderr") or "", run.get("rc") or 0)
+    return _result("gpu_dcgm", *_dcgm.judge(parsed, level))
 
 
 # --- the record per check -------------------------------------------------------------------------------------------

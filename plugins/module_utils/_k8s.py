@@ -142,7 +142,8 @@ class NodeRelease:
             except ApiException as e:
                 if getattr(e, "status", None) != 410:  # 410 Gone: the version is too old to watch from; read again
                     raise
-            node = self.read()
+            if _node_view(node)["advertised"] != expected:
+                node = self.read()  # the watch ended (its window, 410) without the match: from the current version
         self.done["waited_seconds"] = round(time.monotonic() - start, 2)
         return node
 

@@ -60,8 +60,9 @@ def probe(host, port, timeout, validate_certs=False, ca_path=None):
             tls.settimeout(timeout)
             out["tls"] = True
             out["tls_version"] = tls.version()
-            der = tls.getpeercert(binary_form=False) if ctx.verify_mode != ssl.CERT_NONE else None
-            out["certificate_expires"] = _not_after(der)
+            # Python gives the certificate's fields only once it was verified.
+            cert = tls.getpeercert() if ctx.verify_mode != ssl.CERT_NONE else None
+            out["certificate_expires"] = _not_after(cert)
     except (OSError, ssl.SSLError) as e:
         out["error"] = "TLS handshake with %s:%d failed: %s" % (host, port, getattr(e, "reason", None) or e)
     finally:

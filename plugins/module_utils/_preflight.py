@@ -21,7 +21,7 @@ import datetime
 import xml.etree.ElementTree as ET
 
 from ansible_collections.gpuops.provision.plugins.module_utils import (
-    _dra, _health, _iommu, _mig_models, _nls, _versions)
+    _dra, _health, _iommu, _license, _mig_models, _nls, _versions)
 
 STATUSES = ("pass", "fail", "warn", "skip")
 NODE_ROLES = ("k8s_worker", "k8s_dra_worker", "vgpu_guest", "passthrough_host")
@@ -109,13 +109,8 @@ def _source_error(facts, name, what):
 
 
 def _nvml_error(facts):
-    err = _source_error(facts, "gpu", "GPU facts (gpu_info)")
-    if err:
-        return err
-    nvml = facts["gpu"].get("nvml") or {}
-    if not nvml.get("available"):
-        return "NVML is not available: %s" % (nvml.get("reason") or "unknown reason")
-    return None
+    """Why NVML's facts cannot be used (gpu_info missing, failed, or NVML unavailable); None when they can."""
+    return _health.nvml_gpus(facts)[1]
 
 
 # --- IOMMU / vfio (passthrough hosts) -----------------------------------------------------------------------------
@@ -352,7 +347,7 @@ def check_license_service(facts, options):
     up = [e for e in eps if e.get("tls")]
     if not up:
         return result("license_service", "fail", evidence, remedy)
-    days = _license_days(token.get("expires_at"), options.get("now"))
+    days = _license.days_left(token.get("expires_at"), datetime.datetime.now(datetime.timezone.utc))
     if days is not None and days < int(options["license_warn_days"]):
         return result("license_service", "warn", "%s; the token expires %s, in %d days" % (
             evidence, token["expires_at"], days),
@@ -361,17 +356,6 @@ def check_license_service(facts, options):
         return result("license_service", "warn", evidence, "bring the unreachable HA node back (the client uses the "
                                                            "other one meanwhile)")
     return result("license_service", "pass", evidence)
-
-
-def _license_days(stamp, now=None):
-    if not stamp:
-        return None
-    try:
-        when = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
-    except ValueError:
-        return None
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    return int((when - now).total_seconds() // 86400)
 
 
 def check_license_feature(facts, options):

@@ -178,6 +178,11 @@ def parse(text):
     return events
 
 
+def slot_of(pci_address):
+    """The part of a GPU's PCI address an Xid line names ("0000:17:00.0" -> "0000:17:00", as ``parse`` gives it)."""
+    return str(pci_address or "").lower().rsplit(".", 1)[0]
+
+
 def classify(code, message=None):
     """What an Xid means for its node: "node", "app" or "unknown".
 

@@ -288,7 +288,7 @@ def gather(nvml, sysfs_root, with_profiles, with_health=False, xid_events=()):
             except nvml.nv.NVMLError as e:  # the GPU was lost while it was read
                 info["error"] = nvml.describe(e)
             else:
-                slot = info["pci_address"].lower().rsplit(".", 1)[0]
+                slot = _xid.slot_of(info["pci_address"])
                 info["health"]["xid"] = sorted({e["xid"] for e in xid_events if e["pci"] == slot})
         mode = info["mig_mode"]
         info["mig_devices"] = _mig.current_counts(info["instances"]) if mode and mode["current"] == "enabled" else {}
