@@ -23,12 +23,13 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity units lab-tests integration installed installed-lab molecule lint build docs-check bench clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
 	@echo "make test       sanity, lint, build, docs, unit, integration and molecule tests"
 	@echo "sub-targets:    deps venv collection sanity units lab-tests integration installed installed-lab molecule lint build docs-check bench lab-down clean"
+	@echo "make mutation   mutation score of the pure module_utils files (not in make test; MUTATION_FILES=_pci.py narrows it)"
 
 # --- set-up ---------------------------------------------------------------------------------------------------------
 deps: build/.deps.stamp
@@ -129,6 +130,11 @@ sanity: venv
 units: venv collection
 	$(PY) -m pytest tests/unit -q -n 2 --durations=10
 
+# Mutation testing (mutmut) of the pure module_utils files against their own unit tests (tools/mutation.toml; how to
+# read it: docs/development.md). Minutes per file, so not part of `make test`. MUTATION_CHILDREN=N runs N at once.
+mutation: venv collection
+	$(PY) tools/mutation.py --children $(or $(MUTATION_CHILDREN),1) $(MUTATION_FILES)
+
 # The stand-ins checked against the APIs they copy, before anything relies on them.
 lab-tests: venv collection deps lab-kube lab-mig-parted
 	$(PY) -m pytest tests/lab -q -n 2 --durations=15
@@ -182,6 +188,8 @@ docs-check: venv collection
 	@echo "ansible-doc renders $$(ls plugins/modules/*.py | wc -l) modules"
 	@# Every plugin's and role entry point's docs, as Galaxy and docs sites render them (semantic markup, references).
 	cd $(COLL_LINK) && $(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
+	@# Changelog fragments must parse (a ': ' inside a plain YAML scalar breaks the release changelog).
+	$(BIN)/antsibull-changelog lint
 
 # Every benchmark that runs here (bench/device/nvml_profiles.py needs a GPU machine); each prints its ratios.
 BENCHES := bench/mig/run.py bench/mig_reconfigure/run.py bench/vsphere/bench_vsphere.py bench/proxmox/bench_vm_gpu.py

@@ -44,6 +44,16 @@ for seed in "$root"/lab/gpusim/states/*.json; do
 done
 echo "lab: gpusim states in $run/gpusim"
 
+# vGPU hosts (no container: lab-pve-1 runs with a local connection): an NVML stand-in state per host, seeded once, whose
+# driver reads modprobe.d under $run/vgpu-hosts/<host> on a module reload (kept across runs, unlike the sysfs trees).
+mkdir -p "$run/vgpu-hosts"
+for seed in "$root"/lab/gpusim/vgpu-hosts/*.json; do
+    host="$(basename "$seed" .json)"
+    mkdir -p "$run/vgpu-hosts/$host/etc/modprobe.d"
+    [ -f "$run/vgpu-hosts/$host.json" ] || "$py" -c 'import json, sys; s = json.load(open(sys.argv[1])); s["modprobe_root"] = sys.argv[3]; json.dump(s, open(sys.argv[2], "w"), indent=1)' \
+        "$seed" "$run/vgpu-hosts/$host.json" "$run/vgpu-hosts/$host"
+done
+
 # GPU nodes. A container keeps its packages across runs; it is recreated only when a bind-mounted host directory was
 # replaced (rm -rf build/lab), which the inode label detects: the old mount would show a deleted directory.
 if ! podman image exists "$node_image"; then

@@ -15,7 +15,7 @@ import ctypes
 import datetime
 import string
 import sys
-from ctypes import (POINTER, Structure, c_char, c_int, c_uint, c_uint8, c_uint16, c_uint32,
+from ctypes import (POINTER, Structure, Union, c_char, c_int, c_uint, c_uint8, c_uint16, c_uint32,
                     c_ulonglong, c_void_p, sizeof)
 from functools import wraps
 
@@ -23,6 +23,7 @@ from gpusim import health as _h
 from gpusim import machine as _m
 from gpusim import models as _models
 from gpusim import state as _state
+from gpusim import vgpu_sched as _vs
 
 GPUSIM = True  # lets a test tell the stand-in from the real binding; product code must not use it
 
@@ -285,6 +286,17 @@ nvmlClocksThrottleReasonAll = (nvmlClocksThrottleReasonNone | nvmlClocksThrottle
                                | nvmlClocksThrottleReasonReliability)
 
 nvmlTemperature_v1 = 0x100000C
+
+
+# vGPU scheduler (nvidia-ml-py: "vGPU scheduler policy defines"); rules in gpusim/vgpu_sched.py
+NVML_VGPU_SCHEDULER_POLICY_UNKNOWN = 0
+NVML_VGPU_SCHEDULER_POLICY_BEST_EFFORT = 1
+NVML_VGPU_SCHEDULER_POLICY_EQUAL_SHARE = 2
+NVML_VGPU_SCHEDULER_POLICY_FIXED_SHARE = 3
+NVML_SUPPORTED_VGPU_SCHEDULER_POLICY_COUNT = 3
+NVML_VGPU_SCHEDULER_ARR_DEFAULT = 0
+NVML_VGPU_SCHEDULER_ARR_DISABLE = 1
+NVML_VGPU_SCHEDULER_ARR_ENABLE = 2
 
 
 # ---------------------------------------------------------------- errors (same generation scheme as nvidia-ml-py)
@@ -664,6 +676,47 @@ class c_nvmlDeviceAttributes(Structure):
                 ("gpuInstanceSliceCount", c_uint),
                 ("computeInstanceSliceCount", c_uint),
                 ("memorySizeMB", c_ulonglong)]
+
+
+class c_nvmlVgpuSchedDataWithARR_t(_PrintableStructure):
+    _fields_ = [
+        ('avgFactor', c_uint),
+        ('timeslice', c_uint),
+    ]
+
+
+class c_nvmlVgpuSchedData_t(_PrintableStructure):
+    _fields_ = [
+        ('timeslice', c_uint),
+    ]
+
+
+class c_nvmlVgpuSchedulerParams_t(Union):
+    _fields_ = [
+        ('vgpuSchedDataWithARR', c_nvmlVgpuSchedDataWithARR_t),
+        ('vgpuSchedData', c_nvmlVgpuSchedData_t),
+    ]
+
+
+class c_nvmlVgpuSchedulerGetState_t(_PrintableStructure):
+    _fields_ = [
+        ('schedulerPolicy', c_uint),
+        ('arrMode', c_uint),
+        ('schedulerParams', c_nvmlVgpuSchedulerParams_t),
+    ]
+
+
+class c_nvmlVgpuSchedulerCapabilities_t(_PrintableStructure):
+    _fields_ = [
+        ('supportedSchedulers', c_uint * NVML_SUPPORTED_VGPU_SCHEDULER_POLICY_COUNT),
+        ('maxTimeslice', c_uint),
+        ('minTimeslice', c_uint),
+        ('isArrModeSupported', c_uint),
+        ('maxFrequencyForARR', c_uint),
+        ('minFrequencyForARR', c_uint),
+        ('maxAvgFactorForARR', c_uint),
+        ('minAvgFactorForARR', c_uint),
+    ]
 
 
 # ---------------------------------------------------------------- library state, handles, argument helpers
@@ -1190,6 +1243,50 @@ def nvmlDeviceGetGridLicensableFeatures_v4(handle):
 
 def nvmlDeviceGetGridLicensableFeatures(handle):
     return nvmlDeviceGetGridLicensableFeatures_v4(handle)
+
+
+def _vgpu_host(st, handle):
+    """The GPU of a vGPU host; others answer NOT_SUPPORTED (the scheduler queries are "for Pascal or newer fully
+    supported devices" on a hypervisor running the vGPU manager)."""
+    g = _gpu(st, handle)[0]
+    if _enum(g["virtualization_mode"], _VIRT, "virtualization_mode") != NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU:
+        raise _err(NVML_ERROR_NOT_SUPPORTED, "not a vGPU host")
+    return g
+
+
+def _sched(fn):
+    try:
+        return fn()
+    except _vs.SchedError as e:
+        raise _err(NVML_ERROR_UNKNOWN, "state: %s" % e) from None
+
+
+def nvmlDeviceGetVgpuSchedulerState(handle):
+    def fn(st):
+        policy, arr, timeslice, avg = _sched(lambda: _vs.running(st, _vgpu_host(st, handle)))
+        out = c_nvmlVgpuSchedulerGetState_t()
+        out.schedulerPolicy, out.arrMode = policy, arr
+        if arr == NVML_VGPU_SCHEDULER_ARR_DISABLE:
+            out.schedulerParams.vgpuSchedData.timeslice = timeslice
+        else:
+            out.schedulerParams.vgpuSchedDataWithARR.avgFactor = avg
+            out.schedulerParams.vgpuSchedDataWithARR.timeslice = timeslice
+        return out
+    return _run(fn)
+
+
+def nvmlDeviceGetVgpuSchedulerCapabilities(handle):
+    def fn(st):
+        caps = _sched(lambda: _vs.capabilities(st, _vgpu_host(st, handle)))
+        out = c_nvmlVgpuSchedulerCapabilities_t()
+        for i, pid in enumerate(caps["policies"][:NVML_SUPPORTED_VGPU_SCHEDULER_POLICY_COUNT]):
+            out.supportedSchedulers[i] = pid
+        out.minTimeslice, out.maxTimeslice = caps["min_timeslice"], caps["max_timeslice"]
+        out.isArrModeSupported = 1 if caps["arr"] else 0
+        out.minFrequencyForARR, out.maxFrequencyForARR = caps["min_frequency"], caps["max_frequency"]
+        out.minAvgFactorForARR, out.maxAvgFactorForARR = caps["min_avg"], caps["max_avg"]
+        return out
+    return _run(fn)
 
 
 # ---------------------------------------------------------------- MIG mode

@@ -149,3 +149,128 @@ def device_plugin_resources(state, strategy="mixed", namer=None):
         else:
             add("nvidia.com/gpu")
     return resources, None
+
+
+# --- sharing: the device plugin's config file (time-slicing, MPS) ---------------------------------------------------
+# The GPU Operator (controllers/object_controls.go handleDevicePluginConfig, transformConfigManager*Container) mounts
+# the ConfigMap named in ClusterPolicy spec.devicePlugin.config.name into the device plugin pod, one file per key, and
+# runs NVIDIA/k8s-device-plugin's config-manager with DEFAULT_CONFIG = spec.devicePlugin.config.default and
+# FALLBACK_STRATEGIES = empty. config-manager (cmd/config-manager/main.go updateConfigName) picks the key named by
+# the node label nvidia.com/device-plugin.config, else the default, else the empty config (no sharing).
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+SHARED_SUFFIX = ".shared"
+
+
+def select_config(files, label_value, default_config=""):
+    """(key, error) as config-manager's updateConfigName picks it from the available ``files`` (a ConfigMap's keys):
+    the labelled key, which must exist; else the default, which must exist; else '' (FallbackStrategyEmptyConfig)."""
+    files = set(files or ())
+    if label_value:
+        if label_value not in files:
+            return None, "specified config %s does not exist" % label_value
+        return label_value, None
+    if default_config:
+        if default_config not in files:
+            return None, "specified config %s does not exist" % default_config
+        return default_config, None
+    return "", None
+
+
+def parse_sharing(text):
+    """The sharing part of a device plugin config file: ({strategy, replicas: {name: (replicas, rename)},
+    fail_requests_greater_than_one} or None for no sharing, error).
+
+    NVIDIA/k8s-device-plugin api/config/v1: config.go parseConfigFrom (YAML or JSON; version must be v1 when set),
+    sharing.go SharingStrategy (MPS wins over time-slicing), replicas.go ReplicatedResources.UnmarshalJSON /
+    ReplicatedResource.UnmarshalJSON ("no resources specified", "no replicas specified", replicas >= 2),
+    config.go DisableResourceNamingInConfig -> disableResoureRenaming (a per-resource rename is ignored;
+    renameByDefault renames to <name>.shared, resources.go DefaultSharedRename), NewConfig (MPS defaults
+    failRequestsGreaterThanOne to true)."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    if not text:
+        return None, None
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        return None, "unable to parse config file: unmarshal error: %s" % exc
+    if not isinstance(doc, dict):
+        return None, "unable to parse config file: unmarshal error: not an object"
+    version = doc.get("version") or "v1"
+    if version != "v1":
+        return None, "unable to parse config file: unknown version: %s" % version
+    sharing = doc.get("sharing") or {}
+    chosen = None
+    for key, strategy in (("mps", "mps"), ("timeSlicing", "time-slicing")):
+        section = sharing.get(key)
+        if section is None:
+            continue
+        resources = section.get("resources")
+        if not resources:
+            return None, "unable to parse config file: unmarshal error: no resources specified"
+        rename = bool(section.get("renameByDefault"))
+        replicas = {}
+        for r in resources:
+            if not r.get("name"):
+                return None, "unable to parse config file: unmarshal error: no resource name specified"
+            if "replicas" not in r:
+                return None, "unable to parse config file: unmarshal error: no replicas specified"
+            if not isinstance(r["replicas"], int) or r["replicas"] < 2:
+                return None, "unable to parse config file: unmarshal error: number of replicas must be >= 2"
+            name = r["name"] if "/" in r["name"] else "nvidia.com/" + r["name"]
+            replicas[name] = (r["replicas"], name + SHARED_SUFFIX if rename else name)
+        fail = section.get("failRequestsGreaterThanOne")
+        if strategy == "mps" and fail is None:
+            fail = True
+        if chosen is None:  # sharing.go SharingStrategy: MPS first
+            chosen = {"strategy": strategy, "replicas": replicas, "fail_requests_greater_than_one": bool(fail)}
+    return chosen, None
+
+
+def _mps_max_clients(cc):
+    # cmd/mps-control-daemon/mps/device.go maxClients / isAtLeastVolta (compares with v7.5): 48, else 16.
+    return 48 if tuple(cc) >= (7, 5) else 16
+
+
+def apply_sharing(resources, sharing, state, cc_of=None):
+    """(resources, error): ``resources`` (device_plugin_resources) with ``sharing`` (parse_sharing) applied, as
+    internal/rm/device_map.go updateDeviceMapWithReplicas does: every device of a replicated resource becomes
+    ``replicas`` devices of the (renamed) resource; other resources are kept.
+
+    MPS refuses MIG devices (internal/plugin/mps.go getMPSOptions: "sharing using MPS is not supported for MIG
+    devices") and more replicas than an MPS server takes (mps/device.go assertReplicas); then the plugin does not
+    start, and the node advertises its resources as 0. ``cc_of(model)`` gives a GPU's compute capability."""
+    if not sharing:
+        return dict(resources), None
+    if sharing["strategy"] == "mps":
+        gpus = [g for g in (state or {}).get("gpus") or [] if isinstance(g, dict)]
+        if any(_mig_enabled(g) for g in gpus):
+            return {k: 0 for k in resources}, "sharing using MPS is not supported for MIG devices"
+        for g in gpus:
+            cc = cc_of(g.get("model")) if cc_of else None
+            for replicas, _name in sharing["replicas"].values():
+                if cc is not None and replicas > _mps_max_clients(cc):
+                    return ({k: 0 for k in resources},
+                            "invalid device: maximum allowed replicas exceeded: %d > %d" % (replicas, _mps_max_clients(cc)))
+    out = {}
+    for name, count in resources.items():
+        if name in sharing["replicas"] and count:
+            replicas, target = sharing["replicas"][name]
+            out[target] = out.get(target, 0) + count * replicas
+        else:
+            out[name] = out.get(name, 0) + count
+    return out, None
+
+
+def gpusim_compute_capability(models_path=None):
+    """cc_of(model name) from gpusim's model table (its nvmlDeviceGetCudaComputeCapability answers the same)."""
+    models_path = models_path or DEFAULT_MODELS
+    module = sys.modules.get("_kubelab_gpusim_models")
+    if module is None:
+        if gpusim_namer(models_path) is None:
+            return None
+        module = sys.modules.get("_kubelab_gpusim_models")
+
+    def cc_of(model_name):
+        model = module.MODELS.get(model_name)
+        return tuple(model.cuda_cc) if model is not None else None
+    return cc_of

@@ -97,8 +97,9 @@ type HostSpec struct {
 	DeviceTypes      map[string]string `json:"device_types,omitempty"`
 	VIBs             []VIBSpec         `json:"vibs,omitempty"`
 	AcceptanceLevel  string            `json:"acceptance_level,omitempty"`
-	VgpuModes        map[string]string `json:"vgpu_modes,omitempty"`   // {pci id: sameSize|mixedSize}; API 8.0.3.0+
-	EsxiVersion      string            `json:"esxi_version,omitempty"` // e.g. 7.0.3: this host's product version
+	VgpuModes        map[string]string `json:"vgpu_modes,omitempty"`     // {pci id: sameSize|mixedSize}; API 8.0.3.0+
+	EsxiVersion      string            `json:"esxi_version,omitempty"`   // e.g. 7.0.3: this host's product version
+	ModuleOptions    map[string]string `json:"module_options,omitempty"` // {kernel module: option string} configured and loaded at start
 }
 
 // Fixture is the JSON file given with -fixture.
@@ -172,6 +173,9 @@ func (s HostSpec) overlay(o HostSpec) HostSpec {
 	}
 	if o.VIBs != nil {
 		s.VIBs = o.VIBs
+	}
+	if o.ModuleOptions != nil {
+		s.ModuleOptions = o.ModuleOptions
 	}
 	if o.AcceptanceLevel != "" {
 		s.AcceptanceLevel = o.AcceptanceLevel

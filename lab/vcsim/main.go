@@ -1,6 +1,7 @@
 // Command vcsim-gpu starts govmomi's vCenter simulator (library v0.52.0, pinned in go.mod)
-// with an inventory of clusters, hosts and VMs, NVIDIA GPU host fixtures, and the two host
-// managers the simulator lacks (HostGraphicsManager, HostImageConfigManager).
+// with an inventory of clusters, hosts and VMs, NVIDIA GPU host fixtures, the host managers
+// the simulator lacks (HostGraphicsManager, HostImageConfigManager, HostKernelModuleSystem)
+// and HostSystem.RebootHost_Task.
 //
 // It serves HTTPS on loopback with a certificate from a CA it generates per run; the CA is
 // written to the run directory so clients verify TLS instead of switching it off.
@@ -59,6 +60,7 @@ type options struct {
 	roPass     string
 	vmFirmware string
 	vgpuUnset  string
+	rebootFlag string
 }
 
 // registry is the model's object registry; request handlers use ctx.Map, set-up code uses this.
@@ -86,6 +88,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.roPass, "readonly-password", "", "password of -readonly-username")
 	flag.StringVar(&o.vmFirmware, "vm-firmware", "efi", "firmware of the created VMs: efi or bios (per VM: fixture vm_firmware)")
 	flag.StringVar(&o.vgpuUnset, "vgpu-mode-unset", "keep", "UpdateGraphicsConfig deviceType entries without vgpuMode: keep (API reference) or reset to sameSize")
+	flag.StringVar(&o.rebootFlag, "module-reboot-flag", "set", "UpdateModuleOptionString: set summary.rebootRequired until the host reboots (set) or leave it (none)")
 	flag.Parse()
 	if o.runDir == "" {
 		log.Fatal("-run-dir is required")
@@ -103,6 +106,10 @@ func parseFlags() *options {
 		log.Fatalf("-vgpu-mode-unset %q: want keep or reset", o.vgpuUnset)
 	}
 	vgpuModeUnset = o.vgpuUnset
+	if o.rebootFlag != "set" && o.rebootFlag != "none" {
+		log.Fatalf("-module-reboot-flag %q: want set or none", o.rebootFlag)
+	}
+	moduleRebootFlag = o.rebootFlag
 	return o
 }
 
@@ -145,6 +152,7 @@ func main() {
 	}
 	registerVgpuLabeler()
 	wrapEnvironmentBrowsers()
+	installRebootHandler()
 	if err = decorateHosts(fixture); err != nil {
 		fatalf("GPU hosts: %v", err)
 	}

@@ -70,6 +70,16 @@ func decorateHosts(f *Fixture) error {
 		}
 		packages = append(basePackages(h), packages...)
 		registerManagers(h, packages, acceptance, modes)
+		driver, options := "", map[string]string(nil)
+		if r != nil {
+			if r.spec.Driver != nil {
+				driver = *r.spec.Driver
+			}
+			options = r.spec.ModuleOptions
+		}
+		if err := registerKernelModules(h, driver, options); err != nil {
+			return err
+		}
 		summarize(h, r, packages)
 	}
 	return nil
@@ -474,6 +484,7 @@ func summarize(h *simulator.HostSystem, r *resolved, packages []types.SoftwarePa
 		"gpu":                    r != nil,
 		"graphics_manager":       h.ConfigManager.GraphicsManager.Value,
 		"image_config_manager":   h.ConfigManager.ImageConfigManager.Value,
+		"kernel_module_system":   h.ConfigManager.KernelModuleSystem.Value,
 		"cluster":                "",
 		"vms":                    []string{},
 		"profiles":               []string{},

@@ -65,8 +65,8 @@ def mig_node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
                  name, selected or "", skip_label or "", backend)
 
 
-def mig_node_plan(facts, check, strategy="mixed", ci_profiles_served=False):
-    return _wrap("mig_node_plan", R.node_plan, facts, check, strategy, bool(ci_profiles_served))
+def mig_node_plan(facts, check, strategy="mixed", ci_profiles_served=False, force=False, sharing=None):
+    return _wrap("mig_node_plan", R.node_plan, facts, check, strategy, bool(ci_profiles_served), bool(force), sharing or {})
 
 
 def mig_plan_report(plans, roll, skip_label=""):

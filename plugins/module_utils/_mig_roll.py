@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig
+from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig
 
 OPERAND_PREFIX = "nvidia.com/gpu.deploy."
 PAUSED = "paused-for-mig-change"
@@ -65,10 +65,11 @@ def expected_resources(gpus, strategy="mixed", ci_profiles_served=False):
 
 
 def advertised_resources(allocatable):
-    """The GPU resources of a node's status.allocatable that count: nvidia.com/gpu and nvidia.com/mig-*, above 0."""
+    """The GPU resources of a node's status.allocatable that count: nvidia.com/gpu and nvidia.com/mig-*, above 0, and
+    nvidia.com/gpu.shared, the name the device plugin gives shared GPUs with renameByDefault (gpu_pools)."""
     out = {}
     for key, value in (allocatable or {}).items():
-        if key == "nvidia.com/gpu" or key.startswith("nvidia.com/mig-"):
+        if key in ("nvidia.com/gpu", "nvidia.com/gpu.shared") or key.startswith("nvidia.com/mig-"):
             try:
                 n = int(value)
             except (TypeError, ValueError):
@@ -365,13 +366,16 @@ def node_error(facts, check, ci_profiles=()):
     return ""
 
 
-def node_plan(facts, check, strategy="mixed", ci_profiles_served=False):
+def node_plan(facts, check, strategy="mixed", ci_profiles_served=False, force=False, sharing=None):
     """The plan record of one node (``facts`` from node_facts, ``check`` mig_geometry's check-mode result, or a
     skipped task's): the configuration, the error that stops the whole roll, whether it changes (a node skipped by
-    label does not), its GPUs, and the MIG resources it advertises now and once at the target."""
+    label does not), its GPUs, and the MIG resources it advertises now and once at the target.
+
+    ``force``: the node changes even where its geometry does not (the gpu_pools role: its device plugin sharing
+    changes); ``sharing`` ({replicas, rename_by_default}) replicates its whole GPUs in the target resources."""
     check = check or {}
     gpus = check.get("gpus") or []
-    would_change = bool(check.get("changed"))
+    would_change = bool(check.get("changed")) or bool(force)
     served = bool(ci_profiles_served)
     error = node_error(facts, check, () if served else ci_profiles_requested(gpus))
     return dict(node=facts["node"], selected=facts["selected"], error=error,
@@ -379,7 +383,8 @@ def node_plan(facts, check, strategy="mixed", ci_profiles_served=False):
                 skipped_by_label=facts["skip"] and would_change,
                 reset_required=bool(check.get("reset_required")), gpus=gpus, unavailable=facts["unavailable"],
                 current=facts["advertised"],
-                target=expected_resources(gpus, strategy, served) if would_change else facts["advertised"])
+                target=_gpu_pools.share_resources(expected_resources(gpus, strategy, served), sharing)
+                if would_change else facts["advertised"])
 
 
 def plan_report(plans, roll, skip_label=""):

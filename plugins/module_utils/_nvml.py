@@ -347,6 +347,44 @@ class Nvml:
             out["host_vgpu_mode"] = HOST_VGPU_MODES.get(host, host)
         return out
 
+    def vgpu_scheduler(self, dev):
+        """The vGPU scheduler a vGPU host's driver runs on this GPU, and what the GPU supports.
+
+        nvidia-ml-py: nvmlDeviceGetVgpuSchedulerState (c_nvmlVgpuSchedulerGetState_t: schedulerPolicy, arrMode,
+        schedulerParams) and nvmlDeviceGetVgpuSchedulerCapabilities (c_nvmlVgpuSchedulerCapabilities_t). Not a vGPU
+        host (bare metal, passthrough, guest) or too old a driver: NOT_SUPPORTED (or FUNCTION_NOT_FOUND), reported as
+        ``supported: False`` with the error, never raised. The raw state goes to _vgpu_scheduler.spec_of_nvml.
+        """
+        out = {"supported": False, "error": None, "state": None, "capabilities": None}
+        state, err = self._reading("nvmlDeviceGetVgpuSchedulerState", dev)
+        if err:
+            out["error"] = err
+            return out
+        # schedulerParams is a union: with ARR on, vgpuSchedDataWithARR {avgFactor, timeslice}; else vgpuSchedData
+        # {timeslice}: the slice sits at a different offset in each, so arrMode says which member to read.
+        arr_mode = int(state.arrMode)
+        params = state.schedulerParams
+        if arr_mode == _const(getattr(self.nv, "NVML_VGPU_SCHEDULER_ARR_DISABLE", 1)):
+            timeslice, avg = int(params.vgpuSchedData.timeslice), 0
+        else:
+            timeslice, avg = int(params.vgpuSchedDataWithARR.timeslice), int(params.vgpuSchedDataWithARR.avgFactor)
+        out["supported"] = True
+        out["state"] = {"scheduler_policy": int(state.schedulerPolicy), "arr_mode": arr_mode,
+                        "timeslice": timeslice, "avg_factor": avg}
+        caps, err = self._reading("nvmlDeviceGetVgpuSchedulerCapabilities", dev)
+        if err:
+            out["capabilities_error"] = err
+            return out
+        policies = {1: "best_effort", 2: "equal_share", 3: "fixed_share"}
+        out["capabilities"] = {
+            "supported_policies": [policies[int(p)] for p in caps.supportedSchedulers if int(p) in policies],
+            "min_timeslice": int(caps.minTimeslice), "max_timeslice": int(caps.maxTimeslice),
+            "arr_supported": bool(caps.isArrModeSupported),
+            "min_frequency": int(caps.minFrequencyForARR), "max_frequency": int(caps.maxFrequencyForARR),
+            "min_avg_factor": int(caps.minAvgFactorForARR), "max_avg_factor": int(caps.maxAvgFactorForARR),
+        }
+        return out
+
     def licence(self, dev):
         feats = self._try("nvmlDeviceGetGridLicensableFeatures", dev)
         if feats is None:
@@ -457,6 +495,7 @@ class Nvml:
         if detail:
             info["virtualization"] = self.virtualization(dev)
             info["license"] = self.licence(dev)
+            info["vgpu_scheduler"] = self.vgpu_scheduler(dev)
         return info
 
     def refresh(self, gpu):

@@ -409,6 +409,94 @@ def is_gpu_host(row):
                 or row.get("config.sharedGpuCapabilities"))
 
 
+# ---- kernel module options (vGPU scheduler) ------------------------------------------------------------------
+
+# Read with the host list by vsphere_host_vgpu_scheduler: the kernel module system, and the reboot state a host reports.
+SCHEDULER_HOST_PROPS = ["configManager.kernelModuleSystem", "summary.rebootRequired", "runtime.bootTime"]
+
+
+def module_option_string(row, module):
+    """The option string configured for kernel ``module`` on the host of ``row``; None when the host has no such
+    module (NotFound) or no HostKernelModuleSystem. Needs Host.Config.Settings."""
+    kms = row.get("configManager.kernelModuleSystem")
+    if kms is None:
+        return None
+    try:
+        return kms.QueryConfiguredModuleOptionString(module) or ""
+    except vim.fault.NotFound:
+        return None
+    except vim.fault.NoPermission as e:
+        raise VsphereError("host %s: reading the %s module options was refused (%s, privilege %s)"
+                           % (row["name"], module, fault_message(e), missing_privileges(e) or "Host.Config.Settings"))
+    except vmodl.MethodFault as e:
+        raise VsphereError("host %s: QueryConfiguredModuleOptionString(%s) failed: %s" % (row["name"], module, fault_message(e)))
+
+
+def set_module_option_string(row, module, options):
+    """Replace the option string of kernel ``module``; the module loads it at the next host reboot."""
+    kms = row.get("configManager.kernelModuleSystem")
+    try:
+        kms.UpdateModuleOptionString(module, options)
+    except vmodl.MethodFault as e:
+        raise VsphereError("host %s: UpdateModuleOptionString(%s) failed: %s" % (row["name"], module, fault_message(e)))
+
+
+def iso_time(value):
+    return value.isoformat() if value is not None else None
+
+
+# ---- DRS per-VM overrides -----------------------------------------------------------------------------------
+
+
+def cluster_drs(session, objects=None, container=None):
+    """{cluster moid: DRS facts} of the given clusters (or all below ``container``), in one retrieval.
+
+    Facts: ``name``, ``enabled``, ``default_behavior`` (drsConfig), ``overrides_enabled``
+    (drsConfig.enableVmBehaviorOverrides: without it DRS ignores per-VM overrides) and ``overrides``,
+    {VM moid: {behavior, enabled}} from ClusterConfigInfoEx.drsVmConfig.
+    """
+    out = {}
+    for row in session.collect(vim.ClusterComputeResource, ["name", "configurationEx"], container, objects):
+        cfg = row.get("configurationEx")
+        drs = getattr(cfg, "drsConfig", None)
+        overrides = {}
+        for entry in (getattr(cfg, "drsVmConfig", None) or []):
+            overrides[entry.key._moId] = dict(behavior=str(entry.behavior) if entry.behavior else None,
+                                              enabled=entry.enabled)
+        out[row["moid"]] = dict(
+            name=row["name"], moid=row["moid"], obj=row["obj"], enabled=getattr(drs, "enabled", None),
+            default_behavior=str(drs.defaultVmBehavior) if drs is not None and drs.defaultVmBehavior else None,
+            overrides_enabled=getattr(drs, "enableVmBehaviorOverrides", None), overrides=overrides)
+    return out
+
+
+def host_clusters(rows):
+    """The distinct clusters the host rows belong to (standalone hosts' compute resources left out)."""
+    out = {}
+    for row in rows:
+        parent = row.get("parent")
+        if isinstance(parent, vim.ClusterComputeResource):
+            out[parent._moId] = parent
+    return list(out.values())
+
+
+def set_drs_overrides(session, cluster_obj, cluster_name, changes):
+    """One ReconfigureComputeResource_Task(modify=True) for the cluster's overrides.
+
+    ``changes``: [(operation "add"|"edit", vm object, behavior or None, enabled or None)]."""
+    specs = []
+    for operation, vm_obj, behavior, enabled in changes:
+        info = vim.cluster.DrsVmConfigInfo(key=vm_obj)
+        if behavior is not None:
+            info.behavior = behavior
+        if enabled is not None:
+            info.enabled = enabled
+        specs.append(vim.cluster.DrsVmConfigSpec(operation=operation, info=info))
+    spec = vim.cluster.ConfigSpecEx(drsVmConfigSpec=specs)
+    session.call_task("cluster %s: DRS overrides" % cluster_name, cluster_obj.ReconfigureComputeResource_Task,
+                      spec=spec, modify=True)
+
+
 def cluster_names(session, container=None):
     return {r["moid"]: r["name"] for r in session.collect(vim.ClusterComputeResource, ["name"], container)}
 

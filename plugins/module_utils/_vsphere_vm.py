@@ -27,7 +27,9 @@ OFFER_PROPS = ["name", "parent", "runtime.connectionState", "config.sharedPassth
                "config.product.version", "configManager.imageConfigManager"]
 # Options a batch item may set for itself; the task's value is the default.
 PER_VM_OPTIONS = ("placement", "power_policy", "reserve_all_memory", "use_64bit_mmio", "mmio_size_gb", "max_vgpus",
-                  "multi_vgpu_rules")
+                  "multi_vgpu_rules", "drs_behavior", "drs_enabled")
+# ClusterDrsVmConfigInfo.behavior takes DrsBehavior (vim.cluster.DrsConfigInfo.DrsBehavior).
+DRS_BEHAVIORS = ("manual", "partiallyAutomated", "fullyAutomated")
 KEYS = ("name", "uuid", "moid")
 
 
@@ -49,7 +51,7 @@ def vm_specs(params):
             continue
         for key in PER_VM_OPTIONS:
             if spec.get(key) is None:
-                spec[key] = params[key]
+                spec[key] = params.get(key)
         ident = (given[0], spec[given[0]])
         if ident in seen:
             problems.append("VM %s is listed twice" % label(spec))
@@ -70,6 +72,7 @@ class Inventory:
         self.hosts = {}     # host moid -> row
         self.clusters = {}  # cluster moid -> {host name: row} of its connected hosts
         self.rules = {}     # (host name, rules choice) -> multi-vGPU rules (the driver is read once per host)
+        self.drs = {}       # cluster moid -> DRS facts (_vsphere.cluster_drs), for the VMs that set an override
 
     def by_name(self, name):
         if self._names is None:
@@ -138,6 +141,35 @@ class Inventory:
         return out
 
 
+def plan_drs(vm_name, host_name, cluster, current, behavior, enabled):
+    """The per-VM DRS override a VM needs (pure); None when neither ``behavior`` nor ``enabled`` is asked for.
+
+    ``cluster``: the VM's cluster facts (_vsphere.cluster_drs) or None for a standalone host; ``current``: the VM's
+    override ({behavior, enabled}) or None. Unset fields are left as they are. Returns {cluster, before, after,
+    operation ("add", "edit" or None), changed}.
+    """
+    if behavior is None and enabled is None:
+        return None
+    if cluster is None:
+        raise _vgpu.VgpuError("VM %s: drs_behavior/drs_enabled need a VM in a DRS cluster; its host %s is not in a cluster"
+                              % (vm_name, host_name))
+    if behavior is not None and behavior not in DRS_BEHAVIORS:
+        raise _vgpu.VgpuError("VM %s: drs_behavior %r is not one of %s" % (vm_name, behavior, ", ".join(DRS_BEHAVIORS)))
+    after = dict(current) if current else dict(behavior=None, enabled=None)
+    if behavior is not None:
+        after["behavior"] = behavior
+    if enabled is not None:
+        after["enabled"] = enabled
+    operation = "add" if current is None else ("edit" if after != current else None)
+    return dict(cluster=cluster["name"], cluster_moid=cluster.get("moid"), before=current, after=after,
+                operation=operation, changed=operation is not None)
+
+
+def drs_action(drs):
+    fields = ", ".join("%s=%s" % (k, drs["after"][k]) for k in ("behavior", "enabled") if drs["after"].get(k) is not None)
+    return "drs_override %s (cluster %s)" % (fields, drs["cluster"])
+
+
 def build_spec(plan):
     changes = []
     for dev in plan["remove"]:
@@ -182,6 +214,7 @@ class VmVgpu:
         self.obj = None
         self.row = None
         self.plan_ = None
+        self.drs = None
         self.result = None
 
     @property
@@ -229,9 +262,18 @@ class VmVgpu:
             rows.update({k: v for k, v in self.inv.cluster(parent).items() if k != host_name})
             plan = plan_with(rows)
         self.plan_ = plan
-        self.result = dict(vm=vm["name"], host=host_name, before=plan["before"], after=plan["after"],
-                           actions=actions_of(plan), eligible_hosts=plan["eligible_hosts"], power_cycled=False,
-                           changed=plan["changed"], multi_vgpu_rules=plan["rules"],
+        cluster = self.inv.drs.get(parent._moId) if is_cluster else None
+        self.drs = plan_drs(vm["name"], host_name, cluster, (cluster or {}).get("overrides", {}).get(vm["moid"]),
+                            spec.get("drs_behavior"), spec.get("drs_enabled"))
+        before, after, actions = plan["before"], plan["after"], actions_of(plan)
+        if self.drs:
+            before = dict(before, drs_override=self.drs["before"])
+            after = dict(after, drs_override=self.drs["after"])
+            if self.drs["changed"]:
+                actions.insert(0, drs_action(self.drs))
+        self.result = dict(vm=vm["name"], host=host_name, before=before, after=after,
+                           actions=actions, eligible_hosts=plan["eligible_hosts"], power_cycled=False,
+                           changed=plan["changed"] or bool(self.drs and self.drs["changed"]), multi_vgpu_rules=plan["rules"],
                            vgpus=[_vsphere.public_vgpu(d) for d in current])
         return self
 
@@ -292,6 +334,16 @@ def run(session, params, check_mode):
             if vm.row is None:
                 problems[i] = "VM with moid %s not found" % vm.obj._moId
     inv.read_hosts([vm.row["runtime.host"] for vm in vms if vm.row and vm.row.get("runtime.host") is not None])
+    # One read of the DRS overrides of every cluster that holds a VM asking for one.
+    drs_clusters = {}
+    for vm in vms:
+        if vm.row and vm.row.get("runtime.host") is not None and \
+                (vm.spec.get("drs_behavior") is not None or vm.spec.get("drs_enabled") is not None):
+            parent = inv.hosts[vm.row["runtime.host"]._moId].get("parent")
+            if isinstance(parent, vim.ClusterComputeResource):
+                drs_clusters[parent._moId] = parent
+    if drs_clusters:
+        inv.drs = _vsphere.cluster_drs(session, objects=list(drs_clusters.values()))
     for i, vm in enumerate(vms):
         if vm.row is None:
             continue
@@ -301,6 +353,22 @@ def run(session, params, check_mode):
             problems[i] = str(e)
     if problems:
         raise BatchInvalid([problems[i] for i in sorted(problems)])
+    by_cluster = {}
+    for vm in vms:
+        if vm.drs and vm.drs["changed"]:
+            by_cluster.setdefault(vm.drs["cluster_moid"], []).append(vm)
+    for moid, members in sorted(by_cluster.items()):
+        facts = inv.drs[moid]
+        name = facts["name"]
+        if facts.get("enabled") is False or facts.get("overrides_enabled") is False:
+            warnings.append("cluster %s: %s, so DRS does not apply the per-VM overrides of %s until it is turned on"
+                            % (name, "DRS is disabled" if facts.get("enabled") is False else "enableVmBehaviorOverrides is false",
+                               ", ".join(vm.name for vm in members)))
+        if not check_mode:
+            # One reconfigure per cluster, before any VM is touched: a VM about to be power-cycled is already pinned.
+            _vsphere.set_drs_overrides(session, facts["obj"], name,
+                                       [(vm.drs["operation"], vm.obj, vm.drs["after"]["behavior"] if vm.spec.get("drs_behavior") else None,
+                                         vm.spec.get("drs_enabled")) for vm in members])
     writes = [vm for vm in vms if vm.plan_["changed"]]
     if check_mode or not writes:
         return [vm.result for vm in vms], warnings
@@ -308,8 +376,11 @@ def run(session, params, check_mode):
     stop = threading.Event()
 
     def apply(vm):
+        # the DRS overrides were set for every VM before any reconfigure, and stay
+        kept = dict(vm.result["before"], drs_override=vm.drs["after"]) if vm.drs else vm.result["before"]
+        drs_done = [drs_action(vm.drs)] if vm.drs and vm.drs["changed"] else []
         if stop.is_set():
-            vm.result.update(changed=False, skipped=True, after=vm.result["before"], actions=[],
+            vm.result.update(changed=bool(drs_done), skipped=True, after=kept, actions=drs_done,
                              msg="not started: an earlier VM failed and stop_on_error is set")
             return vm
         try:
@@ -318,7 +389,7 @@ def run(session, params, check_mode):
             if params.get("stop_on_error"):
                 stop.set()
             # A failed ReconfigVM_Task changes nothing; the devices read back below show what the VM holds.
-            vm.result.update(failed=True, msg=str(e), after=vm.result["before"])
+            vm.result.update(failed=True, msg=str(e), after=kept)
             return vm
 
     # pyVmomi's SoapStubAdapter hands each call a connection from its pool under a lock (SoapAdapter.py
@@ -332,6 +403,7 @@ def run(session, params, check_mode):
             continue
         vgpus = [_vsphere.public_vgpu(d) for d in _vsphere.vm_vgpus(row.get("config.hardware.device"))]
         if vm.result.get("failed"):
-            vm.result["changed"] = sorted(v["profile"] for v in vgpus) != vm.plan_["before"]["profiles"]
+            vm.result["changed"] = sorted(v["profile"] for v in vgpus) != vm.plan_["before"]["profiles"] or \
+                bool(vm.drs and vm.drs["changed"])
         vm.result["vgpus"] = vgpus
     return [vm.result for vm in vms], warnings

@@ -15,7 +15,8 @@ description:
   - For MIG-capable GPUs reports the current and pending MIG mode, the GPU-instance profiles with the placements
     NVML offers, and every GPU instance with its profile name, placement and compute instances.
   - Also lists running processes, the virtualization mode (bare metal, pass-through, vGPU guest or host),
-    the vGPU licence state, and from sysfs the kernel driver bound to each GPU and its IOMMU group.
+    the vGPU licence state, on vGPU hosts the vGPU scheduler the driver runs (policy, adaptive round robin, time
+    slice) and what the GPU supports, and from sysfs the kernel driver bound to each GPU and its IOMMU group.
   - When the NVML library or the NVIDIA driver is missing the module does not fail;
     it returns RV(nvml.available=false) with the reason.
 author:
@@ -170,6 +171,10 @@ gpus:
     mig_capable:
       description: Whether the GPU supports MIG.
       type: bool
+    compute_capability:
+      description: CUDA compute capability as C(major.minor); V(null) where NVML does not report it.
+      type: str
+      sample: "9.0"
     mig_mode:
       description: Current and pending MIG mode (V(enabled)/V(disabled)); V(null) on GPUs without MIG.
         A differing pending mode waits for a GPU reset.
@@ -201,6 +206,22 @@ gpus:
       description: vGPU licence state. C(supported), C(licensed) (V(null) when not applicable) and C(features)
         (C(feature), C(product), C(licensed), C(enabled), C(expiry_status), C(expiry)).
       type: dict
+    vgpu_scheduler:
+      description:
+        - The vGPU scheduler of a vGPU host's GPU, from NVML's C(nvmlDeviceGetVgpuSchedulerState) and
+          C(nvmlDeviceGetVgpuSchedulerCapabilities).
+        - C(supported) is V(false) with C(error) (V(NVML_ERROR_NOT_SUPPORTED)) on bare-metal GPUs, pass-through
+          GPUs, vGPU guests and drivers without the queries.
+        - C(state) is NVML's answer as read (C(scheduler_policy) 1 best effort, 2 equal share, 3 fixed share;
+          C(arr_mode) 0 default, 1 disabled, 2 enabled; C(timeslice) as NVML gives it, in ns; C(avg_factor));
+          C(running) the same as a policy (C(policy), C(arr), C(timeslice_ms), C(frequency_hz), C(averaging_factor),
+          C(timeslice_observed_ms)) and C(description) one line of it. NVML reads the time slice and averaging factor
+          as 0 while no vGPU runs; they are V(null) then.
+        - C(capabilities) (C(supported_policies), C(min_timeslice), C(max_timeslice), C(arr_supported),
+          C(min_frequency), C(max_frequency), C(min_avg_factor), C(max_avg_factor)).
+      type: dict
+      sample: {"supported": true, "error": null, "running": {"policy": "fixed_share", "arr": true, "frequency_hz": 480},
+               "description": "fixed_share (arr, 480 Hz, averaging factor 33)"}
     health:
       description:
         - NVML's health readings, each with C(error) (the NVML error name) where NVML gave none. Only with
@@ -235,7 +256,7 @@ kernel_log:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _xid
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _vgpu_scheduler, _xid
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml, NvmlError, pci_sysfs
 
 
@@ -278,8 +299,13 @@ def gather(nvml, sysfs_root, with_profiles, with_health=False, xid_events=()):
         except nvml.nv.NVMLError as e:
             # Keep what was read (identity); MIG queries can need privileges the rest does not.
             info["error"] = nvml.describe(e)
-            for key, empty in (("instances", []), ("processes", []), ("virtualization", None), ("license", None)):
+            for key, empty in (("instances", []), ("processes", []), ("virtualization", None), ("license", None),
+                               ("vgpu_scheduler", None)):
                 info.setdefault(key, empty)
+        sched = info.get("vgpu_scheduler")
+        if sched and sched.get("state"):
+            sched["running"] = _vgpu_scheduler.spec_of_nvml(sched["state"])
+            sched["description"] = _vgpu_scheduler.describe(sched["running"])
         table = info.pop("_table", None) or _mig.ProfileTable([])
         dev = info.pop("_handle", dev)
         if with_health:
@@ -290,6 +316,9 @@ def gather(nvml, sysfs_root, with_profiles, with_health=False, xid_events=()):
             else:
                 slot = _xid.slot_of(info["pci_address"])
                 info["health"]["xid"] = sorted({e["xid"] for e in xid_events if e["pci"] == slot})
+        # CUDA compute capability, "major.minor" (None where NVML does not say): gpu_pools checks MPS needs Volta.
+        cc = nvml._try("nvmlDeviceGetCudaComputeCapability", dev)  # pylint: disable=protected-access
+        info["compute_capability"] = "%d.%d" % tuple(cc) if cc else None
         mode = info["mig_mode"]
         info["mig_devices"] = _mig.current_counts(info["instances"]) if mode and mode["current"] == "enabled" else {}
         if with_profiles:

@@ -103,7 +103,8 @@ hosts:
       description: VMs on this host that hold vGPUs.
       type: list
       elements: dict
-      sample: [{name: ml-01, moid: vm-63, power_state: poweredOff, profiles: [grid_a100-40c]}]
+      sample: [{name: ml-01, moid: vm-63, power_state: poweredOff, profiles: [grid_a100-40c],
+                drs_override: {behavior: manual, enabled: null}, drs_behavior: manual}]
     driver:
       description: NVIDIA host driver; all values null when none was found or O(gather_driver=false).
       type: dict
@@ -120,16 +121,30 @@ drift:
     majority: {description: The version most GPU hosts run., type: str}
   sample: {consistent: false, versions: {"535.154.02": [esx1], "550.54.10": [esx2]}, missing: [], majority: "535.154.02"}
 vgpu_vms:
-  description: All VMs in scope that hold vGPUs.
+  description:
+    - All VMs in scope that hold vGPUs.
+    - C(drs_override) is the VM's per-VM DRS override in its cluster (C({behavior, enabled}); null when it has none
+      or is not in a cluster); C(drs_behavior) the automation level in force, the override's or else the cluster's
+      default.
   returned: when O(gather_vgpu_vms=true)
   type: list
   elements: dict
-  sample: [{name: ml-01, moid: vm-63, host: esx1, power_state: poweredOff, profiles: [grid_a100-40c]}]
+  sample: [{name: ml-01, moid: vm-63, host: esx1, power_state: poweredOff, profiles: [grid_a100-40c],
+            drs_override: {behavior: manual, enabled: null}, drs_behavior: manual}]
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu, _vsphere
+
+
+def vm_drs(cluster, moid):
+    """The VM's DRS override and the automation level in force (the override's, else the cluster default)."""
+    if cluster is None:
+        return dict(drs_override=None, drs_behavior=None)
+    override = cluster["overrides"].get(moid)
+    behavior = (override or {}).get("behavior") or cluster["default_behavior"]
+    return dict(drs_override=override, drs_behavior=behavior)
 
 
 def gather(session, params, warnings):
@@ -156,9 +171,12 @@ def gather(session, params, warnings):
         out.append(entry)
         by_moid[row["moid"]] = entry
     result = dict(hosts=out)
+    host_cluster = {row["moid"]: row["parent"]._moId for row in hosts if row.get("parent") is not None}
     if params["gather_vgpu_vms"]:
         container = session.scope_container(params["datacenter"], params["cluster"])
         vgpu_vms = []
+        # DRS overrides of the hosts' clusters, in one retrieval (ClusterConfigInfoEx.drsVmConfig).
+        drs = _vsphere.cluster_drs(session, objects=_vsphere.host_clusters(hosts))
         for vm in session.vms(container):
             devs = _vsphere.vm_vgpus(vm.get("config.hardware.device"))
             host = vm.get("runtime.host")
@@ -166,6 +184,7 @@ def gather(session, params, warnings):
                 continue
             item = dict(name=vm["name"], moid=vm["moid"], host=by_moid[host._moId]["name"],
                         power_state=vm.get("runtime.powerState"), profiles=[d["profile"] for d in devs])
+            item.update(vm_drs(drs.get(host_cluster.get(host._moId)), vm["moid"]))
             by_moid[host._moId]["vgpu_vms"].append({k: v for k, v in item.items() if k != "host"})
             vgpu_vms.append(item)
         result["vgpu_vms"] = sorted(vgpu_vms, key=lambda v: v["name"])

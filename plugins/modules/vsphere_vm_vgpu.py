@@ -93,6 +93,13 @@ options:
         description: O(multi_vgpu_rules) for this VM.
         type: str
         choices: [auto, current, vsphere8, legacy]
+      drs_behavior:
+        description: O(drs_behavior) for this VM.
+        type: str
+        choices: [manual, partiallyAutomated, fullyAutomated]
+      drs_enabled:
+        description: O(drs_enabled) for this VM.
+        type: bool
   max_concurrent:
     description:
       - Batch form. How many VMs are reconfigured (with their power cycle, where one is due) at the same time.
@@ -162,6 +169,22 @@ options:
   max_vgpus:
     description: Most vGPUs one VM may hold; unset takes the limit of the O(multi_vgpu_rules) in force (4 or 8).
     type: int
+  drs_behavior:
+    description:
+      - The VM's DRS automation level, as a per-VM override in its cluster (C(ClusterConfigSpecEx.drsVmConfigSpec)).
+        A vGPU VM's vMotion stun time grows with its vGPU frame buffer, so pin it to V(manual) or
+        V(partiallyAutomated) rather than letting DRS migrate it for load balancing.
+      - Unset leaves the VM's override as it is. The VM must be in a cluster.
+      - The overrides of the VMs of one cluster are set with one C(ReconfigureComputeResource_Task), before any VM is
+        reconfigured. Warns when the cluster's DRS or its C(enableVmBehaviorOverrides) is off, since DRS then
+        ignores the override.
+    type: str
+    choices: [manual, partiallyAutomated, fullyAutomated]
+  drs_enabled:
+    description:
+      - V(false) excludes the VM from DRS (no migration or initial placement recommendations) through the same
+        override; unset leaves it as it is.
+    type: bool
 extends_documentation_fragment:
   - gpuops.provision._vsphere_auth
   - gpuops.provision._attributes
@@ -208,6 +231,12 @@ EXAMPLES = r"""
     name: train-03
     profiles: []
 
+- name: A training VM that DRS must not migrate on its own
+  gpuops.provision.vsphere_vm_vgpu:
+    name: train-05
+    profiles: [grid_a100-40c]
+    drs_behavior: manual
+
 - name: Notebook VMs in one task, eight reconfigures at a time
   gpuops.provision.vsphere_vm_vgpu:
     vms:
@@ -229,7 +258,10 @@ host:
   returned: with O(name), O(uuid) or O(moid)
   type: str
 before:
-  description: Profiles, memory reservation flag and MMIO settings before.
+  description:
+    - Profiles, memory reservation flag and MMIO settings before.
+    - With O(drs_behavior) or O(drs_enabled) also C(drs_override), the VM's DRS override (C({behavior, enabled}), null
+      when it has none).
   returned: with O(name), O(uuid) or O(moid)
   type: dict
   sample: {profiles: [grid_a100-4c], memory_reservation_locked_to_max: false, extra_config: {}}
@@ -243,7 +275,8 @@ actions:
   returned: with O(name), O(uuid) or O(moid)
   type: list
   elements: str
-  sample: [power_off, "remove grid_a100-4c (key 203)", add grid_a100-40c, reserve_all_memory, power_on]
+  sample: ["drs_override behavior=manual (cluster gpu-cluster)", power_off, "remove grid_a100-4c (key 203)", add grid_a100-40c,
+           reserve_all_memory, power_on]
 eligible_hosts:
   description: Hosts that offer every requested profile (only the VM's host with O(placement=host)).
   returned: with O(name), O(uuid) or O(moid)
@@ -319,6 +352,8 @@ def main():
         mmio_size_gb=dict(type="int"),
         max_vgpus=dict(type="int"),
         multi_vgpu_rules=dict(type="str", choices=list(_vgpu.MULTI_VGPU_CHOICES)),
+        drs_behavior=dict(type="str", choices=list(_vsphere_vm.DRS_BEHAVIORS)),
+        drs_enabled=dict(type="bool"),
     )
     spec.update(
         name=dict(type="str"),
@@ -337,6 +372,8 @@ def main():
         mmio_size_gb=dict(type="int"),
         multi_vgpu_rules=dict(type="str", default="auto", choices=list(_vgpu.MULTI_VGPU_CHOICES)),
         max_vgpus=dict(type="int"),
+        drs_behavior=dict(type="str", choices=list(_vsphere_vm.DRS_BEHAVIORS)),
+        drs_enabled=dict(type="bool"),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
                            required_one_of=[("name", "uuid", "moid", "vms")],

@@ -1,7 +1,7 @@
 """Operations on the simulated machine that NVML itself does not offer.
 
 ``reset`` is what ``nvidia-smi -r`` does (commit a pending MIG mode, lose GIs/CIs),
-``reboot`` is a host/VM reboot, ``fault`` injects a health fault (see health.inject_fault).
+``reboot`` is a host/VM reboot, ``module-reload`` a reload of the nvidia module, ``fault`` injects a health fault (see health.inject_fault).
 Tests and lab playbooks call them directly or through ``python -m gpusim`` (with lab/gpusim on PYTHONPATH).
 """
 
@@ -38,6 +38,12 @@ def reset(path=None, indexes=None):
 def reboot(path=None):
     with state.transaction(path) as st:
         machine.reboot(st)
+
+
+def module_reload(path=None):
+    """`modprobe -r nvidia && modprobe nvidia`: the driver reads RmPVMRL again (machine.reload_module)."""
+    with state.transaction(path) as st:
+        machine.reload_module(st)
 
 
 def attach(path, pid, used_memory=HOLD_MEMORY):
@@ -91,6 +97,7 @@ def main(argv=None):
     p = sub.add_parser("reset", help="GPU reset (nvidia-smi -r): commits pending MIG mode, drops GIs/CIs")
     p.add_argument("-i", "--index", type=int, action="append")
     sub.add_parser("reboot", help="reboot: commits pending MIG modes, drops GIs/CIs and processes")
+    sub.add_parser("module-reload", help="reload the nvidia module (reads RmPVMRL from modprobe.d under modprobe_root)")
     sub.add_parser("hold", help="hold every GPU as a client process until SIGTERM (a DCGM-like systemd unit)")
     p = sub.add_parser("fault", help="inject a health fault into one GPU entry of the state")
     p.add_argument("kind", choices=health.FAULTS)
@@ -117,6 +124,8 @@ def main(argv=None):
             reset(path, args.index)
         elif args.cmd == "reboot":
             reboot(path)
+        elif args.cmd == "module-reload":
+            module_reload(path)
         elif args.cmd == "hold":
             hold(path)
         elif args.cmd == "fault":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from . import health
+from . import health, vgpu_sched
 from .models import MODELS, CI_PLACEMENTS, CI_INDEX_BY_SLICES, gi_profile_by_id, full_profile
 
 # NVML return codes used here (same values as nvidia-ml-py).
@@ -408,4 +408,18 @@ def reboot(st):
     for gpu in st["gpus"]:
         _power_cycle(gpu)
         gpu["processes"] = []
+        if gpu.get("vgpus_running"):
+            gpu["vgpus_running"] = 0  # the VMs went down with the host
     health.on_reboot(st)
+    vgpu_sched.load_module(st)  # the driver loads at boot and reads RmPVMRL from the modprobe configuration
+
+
+def reload_module(st):
+    """`modprobe -r nvidia && modprobe nvidia` on a vGPU host: refused while a process or a vGPU VM holds a GPU
+    (modprobe: "Module nvidia is in use"); the fresh load reads RmPVMRL again (gpusim/vgpu_sched.py)."""
+    inject(st, "module_reload")
+    for gpu in st["gpus"]:
+        if gpu["processes"] or gpu.get("vgpus_running", 0):
+            raise Fault(IN_USE, "Module nvidia is in use (GPU %s: %d processes, %d vGPUs running)"
+                        % (gpu["pci_bus_id"], len(gpu["processes"]), gpu.get("vgpus_running", 0)))
+    vgpu_sched.load_module(st)

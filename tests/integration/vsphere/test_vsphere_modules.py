@@ -65,7 +65,7 @@ def test_gpu_info_lists_vgpu_vms(sim, ansible):
     assert r["changed"], r
     r = ansible.module("gpuops.provision.vsphere_gpu_info", dict(sim.auth, cluster="DC0_C0", gather_driver=False))
     assert r["vgpu_vms"] == [dict(name="DC0_C0_H0_VM0", moid=r["vgpu_vms"][0]["moid"], host="DC0_C0_H0",
-                                  power_state="poweredOff", profiles=["grid_a100-8c"])]
+                                  power_state="poweredOff", profiles=["grid_a100-8c"], drs_override=None, drs_behavior=None)]
     assert "drift" not in r
 
 

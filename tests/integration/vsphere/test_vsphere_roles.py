@@ -111,3 +111,42 @@ def test_host_role_sets_vgpu_modes_on_vsphere_8_0_u3(vcsim_factory, ansible, tmp
         modes = {r["name"]: _vsphere.graphics_config(r["config.graphicsConfig"])["vgpu_modes"]
                  for r in s.hosts(props=["name", "config.graphicsConfig"])}
     assert modes == {"DC0_C0_H0": {"0000:3b:00.0": "mixedSize"}, "DC0_C0_H1": {"0000:3b:00.0": "mixedSize"}}
+
+
+def test_host_role_sets_fixed_share_reboots_verifies_and_a_rerun_changes_nothing(vcsim_factory, ansible, tmp_path):
+    # one GPU host and one plain host (skipped): the reboot loop is per host, one is enough to prove it
+    sim = vcsim_factory(hosts=2, vms=0, fixture={"hosts": {"DC0_C0_H0": {"model": "a100-40"}}})
+    book = tmp_path / "host.yml"
+    book.write_text(PLAYBOOK.format(role="vsphere_vgpu_host"))
+    extra = dict(conn(sim, "vsphere_vgpu_host"), vsphere_vgpu_host_cluster="DC0_C0", vsphere_vgpu_host_production=True,
+                 vsphere_vgpu_host_scheduler={"policy": "fixed_share"}, vsphere_vgpu_host_scheduler_reboot=True)
+    rc, out = ansible.playbook(str(book), extra)
+    assert rc == 0, out
+    tasks = ansible.tasks(out)
+    assert tasks["Set the vGPU scheduler policy of the GPU hosts"]["reboot_required"] == ["DC0_C0_H0"]
+    assert tasks["Reboot so the nvidia module loads the new scheduler policy on DC0_C0_H0"]["changed"]
+    verified = tasks["Verify the vGPU scheduler policy after the reboots"]
+    assert [(h["name"], h.get("verified"), h["skipped"]) for h in verified["hosts"]] == \
+        [("DC0_C0_H0", True, False), ("DC0_C0_H1", None, True)]
+    with sim.connect() as s:
+        props = ["name", "summary.rebootRequired", "configManager.kernelModuleSystem", "runtime.inMaintenanceMode"]
+        r = s.hosts(names=["DC0_C0_H0"], props=props)[0]
+        assert r["configManager.kernelModuleSystem"].QueryConfiguredModuleOptionString("nvidia") == \
+            "NVreg_RegistryDwords=RmPVMRL=0x11"
+        assert not r["summary.rebootRequired"] and not r["runtime.inMaintenanceMode"]
+    rc, out = ansible.playbook(str(book), extra)
+    assert rc == 0 and out["stats"]["localhost"]["changed"] == 0
+
+
+def test_vm_role_pins_the_drs_behavior(vcsim_factory, ansible, tmp_path):
+    sim = vcsim_factory(hosts=1, vms=1, fixture={"hosts": {"DC0_C0_H0": {"model": "a100-40"}}})
+    book = tmp_path / "vm.yml"
+    book.write_text(PLAYBOOK.format(role="vsphere_vgpu_vm"))
+    vms = [dict(name="DC0_C0_H0_VM0", profiles=["grid_a100-40c"], power_policy="power_off")]
+    rc, out = ansible.playbook(str(book), dict(conn(sim, "vsphere_vgpu_vm"), vsphere_vgpu_vm_vms=vms,
+                                               vsphere_vgpu_vm_drs_behavior="manual"))
+    assert rc == 0, out
+    with sim.connect() as s:
+        cluster = _vsphere.host_clusters(s.hosts(props=["name", "parent"]))[0]
+        vm = s.vms(props=["name"])[0]
+        assert _vsphere.cluster_drs(s, objects=[cluster])[cluster._moId]["overrides"][vm["moid"]]["behavior"] == "manual"

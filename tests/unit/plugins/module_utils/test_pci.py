@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _pci
@@ -421,3 +423,455 @@ def test_permission_problems_mirror_check_hostpci_perm():
     ]
     assert _pci.permission_problems(plan, current, is_root=True) == []
     assert _pci.permission_problems({"set": {2: "mapping=gc"}, "delete": []}, current, is_root=False) == []
+
+
+# ----------------------------------------------------------------------------- what mutation testing found unpinned
+
+@pytest.mark.parametrize("text,parts", [
+    ("ABCD:0A:1F.7", ("abcd", "0a", "1f", "7")),
+    ("12345678:01:00.0", ("12345678", "01", "00", "0")),
+    ("0001:1:2", ("0001", "01", "02", None)),
+    ("00:00.0", ("0000", "00", "00", "0")),
+])
+def test_parse_pci_address_fields(text, parts):
+    assert _pci.parse_pci_address(text) == parts
+
+
+@pytest.mark.parametrize("bad", ["123456789:01:00.0", "123:01:00.0", "01:00.8", "001:00.0", "01:000.0"])
+def test_parse_pci_address_bounds_message(bad):
+    with pytest.raises(PciError, match=r"^invalid PCI address %r \(expected \[dddd:\]bb:dd\[\.f\], a domain has four digits\)$"
+                       % bad):
+        _pci.parse_pci_address(bad)
+
+
+@pytest.mark.parametrize("bad", [None, 1, b"01:00.0"])
+def test_parse_pci_address_not_a_string(bad):
+    with pytest.raises(PciError, match=r"^PCI address must be a string, got %s$" % re.escape(repr(bad))):
+        _pci.parse_pci_address(bad)
+
+
+def test_normalize_pci_address_function_zero_and_int():
+    assert _pci.normalize_pci_address("01:00", function=0) == "0000:01:00.0"
+    assert _pci.normalize_pci_address("01:00", function=3) == "0000:01:00.3"
+    assert _pci.normalize_pci_address("01:00") == "0000:01:00"
+    assert _pci.pci_slot("abcd:1:2") == "abcd:01:02"
+
+
+@pytest.mark.parametrize("path,device,covered", [
+    ("01:00", "0000:01:00", True),          # both without function
+    ("01:00.0", "0000:01:00", True),        # a device without function is function 0
+    ("01:00.1", "0000:01:00", False),
+    ("0001:01:00", "0000:01:00.0", False),  # domain, bus and device all count
+    ("02:00", "0000:01:00.0", False),
+    ("01:01", "0000:01:00.0", False),
+    ("01:00.3", "0000:01:00.3", True),
+])
+def test_address_covers_each_field(path, device, covered):
+    assert _pci.address_covers(path, device) is covered
+
+
+def test_normalize_hex_id_forms_and_messages():
+    assert _pci.normalize_hex_id(0) == "0000"
+    assert _pci.normalize_hex_id("0xABCD") == "abcd"
+    with pytest.raises(PciError, match=r"^invalid id None \(expected four hex digits, optionally with 0x\)$"):
+        _pci.normalize_hex_id(None)
+    with pytest.raises(PciError, match=r"^invalid vendor-id '10de0' \(expected four hex digits, optionally with 0x\)$"):
+        _pci.normalize_hex_id("10de0", "vendor-id")
+    with pytest.raises(PciError, match=r"^invalid id 'x10de'"):
+        _pci.normalize_hex_id("x10de")
+
+
+@pytest.mark.parametrize("bad", ["10de", "10de:20b", 42, "10de:20b0:1", None])
+def test_normalize_pci_id_message(bad):
+    with pytest.raises(PciError, match=r"^invalid vendor:device id %s \(expected vvvv:dddd\)$" % re.escape(repr(bad))):
+        _pci.normalize_pci_id(bad)
+    with pytest.raises(PciError, match=r"^invalid subsystem-id %s \(expected vvvv:dddd\)$" % re.escape(repr(bad))):
+        _pci.normalize_pci_id(bad, "subsystem-id")
+
+
+@pytest.mark.parametrize("text,ok", [("a1", True), ("ab", True), ("A-b_c9", True), ("a", False), ("1a", False),
+                                     ("-ab", False), ("ab\n", False), ("a.b", False), (5, False), (None, False)])
+def test_is_configid(text, ok):
+    assert _pci.is_configid(text) is ok
+
+
+@pytest.mark.parametrize("text,ok", [("a", True), ("a-b", True), ("pve1", True), ("A9", True), ("a-", False), ("-a", False),
+                                     ("a_b", False), ("", False), ("a\n", False), (5, False)])
+def test_is_node_name(text, ok):
+    assert _pci.is_node_name(text) is ok
+
+
+def test_parse_bool_forms_and_message():
+    assert _pci.parse_bool(" On ") == "1" and _pci.parse_bool("FALSE") == "0"
+    assert _pci.parse_bool(1) == "1" and _pci.parse_bool(0) == "0"
+    with pytest.raises(PciError, match=r"^invalid boolean 2 for value$"):
+        _pci.parse_bool(2)
+    with pytest.raises(PciError, match=r"^invalid boolean 'maybe' for pcie$"):
+        _pci.parse_bool("maybe", "pcie")
+
+
+def test_split_property_string_values_and_messages():
+    # everything after the first '=' is the value, line breaks and backslashes included; keys are not stripped
+    assert _pci.split_property_string("description=a=b") == [("description", "a=b")]
+    assert _pci.split_property_string("x=a\nb") == [("x", "a\nb")]
+    assert _pci.split_property_string(r"x=a\,y=\b") == [("x", "a\\"), ("y", "\\b")]
+    assert _pci.split_property_string(" k =v") == [(" k ", "v")]
+    assert _pci.split_property_string("") == []
+    with pytest.raises(PciError, match=r"^property string must be a string, got None$"):
+        _pci.split_property_string(None)
+    with pytest.raises(PciError, match=r"^missing key or value in 'pcie=' of property string '01:00,pcie='$"):
+        _pci.split_property_string("01:00,pcie=")
+    with pytest.raises(PciError, match=r"^duplicate key 'pcie' in property string '01:00,pcie=1,pcie=0'$"):
+        _pci.split_property_string("01:00,pcie=1,pcie=0")
+    with pytest.raises(PciError, match=r"^duplicate key '\(default\)' in property string '01:00,02:00'$"):
+        _pci.split_property_string("01:00,02:00")
+
+
+@pytest.mark.parametrize("norm,msg", [
+    ({"mapping": "a", "romfile": "x,y"}, r"^romfile 'x,y' contains a comma, which Proxmox VE property strings cannot hold$"),
+    ({"mapping": "a", "mdev": "x\ny"}, r"^mdev 'x\\ny' contains a line break, which Proxmox VE config files cannot hold$"),
+    ({"mapping": "a", "mdev": "x\ry"}, r"^mdev 'x\\ry' contains a line break"),
+])
+def test_format_hostpci_refuses_what_pve_cannot_store(norm, msg):
+    with pytest.raises(PciError, match=msg):
+        _pci.format_hostpci(norm)
+
+
+@pytest.mark.parametrize("entry,msg", [
+    ("host=;", r"^empty host PCI address$"),
+    ("host= ; ", r"^empty host PCI address$"),
+    ("mapping=9gpu", r"^invalid mapping id '9gpu' \(expected \[a-z\]\[a-z0-9_-\]\+\)$"),
+    ("mapping=g", r"^invalid mapping id 'g'"),
+    ("01:00,mdev=a/b", r"^invalid mdev type 'a/b' \(no '/', '\.', ':', comma or white space allowed\)$"),
+    ("01:00,romfile=a;b", r"^invalid romfile 'a;b'$"),
+    ("01:00,driver=nvidia", r"^invalid driver 'nvidia' \(expected vfio or keep\)$"),
+    ("01:00,foo=1", r"^unknown hostpci property 'foo'$"),
+    ("01:00,host=02:00", r"^duplicate hostpci property 'host'$"),
+    ("01:00,vendor-id=10de0", r"^invalid vendor-id '10de0' \(expected four hex digits"),
+    ("01:00,pcie=maybe", r"^invalid boolean 'maybe' for pcie$"),
+    ("mapping=gpu1,host=01:00", r"^Cannot set both 'host' and 'mapping'\.$"),
+    ("pcie=1", r"^Either 'host' or 'mapping' must be set\.$"),
+    ({"host": "01:00", "mdev": "nvidia 1"}, r"^invalid mdev type 'nvidia 1'"),
+    ({"host": "01:00", "romfile": "."}, r"^invalid romfile '\.': give a file name in /usr/share/kvm/ \(no '/', ';', comma or white space\)$"),
+    ({"host": "01:00", "pcie": None}, None),
+])
+def test_normalize_hostpci_messages(entry, msg):
+    if msg is None:
+        assert _pci.normalize_hostpci(entry) == {"host": "0000:01:00"}
+        return
+    with pytest.raises(PciError, match=msg):
+        _pci.normalize_hostpci(entry)
+
+
+def test_normalize_hostpci_strictness_follows_the_input_kind_unless_given():
+    assert _pci.normalize_hostpci("01:00,mdev=nvidia 1") == {"host": "0000:01:00", "mdev": "nvidia 1"}
+    with pytest.raises(PciError, match="invalid mdev type 'nvidia 1'"):
+        _pci.normalize_hostpci("01:00,mdev=nvidia 1", strict=True)
+    assert _pci.normalize_hostpci({"host": "01:00", "mdev": "nvidia 1"}, strict=False)["mdev"] == "nvidia 1"
+    assert _pci.normalize_hostpci({"host": "01:00", "romfile": ".."}, strict=False)["romfile"] == ".."
+
+
+def test_normalize_hostpci_every_key():
+    norm = _pci.normalize_hostpci("host=01:00.0; ;02:00.0,pcie=1,x-vga=1,rombar=0,romfile=v.rom,mdev=nvidia-1,legacy-igd=1,"
+                                  "vendor-id=10DE,device-id=0x20B5,sub-vendor-id=10de,sub-device-id=1533,driver=keep")
+    assert norm == {"host": "0000:01:00.0;0000:02:00.0", "pcie": "1", "x-vga": "1", "rombar": "0", "romfile": "v.rom",
+                    "mdev": "nvidia-1", "legacy-igd": "1", "vendor-id": "0x10de", "device-id": "0x20b5",
+                    "sub-vendor-id": "0x10de", "sub-device-id": "0x1533", "driver": "keep"}
+    assert _pci.format_hostpci(norm) == (
+        "0000:01:00.0;0000:02:00.0,device-id=0x20b5,driver=keep,legacy-igd=1,mdev=nvidia-1,pcie=1,rombar=0,romfile=v.rom,"
+        "sub-device-id=0x1533,sub-vendor-id=0x10de,vendor-id=0x10de,x-vga=1")
+    assert _pci.normalize_hostpci("mapping=gpu1,rombar=1,driver=vfio,pcie=0") == {"mapping": "gpu1"}
+    assert _pci.hostpci_device_key(norm) == ("host", "0000:01:00.0;0000:02:00.0")
+    assert _pci.hostpci_device_key({"mapping": "g1", "host": "x"}) == ("mapping", "g1")
+
+
+@pytest.mark.parametrize("entry,msg", [
+    ("pve1,path=0000:01:00.0,id=10de:20b5", r"^unknown mapping property None in 'pve1,path=0000:01:00\.0,id=10de:20b5'$"),
+    ("node=pve1,path=0000:01:00.0,id=10de:20b5,color=red", r"^unknown mapping property 'color' in 'node=pve1,"),
+    ("node=pve1,path=0000:01:00.0;,id=10de:20b5", r"^invalid mapping path '0000:01:00\.0;' \(empty alternative\)$"),
+    ("node=pve1,path=;0000:01:00.0,id=10de:20b5", r"^invalid mapping path ';0000:01:00\.0' \(empty alternative\)$"),
+    ("node=pve1,path=0000:01:00.0,id=10de:20b5,iommugroup=x", r"^invalid iommugroup 'x' \(expected a number\)$"),
+    ({"node": "pve1", "path": "01:00.0", "id": "10de:20b5", "iommugroup": True}, r"^invalid iommugroup True \(expected a number\)$"),
+    ("node=pve_1,path=0000:01:00.0,id=10de:20b5", r"^invalid node name 'pve_1' \(letters, digits and inner '-' only\)$"),
+    ({"node": 5, "path": "01:00.0", "id": "10de:20b5"}, r"^invalid node name 5 "),
+    ("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de", r"^invalid subsystem-id '10de' \(expected vvvv:dddd\)$"),
+    ("node=pve1,path=0000:01:00.0", r"^mapping entry 'node=pve1,path=0000:01:00\.0' lacks required property 'id'$"),
+    ({"path": "01:00.0", "id": "10de:20b5"}, r"lacks required property 'node'$"),
+    ({"node": "pve1", "path": "", "id": "10de:20b5"}, r"lacks required property 'path'$"),
+])
+def test_map_entry_messages(entry, msg):
+    with pytest.raises(PciError, match=msg):
+        _pci.normalize_map_entry(entry)
+
+
+@pytest.mark.parametrize("group,expected", [("0", "0"), (0, "0"), ("+12", "12"), ("-1", "-1"), ("007", "7")])
+def test_map_entry_iommugroup_forms(group, expected):
+    e = _pci.normalize_map_entry({"node": "pve1", "path": "01:00.0", "id": "10de:20b5", "iommugroup": group})
+    assert e == {"node": "pve1", "path": "0000:01:00.0", "id": "10de:20b5", "iommugroup": expected}
+
+
+def test_map_entry_description_limit_message_and_format():
+    base = {"node": "pve1", "path": "01:00.0", "id": "10de:20b5"}
+    with pytest.raises(PciError, match=r"^description of node entry is 4097 characters long, Proxmox VE allows 4096$"):
+        _pci.normalize_map_entry(dict(base, description="x" * 4097))
+    with pytest.raises(PciError, match=r"^description 'a,b' contains a comma"):
+        _pci.normalize_map_entry(dict(base, description="a,b"))
+    with pytest.raises(PciError, match=r"^path 'a,b' contains a comma"):
+        _pci.format_map_entry({"path": "a,b"})
+    assert _pci.normalize_map_list(None) == [] and _pci.normalize_map_list([]) == []
+
+
+@pytest.mark.parametrize("cfg,slots", [
+    (None, []), ({}, []), ({"xhostpci0": "01:00", "hostpci0x": "01:00", "hostpci": "01:00"}, []),
+    ({"hostpci3": "01:00", "hostpci10": "mapping=gpu1"}, [3, 10]),
+])
+def test_hostpci_from_config_keys(cfg, slots):
+    found = _pci.hostpci_from_config(cfg)
+    assert sorted(found) == slots
+    for slot in slots:
+        assert found[slot] == _pci.normalize_hostpci(cfg["hostpci%d" % slot])
+
+
+def test_plan_kept_slot_that_is_also_the_lowest_free_one():
+    # gpu1 keeps slot 0; gpu2 must not be put on top of it
+    plan = _pci.plan_hostpci({0: "mapping=gpu1"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2")])
+    assert plan == {"before": {0: "mapping=gpu1"}, "after": {0: "mapping=gpu1", 1: "mapping=gpu2"},
+                    "set": {1: "mapping=gpu2"}, "delete": [], "keep": [0],
+                    "desired": {0: "mapping=gpu1", 1: "mapping=gpu2"}}
+
+
+def test_plan_replaced_slot_is_taken_too():
+    plan = _pci.plan_hostpci({0: "mapping=gpu1"}, [(None, "mapping=gpu1,pcie=1"), (None, "mapping=gpu2")])
+    assert plan == {"before": {0: "mapping=gpu1"}, "after": {0: "mapping=gpu1,pcie=1", 1: "mapping=gpu2"},
+                    "set": {0: "mapping=gpu1,pcie=1", 1: "mapping=gpu2"}, "delete": [], "keep": [],
+                    "desired": {0: "mapping=gpu1,pcie=1", 1: "mapping=gpu2"}}
+
+
+def test_plan_same_device_in_two_slots_lowest_wins():
+    current = {3: "mapping=gpu1,x-vga=1", 1: "mapping=gpu1,pcie=1"}
+    plan = _pci.plan_hostpci(current, [(None, "mapping=gpu1")])
+    assert plan["set"] == {1: "mapping=gpu1"} and plan["delete"] == [3] and plan["keep"] == []
+    plan = _pci.plan_hostpci({3: "mapping=gpu1", 1: "mapping=gpu1"}, [(None, "mapping=gpu1,pcie=1")])
+    assert plan["set"] == {1: "mapping=gpu1,pcie=1"} and plan["delete"] == [3]
+
+
+def test_plan_explicit_slot_wins_over_an_exact_match():
+    plan = _pci.plan_hostpci({0: "mapping=gpu1"}, [(0, "mapping=gpu2"), (None, "mapping=gpu1")])
+    assert plan["set"] == {0: "mapping=gpu2", 1: "mapping=gpu1"} and plan["keep"] == [] and plan["delete"] == []
+    plan = _pci.plan_hostpci({0: "mapping=gpu1"}, [("0", "mapping=gpu1")])
+    assert plan["set"] == {} and plan["keep"] == [0] and plan["desired"] == {0: "mapping=gpu1"}
+
+
+def test_plan_current_as_normalised_dicts_and_non_exclusive_keep():
+    plan = _pci.plan_hostpci({0: {"host": "0000:05:00.0"}, 2: "mapping=gpu1"}, [], exclusive=False)
+    assert plan == {"before": {0: "0000:05:00.0", 2: "mapping=gpu1"}, "after": {0: "0000:05:00.0", 2: "mapping=gpu1"},
+                    "set": {}, "delete": [], "keep": [0, 2], "desired": {}}
+    plan = _pci.plan_hostpci(None, [(None, "01:00")])
+    assert plan["set"] == {0: "0000:01:00"} and plan["before"] == {} and plan["keep"] == []
+
+
+@pytest.mark.parametrize("slot", [-1, 16, "16"])
+def test_plan_slot_range_message(slot):
+    with pytest.raises(PciError, match=r"^hostpci slot %s out of range 0-15$" % slot):
+        _pci.plan_hostpci({}, [(slot, "mapping=gpu1")])
+
+
+def test_plan_slot_bounds_and_limits():
+    assert _pci.plan_hostpci({}, [(15, "mapping=gpu1")])["set"] == {15: "mapping=gpu1"}
+    assert _pci.plan_hostpci({}, [(0, "mapping=gpu1")])["set"] == {0: "mapping=gpu1"}
+    sixteen = _pci.plan_hostpci({}, [(None, "mapping=g%02d" % i) for i in range(16)])
+    assert sorted(sixteen["set"]) == list(range(16)) and sixteen["set"][15] == "mapping=g15"
+    with pytest.raises(PciError, match=r"^no free hostpci slot \(at most 16 devices per VM\)$"):
+        _pci.plan_hostpci({}, [(None, "mapping=g%02d" % i) for i in range(17)])
+    with pytest.raises(PciError, match=r"^no free hostpci slot"):
+        _pci.plan_hostpci({i: "mapping=o%02d" % i for i in range(16)}, [(None, "mapping=new")], exclusive=False)
+    with pytest.raises(PciError, match=r"^the same hostpci slot is requested twice$"):
+        _pci.plan_hostpci({}, [(1, "mapping=gpu1"), ("1", "mapping=gpu2")])
+    with pytest.raises(PciError, match=r"^the same device is requested twice: host=0000:01:00, mapping=gpu1$"):
+        _pci.plan_hostpci({}, [(None, "mapping=gpu1"), (None, "01:00"), (None, "mapping=gpu1,pcie=1"), (None, "host=01:00"),
+                               (None, "mapping=gpu2")])
+
+
+def test_device_facts_full_record():
+    dev = {"id": "0000:41:00.0", "class": "0x030200", "vendor": "0x10DE", "device": "0x2330", "subsystem_vendor": "0x10de",
+           "subsystem_device": "0x16c1", "vendor_name": "NVIDIA", "device_name": "H100", "subsystem_device_name": "SXM5",
+           "iommugroup": 0, "mdev": "1", "driver": "vfio-pci", "physfn": "41:00.0",
+           "virtfns": {"a": "0000:41:01.0", "b": "0000:41:00.7"}}
+    assert _pci.device_facts(dev) == {
+        "id": "0000:41:00.0", "slot": "0000:41:00", "class": "0x030200", "vendor_id": "10de", "device_id": "2330",
+        "pci_id": "10de:2330", "subsystem_id": "10de:16c1", "vendor_name": "NVIDIA", "device_name": "H100",
+        "subsystem_name": "SXM5", "iommu_group": 0, "mdev": True, "driver": "vfio-pci", "physfn": "0000:41:00.0",
+        "virtfns": ["0000:41:00.7", "0000:41:01.0"]}
+    bare = _pci.device_facts({"id": "41:00.0", "vendor": "bad!", "device": None, "subsystem_vendor": "0x10de"})
+    assert bare == {"id": "0000:41:00.0", "slot": "0000:41:00", "class": None, "vendor_id": None, "device_id": None,
+                    "pci_id": None, "subsystem_id": None, "vendor_name": None, "device_name": None, "subsystem_name": None,
+                    "iommu_group": -1, "mdev": False, "driver": None, "physfn": None, "virtfns": []}
+    for group in ("x", None, "1.5"):
+        assert _pci.device_facts({"id": "41:00.0", "iommugroup": group})["iommu_group"] == -1
+    half = _pci.device_facts({"id": "41:00.0", "vendor": "10de", "subsystem_device": "0001", "nvidia": "0", "mdev": "0"})
+    assert (half["pci_id"], half["subsystem_id"], half["mdev"], half["driver"]) == (None, None, False, None)
+
+
+@pytest.mark.parametrize("cls,gpu,bridge", [
+    ("0x030000", True, False), ("0x030200", True, False), ("0x038000", True, False), ("0X0300", True, False),
+    ("0x030100", False, False), ("0x040300", False, False), ("0x060400", False, True), ("0X0604", False, True),
+    (None, False, False), ("", False, False),
+])
+def test_device_classes(cls, gpu, bridge):
+    assert _pci.is_gpu_class(cls) is gpu and _pci.is_bridge_class(cls) is bridge
+
+
+def test_iommu_group_zero_is_a_group():
+    devices = [_pci.device_facts(_dev("0000:09:00.0", "0x030000", 0)), _pci.device_facts(_dev("0000:09:00.1", "0x040300", 0))]
+    assert _pci.iommu_isolation(devices, "0000:09:00.0") == (True, ["0000:09:00.0", "0000:09:00.1"])
+    assert _pci.iommu_isolation(devices, "0000:0a:00.0") == (False, [])
+    shared = devices + [_pci.device_facts(_dev("0000:0b:00.0", "0x020000", 0))]
+    assert _pci.iommu_isolation(shared, "0000:09:00.0") == (False, ["0000:09:00.0", "0000:09:00.1", "0000:0b:00.0"])
+
+
+def test_gpu_facts_full_record_and_defaults():
+    gpus = _pci.gpu_facts("pve1", [_dev("0000:09:00.0", "0x030000", 0), _dev("0000:09:00.1", "0x040300", 0)])
+    assert gpus == [dict(_pci.device_facts(_dev("0000:09:00.0", "0x030000", 0)), node="pve1",
+                         functions=["0000:09:00.0", "0000:09:00.1"], iommu_isolated=True,
+                         iommu_group_devices=["0000:09:00.0", "0000:09:00.1"], mdev_types=[], mappings=[], used_by=[],
+                         vfs=[])]
+    # a VF whose parent lists it but that is missing from the list is skipped; VFs are not functions of the parent
+    gpus = _pci.gpu_facts("pve1", HW[:4])
+    assert [v["id"] for v in gpus[0]["vfs"]] == ["0000:01:00.4"] and gpus[0]["functions"] == ["0000:01:00.0", "0000:01:00.1"]
+
+
+def test_mapping_refs_and_usage_edges():
+    mappings = [{"id": "bad", "map": ["node=pve1,path=zz"]}, {"id": "none"}, {"id": "nomap", "map": None},
+                {"id": "pool", "map": ["node=pve2,path=0000:01:00.0,id=10de:20b5", "node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5"]}]
+    assert _pci.mapping_refs("pve1", mappings) == [("pool", "0000:01:00.0"), ("pool", "0000:02:00.0")]
+    configs = {"10": {"hostpci1": "mapping=pool,mdev=nvidia-1", "hostpci0": "01:00.0;02:00.0"}, "9": {"hostpci0": "mapping=gone"},
+               "11": {"hostpci0": "pcie=1"}}
+    assert _pci.hostpci_usage("pve1", mappings, configs) == [
+        {"vmid": 9, "slot": "hostpci0", "via": "mapping", "mapping": "gone", "paths": [], "mdev": None},
+        {"vmid": 10, "slot": "hostpci0", "via": "host", "mapping": None, "paths": ["0000:01:00.0", "0000:02:00.0"], "mdev": None},
+        {"vmid": 10, "slot": "hostpci1", "via": "mapping", "mapping": "pool", "paths": ["0000:01:00.0", "0000:02:00.0"],
+         "mdev": "nvidia-1"},
+    ]
+
+
+def test_check_map_entry_subsystem_branches_and_order():
+    devices = [_pci.device_facts(d) for d in HW]
+    wrong = _pci.normalize_map_entry("node=pve1,path=0000:01:00,id=10de:2330,subsystem-id=10de:9999,iommugroup=0")
+    assert _pci.check_map_entry(wrong, devices, mdev=False) == [
+        "'id' does not match for '0000:01:00' (10de:20b5 != 10de:2330)",
+        "'iommugroup' does not match for '0000:01:00' (1 != 0)",
+        "'mdev' does not match for '0000:01:00': the mapping says no mdev, the device provides mediated devices",
+        "'subsystem-id' does not match for '0000:01:00' (10de:1533 != 10de:9999)",
+    ]
+    no_sub = [dict(d, subsystem_id=None) for d in devices]
+    entry = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert _pci.check_map_entry(entry, no_sub) == [
+        "unexpected property 'subsystem-id' configured for device '0000:01:00.0' (hardware has none)"]
+    zero = [dict(d, iommu_group=0) for d in devices]
+    assert _pci.check_map_entry(dict(entry, iommugroup="0"), zero) == []
+    assert _pci.check_map_entry({"path": "0000:01:00.0"}, zero) == [
+        "missing expected property 'id' for device '0000:01:00.0' (hardware has 10de:20b5)",
+        "missing expected property 'iommugroup' for device '0000:01:00.0' (hardware has 0)",
+        "missing expected property 'subsystem-id' for device '0000:01:00.0' (hardware has 10de:1533)"]
+    # later alternatives: every property but the group is checked
+    pool = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert _pci.check_map_entry(pool, devices) == ["'id' does not match for '0000:02:00.0' (10de:2204 != 10de:20b5)"]
+    assert _pci.check_map_entry(pool, devices, mdev=False) == [
+        "'mdev' does not match for '0000:01:00.0': the mapping says no mdev, the device provides mediated devices",
+        "'id' does not match for '0000:02:00.0' (10de:2204 != 10de:20b5)"]
+
+
+def test_map_entry_from_device_group_zero_and_mdev_capability_empty():
+    dev = dict(_pci.device_facts(HW[1]), iommu_group=0)
+    assert _pci.map_entry_from_device("pve1", dev) == {"node": "pve1", "path": "0000:01:00.0", "id": "10de:20b5",
+                                                       "subsystem-id": "10de:1533", "iommugroup": "0"}
+    assert _pci.map_entry_from_device("pve1", {"slot": "0000:01:00", "id": "0000:01:00.0", "pci_id": "10de:20b5"}) == {
+        "node": "pve1", "path": "0000:01:00.0", "id": "10de:20b5"}
+    assert _pci.mdev_capability([]) is None
+    assert _pci.mdev_capability([{"mdev": 0}, {}]) is False
+
+
+@pytest.mark.parametrize("version,option,msg", [
+    ((9, 0, 3), "driver", "'driver' needs Proxmox VE 9.1 or newer (qemu-server 9.0.25, commit aa47045f 'pci: add driver "
+                          "option'); the server runs 9.0.3"),
+    ((8, 3), "live-migration-capable", "'live-migration-capable' needs Proxmox VE 8.4 or newer (libpve-guest-common-perl "
+                                       "5.1.7, pve-guest-common commit ef051db 'mapping: pci: add live-migration-capable "
+                                       "flag'); the server runs 8.3"),
+    ((9, 1), "driver", None), ((9, 1, 0), "driver", None), ((10, 0, 0), "driver", None), ((8, 9, 9), "driver", "9.1"),
+])
+def test_version_gate_messages_and_bounds(version, option, msg):
+    got = _pci.version_gate(option, version)
+    if msg is None:
+        assert got is None
+    else:
+        assert got is not None and (got == msg if len(msg) > 3 else msg in got)
+
+
+@pytest.mark.parametrize("text,version", [("9.0.0~11", (9, 0, 0)), ("10.12", (10, 12, 0)), ("8.4.1-pve", (8, 4, 1)),
+                                          ("abc", None), ("", None), ("9", None), (8.4, (8, 4, 0))])
+def test_parse_pve_version_forms(text, version):
+    assert _pci.parse_pve_version(text) == version
+
+
+def test_root_only_reasons_and_string_current():
+    reasons = _pci.root_only_reasons({"host": "0000:01:00.0", "romfile": "v.rom"})
+    assert reasons == ["raw host device 0000:01:00.0", "romfile v.rom"]
+    assert _pci.root_only_reasons({"mapping": "a"}) == []
+    plan = {"set": {1: "mapping=ga"}, "delete": [0]}
+    assert _pci.permission_problems(plan, {0: "0000:01:00.0", 1: "mapping=gb,romfile=r.rom"}, is_root=False) == [
+        "hostpci0: deleting the existing entry has a raw host device 0000:01:00.0",
+        "hostpci1: replacing the existing entry has a romfile r.rom"]
+
+
+def test_permission_problems_take_a_stored_entry_as_it_is():
+    # a current entry already normalised from the server (lenient: a romfile path) is not re-checked strictly
+    stored = _pci.normalize_hostpci("0000:01:00.0,romfile=/root/v.rom")
+    assert _pci.permission_problems({"set": {}, "delete": [0]}, {0: stored}, is_root=False) == [
+        "hostpci0: deleting the existing entry has a raw host device 0000:01:00.0",
+        "hostpci0: deleting the existing entry has a romfile /root/v.rom"]
+
+
+def test_plan_takes_stored_current_entries_as_they_are():
+    stored = _pci.normalize_hostpci("0000:01:00.0,romfile=/root/v.rom")
+    plan = _pci.plan_hostpci({0: stored}, [], exclusive=False)
+    assert plan["keep"] == [0] and plan["after"] == {0: "0000:01:00.0,romfile=/root/v.rom"}
+
+
+def test_plan_each_step_places_every_entry_it_can():
+    # step 2 goes on after an entry step 1 placed
+    plan = _pci.plan_hostpci({0: "mapping=gpu1", 3: "mapping=gpu2"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2,pcie=1")])
+    assert plan["set"] == {3: "mapping=gpu2,pcie=1"} and plan["keep"] == [0] and plan["delete"] == []
+    # two replacements in one step, each in its own slot
+    plan = _pci.plan_hostpci({2: "mapping=gpu1", 5: "mapping=gpu2"},
+                             [(None, "mapping=gpu1,pcie=1"), (None, "mapping=gpu2,pcie=1")])
+    assert plan["set"] == {2: "mapping=gpu1,pcie=1", 5: "mapping=gpu2,pcie=1"} and plan["delete"] == []
+    # an exact match wins over the same device with other options at a lower slot
+    plan = _pci.plan_hostpci({1: "mapping=gpu1,pcie=1", 4: "mapping=gpu1"}, [(None, "mapping=gpu1")])
+    assert plan["set"] == {} and plan["keep"] == [4] and plan["delete"] == [1]
+
+
+def test_device_facts_virtfns_sorted_by_address_fields():
+    facts = _pci.device_facts({"id": "41:00.0", "virtfns": {"a": "00000:41:00.0", "b": "0000:41:00.1"}})
+    assert facts["virtfns"] == ["0000:41:00.1", "00000:41:00.0"]
+
+
+def test_mapping_refs_and_usage_skip_only_the_bad_item():
+    mappings = [{"id": "pool", "map": ["node=pve1,path=zz,id=10de:20b5", "node=pve1,path=0000:01:00.0,id=10de:20b5"]}]
+    assert _pci.mapping_refs("pve1", mappings) == [("pool", "0000:01:00.0")]
+    configs = {"8": {"hostpci0": "pcie=1"}, "9": {"hostpci0": "01:00.0,mdev=nvidia-5"}}
+    assert _pci.hostpci_usage("pve1", mappings, configs) == [
+        {"vmid": 9, "slot": "hostpci0", "via": "host", "mapping": None, "paths": ["0000:01:00.0"], "mdev": "nvidia-5"}]
+
+
+def test_check_map_entry_goes_on_after_each_finding():
+    devices = [_pci.device_facts(d) for d in HW]
+    entry = _pci.normalize_map_entry("node=pve1,path=0000:07:00.0;0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533")
+    assert _pci.check_map_entry(entry, devices) == ["pci device '0000:07:00.0' not found",
+                                                    "'id' does not match for '0000:02:00.0' (10de:2204 != 10de:20b5)"]
+    pair = [_pci.device_facts(_dev("0000:01:00.0", "0x030200", 1)),
+            _pci.device_facts(_dev("0000:02:00.0", "0x030200", 2, subsystem_device="0x9999"))]
+    pool = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert _pci.check_map_entry(pool, pair) == ["'subsystem-id' does not match for '0000:02:00.0' (10de:9999 != 10de:1533)"]
+    no_group = [dict(d, iommu_group=-1) for d in pair]
+    entry = _pci.normalize_map_entry("node=pve1,path=0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533")
+    assert _pci.check_map_entry(entry, no_group) == ["'subsystem-id' does not match for '0000:02:00.0' (10de:9999 != 10de:1533)"]
