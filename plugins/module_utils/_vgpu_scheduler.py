@@ -37,6 +37,8 @@ Sources (read 2026-12-04):
 
 from __future__ import annotations
 
+import posixpath
+
 POLICIES = ("best_effort", "equal_share", "fixed_share")
 SPEC_KEYS = ("policy", "arr", "timeslice_ms", "frequency_hz", "averaging_factor")
 
@@ -478,6 +480,10 @@ def modprobe_plan(files, spec, path, host=None, module="nvidia"):
     RmPVMRL for some GPUs (those entries beat the host-wide key).
     """
     s = normalize(spec, host)
+    # One spelling per file: the role's path may hold ".." or "//" (a root given relative to the inventory) while
+    # find/slurp report the same file under another; unnormalised, the role's own file was counted twice.
+    path = posixpath.normpath(path)
+    files = [dict(f, path=posixpath.normpath(f["path"])) for f in files]
     ordered = modprobe_files_in_order([f for f in files if f["path"] != path] + [{"path": path, "content": ""}])
     mine = [i for i, f in enumerate(ordered) if f["path"] == path][0]
     later = [f["path"] for f in ordered[mine + 1:] if _sets_dwords(module_options(f["content"], module))]

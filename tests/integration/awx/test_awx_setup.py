@@ -108,8 +108,8 @@ def run(tmp_path, playbook):
 def test_every_awx_task_passes_its_module_argument_spec(tmp_path):
     rc, rows = run(tmp_path, reachable_copy(tmp_path / "awx_setup.yml"))
     assert rc == 0
-    # 3 credential types, 3 credentials, the EE, project, inventory, inventory source, 6 job templates, 1 schedule.
-    assert len(rows) == 17, rows
+    # 3 credential types, 3 credentials, the EE, project, inventory, inventory source, 7 job templates, 1 schedule.
+    assert len(rows) == 18, rows
     bad = [r for r in rows if not CONNECTION_FAILED.search(r[2])]
     assert not bad, "awx.awx tasks that did not get as far as the controller: %s" % bad
 

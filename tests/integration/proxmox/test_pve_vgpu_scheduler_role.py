@@ -18,7 +18,7 @@ import sysconfig
 import pytest
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 GPUSIM = os.path.join(ROOT, "lab", "gpusim")
 
 

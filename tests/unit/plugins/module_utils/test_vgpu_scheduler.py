@@ -348,6 +348,17 @@ def test_module_options_treats_dash_and_underscore_alike():
     assert vs.module_options("options nvidia-vgpu-vfio X=1\n", "nvidia_vgpu_vfio") == ["X=1"]
 
 
+def test_modprobe_plan_rerun_finds_its_own_file_under_another_spelling_of_the_path():
+    # The lab's root is relative to the inventory (".../inventories/lab/../../build/..."); find and slurp may report
+    # the role's file under the normalised path. A re-run must see its own file once and change nothing.
+    given = "/srv/inventories/lab/../../build/root//etc/modprobe.d/zz-gpuops-vgpu-scheduler.conf"
+    found = "/srv/build/root/etc/modprobe.d/zz-gpuops-vgpu-scheduler.conf"
+    own = vs.render_conf("RmPVMRL=0x11")
+    for mine, on_disk in ((given, found), (found, given)):
+        plan = vs.modprobe_plan([{"path": on_disk, "content": own}], {"policy": "fixed_share"}, mine, H)
+        assert (plan["changed"], plan["registry_dwords"], plan["path"]) == (False, "RmPVMRL=0x11", found)
+
+
 def test_modprobe_plan_carries_its_own_other_keys_and_reports_before():
     mine = "/etc/modprobe.d/zz-gpuops-vgpu-scheduler.conf"
     own = vs.render_conf("RmPVMRL=0x01;Keep=1")
