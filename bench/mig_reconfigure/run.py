@@ -146,7 +146,7 @@ def main():
         exact = drained == need
         held = low >= args.floor
         ok &= (exact and held) if ours else True
-        print("%-30s: %7.1f s wall (%.2fx naive), %2d nodes drained%s, lowest schedulable %s %d%s%s"
+        print("%-30s: %7.1f s wall (%.3fx naive), %2d nodes drained%s, lowest schedulable %s %d%s%s"
               % (name, wall, wall / naive, len(drained),
                  (" (exactly the changed ones)" if exact else " (MISMATCH: %s)" % drained) if ours else "",
                  RESOURCE, low, (" (floor %d held)" % args.floor if held else " (FLOOR %d BROKEN)" % args.floor) if ours else "",
