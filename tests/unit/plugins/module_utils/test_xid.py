@@ -91,7 +91,9 @@ def test_dmesg_notime_and_human_time_give_no_time():
 
 def test_kmsg_record_gives_the_microsecond_stamp():
     ev = _one("4,1289,1234567890,-;NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off the bus.")
-    assert ev["time"] == pytest.approx(1234.56789) and ev["xid"] == 79
+    # exact: microseconds / 10**6, no rounding slack (approx's 1e-6 would let a wrong divisor through)
+    assert ev["time"] == 1234.56789 and ev["xid"] == 79
+    assert _one("6,7,1500000,-,caller=T1;NVRM: Xid (PCI:0000:17:00): 13, x")["time"] == 1.5
 
 
 def test_r575_root_cause_suffix_stays_in_the_message():
@@ -108,6 +110,17 @@ def test_r575_root_cause_suffix_stays_in_the_message():
     ("NVRM: Xid (PCI:0000:17:00): 43, pid=1, name=, Ch 1", 1, None, "Ch 1"),
     # older closed drivers: pid without a name
     ("NVRM: Xid (PCI:0000:10:00): 79, pid=0, GPU has fallen off the bus.", 0, None, "GPU has fallen off the bus."),
+    # a line cut off right after the name: the name is kept whole
+    ("NVRM: Xid (PCI:0000:17:00): 43, pid=1, name=app", 1, "app", ""),
+    # a name that itself ends in a comma keeps it when a message follows
+    ("NVRM: Xid (PCI:0000:17:00): 43, pid=1, name=app,, Ch 1", 1, "app,", "Ch 1"),
+    # no blank after a comma (a mangled or re-joined line): no character of the pid, name or message is lost
+    ("NVRM: Xid (PCI:0000:17:00): 79,GPU has fallen off the bus.", None, None, "GPU has fallen off the bus."),
+    ("NVRM: Xid (PCI:0000:17:00): 79, pid=0,GPU has fallen off the bus.", 0, None, "GPU has fallen off the bus."),
+    ("NVRM: Xid (PCI:0000:17:00): 13, pid=3,name=app, Ch 1", 3, "app", "Ch 1"),
+    ("NVRM: Xid (PCI:0000:17:00): 13,pid=3, name=app, Ch 1", 3, "app", "Ch 1"),
+    # a pid at the end of the line
+    ("NVRM: Xid (PCI:0000:17:00): 79, pid=0", 0, None, ""),
     # trailing blanks, and a CRLF line end
     ("NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off the bus.  ", None, None, "GPU has fallen off the bus."),
     ("NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off the bus.\r", None, None, "GPU has fallen off the bus."),
@@ -160,8 +173,26 @@ def test_bad_input():
     ev = _one(raw)
     assert (ev["xid"], ev["pid"], ev["process"]) == (79, 7, "caf\ufffd")
     assert _xid.parse(bytearray(b"NVRM: Xid (PCI:0000:17:00): 48, DBE"))[0]["xid"] == 48
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^kernel log must be text or bytes, not int$"):
         _xid.parse(42)
+    with pytest.raises(TypeError, match=r"^kernel log must be text or bytes, not list$"):
+        _xid.parse(["NVRM: Xid (PCI:0000:17:00): 79, x"])
+
+
+@pytest.mark.parametrize("address,slot", [
+    ("0000:17:00.0", "0000:17:00"),
+    ("0000:CB:00.1", "0000:cb:00"),  # lower case, as parse() gives the address of a line
+    ("0000:17:00", "0000:17:00"),    # no function: already a slot
+    (None, ""),
+    ("", ""),
+])
+def test_slot_of_is_the_address_an_xid_line_names(address, slot):
+    assert _xid.slot_of(address) == slot
+
+
+def test_slot_of_matches_the_pci_of_a_parsed_line():
+    ev = _one("NVRM: Xid (PCI:0000:CB:00): 79, GPU has fallen off the bus.")
+    assert _xid.slot_of("0000:cb:00.0") == ev["pci"]
 
 
 # ----------------------------------------------------------------------------- catalog
@@ -225,13 +256,14 @@ def test_summary_per_pci_address():
         "[15.0] NVRM: Xid (PCI:0000:99:00): 9999, future code",
         "[16.0] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal",
     ])
-    out = _xid.summary(_xid.parse(log))
-    assert set(out) == {"0000:17:00", "0000:65:00", "0000:99:00"}
-    first = out["0000:17:00"]
-    assert (first["codes"], first["count"], first["node_codes"]) == ([13, 45, 48], 4, [48])
-    assert first["last"]["time"] == 13.0 and first["last"]["xid"] == 45
-    assert (out["0000:65:00"]["codes"], out["0000:65:00"]["count"], out["0000:65:00"]["node_codes"]) == ([94], 1, [])
-    assert out["0000:99:00"]["node_codes"] == [] and out["0000:99:00"]["codes"] == [9999]
+    events = _xid.parse(log)
+    out = _xid.summary(events)
+    assert out == {
+        "0000:17:00": {"codes": [13, 45, 48], "count": 4, "node_codes": [48], "last": events[3]},
+        "0000:65:00": {"codes": [94], "count": 1, "node_codes": [], "last": events[4]},
+        "0000:99:00": {"codes": [9999], "count": 1, "node_codes": [], "last": events[5]},
+    }
+    assert out["0000:17:00"]["last"]["time"] == 13.0 and out["0000:17:00"]["last"]["xid"] == 45
     assert _xid.summary([]) == {}
 
 
