@@ -59,9 +59,11 @@ def parse_time(text):
     if value.endswith("Z"):
         value = value[:-1] + "+00:00"
     main, _sep, zone = value.partition("+")
-    fraction = ""
-    if "." in main:
-        main, fraction = main.split(".", 1)
+    main, dot, fraction = main.partition(".")
+    # A fraction is one or more digits (RFC 3339 time-secfrac): float() would take "5e3" or reject ".25.5" with its
+    # own ValueError, which the module would report as an unreachable API.
+    if dot and not (fraction.isascii() and fraction.isdigit()):
+        raise LockError("unreadable time in the Lease: %r" % (text,))
     try:
         stamp = datetime.datetime.strptime(main, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
     except ValueError:

@@ -31,8 +31,20 @@ def test_expected_resources_leave_out_ci_profiles_unless_served_and_rename_plus(
     assert R.expected_resources(gpus) == {"nvidia.com/mig-1g.10gb.me": 1}
     assert R.expected_resources(gpus, ci_profiles_served=True) == {"nvidia.com/mig-1g.10gb.me": 1,
                                                                    "nvidia.com/mig-1c.3g.40gb": 2}
-    with pytest.raises(R.RollError, match="mixed or single"):
+    with pytest.raises(R.RollError, match="^MIG strategy must be mixed or single, got 'none'$"):
         R.expected_resources(gpus, "none")
+
+
+def test_expected_resources_read_the_target_geometry_else_the_current_one():
+    before = {"mig_mode": {"current": "enabled"}, "mig_devices": {"7g.80gb": 1}}
+    after = {"mig_mode": {"current": "enabled"}, "mig_devices": {"3g.40gb": 2}}
+    # mig_geometry's record of a GPU it changes: the target counts, not what the GPU has now.
+    assert R.expected_resources([{"mig_capable": True, "before": before, "after": after}]) == {"nvidia.com/mig-3g.40gb": 2}
+    # A record with only the current geometry: that one.
+    assert R.expected_resources([{"mig_capable": True, "before": before}]) == {"nvidia.com/mig-7g.80gb": 1}
+    # A record that does not say whether the GPU is MIG-capable is taken as capable; one that says not is a whole GPU.
+    assert R.expected_resources([{"after": after}]) == {"nvidia.com/mig-3g.40gb": 2}
+    assert R.expected_resources([{"mig_capable": False, "after": after}]) == {"nvidia.com/gpu": 1}
 
 
 def test_a_mig_gpu_with_no_instances_advertises_nothing():
@@ -45,12 +57,15 @@ def test_advertised_resources_pick_gpu_keys_above_zero_as_ints():
              "nvidia.com/mig-2g.20gb": 1, "example.com/foo": "3"}
     assert R.advertised_resources(alloc) == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-2g.20gb": 1}
     assert R.advertised_resources(None) == {}
+    # Whole GPUs, and shared ones under the name renameByDefault gives them (gpu_pools).
+    assert R.advertised_resources({"nvidia.com/gpu": "2", "nvidia.com/gpu.shared": "8", "nvidia.com/gpus": "1"}) == \
+        {"nvidia.com/gpu": 2, "nvidia.com/gpu.shared": 8}
 
 
 def test_ci_profiles_requested_only_on_selected_gpus():
     gpus = [gpu(devices={"1c.3g.40gb": 2, "3g.40gb": 1}), gpu(devices={"1c.2g.20gb": 1}, selected=False),
-            gpu(devices={"7c.7g.80gb": 1})]
-    assert R.ci_profiles_requested(gpus) == ["1c.3g.40gb"]
+            gpu(devices={"7c.7g.80gb": 1}), gpu(devices={"2c.4g.40gb": 1, "1c.3g.40gb": 1})]
+    assert R.ci_profiles_requested(gpus) == ["1c.3g.40gb", "2c.4g.40gb"]
     assert R.is_ci_profile("2c.3g.40gb") and not R.is_ci_profile("3g.40gb") and not R.is_ci_profile("7c.7g.80gb")
 
 
@@ -68,7 +83,9 @@ def test_operand_labels_follow_mig_manager():
         "nvidia.com/gpu.deploy.nvsm": "true", "nvidia.com/gpu.deploy.dcgm-exporter": "true"}
     with_client = dict(labels, **{"nvidia.com/gpu.deploy.client": "true"})
     assert R.operand_labels(with_client, ["client"], "pause") == {"nvidia.com/gpu.deploy.client": "paused-for-mig-change"}
-    with pytest.raises(R.RollError, match="pause or restore"):
+    # An absent client label is passed over, not the end of the list.
+    assert R.operand_labels({}, ["client", "device-plugin"], "pause") == {"nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"}
+    with pytest.raises(R.RollError, match="^phase must be pause or restore, got 'resume'$"):
         R.operand_labels(labels, ops, "resume")
 
 
@@ -94,6 +111,12 @@ def test_drain_timed_out_reads_the_k8s_drain_warning():
     assert R.drain_timed_out({"changed": True, "warnings": ["timeout reached while pods were still running."]})
     assert not R.drain_timed_out({"changed": True, "warnings": ["Deleting Pods not managed by a controller"]})
     assert not R.drain_timed_out({}) and not R.drain_timed_out(None)
+
+
+def test_running_pods_of_records_missing_their_namespace_or_name():
+    pods = [{"metadata": {"name": "train"}, "status": {"phase": "Running"}},
+            {"metadata": {"namespace": "ml"}, "status": {"phase": "Pending"}}]
+    assert R.running_pods(pods) == ["/train", "ml/"]
 
 
 # --- documented tables --------------------------------------------------------------------------------------------
@@ -172,11 +195,16 @@ def test_node_facts_pick_the_node_and_take_the_variable_before_the_label():
     nodes = {"resources": [node("n0", {"nvidia.com/mig.config": "other"}),
                            node("n1", {"nvidia.com/mig.config": "all-1g"}, allocatable={"nvidia.com/mig-1g.10gb": "7", "cpu": "8"})]}
     facts = R.node_facts(nodes, "n1")
-    assert facts["found"] and facts["selected"] == "all-1g" and facts["plannable"]
-    assert facts["advertised"] == {"nvidia.com/mig-1g.10gb": 7} and not facts["unavailable"] and not facts["was_cordoned"]
+    assert facts == {"node": "n1", "failed": False, "msg": "", "found": True, "labels": {"nvidia.com/mig.config": "all-1g"},
+                     "mig_manager": "", "was_cordoned": False, "unavailable": False, "advertised": {"nvidia.com/mig-1g.10gb": 7},
+                     "selected": "all-1g", "skip": False, "plannable": True, "backend": "nvml"}
     assert R.node_facts(nodes, "n1", selected="all-balanced")["selected"] == "all-balanced"
-    assert not R.node_facts(nodes, "n9")["found"] and not R.node_facts(nodes, "n9")["plannable"]
-    assert R.node_facts({"failed": True, "msg": "401"}, "n1")["failed"]
+    # Absent: nothing selected (an empty string, as the role's messages print it), not plannable.
+    assert R.node_facts(nodes, "n9") == {"node": "n9", "failed": False, "msg": "", "found": False, "labels": {},
+                                         "mig_manager": "", "was_cordoned": False, "unavailable": True, "advertised": {},
+                                         "selected": "", "skip": False, "plannable": False, "backend": "nvml"}
+    unreadable = R.node_facts({"failed": True, "msg": "401"}, "n1", backend="gpu_operator")
+    assert unreadable["failed"] is True and unreadable["msg"] == "401" and unreadable["backend"] == "gpu_operator"
 
 
 def test_node_facts_cordon_readiness_and_the_skip_label():
@@ -201,8 +229,23 @@ def test_only_the_mig_manager_label_the_backend_needs_is_plannable(backend, mana
     assert facts["plannable"] is plannable
     error = R.node_plan(facts, {"skipped": True})["error"]
     assert (error == "") is plannable
-    with pytest.raises(R.RollError, match="backend must be one of nvml, gpu_operator"):
+    with pytest.raises(R.RollError, match="^backend must be one of nvml, gpu_operator, got 'mig-manager'$"):
         R.node_facts({}, "n1", backend="mig-manager")
+
+
+@pytest.mark.parametrize("backend, manager, error", [
+    ("nvml", "true", "the GPU Operator deploys mig-manager on this node (nvidia.com/gpu.deploy.mig-manager=true), which "
+                     "re-applies its own MIG configuration; backend nvml needs it off (label it false, or disable migManager "
+                     "in the ClusterPolicy), or use mig_reconfigure_backend=gpu_operator"),
+    ("gpu_operator", None, "backend gpu_operator needs mig-manager of the GPU Operator on this node, but "
+                           "nvidia.com/gpu.deploy.mig-manager is absent (enable migManager in the ClusterPolicy)"),
+    ("gpu_operator", "false", "backend gpu_operator needs mig-manager of the GPU Operator on this node, but "
+                              "nvidia.com/gpu.deploy.mig-manager is false (enable migManager in the ClusterPolicy)"),
+])
+def test_a_mig_manager_at_odds_with_the_backend_is_explained(backend, manager, error):
+    labels = {} if manager is None else {"nvidia.com/gpu.deploy.mig-manager": manager}
+    facts = R.node_facts({"resources": [node(labels=labels)]}, "n1", selected="x", backend=backend)
+    assert R.node_plan(facts, {"skipped": True})["error"] == error
 
 
 def test_node_plan_names_the_first_reason_a_node_cannot_roll():
@@ -210,26 +253,42 @@ def test_node_plan_names_the_first_reason_a_node_cannot_roll():
     assert R.node_plan(R.node_facts({"failed": True, "msg": "Unauthorized"}, "n1"), {})["error"] == \
         "cannot read Kubernetes node n1: Unauthorized"
     assert R.node_plan(R.node_facts({"resources": []}, "n1"), {})["error"] == "Kubernetes node n1 not found"
-    assert R.node_plan(R.node_facts({"resources": [node()]}, "n1"), {})["error"].startswith("no MIG configuration selected")
+    assert R.node_plan(R.node_facts({"resources": [node()]}, "n1"), {})["error"] == \
+        "no MIG configuration selected: set mig_reconfigure_selected or the node label nvidia.com/mig.config"
     assert R.node_plan(ok, {"failed": True, "msg": "unknown config"})["error"] == "unknown config"
     assert R.node_plan(ok, {"failed": True})["error"] == "mig_geometry failed"
-    ci = [gpu(devices={"1c.3g.40gb": 2})]
-    assert R.node_plan(ok, {"changed": True, "gpus": ci})["error"].startswith("compute-instance profile(s) 1c.3g.40gb")
+    ci = [gpu(devices={"1c.3g.40gb": 2, "2c.4g.40gb": 1})]
+    assert R.node_plan(ok, {"changed": True, "gpus": ci})["error"] == (
+        "compute-instance profile(s) 1c.3g.40gb, 2c.4g.40gb are not registered by the NVIDIA device plugin (mixed strategy "
+        "serves C == G profiles only); set mig_reconfigure_ci_profiles_served if the plugin on this node serves them")
     plan = R.node_plan(ok, {"changed": True, "gpus": ci}, ci_profiles_served=True)
-    assert plan["error"] == "" and plan["changed"] and plan["target"] == {"nvidia.com/mig-1c.3g.40gb": 2}
+    assert plan["error"] == "" and plan["changed"] and plan["target"] == {"nvidia.com/mig-1c.3g.40gb": 2, "nvidia.com/mig-2c.4g.40gb": 1}
 
 
 def test_node_plan_changes_skips_by_label_and_keeps_the_current_resources():
     facts = R.node_facts({"resources": [node(allocatable={"nvidia.com/mig-1g.10gb": "7"})]}, "n1", selected="all-3g")
     target = [gpu(devices={"3g.40gb": 2})]
     plan = R.node_plan(facts, {"changed": True, "reset_required": True, "gpus": target})
-    assert plan["changed"] and not plan["skipped_by_label"] and plan["reset_required"]
-    assert plan["current"] == {"nvidia.com/mig-1g.10gb": 7} and plan["target"] == {"nvidia.com/mig-3g.40gb": 2}
+    assert plan == {"node": "n1", "selected": "all-3g", "error": "", "changed": True, "skipped_by_label": False,
+                    "reset_required": True, "gpus": target, "unavailable": False,
+                    "current": {"nvidia.com/mig-1g.10gb": 7}, "target": {"nvidia.com/mig-3g.40gb": 2}}
+    cordoned = R.node_plan(dict(facts, unavailable=True), {"changed": True, "gpus": target})
+    assert cordoned["unavailable"] is True and cordoned["reset_required"] is False
     same = R.node_plan(facts, {"changed": False, "gpus": target})
     assert not same["changed"] and same["target"] == same["current"]  # at its target: what it advertises stays
     skipped = R.node_plan(dict(facts, skip=True), {"changed": True, "gpus": target})
     assert not skipped["changed"] and skipped["skipped_by_label"]
     assert not R.node_plan(dict(facts, skip=True), {"changed": False})["skipped_by_label"]
+
+
+def test_node_plan_forced_changes_and_shares_whole_gpus():
+    # gpu_pools: the geometry stays but the device plugin's sharing changes, so the node rolls all the same.
+    facts = R.node_facts({"resources": [node(allocatable={"nvidia.com/gpu": "2"})]}, "n1", selected="pool-a")
+    whole = [gpu(current="disabled", capable=False), gpu(current="disabled", capable=False)]
+    plan = R.node_plan(facts, {"changed": False, "gpus": whole}, force=True, sharing={"replicas": 4, "rename_by_default": True})
+    assert plan["changed"] is True and plan["current"] == {"nvidia.com/gpu": 2} and plan["target"] == {"nvidia.com/gpu.shared": 8}
+    unforced = R.node_plan(facts, {"changed": False, "gpus": whole}, sharing={"replicas": 4})
+    assert unforced["changed"] is False and unforced["target"] == {"nvidia.com/gpu": 2}
 
 
 def test_pods_matching_equality_selectors_in_order():
@@ -239,8 +298,14 @@ def test_pods_matching_equality_selectors_in_order():
     got = R.pods_matching(pods, ["app=plugin", "tier == gpu", "app=dcgm"])
     assert [p["metadata"]["name"] for p in got] == ["a", "c"]  # each once, though "a" matches two selectors
     assert R.pods_matching(pods, []) == []
-    with pytest.raises(R.RollError, match="pod selector '=x' is not key=value"):
+    # key==value alone, spaced or not.
+    assert [p["metadata"]["name"] for p in R.pods_matching(pods, ["tier==gpu"])] == ["a"]
+    assert [p["metadata"]["name"] for p in R.pods_matching(pods, [" app == other "])] == ["b"]
+    with pytest.raises(R.RollError, match="^pod selector '=x' is not key=value$"):
         R.pods_matching(pods, ["=x"])
+    # The key is what comes before the first '='.
+    with pytest.raises(R.RollError, match="^pod selector '=app=x' is not key=value$"):
+        R.pods_matching(pods, ["=app=x"])
 
 
 def test_plan_report_lines_and_records_for_every_kind_of_node():

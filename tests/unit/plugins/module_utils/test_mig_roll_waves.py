@@ -7,6 +7,8 @@ floors, or a refusal before any node is drained."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll as R
@@ -26,23 +28,37 @@ def fleet(n, changing=()):
 
 @pytest.mark.parametrize("value, total, count", [
     (1, 20, 1), ("3", 20, 3), ("25%", 20, 5), ("26%", 20, 6), ("1%", 20, 1), ("0%", 20, 0), ("100%", 7, 7),
-    (0, 5, 0), ("10%", 0, 0),
+    (0, 5, 0), ("10%", 0, 0), ("50%", 202, 101), ("100%", 101, 101),
 ])
 def test_scaled_rounds_a_percentage_up_as_kubernetes_does(value, total, count):
     assert R.scaled(value, total, "x") == count
 
 
-@pytest.mark.parametrize("value", ["-1", "-5%", "a", "5%%", True, "1.5", ""])
-def test_scaled_refuses_what_is_not_a_count_or_a_percentage(value):
-    with pytest.raises(R.RollError, match="x must"):
+@pytest.mark.parametrize("value, msg", [
+    ("-1", "x must not be negative, got '-1'"),
+    ("-5%", "x must be a count or a percentage such as 25%, got '-5%'"),
+    ("a", "x must be a count or a percentage such as 25%, got 'a'"),
+    ("5%%", "x must be a count or a percentage such as 25%, got '5%%'"),
+    (True, "x must be a count or a percentage, got True"),
+    ("1.5", "x must be a count or a percentage such as 25%, got '1.5'"),
+    ("", "x must be a count or a percentage such as 25%, got ''"),
+])
+def test_scaled_refuses_what_is_not_a_count_or_a_percentage(value, msg):
+    with pytest.raises(R.RollError, match="^%s$" % re.escape(msg)):
         R.scaled(value, 10, "x")
 
 
 def test_serial_one_is_one_node_per_wave_in_order_and_unchanged_nodes_never_roll():
     plan = R.roll_waves(fleet(6, changing=(1, 2, 4)))
-    assert plan["waves"] == [["n1"], ["n2"], ["n4"]] and plan["sizes"] == [1, 1, 1]
-    assert plan["wave_of"] == {"n1": 0, "n2": 1, "n4": 2}
-    assert plan["max_parallel"] == 1 and plan["max_unavailable"] == 6 and plan["unavailable_before"] == []
+    # The defaults: one node at a time, every node may be unavailable, no failure tolerated, no floor.
+    assert plan == {"waves": [["n1"], ["n2"], ["n4"]], "sizes": [1, 1, 1], "max_parallel": 1, "max_unavailable": 6,
+                    "max_failures": 0, "unavailable_before": [], "min_capacity": {}, "wave_of": {"n1": 0, "n2": 1, "n4": 2}}
+    assert R.roll_waves(fleet(6, changing=(1, 2, 4)), max_parallel=None)["sizes"] == [1, 1, 1]
+
+
+def test_max_parallel_percentage_of_the_targeted_nodes():
+    plan = R.roll_waves(fleet(4, changing=range(4)), max_parallel="50%")
+    assert plan["max_parallel"] == 2 and plan["waves"] == [["n0", "n1"], ["n2", "n3"]]
 
 
 def test_max_unavailable_percentage_counts_nodes_already_cordoned():
@@ -100,6 +116,26 @@ def test_floor_counts_the_new_geometry_of_nodes_already_done():
     assert plan["waves"] == [["a", "b"], ["c"]] and plan["min_capacity"] == {M3: 4}
 
 
+def test_floors_name_every_resource_short_and_count_an_empty_pool_as_zero():
+    with pytest.raises(R.RollError, match=r"^the pool is already below its capacity floor before the roll: "
+                                          r"nvidia.com/mig-1g.10gb has 0 schedulable, floor 1; "
+                                          r"nvidia.com/mig-3g.40gb has 2 schedulable, floor 9; no node is drained$"):
+        R.roll_waves([node("a", changing=False)], floors={M3: 9, M1: 1})
+    # Every node cordoned: nothing schedulable at all.
+    with pytest.raises(R.RollError, match=r"^the pool is already below its capacity floor before the roll: "
+                                          r"nvidia.com/mig-3g.40gb has 0 schedulable, floor 1; no node is drained$"):
+        R.roll_waves([node("a", unavailable=True)], floors={M3: 1})
+    both = [node("a", current={M3: 2, M1: 1}), node("b", changing=False, current={M3: 2, M1: 1})]
+    with pytest.raises(R.RollError, match=r"^node a cannot be drained even alone \(capacity floor: "
+                                          r"nvidia.com/mig-1g.10gb would drop to 1 schedulable, floor 2; "
+                                          r"nvidia.com/mig-3g.40gb would drop to 2 schedulable, floor 3\); no node is drained$"):
+        R.roll_waves(both, floors={M3: 3, M1: 2})
+    # The only node drained: nothing left.
+    with pytest.raises(R.RollError, match=r"^node a cannot be drained even alone \(capacity floor: "
+                                          r"nvidia.com/mig-3g.40gb would drop to 0 schedulable, floor 1\); no node is drained$"):
+        R.roll_waves([node("a")], floors={M3: 1})
+
+
 @pytest.mark.parametrize("nodes, floors, words", [
     ([node("a", changing=False, current={M3: 1})], {M3: 2},
      "already below its capacity floor before the roll: nvidia.com/mig-3g.40gb has 1 schedulable, floor 2"),
@@ -122,7 +158,7 @@ def test_unavailable_nodes_do_not_count_towards_the_floor():
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    ({"floors": {M3: -1}}, "capacity floor of nvidia.com/mig-3g.40gb must be a count of 0 or more"),
+    ({"floors": {M3: -1}}, "^capacity floor of nvidia.com/mig-3g.40gb must be a count of 0 or more, got -1$"),
     ({"floors": {M3: True}}, "must be a count of 0 or more"),
     ({"max_parallel": "x"}, "max_parallel must be a count or a percentage"),
     ({"max_unavailable": "-1"}, "max_unavailable must"),
@@ -133,8 +169,10 @@ def test_bad_budget_input_is_refused(kwargs, words):
 
 
 def test_a_node_listed_twice_is_refused():
-    with pytest.raises(R.RollError, match="nodes listed twice: a"):
+    with pytest.raises(R.RollError, match="^nodes listed twice: a$"):
         R.roll_waves([node("a"), node("a")])
+    with pytest.raises(R.RollError, match="^nodes listed twice: a, b$"):
+        R.roll_waves([node("b"), node("a"), node("c"), node("a"), node("b")])
 
 
 def test_empty_selection_rolls_nothing():
@@ -179,6 +217,10 @@ def test_the_budget_is_spent_only_when_more_nodes_failed_than_it_allows():
                             "this node was not started")
     assert R.budget_spent([result("b", "failed")], 0)["spent"] is True
     assert R.budget_spent([], 0) == {"spent": False, "failed": [], "msg": ""}
+    # No budget given is a budget of none.
+    assert R.budget_spent([result("b", "failed")], None) == {
+        "spent": True, "failed": ["b"],
+        "msg": "the roll stopped: 1 node(s) failed (b), more than its failure budget of 0; this node was not started"}
     # Nodes not started count for nothing; neither do missing records.
     assert R.budget_spent([result("d", "not_started"), None, {}], 0)["spent"] is False
 

@@ -6,6 +6,10 @@
 
 from __future__ import annotations
 
+import datetime
+import os
+import time
+
 import pytest
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _rolllock as L
@@ -40,44 +44,95 @@ def test_times_round_trip_as_the_api_server_writes_them():
     assert L.decide(whole, "held", "roll", "kube-system", ME, 60, [], NOW)["body"]["spec"]["acquireTime"] \
         == "2026-12-01T00:00:00.000001Z"
     assert L.parse_time("") is None and L.parse_time(None) is None
-    with pytest.raises(L.LockError, match="unreadable time in the Lease: 'yesterday'"):
+    with pytest.raises(L.LockError, match="^unreadable time in the Lease: 'yesterday'$"):
         L.parse_time("yesterday")
-    with pytest.raises(L.LockError, match="Lease times are UTC, got '2026-12-02T04:30:00[+]02:00'"):
+    # A fraction that is not digits is the Lease's fault, not the API's: LockError, never float()'s ValueError.
+    for bad in ("2026-12-02T04:30:00.abcZ", "2026-12-02T04:30:00.25.5Z", "2026-12-02T04:30:00.5e3Z", "2026-12-02T04:30:00.Z"):
+        with pytest.raises(L.LockError, match="^unreadable time in the Lease: %r$" % bad):
+            L.parse_time(bad)
+    assert L.parse_time("2026-12-02T04:30:00.25Z") - L.parse_time("2026-12-02T04:30:00Z") == pytest.approx(0.25)
+    with pytest.raises(L.LockError, match="^Lease times are UTC, got '2026-12-02T04:30:00[+]02:00'$"):
         L.parse_time("2026-12-02T04:30:00+02:00")
+    # A second offset after a UTC one is still not UTC.
+    with pytest.raises(L.LockError, match="^Lease times are UTC, got '2026-12-02T04:30:00[+]00:00[+]02:00'$"):
+        L.parse_time("2026-12-02T04:30:00+00:00+02:00")
+
+
+def test_times_are_read_to_the_second_and_the_microsecond():
+    # Exact: a 1 s or 1 us error would move the lease's end.
+    assert L.parse_time("2026-12-02T04:30:07Z") == 1796185807.0
+    assert L.parse_time("2026-12-02T04:30:07.000001Z") - 1796185807.0 == pytest.approx(0.000001, abs=3e-7)  # one float step here is 2.4e-7
+    assert L.parse_time("2026-12-02T04:30:07.5Z") == 1796185807.5
+    # Both spellings of a UTC offset.
+    assert L.parse_time("2026-12-02T04:30:07+0000") == 1796185807.0
+    assert L.parse_time("2026-12-02T04:30:07.250000+00:00") == 1796185807.25
+
+
+@pytest.fixture
+def controller_east_of_utc():
+    """The controller's local time zone 3 h east of UTC (a POSIX TZ rule: no tz database needed)."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "XYZ-3"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+def test_times_are_utc_whatever_the_controller_time_zone(controller_east_of_utc):
+    assert L.format_time(0) == "1970-01-01T00:00:00.000001Z"
+    assert L.format_time(1796185807.5) == "2026-12-02T04:30:07.500000Z"
+    assert L.parse_time("2026-12-02T04:30:07Z") == 1796185807.0
+    assert L.parse_time("2026-12-02T04:30:07.5Z") == 1796185807.5
+    # The kubernetes client hands MicroTime over as datetime: naive ones are UTC, aware ones keep their zone.
+    assert L.parse_time(datetime.datetime(2026, 12, 2, 4, 30, 7)) == 1796185807.0
+    east = datetime.timezone(datetime.timedelta(hours=2))
+    assert L.parse_time(datetime.datetime(2026, 12, 2, 6, 30, 7, tzinfo=east)) == 1796185807.0
+    assert L.parse_time(datetime.datetime(2026, 12, 2, 4, 30, 7, tzinfo=datetime.timezone.utc)) == 1796185807.0
 
 
 def test_no_lease_is_created_for_this_run():
-    d = decide(None)
-    assert d["action"] == "create" and d["before"] is None and d["taken_over"] is None
-    assert d["msg"] == "took the roll lock kube-system/roll"
-    body = d["body"]
-    assert body["apiVersion"] == "coordination.k8s.io/v1" and body["kind"] == "Lease"
-    assert "resourceVersion" not in body["metadata"]  # a create must not carry one
-    assert body["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpuops.provision"}
-    assert body["metadata"]["annotations"] == {L.NODES_ANNOTATION: "gpu-03"}
-    assert body["spec"] == {"holderIdentity": ME, "leaseDurationSeconds": 600, "acquireTime": L.format_time(NOW),
-                            "renewTime": L.format_time(NOW), "leaseTransitions": 0}
+    d = decide(None, nodes=("gpu-03", "gpu-04"))
+    # A create must not carry a resourceVersion.
+    assert d == {"action": "create", "before": None, "taken_over": None, "msg": "took the roll lock kube-system/roll",
+                 "body": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                          "metadata": {"name": "roll", "namespace": "kube-system",
+                                       "labels": {"app.kubernetes.io/managed-by": "gpuops.provision"},
+                                       "annotations": {L.NODES_ANNOTATION: "gpu-03,gpu-04"}},
+                          "spec": {"holderIdentity": ME, "leaseDurationSeconds": 600, "acquireTime": L.format_time(NOW),
+                                   "renewTime": L.format_time(NOW), "leaseTransitions": 0}}}
 
 
 def test_a_live_lease_of_another_run_is_refused_naming_it_and_its_nodes():
-    d = decide(lease(renewed=NOW - 10, duration=3600))
-    assert d["action"] == "refuse" and d["body"] is None
-    assert d["msg"] == ("another roll holds the lock kube-system/roll: %s (nodes gpu-01, gpu-02; renewed %s; "
-                        "expires in 3590 s); nothing was changed" % (OTHER, L.format_time(NOW - 10)))
+    current = lease(renewed=NOW - 10, duration=3600)
+    d = decide(current)
+    assert d == {"action": "refuse", "body": None, "before": L.record(current), "taken_over": None,
+                 "msg": "another roll holds the lock kube-system/roll: %s (nodes gpu-01, gpu-02; renewed %s; "
+                        "expires in 3590 s); nothing was changed" % (OTHER, L.format_time(NOW - 10))}
+    # A quarter second left rounds to 0 s, still ahead.
+    last = decide(lease(renewed=NOW - 3599.75, duration=3600))
+    assert last["action"] == "refuse" and last["msg"].endswith("expires in 0 s); nothing was changed")
     # One second before its end the lease still holds; at its end it no longer does (renewTime + duration > now).
     assert decide(lease(renewed=NOW - 3599, duration=3600))["action"] == "refuse"
     assert decide(lease(renewed=NOW - 3600, duration=3600))["action"] == "update"
 
 
 def test_an_expired_lease_is_taken_over_with_the_resource_version_read():
-    d = decide(lease(renewed=NOW - 4000, duration=3600, transitions=2, rv="77"))
-    assert d["action"] == "update" and d["taken_over"] == OTHER
-    assert d["msg"].startswith("took over the roll lock kube-system/roll from %s (nodes gpu-01, gpu-02;" % OTHER)
-    assert d["msg"].endswith("expired 400 s ago), whose lease expired")
-    assert d["body"]["metadata"]["resourceVersion"] == "77"
-    assert d["body"]["spec"]["leaseTransitions"] == 3  # client-go: LeaderTransitions + 1 on a change of hands
-    assert d["body"]["spec"]["holderIdentity"] == ME and d["body"]["spec"]["acquireTime"] == L.format_time(NOW)
-    assert d["body"]["metadata"]["annotations"][L.NODES_ANNOTATION] == "gpu-03"
+    current = lease(renewed=NOW - 4000, duration=3600, transitions=2, rv="77")
+    d = decide(current)
+    # client-go: LeaderTransitions + 1 on a change of hands.
+    assert d == {"action": "update", "before": L.record(current), "taken_over": OTHER,
+                 "msg": "took over the roll lock kube-system/roll from %s (nodes gpu-01, gpu-02; renewed %s; expired 400 s ago), "
+                        "whose lease expired" % (OTHER, L.format_time(NOW - 4000)),
+                 "body": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                          "metadata": {"name": "roll", "namespace": "kube-system", "resourceVersion": "77",
+                                       "labels": {"app.kubernetes.io/managed-by": "gpuops.provision"},
+                                       "annotations": {L.NODES_ANNOTATION: "gpu-03"}},
+                          "spec": {"holderIdentity": ME, "leaseDurationSeconds": 600, "acquireTime": L.format_time(NOW),
+                                   "renewTime": L.format_time(NOW), "leaseTransitions": 3}}}
 
 
 def test_a_released_lease_or_one_without_a_duration_is_free():
@@ -93,29 +148,47 @@ def test_a_released_lease_or_one_without_a_duration_is_free():
 def test_our_own_lease_is_renewed_keeping_acquire_time_and_transitions():
     mine = lease(holder=ME, renewed=NOW - 50, transitions=4, rv="90")
     d = decide(mine, nodes=())
-    assert d["action"] == "update" and d["taken_over"] is None
-    assert d["msg"] == "renewed the roll lock kube-system/roll"
-    spec = d["body"]["spec"]
-    assert spec["acquireTime"] == mine["spec"]["acquireTime"] and spec["leaseTransitions"] == 4
-    assert spec["renewTime"] == L.format_time(NOW) and spec["leaseDurationSeconds"] == 600
-    assert d["body"]["metadata"]["resourceVersion"] == "90"
     # No nodes given on a renewal: the recorded ones stay.
-    assert d["body"]["metadata"]["annotations"][L.NODES_ANNOTATION] == "gpu-01,gpu-02"
+    assert d == {"action": "update", "before": L.record(mine), "taken_over": None, "msg": "renewed the roll lock kube-system/roll",
+                 "body": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                          "metadata": {"name": "roll", "namespace": "kube-system", "resourceVersion": "90",
+                                       "labels": {"app.kubernetes.io/managed-by": "gpuops.provision"},
+                                       "annotations": {L.NODES_ANNOTATION: "gpu-01,gpu-02"}},
+                          "spec": {"holderIdentity": ME, "leaseDurationSeconds": 600, "acquireTime": mine["spec"]["acquireTime"],
+                                   "renewTime": L.format_time(NOW), "leaseTransitions": 4}}}
+    # Nodes given replace the recorded ones; a Lease without acquireTime gets now.
+    del mine["spec"]["acquireTime"]
+    body = decide(mine, nodes=("gpu-05",))["body"]
+    assert body["spec"]["acquireTime"] == L.format_time(NOW) and body["metadata"]["annotations"] == {L.NODES_ANNOTATION: "gpu-05"}
     # Our own expired lease (nobody took it) is renewed too.
     assert decide(lease(holder=ME, renewed=NOW - 9999))["msg"] == "renewed the roll lock kube-system/roll"
 
 
 def test_release_empties_the_holder_only_when_this_run_holds_it():
-    d = decide(lease(holder=ME, transitions=4, rv="91"), state="absent")
-    assert d["action"] == "update" and d["msg"] == "released the roll lock kube-system/roll"
-    assert d["body"]["spec"]["holderIdentity"] == "" and d["body"]["spec"]["leaseDurationSeconds"] == 1
-    assert d["body"]["spec"]["leaseTransitions"] == 4 and d["body"]["metadata"]["resourceVersion"] == "91"
-    other = decide(lease(), state="absent")
-    assert other["action"] == "none" and other["body"] is None
-    assert other["msg"].startswith("the roll lock kube-system/roll is not held by this run, but by %s (" % OTHER)
-    assert other["msg"].endswith("; left as it is")
+    mine = lease(holder=ME, transitions=4, rv="91")
+    d = decide(mine, state="absent")
+    # client-go release: holder "" and a duration of 1 s; acquireTime and the transitions stay.
+    assert d == {"action": "update", "before": L.record(mine), "taken_over": None, "msg": "released the roll lock kube-system/roll",
+                 "body": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                          "metadata": {"name": "roll", "namespace": "kube-system", "resourceVersion": "91",
+                                       "labels": {"app.kubernetes.io/managed-by": "gpuops.provision"},
+                                       "annotations": {L.NODES_ANNOTATION: ""}},
+                          "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": mine["spec"]["acquireTime"],
+                                   "renewTime": L.format_time(NOW), "leaseTransitions": 4}}}
+    # A Lease without acquireTime is released without one.
+    del mine["spec"]["acquireTime"]
+    assert decide(mine, state="absent")["body"]["spec"]["acquireTime"] is None
+    current = lease()
+    other = decide(current, state="absent")
+    assert other == {"action": "none", "body": None, "before": L.record(current), "taken_over": None,
+                     "msg": "the roll lock kube-system/roll is not held by this run, but by %s (nodes gpu-01, gpu-02; renewed %s; "
+                            "expires in 3590 s); left as it is" % (OTHER, L.format_time(NOW - 10))}
+    # A holder with nothing more to say is named alone.
+    bare = decide(lease(nodes="", renewed=None, duration=None), state="absent")
+    assert bare["msg"] == "the roll lock kube-system/roll is not held by this run, but by %s; left as it is" % OTHER
     none = decide(None, state="absent")
-    assert none["action"] == "none" and none["msg"] == "the roll lock kube-system/roll is not held by this run; left as it is"
+    assert none == {"action": "none", "body": None, "before": None, "taken_over": None,
+                    "msg": "the roll lock kube-system/roll is not held by this run; left as it is"}
 
 
 def test_record_reads_every_field():
@@ -129,18 +202,31 @@ def test_record_reads_every_field():
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    ({"holder": ""}, "holder must name this run"),
-    ({"holder": "  "}, "holder must name this run"),
-    ({"ttl": 0}, "ttl must be a positive number of seconds, got 0"),
-    ({"ttl": True}, "ttl must be a positive number of seconds, got True"),
-    ({"ttl": "60"}, "ttl must be a positive number of seconds, got '60'"),
+    ({"holder": ""}, "^holder must name this run$"),
+    ({"holder": "  "}, "^holder must name this run$"),
+    ({"ttl": 0}, "^ttl must be a positive number of seconds, got 0$"),
+    ({"ttl": True}, "^ttl must be a positive number of seconds, got True$"),
+    ({"ttl": "60"}, "^ttl must be a positive number of seconds, got '60'$"),
 ])
 def test_bad_input_is_refused_naming_the_option(kwargs, words):
     with pytest.raises(L.LockError, match=words):
         decide(None, **kwargs)
-    with pytest.raises(L.LockError, match="state must be held or absent, got 'taken'"):
+    with pytest.raises(L.LockError, match="^state must be held or absent, got 'taken'$"):
         decide(None, state="taken")
-    with pytest.raises(L.LockError, match="name must be 1 to 253 characters"):
+    with pytest.raises(L.LockError, match="^name must be 1 to 253 characters, got ''$"):
         L.decide(None, "held", "", "ns", ME, 60, [], NOW)
-    with pytest.raises(L.LockError, match="namespace must not be empty"):
+    with pytest.raises(L.LockError, match="^namespace must not be empty$"):
         L.decide(None, "held", "roll", "", ME, 60, [], NOW)
+
+
+def test_every_problem_is_named_at_once():
+    with pytest.raises(L.LockError, match="^name must be 1 to 253 characters, got ''; namespace must not be empty; "
+                                          "holder must name this run; ttl must be a positive number of seconds, got 0$"):
+        L.decide(None, "held", "", "", " ", 0, [], NOW)
+
+
+def test_the_limits_on_name_and_ttl_are_inclusive():
+    # 253 characters and 1 s are allowed; 254 characters and 0 s are not.
+    assert L.decide(None, "held", "r" * 253, "ns", ME, 1, [], NOW)["body"]["spec"]["leaseDurationSeconds"] == 1
+    with pytest.raises(L.LockError, match="^name must be 1 to 253 characters, got '%s'$" % ("r" * 254)):
+        L.decide(None, "held", "r" * 254, "ns", ME, 1, [], NOW)
