@@ -254,7 +254,7 @@ def plan(pools, nodes, mig_config=None, strategy="mixed", default_config="defaul
     if strategy not in STRATEGIES:
         errors.append("MIG strategy must be one of %s, got %r" % (", ".join(STRATEGIES), strategy))
     if not isinstance(pools, list):
-        return dict(errors=["pools must be a list, got %r" % (pools,)], config_map={}, nodes={})
+        return dict(errors=errors + ["pools must be a list, got %r" % (pools,)], config_map={}, nodes={})
     nodes = nodes or {}
     normalized = []
     names = {}
@@ -279,7 +279,7 @@ def plan(pools, nodes, mig_config=None, strategy="mixed", default_config="defaul
                 errors.append("pool %s: device_plugin_config %s is used by another pool with other settings" % (pool["name"], key))
             keys[key] = render_config(pool, strategy)
         elif pool.get("device_plugin_config") and key != default_config:
-            errors.append("pool %s: a %s pool uses the default device plugin configuration %s, not %s"
+            errors.append("pool %s: sharing %s uses the default device plugin configuration %s, not %s"
                           % (pool["name"], pool["sharing"], default_config, key))
         # MIG strategy consistent with the pool (rm.go: strategy none advertises no MIG device at all; single one
         # resource type per node).
@@ -309,7 +309,8 @@ def plan(pools, nodes, mig_config=None, strategy="mixed", default_config="defaul
         labels = node.get("labels") or {}
         chosen = [p for p in normalized if p.get("sharing") in MODES and _selects(p, name, labels)]
         if len(chosen) > 1:
-            errors.append("node %s: selected by more than one pool (%s)" % (name, ", ".join(p["name"] for p in chosen)))
+            errors.append("node %s: selected by more than one pool (%s)"
+                          % (name, ", ".join(p.get("name") or "one without a name" for p in chosen)))
             continue
         if not chosen:
             current = labels.get(CONFIG_LABEL)
@@ -317,8 +318,9 @@ def plan(pools, nodes, mig_config=None, strategy="mixed", default_config="defaul
                 errors.append("node %s: is in no pool and selects device plugin configuration %s, which this run would "
                               "remove from the ConfigMap" % (name, current))
             continue
-        members.setdefault(chosen[0]["name"], []).append(name)
         pool = chosen[0]
+        if pool.get("name"):  # a pool without a name is invalid (reported above) and lists no members
+            members.setdefault(pool["name"], []).append(name)
         if "config_key" not in pool:
             continue  # the pool itself is invalid; reported above
         if not node.get("host"):

@@ -230,3 +230,361 @@ def test_filters_are_registered_and_documented():
         with open(os.path.join(os.path.dirname(F.__file__), name + ".yml"), encoding="utf-8") as fh:
             doc = yaml.safe_load(fh)
         assert doc["DOCUMENTATION"]["name"] == name and set(doc) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}
+
+
+# --- Exact messages and whole records (tools/mutation.toml: every message names pool or node, value and reason) ---
+
+KNOWN = ("name, nodes, selector, sharing, mig_config, replicas, rename_by_default, fail_requests_greater_than_one, labels, taints, "
+         "device_plugin_config")
+DEFAULT_TAINT = [{"key": "gpuops.io/gpu-pool", "value": "p", "effect": "NoSchedule"}]
+
+
+def test_normalize_fills_defaults_into_a_whole_pool():
+    pool, errors = P.normalize(dict(name="p", nodes=["a"], sharing="exclusive"), 0)
+    assert errors == []
+    assert pool == dict(name="p", nodes=["a"], sharing="exclusive", mig_config="all-disabled", labels={}, taints=DEFAULT_TAINT)
+    pool, errors = P.normalize(dict(name="p", selector={"x": "y"}, sharing="time-slicing", replicas=2, taints=[]), 1, "off")
+    assert errors == []
+    assert pool == dict(name="p", selector={"x": "y"}, sharing="time-slicing", replicas=2, mig_config="off", labels={}, taints=[])
+    pool, errors = P.normalize(dict(name="p", nodes=["a"], sharing="mps", replicas=2, mig_config="mine"), 0)
+    assert errors == [] and pool["mig_config"] == "mine"
+    pool, errors = P.normalize(dict(name="p", nodes=["a"], sharing="mig", mig_config="all-3g"), 0)
+    assert errors == [] and pool["mig_config"] == "all-3g"
+
+
+@pytest.mark.parametrize("raw, errors", [
+    ("x", ["pool #3: a pool is a mapping, got 'x'"]),
+    (dict(nodes=["a"], sharing="exclusive"),
+     ["pool #3: name must be a label value (letters, digits, '-', '_', '.'; 63 at most), got None"]),
+    (dict(name="", nodes=["a"], sharing="exclusive"),
+     ["pool #3: name must be a label value (letters, digits, '-', '_', '.'; 63 at most), got ''"]),
+    (dict(name=7, nodes=["a"], sharing="exclusive"),
+     ["pool 7: name must be a label value (letters, digits, '-', '_', '.'; 63 at most), got 7"]),
+    (dict(name="a" * 64, nodes=["a"], sharing="exclusive"),
+     ["pool %s: name must be a label value (letters, digits, '-', '_', '.'; 63 at most), got '%s'" % ("a" * 64, "a" * 64),
+      "pool %s: taint gpuops.io/gpu-pool has the invalid value '%s'" % ("a" * 64, "a" * 64)]),
+    (dict(name="-a", nodes=["a"], sharing="exclusive"),
+     ["pool -a: name must be a label value (letters, digits, '-', '_', '.'; 63 at most), got '-a'",
+      "pool -a: taint gpuops.io/gpu-pool has the invalid value '-a'"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", size=1, colour="red"),
+     ["pool p: unknown key(s) colour, size (known: %s)" % KNOWN]),
+    (dict(name="p", nodes=["a"]), ["pool p: sharing must be one of mig, time-slicing, mps, exclusive, got None"]),
+    (dict(name="p", nodes=["a"], sharing="shared"), ["pool p: sharing must be one of mig, time-slicing, mps, exclusive, got 'shared'"]),
+    (dict(name="p", sharing="exclusive"), ["pool p: give either nodes (a list of node names) or selector (node labels), not neither"]),
+    (dict(name="p", nodes=["a"], selector={}, sharing="exclusive"),
+     ["pool p: give either nodes (a list of node names) or selector (node labels), not both"]),
+    (dict(name="p", nodes="a", sharing="exclusive"), ["pool p: nodes must be a list of node names"]),
+    (dict(name="p", nodes=["a", ""], sharing="exclusive"), ["pool p: nodes must be a list of node names"]),
+    (dict(name="p", nodes=["a", 1], sharing="exclusive"), ["pool p: nodes must be a list of node names"]),
+    (dict(name="p", selector=["a"], sharing="exclusive"), ["pool p: selector must be a mapping of node labels to values"]),
+    (dict(name="p", nodes=["a"], sharing="time-slicing", replicas=1),
+     ["pool p: time-slicing needs replicas, a whole number >= 2 (the device plugin refuses fewer), got 1"]),
+    (dict(name="p", nodes=["a"], sharing="mps", replicas=True),
+     ["pool p: mps needs replicas, a whole number >= 2 (the device plugin refuses fewer), got True"]),
+    (dict(name="p", nodes=["a"], sharing="mps"),
+     ["pool p: mps needs replicas, a whole number >= 2 (the device plugin refuses fewer), got None"]),
+    (dict(name="p", nodes=["a"], sharing="time-slicing", replicas=2.5),
+     ["pool p: time-slicing needs replicas, a whole number >= 2 (the device plugin refuses fewer), got 2.5"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", replicas=2), ["pool p: replicas applies to time-slicing and mps pools only, not exclusive"]),
+    (dict(name="p", nodes=["a"], sharing="mig", mig_config="c", replicas=0), ["pool p: replicas applies to time-slicing and mps pools only, not mig"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", rename_by_default=False),
+     ["pool p: rename_by_default applies to time-slicing and mps pools only"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", fail_requests_greater_than_one="yes"),
+     ["pool p: fail_requests_greater_than_one applies to time-slicing and mps pools only",
+      "pool p: fail_requests_greater_than_one must be true or false"]),
+    (dict(name="p", nodes=["a"], sharing="mps", replicas=2, rename_by_default=1), ["pool p: rename_by_default must be true or false"]),
+    (dict(name="p", nodes=["a"], sharing="mig"),
+     ["pool p: a mig pool needs mig_config, the name of a configuration in the mig-parted config"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", labels=["a"]), ["pool p: labels must be a mapping of label keys to values"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", labels={"a b": "x", "ok/": "y"}),
+     ["pool p: 'a b' is not a valid label key", "pool p: 'ok/' is not a valid label key"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", labels={"gpuops.io/gpu-pool": "x"}),
+     ["pool p: label gpuops.io/gpu-pool is set by the pool itself"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", labels={"team": 5, "b": "x" * 64, "c": "x" * 63, "d": ""}),
+     ["pool p: label team has the invalid value 5 (63 characters at most: letters, digits, '-', '_', '.')",
+      "pool p: label b has the invalid value '%s' (63 characters at most: letters, digits, '-', '_', '.')" % ("x" * 64)]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", taints={"key": "k"}), ["pool p: taints must be a list of {key, value, effect}"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", taints=["k", {"effect": "NoSchedule"}, {"key": "a b", "effect": "x"},
+                                                              {"key": "k", "value": "a b", "effect": "Never"}]),
+     ["pool p: taint 'k' needs a valid key", "pool p: taint {'effect': 'NoSchedule'} needs a valid key",
+      "pool p: taint {'key': 'a b', 'effect': 'x'} needs a valid key",
+      "pool p: taint k has the effect 'Never'; use one of NoSchedule, PreferNoSchedule, NoExecute",
+      "pool p: taint k has the invalid value 'a b'"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", taints=[{"key": "k", "value": "", "effect": "NoExecute"},
+                                                              {"key": "k", "effect": "PreferNoSchedule"},
+                                                              {"key": "k", "value": "-x", "effect": "NoSchedule"}]),
+     ["pool p: taint k has the invalid value '-x'"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", device_plugin_config="a b"),
+     ["pool p: device_plugin_config 'a b' is not a valid ConfigMap key and label value"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", device_plugin_config=3),
+     ["pool p: device_plugin_config 3 is not a valid ConfigMap key and label value"]),
+    (dict(name="p", nodes=["a"], sharing="exclusive", device_plugin_config="x" * 64),
+     ["pool p: device_plugin_config '%s' is not a valid ConfigMap key and label value" % ("x" * 64)]),
+])
+def test_normalize_errors_exactly(raw, errors):
+    assert P.normalize(raw, 3)[1] == errors
+
+
+def test_normalize_default_taint_and_mig_config_for_a_pool_without_name():
+    pool, errors = P.normalize(dict(nodes=["a"], sharing="time-slicing", replicas=2), 0, "off")
+    assert len(errors) == 1
+    assert pool == dict(nodes=["a"], sharing="time-slicing", replicas=2, mig_config="off", labels={},
+                        taints=[{"key": "gpuops.io/gpu-pool", "value": "", "effect": "NoSchedule"}])
+    pool, errors = P.normalize(dict(name="p", nodes=["a"], sharing="odd"), 0)
+    assert "mig_config" not in pool
+
+
+def test_plan_pool_level_errors_exactly():
+    assert P.plan("x", {}) == {"errors": ["pools must be a list, got 'x'"], "config_map": {}, "nodes": {}}
+    # Every error at once: a bad MIG strategy is not lost behind the pools that are not a list.
+    assert P.plan({"a": 1}, {}, strategy="x")["errors"] == [
+        "MIG strategy must be one of none, single, mixed, got 'x'", "pools must be a list, got {'a': 1}"]
+    assert run([ts()], {"gpu-a": node(gpus(T4, 1))}, strategy="x")["errors"] == ["MIG strategy must be one of none, single, mixed, got 'x'"]
+    out = run([ts(), ts(nodes=["gpu-b"])], {"gpu-a": node(gpus(T4, 1)), "gpu-b": node(gpus(T4, 1))})
+    assert out["errors"] == ["pool notebooks: defined twice"]
+    same = run([ts(name="a", device_plugin_config="k"), ts(name="b", nodes=["gpu-b"], device_plugin_config="k")],
+               {"gpu-a": node(gpus(T4, 1)), "gpu-b": node(gpus(T4, 1))})
+    assert same["errors"] == [] and sorted(same["config_map"]) == ["default", "k"]
+    assert same["nodes"]["gpu-b"]["config_key"] == "k"
+    other = run([ts(name="a", device_plugin_config="k"), ts(name="b", nodes=["gpu-b"], replicas=3, device_plugin_config="k")],
+                {"gpu-a": node(gpus(T4, 1)), "gpu-b": node(gpus(T4, 1))})
+    assert other["errors"] == ["pool b: device_plugin_config k is used by another pool with other settings"]
+    excl = run([dict(name="e", nodes=["gpu-a"], sharing="exclusive", device_plugin_config="mine")], {"gpu-a": node(gpus(T4, 1))})
+    assert excl["errors"] == ["pool e: sharing exclusive uses the default device plugin configuration default, not mine"]
+    ok = run([dict(name="e", nodes=["gpu-a"], sharing="exclusive", device_plugin_config="base")], {"gpu-a": node(gpus(T4, 1))},
+             default_config="base")
+    assert ok["errors"] == [] and ok["nodes"]["gpu-a"]["config_key"] == "base" and sorted(ok["config_map"]) == ["base"]
+    dflt = run([ts(device_plugin_config="base")], {"gpu-a": node(gpus(T4, 1))}, default_config="base")
+    assert dflt["errors"] == ["pool notebooks: device_plugin_config base is the default configuration (no sharing)"]
+    assert run([dict(name="i", nodes=["gpu-a"], sharing="mig", mig_config="nope")], {"gpu-a": node(gpus(H100, 1))})["errors"] == [
+        "pool i: MIG configuration nope is not in the mig-parted config"]
+    assert run([ts(mig_config="nope")], {"gpu-a": node(gpus(T4, 1))})["errors"] == [
+        "pool notebooks: MIG configuration nope is not in the mig-parted config"]
+    assert run([dict(name="i", nodes=["gpu-a"], sharing="mig", mig_config="all-disabled")], {"gpu-a": node(gpus(H100, 1))})["errors"] == [
+        "pool i: MIG configuration all-disabled disables MIG; a mig pool needs MIG devices"]
+    assert run([ts(mig_config="all-3g")], {"gpu-a": node(gpus(T4, 1))})["errors"] == [
+        "pool notebooks: a time-slicing pool needs MIG disabled on its GPUs, and MIG configuration all-3g enables it"]
+    # Without a mig-parted config the MIG configuration cannot be checked: no error either way.
+    assert run([ts(mig_config="nope"), dict(name="i", nodes=["gpu-b"], sharing="mig", mig_config="nope")],
+               {"gpu-a": node(gpus(T4, 1)), "gpu-b": node(gpus(H100, 1))}, mig_config=None)["errors"] == []
+    assert run([dict(name="i", nodes=["gpu-a"], sharing="mig", mig_config="nope")], {"gpu-a": node(gpus(H100, 1))},
+               mig_config=None, strategy="single")["errors"] == []
+
+
+def test_mig_strategy_single_with_one_profile_and_mixed_disabled_entries():
+    cfg = {"mig-configs": {"c": [{"devices": [0], "mig-enabled": False, "mig-devices": {"a": 1, "b": 1}},
+                                 {"devices": [1], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
+                           "off": [{"devices": "all", "mig-enabled": False}, {"devices": [1]}]}}
+    mig = [dict(name="i", nodes=["gpu-a"], sharing="mig", mig_config="c")]
+    assert run(mig, {"gpu-a": node(gpus(H100, 1))}, mig_config=cfg, strategy="single")["errors"] == []
+    assert run(mig, {"gpu-a": node(gpus(H100, 1))}, mig_config=cfg, strategy="none")["errors"] == [
+        "pool i: MIG strategy none advertises no MIG devices; a mig pool needs single or mixed"]
+    assert run([ts(mig_config="off")], {"gpu-a": node(gpus(T4, 1))}, mig_config=cfg)["errors"] == []
+    assert P.disables_mig(cfg, "off") is True and P.disables_mig(cfg, "c") is False and P.disables_mig(cfg, "x") is False
+    assert P.disables_mig(None, "off") is False
+
+
+@pytest.mark.parametrize("cc, replicas, errors", [
+    ("7.0", 16, []),
+    ("7.0", 17, ["node gpu-a: GPU 0 (X): pool m asks for 17 MPS replicas; an MPS server takes at most 16 clients on it"]),
+    ("7.4", 17, ["node gpu-a: GPU 0 (X): pool m asks for 17 MPS replicas; an MPS server takes at most 16 clients on it"]),
+    ("7.5", 48, []),
+    ([7, 5], 48, []),
+    ((7, 4), 17, ["node gpu-a: GPU 0 (X): pool m asks for 17 MPS replicas; an MPS server takes at most 16 clients on it"]),
+    ("7.5", 49, ["node gpu-a: GPU 0 (X): pool m asks for 49 MPS replicas; an MPS server takes at most 48 clients on it"]),
+    ("8", 48, []),
+    (8.6, 48, []),
+    ("7", 17, ["node gpu-a: GPU 0 (X): pool m asks for 17 MPS replicas; an MPS server takes at most 16 clients on it"]),
+    ("6.9", 2, ["node gpu-a: GPU 0 (X) has compute capability 6.9; pool m (MPS) needs Volta (7.0) or later"]),
+    ([6, 1], 2, ["node gpu-a: GPU 0 (X) has compute capability 6.1; pool m (MPS) needs Volta (7.0) or later"]),
+    ("", 2, ["node gpu-a: GPU 0 (X): compute capability unknown; pool m (MPS) needs Volta (7.0) or later"]),
+    ("sm", 2, ["node gpu-a: GPU 0 (X): compute capability unknown; pool m (MPS) needs Volta (7.0) or later"]),
+    ("7.x", 2, ["node gpu-a: GPU 0 (X): compute capability unknown; pool m (MPS) needs Volta (7.0) or later"]),
+    ([7, 5, 0], 2, ["node gpu-a: GPU 0 (X): compute capability unknown; pool m (MPS) needs Volta (7.0) or later"]),
+])
+def test_mps_compute_capability_boundaries(cc, replicas, errors):
+    gpu = {"index": 0, "model": "X", "compute_capability": cc, "mig_capable": False}
+    out = run([dict(name="m", nodes=["gpu-a"], sharing="mps", replicas=replicas)], {"gpu-a": node([gpu])})
+    assert out["errors"] == errors
+
+
+def test_gpu_without_model_and_mig_capability_messages():
+    out = run([dict(name="i", nodes=["gpu-a"], sharing="mig", mig_config="all-3g")],
+              {"gpu-a": node([{"index": 1}, dict(H100, index=2), {"index": 3, "model": "T", "mig_capable": False}])})
+    assert out["errors"] == ["node gpu-a: GPU 1 (unknown model) does not support MIG; pool i is a mig pool",
+                             "node gpu-a: GPU 3 (T) does not support MIG; pool i is a mig pool"]
+
+
+def test_plan_whole_records_and_result():
+    current = [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]
+    nodes = {"gpu-a": {"labels": {"team": "x", "gpuops.io/gpu-pool": "mps"}, "taints": current, "host": "ha", "gpus": gpus(V100, 2),
+                       "allocatable": {"nvidia.com/gpu.shared": "8", "cpu": "4", "nvidia.com/x": "0", "nvidia.com/y": "a"}},
+             "gpu-b": node(gpus(H100, 1), labels={"nvidia.com/device-plugin.config": "default"}),
+             "gpu-c": None}
+    pools = [dict(name="mps", nodes=["gpu-a"], sharing="mps", replicas=4, rename_by_default=True, labels={"tier": "a"}),
+             dict(name="inf", nodes=["gpu-b"], sharing="mig", mig_config="all-3g",
+                  taints=[{"key": "gpu", "value": 1, "effect": "NoExecute"}, {"key": "t", "effect": "NoSchedule"}])]
+    out = run(pools, nodes)
+    assert out == {
+        "errors": [],
+        "config_map": {"default": {"version": "v1", "flags": {"migStrategy": "mixed"}},
+                       "mps": {"version": "v1", "flags": {"migStrategy": "mixed"}, "sharing": {"mps": {
+                           "renameByDefault": True, "failRequestsGreaterThanOne": True,
+                           "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}},
+        "nodes": {
+            "gpu-a": {"node": "gpu-a", "host": "ha", "pool": "mps", "sharing": "mps", "mig_config": "all-disabled", "config_key": "mps",
+                      "labels": {"tier": "a", "gpuops.io/gpu-pool": "mps", "gpuops.io/gpu-sharing": "mps", "gpuops.io/gpu-profile": "mps-4"},
+                      "config_labels": {"nvidia.com/device-plugin.config": "mps"},
+                      "taints": current + [{"key": "gpuops.io/gpu-pool", "value": "mps", "effect": "NoSchedule"}],
+                      "taints_changed": True,
+                      "label_patch": {"tier": "a", "gpuops.io/gpu-sharing": "mps", "gpuops.io/gpu-profile": "mps-4"},
+                      "sharing_spec": {"replicas": 4, "rename_by_default": True}, "expected": {"nvidia.com/gpu.shared": 8}, "roll": True},
+            "gpu-b": {"node": "gpu-b", "host": "h", "pool": "inf", "sharing": "mig", "mig_config": "all-3g", "config_key": "default",
+                      "labels": {"gpuops.io/gpu-pool": "inf", "gpuops.io/gpu-sharing": "mig", "gpuops.io/gpu-profile": "all-3g"},
+                      "config_labels": {"nvidia.com/device-plugin.config": "default"},
+                      "taints": [{"key": "gpu", "value": "1", "effect": "NoExecute"}, {"key": "t", "effect": "NoSchedule"}],
+                      "taints_changed": True,
+                      "label_patch": {"gpuops.io/gpu-pool": "inf", "gpuops.io/gpu-sharing": "mig", "gpuops.io/gpu-profile": "all-3g"},
+                      "sharing_spec": {}, "expected": None, "roll": False}},
+        "pools": {"mps": ["gpu-a"], "inf": ["gpu-b"]},
+    }
+    # At its pool: labels and taints in place, the plugin advertising the replicated count: nothing to change.
+    at = dict(nodes["gpu-a"], labels=dict(out["nodes"]["gpu-a"]["labels"], **out["nodes"]["gpu-a"]["config_labels"]),
+              taints=[dict(t) for t in reversed(out["nodes"]["gpu-a"]["taints"])])
+    rec = run(pools[:1], {"gpu-a": at})["nodes"]["gpu-a"]
+    assert rec["taints_changed"] is False and rec["label_patch"] == {} and rec["roll"] is False
+    at["taints"] = current + [{"key": "gpuops.io/gpu-pool", "value": "other", "effect": "NoSchedule"}]
+    assert run(pools[:1], {"gpu-a": at})["nodes"]["gpu-a"]["taints_changed"] is True
+    # Exclusive: whole GPUs, the profile says so, and a stale count rolls.
+    ex = run([dict(name="e", nodes=["gpu-a"], sharing="exclusive")],
+             {"gpu-a": node(gpus(T4, 3), labels={"nvidia.com/device-plugin.config": "default"}, allocatable={"nvidia.com/gpu": "3"})})
+    rec = ex["nodes"]["gpu-a"]
+    assert rec["expected"] == {"nvidia.com/gpu": 3} and rec["roll"] is False and rec["labels"]["gpuops.io/gpu-profile"] == "exclusive"
+    assert rec["sharing_spec"] == {} and ex["config_map"] == {"default": {"version": "v1", "flags": {"migStrategy": "mixed"}}}
+
+
+def test_render_config_fail_requests_and_rename():
+    base = dict(sharing="time-slicing", replicas=3)
+    assert P.render_config(base, "none") == {"version": "v1", "flags": {"migStrategy": "none"}, "sharing": {"timeSlicing": {
+        "renameByDefault": False, "resources": [{"name": "nvidia.com/gpu", "replicas": 3}]}}}
+    assert P.render_config(dict(base, rename_by_default=True, fail_requests_greater_than_one=True))["sharing"] == {"timeSlicing": {
+        "renameByDefault": True, "failRequestsGreaterThanOne": True, "resources": [{"name": "nvidia.com/gpu", "replicas": 3}]}}
+    assert P.render_config(dict(base, sharing="mps", fail_requests_greater_than_one=False))["sharing"] == {"mps": {
+        "renameByDefault": False, "failRequestsGreaterThanOne": False, "resources": [{"name": "nvidia.com/gpu", "replicas": 3}]}}
+    assert P.render_config({"sharing": "mig"}) == {"version": "v1", "flags": {"migStrategy": "mixed"}}
+
+
+def test_share_resources_and_profile_edges():
+    assert P.share_resources({"nvidia.com/gpu.shared": 2, "nvidia.com/gpu": 1}, {"replicas": 3, "rename_by_default": True}) == {
+        "nvidia.com/gpu.shared": 5}
+    assert P.share_resources({"nvidia.com/gpu": 2}, {"rename_by_default": True}) == {"nvidia.com/gpu.shared": 2}
+    assert P.share_resources({"x": 1}, {"replicas": 2}) == {"x": 1}
+    assert P.share_resources(None, {"replicas": 2}) == {}
+    assert P.profile({"sharing": "exclusive"}) == "exclusive"
+    assert P.profile({"sharing": "mps", "replicas": 2}) == "mps-2"
+
+
+def test_node_taints_and_same_taints_edges():
+    cur = [{"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoExecute", "value": "v"}, {"key": "m", "effect": "NoSchedule"}]
+    assert P.node_taints(cur, [{"key": "a", "effect": "NoExecute"}], managed_keys=("m",)) == [
+        {"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoExecute"}]
+    assert P.node_taints(None, None) == []
+    assert P._same_taints([{"key": "a", "effect": "NoSchedule"}], [{"key": "a", "value": "", "effect": "NoSchedule"}]) is True
+    assert P._same_taints([{"key": "a", "effect": "NoSchedule"}], [{"key": "b", "effect": "NoSchedule"}]) is False
+    assert P._same_taints([{"key": "a", "value": "x", "effect": "NoSchedule"}], [{"key": "a", "effect": "NoSchedule"}]) is False
+    assert P._same_taints([{"key": "a", "effect": "NoSchedule"}], [{"key": "a", "effect": "NoExecute"}]) is False
+    assert P._same_taints([{"key": "a", "effect": "NoSchedule"}], None) is False
+    assert P._same_taints(None, [{"key": "a", "effect": "NoSchedule"}]) is False
+
+
+def test_node_inputs_whole():
+    k8s = {"resources": [
+        {"metadata": {"name": "gpu-a", "labels": {"x": "y"}}, "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+         "status": {"allocatable": {"nvidia.com/gpu": "1"}}},
+        {"metadata": {"name": "gpu-b"}, "spec": {}, "status": {}},
+        {"metadata": {"name": "h2"}}]}
+    hosts = [{"host": "h1", "node": "gpu-a", "gpus": [gpus(T4, 1)[0], "junk"]}, {"host": "h2", "gpus": gpus(V100, 1)}]
+    assert P.node_inputs(k8s, hosts) == {
+        "gpu-a": {"labels": {"x": "y"}, "taints": [{"key": "k", "effect": "NoSchedule"}], "allocatable": {"nvidia.com/gpu": "1"},
+                  "host": "h1", "gpus": gpus(T4, 1)},
+        "gpu-b": {"labels": {}, "taints": [], "allocatable": {}, "host": "", "gpus": []},
+        "h2": {"labels": {}, "taints": [], "allocatable": {}, "host": "h2", "gpus": gpus(V100, 1)}}
+    assert P.node_inputs(None, None) == {}
+
+
+def test_errors_on_one_pool_or_node_do_not_stop_the_others():
+    # A broken pool (not a mapping, nameless at #1, invalid) before a valid one: the valid one is still planned.
+    out = run(["x", dict(nodes=["gone"], sharing="exclusive", taints=[]), ts(name="bad", nodes=["gpu-b"], replicas=1),
+               ts(nodes=["gpu-z"])],
+              {"gpu-a": node(gpus(T4, 1)), "gpu-b": node(gpus(T4, 1)), "gpu-z": node(gpus(T4, 1))})
+    assert out["errors"] == ["pool #0: a pool is a mapping, got 'x'",
+                             "pool #1: name must be a label value (letters, digits, '-', '_', '.'; 63 at most), got None",
+                             "pool bad: time-slicing needs replicas, a whole number >= 2 (the device plugin refuses fewer), got 1"]
+    assert sorted(out["config_map"]) == ["default", "notebooks"] and list(out["nodes"]) == ["gpu-z"]
+    assert out["pools"] == {"bad": ["gpu-b"], "notebooks": ["gpu-z"]}
+    # Node errors of every kind on nodes sorted before a good one.
+    nodes = {"a1": node(gpus(T4, 1)), "a2": node(gpus(T4, 1), host=""), "a3": node([]),
+             "a4": node([dict(P100, index=0)]), "a5": node(gpus(T4, 1), labels={"nvidia.com/device-plugin.config": "old"}),
+             "zz": node(gpus(T4, 1))}
+    pools = [dict(name="m", nodes=["a1", "a2", "a3", "a4", "zz"], sharing="mps", replicas=2),
+             dict(name="e", nodes=["a1"], sharing="exclusive")]
+    out = run(pools, nodes)
+    assert out["errors"] == ["node a1: selected by more than one pool (m, e)",
+                             "node a2: selected by pool m but no play host manages it (no GPU facts)",
+                             "node a3: selected by pool m but has no GPU",
+                             "node a4: GPU 0 (Tesla P100-PCIE-16GB) has compute capability 6.0; pool m (MPS) needs Volta (7.0) or later",
+                             "node a5: is in no pool and selects device plugin configuration old, which this run would remove from the ConfigMap"]
+    assert sorted(out["nodes"]) == ["a4", "zz"] and out["pools"] == {"m": ["a2", "a3", "a4", "zz"], "e": []}
+    # Two missing nodes are both reported, in the pool's order.
+    assert run([dict(name="e", nodes=["n2", "n1"], sharing="exclusive")], {})["errors"] == [
+        "pool e: node n2 is not a Kubernetes node", "pool e: node n1 is not a Kubernetes node"]
+
+
+def test_mig_strategy_single_refuses_two_profiles():
+    cfg = {"mig-configs": {"two": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 4, "3g.40gb": 1}}]}}
+    mig = [dict(name="i", nodes=["gpu-a"], sharing="mig", mig_config="two")]
+    assert run(mig, {"gpu-a": node(gpus(H100, 1))}, mig_config=cfg, strategy="single")["errors"] == [
+        "pool i: MIG strategy single advertises one MIG profile per node, and two mixes profiles"]
+    assert run(mig, {"gpu-a": node(gpus(H100, 1))}, mig_config=cfg, strategy="mixed")["errors"] == []
+
+
+def test_roll_compares_only_positive_nvidia_counts():
+    labels = {"nvidia.com/device-plugin.config": "default"}
+    pool = [dict(name="e", nodes=["gpu-a"], sharing="exclusive")]
+    alloc = {"nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": "0", "cpu": "4", "example.com/gpu": "2"}
+    assert run(pool, {"gpu-a": node(gpus(T4, 1), labels=labels, allocatable=alloc)})["nodes"]["gpu-a"]["roll"] is False
+    assert run(pool, {"gpu-a": node(gpus(T4, 1), labels=labels, allocatable={"nvidia.com/gpu": "2"})})["nodes"]["gpu-a"]["roll"] is True
+    assert run(pool, {"gpu-a": node(gpus(T4, 1), labels=labels, allocatable={})})["nodes"]["gpu-a"]["roll"] is True
+
+
+def test_strategy_reaches_every_document_and_the_sharing_comparison():
+    pools = [ts(name="a", device_plugin_config="k"), ts(name="b", nodes=["gpu-b"], device_plugin_config="k")]
+    out = run(pools, {"gpu-a": node(gpus(T4, 1)), "gpu-b": node(gpus(T4, 1))}, strategy="single")
+    assert out["errors"] == []
+    assert out["config_map"]["default"] == {"version": "v1", "flags": {"migStrategy": "single"}}
+    assert out["config_map"]["k"]["flags"] == {"migStrategy": "single"}
+
+
+def test_major_only_compute_capability_reads_as_minor_zero():
+    gpu = {"index": 0, "model": "X", "compute_capability": "6", "mig_capable": False}
+    assert run([dict(name="m", nodes=["gpu-a"], sharing="mps", replicas=2)], {"gpu-a": node([gpu])})["errors"] == [
+        "node gpu-a: GPU 0 (X) has compute capability 6.0; pool m (MPS) needs Volta (7.0) or later"]
+
+
+def test_a_taint_value_differs_from_none():
+    assert P._same_taints([{"key": "a", "value": "XXXX", "effect": "NoSchedule"}], [{"key": "a", "effect": "NoSchedule"}]) is False
+
+
+def test_disabled_config_is_the_target_of_sharing_pools():
+    cfg = {"mig-configs": {"off": [{"devices": "all", "mig-enabled": False}]}}
+    out = run([ts()], {"gpu-a": node(gpus(T4, 1))}, mig_config=cfg, disabled_config="off")
+    assert out["errors"] == [] and out["nodes"]["gpu-a"]["mig_config"] == "off"
+
+
+def test_a_pool_without_a_name_that_selects_a_node_is_an_error_not_a_crash():
+    # It used to raise KeyError('name') while grouping the nodes by pool.
+    out = P.plan([{"nodes": ["n"], "sharing": "exclusive"}], {"n": {"host": "h", "gpus": [{}]}})
+    assert out["errors"] and all(e.startswith("pool #0: ") for e in out["errors"]), out["errors"]
+    both = P.plan([{"nodes": ["n"], "sharing": "exclusive"}, {"name": "b", "nodes": ["n"], "sharing": "exclusive"}],
+                  {"n": {"host": "h", "gpus": [{}]}})
+    assert "node n: selected by more than one pool (one without a name, b)" in both["errors"]
