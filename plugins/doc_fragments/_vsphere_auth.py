@@ -56,3 +56,18 @@ options:
 requirements:
   - pyvmomi >= 8.0.3
 """
+
+    # The hosts a host-changing module acts on (module_utils/_auth.vsphere_host_scope_spec).
+    HOST_SCOPE = r"""
+options:
+  datacenter:
+    description: Limit the scope to this datacenter.
+    type: str
+  cluster:
+    description: Hosts of this cluster. One of O(cluster) or O(esxi_hostname) is required.
+    type: str
+  esxi_hostname:
+    description: These hosts. One of O(cluster) or O(esxi_hostname) is required; an empty list selects no host and fails.
+    type: list
+    elements: str
+"""

@@ -39,3 +39,13 @@ def vsphere_argument_spec():
         ca_path=dict(type="path", fallback=(env_fallback, ["VMWARE_CA_PATH"])),
         api_timeout=dict(type="int", default=30),
     )
+
+
+def vsphere_host_scope_spec():
+    """The host scope of the modules that change ESXi hosts (doc fragment _vsphere_auth.HOST_SCOPE); the module
+    adds required_one_of=[("cluster", "esxi_hostname")]."""
+    return dict(
+        datacenter=dict(type="str"),
+        cluster=dict(type="str"),
+        esxi_hostname=dict(type="list", elements="str"),
+    )

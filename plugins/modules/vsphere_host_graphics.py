@@ -19,16 +19,6 @@ description:
   - Warns when powered-on VMs run on a host that is changed; vSphere applies graphics changes to VMs at their next power on,
     and a change of the default graphics type usually needs a host reboot or an Xorg restart.
 options:
-  datacenter:
-    description: Limit the scope to this datacenter.
-    type: str
-  cluster:
-    description: Hosts of this cluster. One of O(cluster) or O(esxi_hostname) is required.
-    type: str
-  esxi_hostname:
-    description: These hosts. One of O(cluster) or O(esxi_hostname) is required; an empty list selects no host and fails.
-    type: list
-    elements: str
   default_graphics_type:
     description:
       - V(sharedDirect) is NVIDIA vGPU (vendor shared passthrough graphics); V(shared) is VMware vSGA.
@@ -75,6 +65,7 @@ options:
     default: false
 extends_documentation_fragment:
   - gpuops.provision._vsphere_auth
+  - gpuops.provision._vsphere_auth.HOST_SCOPE
   - gpuops.provision._attributes
   - gpuops.provision._attributes.ACTIONGROUP_VSPHERE
 attributes:
@@ -213,10 +204,8 @@ def run(module, session):
 
 def main():
     spec = _auth.vsphere_argument_spec()
+    spec.update(_auth.vsphere_host_scope_spec())
     spec.update(
-        datacenter=dict(type="str"),
-        cluster=dict(type="str"),
-        esxi_hostname=dict(type="list", elements="str"),
         default_graphics_type=dict(type="str", choices=list(_vgpu.GRAPHICS_TYPES)),
         assignment_policy=dict(type="str", choices=list(_vgpu.ASSIGNMENT_POLICIES)),
         devices=dict(type="list", elements="dict", default=[], options=dict(

@@ -26,16 +26,6 @@ description:
     C(KernelModuleInfo.optionString)), not the one the loaded driver runs with; on the host, C(nvidia-smi) shows that.
   - MIG-backed vGPUs are not time-sliced, and the scheduler does not apply to them.
 options:
-  datacenter:
-    description: Limit the scope to this datacenter.
-    type: str
-  cluster:
-    description: Hosts of this cluster. One of O(cluster) or O(esxi_hostname) is required.
-    type: str
-  esxi_hostname:
-    description: These hosts. One of O(cluster) or O(esxi_hostname) is required; an empty list selects no host and fails.
-    type: list
-    elements: str
   policy:
     description:
       - The scheduler of every host in scope (unless O(host_policies) names the host).
@@ -85,6 +75,7 @@ options:
     default: true
 extends_documentation_fragment:
   - gpuops.provision._vsphere_auth
+  - gpuops.provision._vsphere_auth.HOST_SCOPE
   - gpuops.provision._attributes
   - gpuops.provision._attributes.ACTIONGROUP_VSPHERE
 attributes:
@@ -179,10 +170,8 @@ from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vg
 
 def main():
     spec = _auth.vsphere_argument_spec()
+    spec.update(_auth.vsphere_host_scope_spec())
     spec.update(
-        datacenter=dict(type="str"),
-        cluster=dict(type="str"),
-        esxi_hostname=dict(type="list", elements="str"),
         policy=dict(type="str", choices=list(_vgpu_scheduler.POLICIES)),
         arr=dict(type="bool"),
         timeslice_ms=dict(type="int"),
