@@ -82,13 +82,16 @@ def test_fixed_share_is_set_verified_after_the_reboot_and_a_rerun_changes_nothin
 ])
 def test_an_invalid_policy_or_time_slice_fails_naming_the_host_before_any_write(sim, run_module, host_policies, match):
     before = host_state(sim, "DC0_C0_H1")
+    # Read, not assumed: under pytest-xdist the test that sets H0 to fixed share may run on another worker.
+    before_h0 = host_state(sim, "DC0_C0_H0")
+    assert before_h0[0] in (OTHER, FIXED)  # best effort or fixed share: equal share is a change on H0
     # DC0_C0_H1 sorts after DC0_C0_H0, whose plan is a change: nothing may be written to either
     res = scheduler(sim, run_module, esxi_hostname=["DC0_C0_H0", "DC0_C0_H1"], policy="equal_share",
                     host_policies=host_policies)
     assert res["failed"]
     assert re.search(match, res["msg"]), res["msg"]
     assert host_state(sim, "DC0_C0_H1") == before
-    assert host_state(sim, "DC0_C0_H0")[0] == FIXED
+    assert host_state(sim, "DC0_C0_H0") == before_h0
 
 
 def test_a_gpu_host_without_the_nvidia_module_fails_and_plain_hosts_are_skipped(sim, run_module):
