@@ -23,12 +23,12 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
 	@echo "make test       sanity, lint, build, docs, unit, integration and molecule tests"
-	@echo "sub-targets:    deps venv collection sanity units lab-tests integration installed installed-lab molecule lint build docs-check bench lab-down clean"
+	@echo "sub-targets:    deps venv collection sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench lab-down clean"
 	@echo "make mutation   mutation score of the pure module_utils files (not in make test; MUTATION_FILES=_pci.py narrows it)"
 
 # --- set-up ---------------------------------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ lab-down:
 # The stand-ins' builds (Go compiles, debootstrap, package repositories) run beside the static checks, which leave
 # a core idle most of the time (ansible-test sanity runs one test at a time).
 test: deps venv collection
-	$(PY) tools/test_phases.py "sanity+lint+lab-kube lab-mig-parted" "build docs-check units installed+lab-rpm-repo lab-cuda-repo" \
+	$(PY) tools/test_phases.py "sanity+lint typecheck+lab-kube lab-mig-parted" "build docs-check units installed+lab-rpm-repo lab-cuda-repo" \
 	  lab-tests integration molecule installed-lab
 	@echo "make test: all gates passed"
 
@@ -126,6 +126,11 @@ sanity: venv
 	@# Its own git index, so ansible-test lists these files rather than this repo's (which ignores build/).
 	@cd $(SANITY_DIR) && git init -q && git add -A
 	cd $(SANITY_DIR) && $(BIN)/ansible-test sanity --venv --python 3.12 --color no
+
+# mypy over plugins/module_utils and plugins/plugin_utils (tools/mypy.ini says which files are annotated in full).
+typecheck: venv collection
+	cd build/collections && $(BIN)/mypy --config-file $(ROOT)/tools/mypy.ini \
+	  ansible_collections/gpuops/provision/plugins/module_utils ansible_collections/gpuops/provision/plugins/plugin_utils
 
 units: venv collection
 	$(PY) -m pytest tests/unit -q -n 2 --durations=10

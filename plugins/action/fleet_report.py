@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Write the fleet report (report.json + self-contained report.html) on the controller in one task.
 
-The model and the HTML come from the pure functions in plugins/filter/report.py; this file only reads the optional
-run log and writes files (atomically, and only when the content differs).
+The model and the HTML come from plugins/plugin_utils/_report.py (the page from its template
+plugins/plugin_utils/templates/fleet_report.html.j2); this file only reads the optional run log and writes files
+(atomically, and only when the content differs).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 from ansible.errors import AnsibleActionFail, AnsibleFilterError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.provision.plugins.filter import report as R
+from ansible_collections.gpuops.provision.plugins.plugin_utils import _report as R
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain
 from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files import write_report
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # Standard attributes; modules override 'support' where it differs.
+    # Standard attributes and the collection's author line (every module extends this fragment, so the author is
+    # written once); modules override 'support' where it differs.
     DOCUMENTATION = r"""
+author:
+  - gpuops.provision maintainers (@gpuops)
 options: {}
 attributes:
   check_mode:
@@ -19,6 +22,18 @@ attributes:
     description:
       - When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
       - This assumes that the system controlled/queried by the module has not changed in a relevant way.
+"""
+
+    # For modules that change things and support check mode, diff and idempotence fully (no details to add).
+    CHANGE_FULL = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
 """
 
     # For read-only *_info modules.

@@ -40,6 +40,10 @@ def gpu_pools_shared_resources(resources, sharing=None):
     return _wrap("gpu_pools_shared_resources", P.share_resources, resources, sharing or {})
 
 
+def gpu_pools_summary(plan):
+    return _wrap("gpu_pools_summary", P.summary, (plan or {}).get("nodes") or {})
+
+
 def gpu_pools_previous_labels(current, wanted=None):
     return _wrap("gpu_pools_previous_labels", P.previous_labels, current, wanted or {})
 
@@ -52,4 +56,5 @@ class FilterModule:
             "gpu_pools_config_map": gpu_pools_config_map,
             "gpu_pools_shared_resources": gpu_pools_shared_resources,
             "gpu_pools_previous_labels": gpu_pools_previous_labels,
+            "gpu_pools_summary": gpu_pools_summary,
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_roll as R
+from ansible_collections.gpuops.provision.plugins.plugin_utils._hostvars import host_vars
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 
@@ -73,6 +74,23 @@ def mig_plan_report(plans, roll, skip_label=""):
     return _wrap("mig_plan_report", R.plan_report, plans, roll, skip_label or "")
 
 
+def mig_drain_blocking(pods):
+    return _wrap("mig_drain_blocking", R.drain_blocking_pods, pods)
+
+
+def mig_previous_geometry(gpus):
+    return _wrap("mig_previous_geometry", R.previous_geometry, gpus)
+
+
+def mig_roll_summary(hosts, hostvars, check=False):
+    """The playbook's per-node summary line from every host's plan and result facts."""
+    rows = []
+    for host in hosts or []:
+        hv = host_vars(hostvars, host)
+        rows.append((str(host), _plain(hv.get("__mig_reconfigure_plan") or {}), _plain(hv.get("__mig_reconfigure_result") or {})))
+    return _wrap("mig_roll_summary", R.roll_summary, rows, bool(check))
+
+
 def mig_pods_matching(pods, selectors):
     # The pods stay Ansible's objects (only their labels are read): making every pod plain costs more than the match.
     try:
@@ -98,4 +116,7 @@ class FilterModule:
             "mig_node_plan": mig_node_plan,
             "mig_pods_matching": mig_pods_matching,
             "mig_plan_report": mig_plan_report,
+            "mig_drain_blocking": mig_drain_blocking,
+            "mig_previous_geometry": mig_previous_geometry,
+            "mig_roll_summary": mig_roll_summary,
         }

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
+from ansible_collections.gpuops.provision.plugins.plugin_utils._hostvars import host_vars
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 
@@ -28,11 +29,7 @@ def preflight_reports(hostvars, hosts, fact="node_preflight_report"):
     """The report of every host in ``hosts``; a host without one gets a failing 'facts' report."""
     out = []
     for host in hosts or []:
-        try:
-            hv = hostvars[host]
-        except KeyError:
-            hv = {}
-        rep = hv.get(fact) if isinstance(hv, Mapping) else None
+        rep = host_vars(hostvars, host).get(fact)
         if isinstance(rep, Mapping) and "checks" in rep:
             out.append(_plain(rep))
         else:
@@ -64,6 +61,14 @@ def preflight_junit(reports, suite_name="node_preflight"):
     return P.junit_xml(_plain(reports or []), suite_name)
 
 
+def preflight_taint_tolerated(tolerations, key, value, effect):
+    return P.tolerates(_plain(tolerations or []), _plain(key), _plain(value), _plain(effect))
+
+
+def preflight_needs(checks):
+    return P.needs(_plain(checks or []))
+
+
 class FilterModule:
     """gpuops.provision preflight filters."""
 
@@ -74,4 +79,6 @@ class FilterModule:
             "preflight_summary": preflight_summary,
             "preflight_cdi_files": preflight_cdi_files,
             "preflight_junit": preflight_junit,
+            "preflight_taint_tolerated": preflight_taint_tolerated,
+            "preflight_needs": preflight_needs,
         }

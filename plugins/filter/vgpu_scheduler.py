@@ -55,7 +55,12 @@ def vgpu_scheduler_mismatches(gpus, spec, host=None):
     return V.mismatches(gpus or [], spec, host)
 
 
-_FILTERS = (vgpu_scheduler_spec, vgpu_scheduler_modprobe, vgpu_scheduler_precheck, vgpu_scheduler_mismatches)
+def vgpu_scheduler_running(gpus):
+    return V.running(gpus or [])
+
+
+_FILTERS = (vgpu_scheduler_spec, vgpu_scheduler_modprobe, vgpu_scheduler_precheck, vgpu_scheduler_mismatches,
+            vgpu_scheduler_running)
 
 
 class FilterModule:

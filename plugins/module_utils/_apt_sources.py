@@ -18,7 +18,7 @@ try:
     from debian.deb822 import Deb822
     HAS_DEB822 = True
 except ImportError:  # pragma: no cover - reported by the caller
-    Deb822 = None
+    Deb822 = None  # type: ignore[misc,assignment]  # python-debian is missing: callers check HAS_DEB822
     HAS_DEB822 = False
 
 

@@ -429,8 +429,10 @@ def check_dra_mig(gpus, mig_target_declared, dra_manages_mig=True, ampere_models
     if not fails and not warns and not mig:
         return "skip", "no MIG-capable GPU (%s)" % mode, ""
     evidence = "%s: %s" % (mode, "; ".join(fails + warns + good))
+    # Each remedy once: the NVML and vGPU remedies name no GPU, so several GPUs would repeat them word for word.
+    remedy = "; ".join(dict.fromkeys(remedies))
     if fails:
-        return "fail", evidence, "; ".join(remedies)
+        return "fail", evidence, remedy
     if warns:
-        return "warn", evidence, "; ".join(remedies)
+        return "warn", evidence, remedy
     return "pass", evidence, ""

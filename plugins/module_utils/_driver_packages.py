@@ -55,7 +55,10 @@ def _device_id(value):
     """PCI device id out of 0x2330 / '2330' / '10de:2330' / an iommu_info gpu entry (dict with vendor, device)."""
     if isinstance(value, dict):
         vendor = value.get("vendor")
-        if vendor not in (None, "") and int(str(vendor), 16) != NVIDIA_VENDOR:
+        if isinstance(vendor, int) and not isinstance(vendor, bool):
+            if vendor != NVIDIA_VENDOR:
+                return None
+        elif vendor not in (None, "") and _hex_id(str(vendor).strip().lower(), vendor, "vendor") != NVIDIA_VENDOR:
             return None
         value = value.get("device")
     if isinstance(value, int) and not isinstance(value, bool):
@@ -63,10 +66,15 @@ def _device_id(value):
     text = str(value if value is not None else "").strip().lower()
     if ":" in text:
         vendor, _sep, text = text.partition(":")
-        if int(vendor, 16) != NVIDIA_VENDOR:
+        if _hex_id(vendor, value, "vendor:device") != NVIDIA_VENDOR:
             return None
+    return _hex_id(text, value, "device")
+
+
+def _hex_id(text, value, what):
+    # A malformed id is the user's error (PackageError, which the filters report), not a bare int() ValueError.
     if not re.match(r"^(0x)?[0-9a-f]{1,4}\Z", text):
-        raise PackageError("%r is not a PCI device id (0x2330, 10de:2330)" % (value,))
+        raise PackageError("%r is not a PCI %s id (0x2330, 10de:2330)" % (value, what))
     return int(text, 16)
 
 

@@ -377,6 +377,18 @@ def plan(pools, nodes, mig_config=None, strategy="mixed", default_config="defaul
                 pools=dict((p["name"], sorted(members.get(p["name"], []))) for p in normalized if p.get("name")))
 
 
+def summary(nodes):
+    """One line for the plan's node records (``plan()['nodes']``): per node its pool, the sharing (with the replicas)
+    and whether it rolls to a new device plugin and MIG config."""
+    parts = []
+    for name, r in nodes.items():
+        spec = ", %s replicas" % (r["sharing_spec"]["replicas"],) if r["sharing_spec"] else ""
+        change = ("rolls to device plugin config %s and MIG config %s" % (r["config_key"], r["mig_config"]) if r["roll"]
+                  else "sharing unchanged")
+        parts.append("%s: pool %s (%s%s), %s" % (name, r["pool"], r["sharing"], spec, change))
+    return "; ".join(parts)
+
+
 def previous_labels(current, wanted):
     """A label patch that puts the keys of ``wanted`` back to their values in ``current`` (None removes a label the
     node did not have): the roll's rollback undoes the device plugin config label with it."""

@@ -2,8 +2,9 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The Kubernetes API through the official Python client (the library kubernetes.core uses): the client from a
-kubeconfig or the in-cluster account, and the node steps that follow a GPU change (I/O; the decisions are
-``_mig_roll.label_patch`` and ``_mig_roll.advertised_resources``).
+kubeconfig or the in-cluster account, the node steps that follow a GPU change (I/O; the decisions are
+``_mig_roll.label_patch`` and ``_mig_roll.advertised_resources``), and the roll lock's Lease (the decision is
+``_rolllock.decide``).
 
 Why one process for the steps after a change: each kubernetes.core module run pays about a second for importing
 this client; a roll made three of them per node after the apply (restore labels, wait for resources, uncordon).
@@ -14,7 +15,9 @@ from __future__ import annotations
 import os
 import time
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll
+from typing import Any
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll, _rolllock
 
 try:
     import kubernetes
@@ -178,3 +181,55 @@ class NodeRelease:
 
 def _fmt(resources):
     return "{%s}" % ", ".join("%s: %s" % kv for kv in sorted(resources.items())) if resources else "nothing"
+
+
+class LockFailed(Exception):
+    """The roll lock was not taken or released; ``extras`` are the result keys the module reports with it."""
+
+    def __init__(self, msg: str, **extras: Any) -> None:
+        super().__init__(msg)
+        self.extras = extras
+
+
+def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tuple[dict[str, Any], str | None]:
+    """Take, renew or release the Lease ``p['namespace']/p['name']`` as the roll_lock module's parameters ``p`` say.
+
+    Returns the module result and a warning (a lock taken over from a holder whose lease expired), or raises
+    LockFailed (refused, or the Lease changed hands meanwhile: nothing changed) or the client's errors."""
+    leases = kubernetes.client.CoordinationV1Api(api)
+    where = "%s/%s" % (p["namespace"], p["name"])
+    timeout = p["timeout"]
+    try:
+        current = api.sanitize_for_serialization(
+            leases.read_namespaced_lease(p["name"], p["namespace"], _request_timeout=timeout))
+    except ApiException as e:
+        if getattr(e, "status", None) != 404:
+            raise
+        current = None
+    try:
+        plan = _rolllock.decide(current, p["state"], p["name"], p["namespace"], p["holder"], p["ttl"], p["nodes"],
+                                time.time())
+    except _rolllock.LockError as e:
+        raise LockFailed("%s: %s" % (where, e))
+    before = plan["before"]
+    if plan["action"] == "refuse":
+        raise LockFailed(plan["msg"], action="none", lease=before, taken_over=None)
+    after = _rolllock.record(plan["body"]) if plan["body"] else before
+    if plan["action"] != "none" and not check_mode:
+        try:
+            if plan["action"] == "create":
+                written = leases.create_namespaced_lease(p["namespace"], plan["body"], _request_timeout=timeout)
+            else:
+                written = leases.replace_namespaced_lease(p["name"], p["namespace"], plan["body"],
+                                                          _request_timeout=timeout)
+        except ApiException as e:
+            if getattr(e, "status", None) == 409:
+                raise LockFailed("the roll lock %s changed hands while this run took it (%s); nothing was changed"
+                                 % (where, e.reason), action="none", lease=before, taken_over=None)
+            raise
+        after = _rolllock.record(api.sanitize_for_serialization(written))
+    result = dict(changed=plan["action"] != "none", action=plan["action"], lease=after, taken_over=plan["taken_over"],
+                  msg=plan["msg"])
+    if diff:
+        result["diff"] = dict(before=before or {}, after=after or {}, before_header=where, after_header=where)
+    return result, plan["msg"] if plan["taken_over"] else None

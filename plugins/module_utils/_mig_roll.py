@@ -281,6 +281,18 @@ def running_pods(pods):
     return sorted(out)
 
 
+def drain_blocking_pods(pods):
+    """'<namespace>/<name>' of the pods left on a node after a drain that are not DaemonSet pods (a drain leaves
+    those, as kubectl drain --ignore-daemonsets does), in input order; a pod's first owner reference decides."""
+    out = []
+    for pod in pods or []:
+        meta = (pod or {}).get("metadata") or {}
+        owner = (meta.get("ownerReferences") or [{}])[0] or {}
+        if owner.get("kind") != "DaemonSet":
+            out.append("%s/%s" % (meta.get("namespace"), meta.get("name")))
+    return out
+
+
 def pods_matching(pods, selectors):
     """The pods (in input order) whose labels match any of ``selectors`` ('key=value' or 'key==value',
     equality only, as the role's selector variables are written)."""
@@ -385,6 +397,39 @@ def node_plan(facts, check, strategy="mixed", ci_profiles_served=False, force=Fa
                 current=facts["advertised"],
                 target=_gpu_pools.share_resources(expected_resources(gpus, strategy, served), sharing)
                 if would_change else facts["advertised"])
+
+
+def previous_geometry(gpus):
+    """The mig-parted entries that restore the GPUs a node plan changes (its ``gpus`` records, each with ``before``,
+    the GPU as it was): MIG enabled with the devices it had, or MIG disabled."""
+    out = []
+    for g in gpus or []:
+        before = g.get("before")
+        if not (g.get("changed") and before):
+            continue
+        if before["mig_mode"]["current"] == "enabled":
+            out.append({"devices": [g["index"]], "mig-enabled": True, "mig-devices": before["mig_devices"]})
+        else:
+            out.append({"devices": [g["index"]], "mig-enabled": False})
+    return out
+
+
+def roll_summary(rows, check):
+    """One line for the whole roll: per host (``rows``: [(host, plan, result)], {} where a host has none) its node
+    and what happened to it - the result (and reason), skipped when already at its geometry, else not reached (or
+    would reconfigure, in check mode) - and how long it was cordoned."""
+    parts = []
+    for host, plan, result in rows:
+        if "result" in result:
+            what = "%s%s" % (result["result"], " (%s)" % (result["reason"],) if "reason" in result else "")
+        elif not plan.get("changed"):
+            what = "skipped (already at %s, not drained)" % (plan.get("selected", "?"),)
+        else:
+            what = "would reconfigure" if check else "not reached"
+        cordoned = result.get("cordoned_seconds")
+        parts.append("%s: %s%s" % (plan.get("node", host), what,
+                                   ", cordoned %s s" % (cordoned,) if cordoned is not None else ""))
+    return "; ".join(parts)
 
 
 def plan_report(plans, roll, skip_label=""):

@@ -51,6 +51,9 @@ HOSTPCI_KEYS = {
     "driver": ("driver", "vfio"),
 }
 
+# Values of the hostpci "driver" key (its enum in qemu-server PCI.pm; vfio is the default).
+DRIVERS = ("vfio", "keep")
+
 MAP_KEYS = ("node", "path", "id", "subsystem-id", "iommugroup", "description")
 
 
@@ -209,7 +212,7 @@ def _norm_value(key, kind, value, strict):
         return value
     if kind == "driver":
         value = str(value)
-        if value not in ("vfio", "keep"):
+        if value not in DRIVERS:
             raise PciError("invalid driver %r (expected vfio or keep)" % value)
         return value
     raise PciError("unknown key %r" % key)  # pragma: no cover

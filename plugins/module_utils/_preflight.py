@@ -19,31 +19,18 @@ from __future__ import annotations
 
 import datetime
 import xml.etree.ElementTree as ET
+from typing import Any, Callable, NamedTuple
 
 from ansible_collections.gpuops.provision.plugins.module_utils import (
     _dra, _health, _iommu, _license, _mig_models, _nls, _versions)
 
 STATUSES = ("pass", "fail", "warn", "skip")
 NODE_ROLES = ("k8s_worker", "k8s_dra_worker", "vgpu_guest", "passthrough_host")
-# The GPU health checks are module_utils/_health.py's (one record each, CHECKS there).
-HEALTH_CHECK_IDS = tuple(_health.CHECKS)
-DRA_CHECK_IDS = ("dra_driver", "dra_cdi", "dra_mig")
-CHECK_IDS = ("iommu_active", "iommu_isolation", "vfio_bound", "driver_version", "license", "license_service",
-             "license_feature", "mig_pending", "mig_geometry", "kernel_args") + DRA_CHECK_IDS + HEALTH_CHECK_IDS
-# Checks each kind of node needs; the others are reported as skipped. A passthrough (vfio) host runs no NVIDIA driver,
-# so NVML cannot read its GPUs' health.
-DEFAULT_CHECKS = {
-    "passthrough_host": ("iommu_active", "iommu_isolation", "vfio_bound", "kernel_args"),
-    "k8s_worker": ("driver_version", "license", "license_service", "license_feature", "mig_pending", "mig_geometry",
-                   "kernel_args") + HEALTH_CHECK_IDS,
-    "vgpu_guest": ("driver_version", "license", "license_service", "license_feature", "mig_pending", "mig_geometry",
-                   "kernel_args") + HEALTH_CHECK_IDS,
-    # NVIDIA's DRA driver instead of the device plugin: no mig_geometry (dra_mig says whether a MIG target may be
-    # declared for the node at all).
-    "k8s_dra_worker": ("driver_version", "license", "license_service", "license_feature", "mig_pending",
-                       "kernel_args") + DRA_CHECK_IDS + HEALTH_CHECK_IDS,
-}
-DEFAULT_OPTIONS = {
+# What checks read (the role's gather tasks run the reads the selected checks need, see needs()): iommu_info,
+# gpu_info (with GPU health, with the kernel log's Xid events), nvidia_license_info, mig_geometry in check mode, the
+# CDI spec files, DCGM's diagnostic, and the loaded module's version with the installed driver packages.
+FACTS = ("iommu", "gpu", "health", "xid", "license", "mig", "cdi", "dcgm", "driver")
+DEFAULT_OPTIONS: dict[str, Any] = {
     "node_role": "k8s_worker",
     "checks": None,              # None: DEFAULT_CHECKS[node_role]
     "passthrough_gpus": "all",   # "all" or PCI addresses of the GPUs given to VMs whole
@@ -63,22 +50,6 @@ DEFAULT_OPTIONS = {
     "fail_on_warn": False,
 }
 DEFAULT_OPTIONS.update(_health.DEFAULT_OPTIONS)
-TITLES = {
-    "iommu_active": "IOMMU active",
-    "iommu_isolation": "GPU IOMMU groups isolated",
-    "vfio_bound": "vfio-pci bound to passthrough GPUs",
-    "driver_version": "NVIDIA driver installed = loaded = pinned",
-    "license": "vGPU licence acquired and not expiring soon",
-    "license_service": "The licence service instance of the client configuration token answers (TCP and TLS)",
-    "license_feature": "The licence feature type fits the vGPU profile class",
-    "dra_driver": "NVIDIA driver new enough for the DRA driver (and ComputeDomains)",
-    "dra_cdi": "CDI ready for the DRA driver (runtime spec directories, specs that load)",
-    "dra_mig": "MIG devices left to the DRA driver where it manages them",
-    "mig_pending": "No pending MIG mode change, and a driver NVIDIA supports for MIG on the GPU",
-    "mig_geometry": "MIG mode and geometry equal the declared target",
-    "kernel_args": "Required kernel arguments present",
-}
-TITLES.update(_health.TITLES)
 REMEDY_KERNEL_ARGS = ("add them to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub and run update-grub "
                       "(systemd-boot: /etc/kernel/cmdline and proxmox-boot-tool refresh), then reboot")
 
@@ -525,25 +496,79 @@ def check_kernel_args(facts, options):
     return result("kernel_args", "pass", "present: %s" % want)
 
 
-CHECKS = {
-    "iommu_active": check_iommu_active,
-    "iommu_isolation": check_iommu_isolation,
-    "vfio_bound": check_vfio_bound,
-    "driver_version": check_driver_version,
-    "license": check_license,
-    "license_service": check_license_service,
-    "license_feature": check_license_feature,
-    "dra_driver": check_dra_driver,
-    "dra_cdi": check_dra_cdi,
-    "dra_mig": check_dra_mig,
-    "mig_pending": check_mig_pending,
-    "mig_geometry": check_mig_geometry,
-    "kernel_args": check_kernel_args,
-}
-CHECKS.update((check_id, fn) for check_id, (_title, fn) in _health.CHECKS.items())
+# --- the record per check: everything else about the checks is derived from it ----------------------------------------
+
+class Check(NamedTuple):
+    id: str
+    title: str                    # the report's and the JUnit testcase's title
+    roles: tuple[str, ...]        # the node roles that run it by default (DEFAULT_CHECKS); the others report it skipped
+    facts: tuple[str, ...]        # what it reads (FACTS): the role gathers only what the selected checks need
+    run: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+PASSTHROUGH = ("passthrough_host",)
+_HEALTH_EXTRA = {"gpu_xid": ("xid",), "gpu_dcgm": ("dcgm",)}
+GUESTS = ("k8s_worker", "vgpu_guest", "k8s_dra_worker")   # nodes that run the NVIDIA driver
+# A passthrough (vfio) host runs no NVIDIA driver, so NVML cannot read its GPUs' health; nodes running NVIDIA's DRA
+# driver instead of the device plugin have no mig_geometry (dra_mig says whether a MIG target may be declared at all).
+RECORDS = (
+    Check("iommu_active", "IOMMU active", PASSTHROUGH, ("iommu",), check_iommu_active),
+    Check("iommu_isolation", "GPU IOMMU groups isolated", PASSTHROUGH, ("iommu",), check_iommu_isolation),
+    Check("vfio_bound", "vfio-pci bound to passthrough GPUs", PASSTHROUGH, ("iommu",), check_vfio_bound),
+    Check("driver_version", "NVIDIA driver installed = loaded = pinned", GUESTS, ("gpu", "driver"),
+          check_driver_version),
+    Check("license", "vGPU licence acquired and not expiring soon", GUESTS, ("license",), check_license),
+    Check("license_service", "The licence service instance of the client configuration token answers (TCP and TLS)",
+          GUESTS, ("license",), check_license_service),
+    Check("license_feature", "The licence feature type fits the vGPU profile class", GUESTS, ("license",),
+          check_license_feature),
+    Check("mig_pending", "No pending MIG mode change, and a driver NVIDIA supports for MIG on the GPU", GUESTS,
+          ("gpu",), check_mig_pending),
+    Check("mig_geometry", "MIG mode and geometry equal the declared target", ("k8s_worker", "vgpu_guest"), ("mig",),
+          check_mig_geometry),
+    Check("kernel_args", "Required kernel arguments present", PASSTHROUGH + GUESTS, ("iommu",), check_kernel_args),
+    Check("dra_driver", "NVIDIA driver new enough for the DRA driver (and ComputeDomains)", ("k8s_dra_worker",),
+          ("gpu",), check_dra_driver),
+    Check("dra_cdi", "CDI ready for the DRA driver (runtime spec directories, specs that load)", ("k8s_dra_worker",),
+          ("gpu", "cdi"), check_dra_cdi),
+    Check("dra_mig", "MIG devices left to the DRA driver where it manages them", ("k8s_dra_worker",), ("gpu",),
+          check_dra_mig),
+) + tuple(
+    # The GPU health checks are module_utils/_health.py's (one record each, CHECKS there). Each has gpu_info read
+    # the GPUs' health; gpu_xid needs the kernel log too, gpu_dcgm DCGM's diagnostic.
+    Check(check_id, title, GUESTS, ("gpu", "health") + _HEALTH_EXTRA.get(check_id, ()), fn)
+    for check_id, (title, fn) in _health.CHECKS.items())
+
+CHECK_IDS = tuple(c.id for c in RECORDS)
+HEALTH_CHECK_IDS = tuple(_health.CHECKS)
+DRA_CHECK_IDS = tuple(c.id for c in RECORDS if c.roles == ("k8s_dra_worker",))
+TITLES = {c.id: c.title for c in RECORDS}
+CHECKS = {c.id: c.run for c in RECORDS}
+# Checks each kind of node needs, in CHECK_IDS order; the others are reported as skipped.
+DEFAULT_CHECKS = {role: tuple(c.id for c in RECORDS if role in c.roles) for role in NODE_ROLES}
+
+
+def needs(checks):
+    """The FACTS the ``checks`` (ids) read, in FACTS order: the node_preflight role gathers these and no others."""
+    wanted = {fact for c in RECORDS if c.id in (checks or ()) for fact in c.facts}
+    return [fact for fact in FACTS if fact in wanted]
 
 
 # --- aggregation and rendering ---------------------------------------------------------------------------------------
+
+def tolerates(tolerations, key, value, effect):
+    """Whether one of ``tolerations`` (core/v1 Toleration dicts) tolerates the taint key=value:effect, as
+    k8s.io/api core/v1 Toleration.ToleratesTaint decides: the effect empty or the taint's, and a wildcard (no key,
+    Exists), or the key with Exists, or with Equal (the default operator) and the value."""
+    for t in tolerations or []:
+        exists = t.get("operator") == "Exists"   # else Equal, the default operator
+        t_key = t.get("key") or ""
+        if (t.get("effect") or "") in ("", effect) and (
+                (t_key == "" and exists)
+                or (t_key == key and (exists or (t.get("value") or "") == str(value or "")))):
+            return True
+    return False
+
 
 def normalize_options(options):
     opts = dict(DEFAULT_OPTIONS)

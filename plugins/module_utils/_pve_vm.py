@@ -11,19 +11,36 @@ from __future__ import annotations
 
 import re
 import threading
+from typing import Any, Callable
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _pci
 from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
-from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveError
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError
 
-OPTION_KEYS = {
-    "pcie": "pcie", "x_vga": "x-vga", "rombar": "rombar", "romfile": "romfile", "mdev": "mdev",
-    "legacy_igd": "legacy-igd", "vendor_id": "vendor-id", "device_id": "device-id",
-    "sub_vendor_id": "sub-vendor-id", "sub_device_id": "sub-device-id", "driver": "driver",
+# The device keys of a hostpci entry; every other key of _pci.HOSTPCI_KEYS is an option of a gpus item.
+DEVICE_KEYS = ("mapping", "host")
+# Module option name (gpus[].x_vga) -> hostpci key (x-vga), from _pci's key table, in its order.
+OPTION_KEYS = {key.replace("-", "_"): key for key in _pci.HOSTPCI_KEYS if key not in DEVICE_KEYS}
+# Argument spec of each value kind of _pci.HOSTPCI_KEYS (what _pci._norm_value accepts for it).
+_KIND_SPEC: dict[str, dict[str, Any]] = {
+    "host": {"type": "str"}, "configid": {"type": "str"}, "bool": {"type": "bool"}, "romfile": {"type": "str"},
+    "mdev": {"type": "str"}, "hexid": {"type": "str"}, "driver": {"type": "str", "choices": list(_pci.DRIVERS)},
 }
 
 # Options a batch item may set for itself; the task's value is the default.
 PER_VM_OPTIONS = ("exclusive", "restart", "precheck", "shutdown_timeout", "timeout")
+
+
+def gpu_options_spec() -> dict[str, dict[str, Any]]:
+    """Argument spec of one ``gpus`` item: slot, the device (mapping, or host with an optional vf) and every
+    hostpci option of _pci.HOSTPCI_KEYS under its option name."""
+    spec: dict[str, dict[str, Any]] = {"slot": {"type": "int"}}
+    for key in DEVICE_KEYS:
+        spec[key] = dict(_KIND_SPEC[_pci.HOSTPCI_KEYS[key][0]])
+    spec["vf"] = {"type": "int"}
+    for opt, key in OPTION_KEYS.items():
+        spec[opt] = dict(_KIND_SPEC[_pci.HOSTPCI_KEYS[key][0]])
+    return spec
 
 
 class Precheck(Exception):
@@ -409,6 +426,41 @@ def run(client, params, check_mode):
     results = pool_map(apply, vms, workers, (Precheck, PveError))
     warnings = [w for vm in vms for w in vm.warnings]
     return results, warnings
+
+
+def module_run(params: dict[str, Any], check_mode: bool,
+               connect: Callable[..., PveClient]) -> tuple[bool, dict[str, Any], list[str]]:
+    """The module's run: bounds, a session from ``connect(params, task_timeout=...)``, :func:`run`, and the task
+    result (single-VM form or batch). Returns (failed, result for exit_json/fail_json, warnings to show first);
+    a failure before any write shows no warnings."""
+    batch = params["vms"] is not None
+    bounds = {"vmid": _bounds.PVE_VMID, "timeout": _bounds.TASK_TIMEOUT, "shutdown_timeout": _bounds.SHUTDOWN_TIMEOUT}
+    problems = _bounds.out_of_range(params, dict(bounds, max_concurrent=_bounds.MAX_CONCURRENT))
+    for item in params["vms"] or []:
+        problems.extend(_bounds.out_of_range(item, bounds, where="vms[vmid=%s]: " % item["vmid"]))
+    if problems:
+        who = "VMs %s" % ", ".join(str(v["vmid"]) for v in params["vms"]) if batch else "VM %s" % params["vmid"]
+        return True, dict(msg="%s: %s; nothing changed" % (who, "; ".join(problems))), []
+    try:
+        client = connect(params, task_timeout=params["timeout"])
+        results, warnings = run(client, params, check_mode)
+    except BatchInvalid as exc:
+        return True, dict(msg=_batch.invalid_message(exc, batch), problems=exc.problems), []
+    except PveError as exc:
+        return True, dict(msg=str(exc)), []
+    warnings = client.warnings + warnings
+    writes = len(client.writes)
+    if not batch:
+        result = results[0]
+        result.pop("vmid")
+        result["writes"] = writes
+        return bool(result.pop("failed", False)), result, warnings
+    diffs = [r.pop("diff", None) for r in results]
+    out, failure = _batch.outcome(results, "vmid", lambda r: "VM %s on %s" % (r["vmid"], r["node"]), diffs)
+    out["writes"] = writes
+    if failure:
+        return True, dict(msg=failure, **out), warnings
+    return False, out, warnings
 
 
 def batch_items(vms, restart="never", new_mappings=()):

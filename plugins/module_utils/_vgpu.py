@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _drift
+
 # grid_a100-4c, grid_a100d-40c, grid_a100-3-20c (MIG-backed: <slices>-<fb>), nvidia_l40s-48q
 _PROFILE_RE = re.compile(r"^(?P<prefix>[a-z]+)_(?P<board>[a-z0-9]+?)-(?:(?P<slices>\d+)-)?(?P<fb>\d+)(?P<series>[a-z])(?P<suffix>[a-z0-9]*)\Z",
                          re.IGNORECASE)
@@ -424,12 +426,4 @@ def drift_report(host_versions):
     host_versions: {host: version or None}. Returns dict(consistent, versions={version: [hosts]}, missing=[hosts]).
     A host without a driver counts as drift: it cannot run vGPU VMs that the others can.
     """
-    versions, missing = {}, []
-    for host in sorted(host_versions):
-        v = host_versions[host]
-        if v:
-            versions.setdefault(v, []).append(host)
-        else:
-            missing.append(host)
-    return dict(consistent=len(versions) <= 1 and not missing, versions=versions, missing=missing,
-                majority=max(sorted(versions), key=lambda k: len(versions[k])) if versions else None)
+    return _drift.drift_report(host_versions)   # the one drift rule; ties go to the version first as text

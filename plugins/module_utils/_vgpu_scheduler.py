@@ -520,6 +520,11 @@ def _vgpu_gpus(gpus):
     return [g for g in gpus if (g.get("vgpu_scheduler") or {}).get("supported")]
 
 
+def running(gpus):
+    """{address, running} of each GPU that answers the vGPU scheduler queries: what the role reports as running."""
+    return [{"address": g.get("pci_address"), "running": g["vgpu_scheduler"].get("description")} for g in _vgpu_gpus(gpus)]
+
+
 def precheck(gpus, spec, host=None):
     """Problems that stop the role before it writes, from gpu_info's GPUs: a GPU whose capabilities exclude the spec."""
     s = normalize(spec, host)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu, _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _vgpu, _vsphere
 from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
 
 try:
@@ -407,3 +408,39 @@ def run(session, params, check_mode):
                 bool(vm.drs and vm.drs["changed"])
         vm.result["vgpus"] = vgpus
     return [vm.result for vm in vms], warnings
+
+
+# ---- around run(): option bounds before the session, the module result after it -----------------------------------
+
+def bounds_message(params: Dict[str, Any]) -> Optional[str]:
+    """The failure message when a numeric option (of the task or of a batch item) is out of range, else None."""
+    bounds = {"max_vgpus": _bounds.MAX_VGPUS, "mmio_size_gb": _bounds.MMIO_SIZE_GB}
+    problems = _bounds.out_of_range(params, dict(bounds, shutdown_timeout=_bounds.TASK_TIMEOUT,
+                                                 max_concurrent=_bounds.MAX_CONCURRENT))
+    for i, item in enumerate(params["vms"] or []):
+        problems.extend(_bounds.out_of_range(item, bounds, where="vms[%d]: " % i))
+    if not problems:
+        return None
+    where = "VMs of vms" if params["vms"] is not None else "VM %s" % (params["name"] or params["uuid"] or params["moid"])
+    return "%s: %s; nothing changed" % (where, "; ".join(problems))
+
+
+def failure(batch: bool, error: Exception) -> Dict[str, Any]:
+    """The failed result for an error raised before any write (BatchInvalid lists each VM's problem)."""
+    if isinstance(error, BatchInvalid):
+        return dict(msg=_batch.invalid_message(error, batch), problems=error.problems)
+    return dict(msg=str(error))
+
+
+def outcome(results: List[Dict[str, Any]], batch: bool, diff: bool) -> Tuple[Dict[str, Any], bool]:
+    """(module result, failed) from the per-VM results: one VM's result as it is, or the batch summary."""
+    if not batch:
+        result = results[0]
+        if diff:
+            result["diff"] = dict(before=result["before"], after=result["after"])
+        return result, bool(result.pop("failed", False))
+    diffs = [dict(before=r["before"], after=r["after"]) for r in results] if diff else None
+    out, fail = _batch.outcome(results, "vm", lambda r: "VM %s" % r["vm"], diffs)
+    if fail:
+        return dict(msg=fail, **out), True
+    return out, False

@@ -19,8 +19,6 @@ description:
   - Every piece of a host's facts is optional; a failed or skipped gathering task shows as a note on that host.
   - Runs on the controller as an action plugin; nothing is sent to the managed node. Files are replaced atomically
     and only when their content differs.
-author:
-  - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
 attributes:

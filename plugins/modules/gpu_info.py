@@ -19,8 +19,6 @@ description:
     slice) and what the GPU supports, and from sysfs the kernel driver bound to each GPU and its IOMMU group.
   - When the NVML library or the NVIDIA driver is missing the module does not fail;
     it returns RV(nvml.available=false) with the reason.
-author:
-  - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
   - gpuops.provision._attributes.INFO_MODULE
@@ -256,78 +254,8 @@ kernel_log:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _vgpu_scheduler, _xid
-from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml, NvmlError, pci_sysfs
-
-
-# journalctl -k -b 0: this boot's kernel messages; -o short-monotonic keeps dmesg's [seconds] stamp.
-KERNEL_LOG_COMMANDS = {"dmesg": ["dmesg"], "journal": ["journalctl", "-k", "-b", "0", "--no-pager", "-o",
-                                                       "short-monotonic"]}
-
-
-def read_kernel_log(module, source):
-    """{source, read, error, xid_events}: the driver's Xid events since boot (module_utils/_xid.py parses them)."""
-    out = {"source": source, "read": False, "error": None, "xid_events": []}
-    if source == "none":
-        out["error"] = "kernel_log=none"
-        return out
-    argv = list(KERNEL_LOG_COMMANDS[source])
-    path = module.get_bin_path(argv[0])
-    if not path:
-        out["error"] = "%s is not installed" % argv[0]
-        return out
-    rc, stdout, stderr = module.run_command([path] + argv[1:])
-    if rc != 0:
-        out["error"] = "%s exited %d: %s" % (argv[0], rc, (stderr or stdout).strip()[:300])
-        return out
-    out["read"] = True
-    out["xid_events"] = _xid.parse(stdout)
-    return out
-
-
-def gather(nvml, sysfs_root, with_profiles, with_health=False, xid_events=()):
-    """Read every GPU; NVML errors on one GPU become that GPU's 'error' rather than failing the host."""
-    gpus = []
-    for index in range(nvml.count()):
-        try:
-            dev, info = nvml.identity(index)
-        except nvml.nv.NVMLError as e:
-            gpus.append({"index": index, "error": nvml.describe(e)})
-            continue
-        try:
-            nvml.fill(dev, info)
-        except nvml.nv.NVMLError as e:
-            # Keep what was read (identity); MIG queries can need privileges the rest does not.
-            info["error"] = nvml.describe(e)
-            for key, empty in (("instances", []), ("processes", []), ("virtualization", None), ("license", None),
-                               ("vgpu_scheduler", None)):
-                info.setdefault(key, empty)
-        sched = info.get("vgpu_scheduler")
-        if sched and sched.get("state"):
-            sched["running"] = _vgpu_scheduler.spec_of_nvml(sched["state"])
-            sched["description"] = _vgpu_scheduler.describe(sched["running"])
-        table = info.pop("_table", None) or _mig.ProfileTable([])
-        dev = info.pop("_handle", dev)
-        if with_health:
-            try:
-                info["health"] = nvml.health(dev)
-            except nvml.nv.NVMLError as e:  # the GPU was lost while it was read
-                info["error"] = nvml.describe(e)
-            else:
-                slot = _xid.slot_of(info["pci_address"])
-                info["health"]["xid"] = sorted({e["xid"] for e in xid_events if e["pci"] == slot})
-        # CUDA compute capability, "major.minor" (None where NVML does not say): gpu_pools checks MPS needs Volta.
-        cc = nvml._try("nvmlDeviceGetCudaComputeCapability", dev)  # pylint: disable=protected-access
-        info["compute_capability"] = "%d.%d" % tuple(cc) if cc else None
-        mode = info["mig_mode"]
-        info["mig_devices"] = _mig.current_counts(info["instances"]) if mode and mode["current"] == "enabled" else {}
-        if with_profiles:
-            info["profiles"] = [p.to_dict() for p in table.profiles]
-        sysfs = pci_sysfs(sysfs_root, info["pci_address"])
-        info["kernel_driver"] = sysfs["driver"]
-        info["iommu_group"] = sysfs["iommu_group"]
-        gpus.append(info)
-    return gpus
+from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_info
+from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml
 
 
 def main():
@@ -340,23 +268,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    nvml = Nvml()
-    result = {"changed": False, "nvml": {"available": False, "reason": None}, "gpus": [],
-              "kernel_log": read_kernel_log(module, module.params["kernel_log"])}
-    if not nvml.open():
-        result["nvml"]["reason"] = nvml.reason
-        result["nvml"]["calls"] = nvml.calls
-        module.exit_json(**result)
-    try:
-        result["nvml"].update(nvml.system())
-        result["nvml"]["available"] = True
-        result["gpus"] = gather(nvml, module.params["sysfs_root"], module.params["profiles"], module.params["health"],
-                                result["kernel_log"]["xid_events"])
-    except (nvml.nv.NVMLError, NvmlError) as e:
-        module.fail_json(msg="reading NVML failed: %s" % (nvml.describe(e) if isinstance(e, nvml.nv.NVMLError) else e), **result)
-    finally:
-        nvml.close()
-    result["nvml"]["calls"] = nvml.calls
+    result, error = _gpu_info.collect(module, Nvml())
+    if error:
+        module.fail_json(msg=error, **result)
     module.exit_json(**result)
 
 

@@ -15,8 +15,6 @@ description:
   - Lists every IOMMU group with its PCI functions (address, vendor and device id, class, bound driver).
   - For each NVIDIA GPU tells whether its IOMMU group is isolated, that is holds only the card's own functions
     (such as its audio controller) and PCI bridges, which is what whole-GPU passthrough to a VM needs.
-author:
-  - gpuops.provision maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
   - gpuops.provision._attributes.INFO_MODULE

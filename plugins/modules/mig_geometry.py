@@ -28,8 +28,6 @@ description:
     rollback included. A run that finds the lock held fails at once, having read and changed nothing, naming the
     holder (who, pid, host, since when); O(lock_timeout) lets it wait instead. The role
     C(gpuops.provision.mig_reconfigure) and its boot-time re-apply take the same lock.
-author:
-  - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
 attributes:

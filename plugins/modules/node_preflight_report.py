@@ -15,8 +15,6 @@ description:
     fleet summary.
   - Runs on the controller as an action plugin; nothing is sent to the managed node. Files are replaced atomically
     and only when their content differs.
-author:
-  - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
 attributes:

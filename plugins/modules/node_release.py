@@ -23,8 +23,6 @@ description:
   - A step that would change nothing writes nothing. When the wait runs out, the final labels and the uncordon are
     not written, the task fails naming the node, the expected and the advertised resources, and the node stays as
     it was (cordoned).
-author:
-  - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
   - gpuops.provision._kubernetes_auth

@@ -16,8 +16,6 @@ description:
     token files in the token directory with their mode and size. Token contents are never read.
   - When the NVML library or the NVIDIA driver is missing the module does not fail;
     it returns RV(nvml.available=false) with the reason.
-author:
-  - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
   - gpuops.provision._attributes.INFO_MODULE
@@ -225,45 +223,10 @@ gridd:
       sample: [{name: client_configuration_token.tok, mode: "0744", size: 2875}]
 """
 
-import datetime
-import os
-import stat
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _license, _nls_probe
+from ansible_collections.gpuops.provision.plugins.module_utils import _license_info
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml
-
-DEFAULT_TOKEN_DIR = "/etc/nvidia/ClientConfigToken"
-
-
-def read_gridd(gridd_conf, token_dir):
-    try:
-        with open(gridd_conf, encoding="utf-8") as fh:
-            settings = _license.parse_gridd_conf(fh.read())
-        exists = True
-    except FileNotFoundError:
-        settings, exists = {}, False
-    token_dir = token_dir or settings.get("ClientConfigTokenPath") or DEFAULT_TOKEN_DIR
-    tokens = []
-    if os.path.isdir(token_dir):
-        for name in sorted(os.listdir(token_dir)):
-            if not name.endswith(".tok"):
-                continue
-            st = os.stat(os.path.join(token_dir, name))
-            tokens.append({"name": name, "mode": "%04o" % stat.S_IMODE(st.st_mode), "size": st.st_size})
-    return _license.gridd_summary(settings, exists, gridd_conf, token_dir, tokens)
-
-
-def read_gpus(nvml, now):
-    gpus = []
-    for index in range(nvml.count()):
-        try:
-            dev, identity = nvml.identity(index)
-            gpus.append(_license.gpu_licence(index, identity, nvml.virtualization(dev), nvml.licence(dev), now))
-        except nvml.nv.NVMLError as e:
-            gpus.append({"index": index, "error": nvml.describe(e)})
-    return gpus
 
 
 def main():
@@ -278,37 +241,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    result = {"changed": False, "nvml": {"available": False, "reason": None, "driver_version": None},
-              "licensed": None, "vgpu_guest": False, "gpus": []}
-    try:
-        result["gridd"] = read_gridd(module.params["gridd_conf"], module.params["token_dir"])
-    except (OSError, UnicodeDecodeError) as e:
-        module.fail_json(msg="cannot read the gridd configuration: %s" % e, **result)
-    p = module.params
-    problems = _bounds.out_of_range(p, {"connect_timeout": (1, 300, "seconds per connection")})
-    if problems:
-        module.fail_json(msg="; ".join(problems), **result)
-    if p["service_check"]:
-        gridd = result["gridd"]
-        result["service"] = _nls_probe.check_service(gridd["token_dir"], [t["name"] for t in gridd["tokens"]],
-                                                     p["connect_timeout"], p["validate_certs"], p["ca_path"])
-    nvml = Nvml()
-    if not nvml.open():
-        result["nvml"]["reason"] = nvml.reason
-        module.exit_json(**result)
-    try:
-        result["nvml"]["driver_version"] = nvml.system()["driver_version"]
-        result["nvml"]["available"] = True
-        result["gpus"] = read_gpus(nvml, datetime.datetime.now(datetime.timezone.utc))
-    except nvml.nv.NVMLError as e:
-        module.fail_json(msg="reading NVML failed: %s" % nvml.describe(e), **result)
-    finally:
-        nvml.close()
-    good = [g for g in result["gpus"] if "error" not in g]
-    result["licensed"] = _license.overall(good)
-    if len(good) != len(result["gpus"]) and result["licensed"]:
-        result["licensed"] = False  # a GPU NVML cannot answer for is not known to be licensed
-    result["vgpu_guest"] = any(g.get("virtualization_mode") == "vgpu" for g in good)
+    result, error = _license_info.collect(module.params, Nvml())
+    if error:
+        module.fail_json(msg=error, **result)
     module.exit_json(**result)
 
 

@@ -13,8 +13,6 @@ description:
     with its functions, IOMMU group and whether that group is isolated, SR-IOV virtual functions, mediated device
     (vGPU) types, the cluster PCI mappings that point at it and the VMs whose C(hostpciN) entries use it.
   - The facts are the input of the O(gpuops.provision.pve_pci_mapping#module:build_from.selector) JMESPath selectors.
-author:
-  - gpuops.provision maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._proxmox_auth
   - gpuops.provision._attributes

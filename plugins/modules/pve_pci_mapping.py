@@ -24,19 +24,11 @@ description:
     setting one of them fails naming both versions.
   - Equivalent entries compare equal (key order, upper/lower case, C(0x) prefixes), so a re-run changes nothing.
     Updates carry the mapping's C(digest), so a concurrent change makes the update fail instead of being overwritten.
-author:
-  - gpuops.provision maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._proxmox_auth
   - gpuops.provision._attributes
+  - gpuops.provision._attributes.CHANGE_FULL
   - gpuops.provision._attributes.ACTIONGROUP_PROXMOX
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
 options:
   id:
     description: Mapping id (C([a-z][a-z0-9_-]+)).
@@ -179,136 +171,10 @@ writes:
   type: int
 """
 
-import traceback
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci
-from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError, module_kwargs
-
-try:
-    import jmespath
-    HAS_JMESPATH = True
-    JMESPATH_ERROR = None
-except ImportError:  # pragma: no cover
-    HAS_JMESPATH = False
-    JMESPATH_ERROR = traceback.format_exc()
-
-
-def _flag(value):
-    return bool(int(_pci.parse_bool(value))) if value is not None else False
-
-
-def _state(mid, stored):
-    if stored is None:
-        return None
-    return {
-        "id": mid,  # GET /cluster/mapping/pci/{id} does not repeat the id
-        "map": [_pci.format_map_entry(e) for e in _pci.normalize_map_list(stored.get("map") or [])],
-        "description": stored.get("description") or "",
-        "mdev": _flag(stored.get("mdev")),
-        "live_migration_capable": _flag(stored.get("live-migration-capable")),
-    }
-
-
-def _entries_from_map(mid, items, hw):
-    """Entries from O(map): ids, subsystem id and IOMMU group of the first path filled from the node's hardware,
-    because PVE's assert_valid refuses a VM start when the hardware has one of them and the entry does not."""
-    entries = []
-    for item in items:
-        node = item["node"]
-        where = "mapping %s: node %s" % (mid, node)
-        if not _pci.is_node_name(node):
-            raise _pci.PciError("mapping %s: invalid node name %r" % (mid, node))
-        if not item["path"]:
-            raise _pci.PciError("%s: path must not be empty" % where)
-        try:
-            first = _pci.normalize_pci_address(item["path"][0], function="0")
-        except _pci.PciError as exc:
-            raise _pci.PciError("%s: %s" % (where, exc))
-        dev = next((d for d in hw(node) if d["id"] == first), None)
-        if dev is None:
-            raise _pci.PciError("%s has no PCI device %s" % (where, item["path"][0]))
-        raw = {"node": node, "path": ";".join(item["path"]),
-               "id": item.get("pci_id") or dev["pci_id"],
-               "subsystem-id": item.get("subsystem_id") or dev["subsystem_id"],
-               "iommugroup": item["iommu_group"] if item.get("iommu_group") is not None
-               else (dev["iommu_group"] if dev["iommu_group"] >= 0 else None),
-               "description": item.get("description")}
-        try:
-            entries.append(_pci.normalize_map_entry(raw))
-        except _pci.PciError as exc:
-            raise _pci.PciError("%s: %s" % (where, exc))
-    return entries
-
-
-def _entries_from_selector(module, nodes, facts):
-    bf = module.params["build_from"]
-    if not HAS_JMESPATH:
-        module.fail_json(msg=missing_required_lib("jmespath"), exception=JMESPATH_ERROR)
-    try:
-        selected = jmespath.search(bf["selector"], facts)
-    except jmespath.exceptions.JMESPathError as exc:
-        module.fail_json(msg="build_from.selector %r is not a valid JMESPath expression: %s" % (bf["selector"], exc))
-    if isinstance(selected, dict):
-        selected = [selected]
-    if not selected or not isinstance(selected, list):
-        module.fail_json(msg="build_from.selector %r selects no device on node(s) %s" % (bf["selector"], ", ".join(nodes)))
-    entries = []
-    for dev in selected:
-        if not isinstance(dev, dict) or not dev.get("node") or not dev.get("id") or not dev.get("pci_id"):
-            module.fail_json(msg="build_from.selector must return device facts (dicts with node, id, pci_id); got %r" % (dev,))
-        entry = _pci.map_entry_from_device(dev["node"], dev, whole_device=bf["whole_device"])
-        # Leaving out what the hardware has writes a mapping PVE refuses at VM start ("missing expected property").
-        for flag, key in (("with_iommu_group", "iommugroup"), ("with_subsystem", "subsystem-id")):
-            if not bf[flag] and key in entry:
-                module.fail_json(msg="mapping %s: node %s: device %s has %s %s; build_from.%s=false would write a mapping "
-                                     "Proxmox VE refuses at VM start (missing expected property '%s'); nothing changed"
-                                 % (module.params["id"], dev["node"], dev["id"], key, entry[key], flag, key))
-        entries.append(entry)
-    return entries
-
-
-def _hardware_mdev(mid, entries, hw):
-    """The mdev flag the hardware asks for (PVE 8.4+ compares it with every mapped device)."""
-    devices = []
-    for e in entries:
-        by_id = {d["id"]: d for d in hw(e["node"])}
-        for path in e["path"].split(";"):
-            dev = by_id.get(_pci.normalize_pci_address(path, function="0"))
-            if dev is not None:
-                devices.append((e["node"], dev))
-    flag = _pci.mdev_capability([d for dummy, d in devices])
-    if flag is None and devices:
-        capable = ["%s %s" % (n, d["id"]) for n, d in devices if d["mdev"]]
-        other = ["%s %s" % (n, d["id"]) for n, d in devices if not d["mdev"]]
-        raise _pci.PciError("mapping %s mixes devices that provide mediated devices (%s) with devices that do not (%s); "
-                            "one mdev flag cannot fit both, Proxmox VE would refuse one kind at VM start; nothing changed"
-                            % (mid, ", ".join(capable), ", ".join(other)))
-    return flag
-
-
-def _write_params(client, before, after):
-    """Parameters of the POST/PUT: only what changes, and options the server knows (GET /version)."""
-    version = client.version()
-    params = {}
-    if before is None or before["map"] != after["map"]:
-        params["map"] = after["map"]
-    if before is None or before["mdev"] != after["mdev"]:
-        params["mdev"] = int(after["mdev"])
-    if before is None or before["live_migration_capable"] != after["live_migration_capable"]:
-        gate = _pci.version_gate("live-migration-capable", version)
-        if gate and after["live_migration_capable"]:
-            raise _pci.PciError("live_migration_capable: %s; nothing changed" % gate)
-        if not gate:
-            params["live-migration-capable"] = int(after["live_migration_capable"])
-    if after["description"] and (before is None or before["description"] != after["description"]):
-        params["description"] = after["description"]
-    elif before is not None and before["description"] and not after["description"]:
-        params["delete"] = "description"
-    if before is None and "map" not in params:
-        params["map"] = after["map"]
-    return params
+from ansible_collections.gpuops.provision.plugins.module_utils import _pve_mapping
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, module_kwargs
 
 
 def main():
@@ -341,118 +207,10 @@ def main():
         mutually_exclusive=[("map", "build_from")],
         supports_check_mode=True,
     ))
-    p = module.params
-    mid = p["id"]
-    if not _pci.is_configid(mid):
-        module.fail_json(msg="invalid mapping id %r (expected [a-z][a-z0-9_-]+)" % mid)
-    desc = p["description"]
-    if desc is not None:
-        if len(desc) > _pci.MAX_DESCRIPTION or "\n" in desc or "\r" in desc:
-            module.fail_json(msg="mapping %s: description must be one line of at most %d characters (got %d characters%s)"
-                             % (mid, _pci.MAX_DESCRIPTION, len(desc), " with a line break" if ("\n" in desc or "\r" in desc) else ""))
-    warnings = []
-    problems = [msg for item in (p["map"] or []) for msg in _bounds.out_of_range(
-        item, {"iommu_group": _bounds.PVE_IOMMU_GROUP}, "node %s: map entry " % item["node"])]
-    if problems:
-        module.fail_json(msg="mapping %s: %s; nothing changed" % (mid, "; ".join(problems)))
-    try:
-        client = PveClient.from_params(p)
-        stored = client.mapping(mid)
-        before = _state(mid, stored)
-
-        if p["state"] == "absent":
-            if stored is not None and not module.check_mode:
-                client.delete("cluster/mapping/pci/%s" % mid)
-            for warning in client.warnings:
-                module.warn(warning)
-            module.exit_json(changed=stored is not None, before=before, mapping=None, writes=len(client.writes),
-                             diff={"before": before or {}, "after": {}})
-
-        hw_cache = {}
-
-        def hw(node):
-            if node not in hw_cache:
-                client.require_online(node, "read its PCI devices for mapping %s" % mid)
-                hw_cache[node] = client.hardware(node)[1]
-            return hw_cache[node]
-
-        entries = []
-        if p["map"] is not None:
-            entries = _entries_from_map(mid, p["map"], hw)
-        elif p["build_from"] is not None:
-            if p["build_from"]["nodes"] is not None and not p["build_from"]["nodes"]:
-                module.fail_json(msg="mapping %s: build_from.nodes is an empty list, which selects no node; leave it "
-                                     "out to search every online node" % mid)
-            nodes = p["build_from"]["nodes"] or client.nodes(online_only=True)
-            mappings = client.mappings()
-            facts = []
-            for node in nodes:
-                client.require_online(node, "read its GPUs for build_from")
-                facts.extend(client.gpu_facts(node, gather_mdev=False, gather_vms=False, mappings=mappings))
-            entries = _entries_from_selector(module, nodes, facts)
-        elif stored is not None:
-            entries = _pci.normalize_map_list(stored.get("map") or [])
-        else:
-            module.fail_json(msg="mapping %s does not exist; give map or build_from to create it" % mid)
-        entries = sorted(entries, key=lambda e: e["node"])
-        if not entries:
-            module.fail_json(msg="mapping %s: map must not be empty" % mid)
-        if p["map"] is not None or p["build_from"] is not None:
-            # The same device twice in a pool is a typo PVE stores silently; the second entry can never be used.
-            seen, twice = set(), []
-            for e in entries:
-                for path in e["path"].split(";"):
-                    key = (e["node"], _pci.normalize_pci_address(path, function="0"))
-                    if key in seen:
-                        twice.append("node %s path %s" % key)
-                    seen.add(key)
-            if twice:
-                module.fail_json(msg="mapping %s lists the same device more than once (%s); nothing changed"
-                                 % (mid, ", ".join(twice)))
-
-        # Entries kept from the server for nodes that are down cannot be checked now; they are left as they are.
-        checkable = [e for e in entries if client.node_status(e["node"]) == "online"]
-        for e in entries:
-            if e not in checkable:
-                warnings.append("mapping %s: node %s is %s; its entry %s was not checked against the hardware"
-                                % (mid, e["node"], client.node_status(e["node"]) or "unknown", _pci.format_map_entry(e)))
-
-        want_mdev = p["mdev"]
-        if want_mdev is None:
-            want_mdev = _hardware_mdev(mid, checkable, hw) if checkable else (before["mdev"] if before else False)
-            want_mdev = bool(want_mdev)
-
-        if p["validate_hardware"]:
-            problems = []
-            for e in checkable:
-                problems.extend("node %s: %s" % (e["node"], msg) for msg in _pci.check_map_entry(e, hw(e["node"]), mdev=want_mdev))
-            if problems:
-                module.fail_json(msg="mapping %s does not match the hardware, nothing changed: %s" % (mid, "; ".join(problems)))
-
-        want_lm = p["live_migration_capable"]
-        if want_lm is None:
-            want_lm = before["live_migration_capable"] if before else False
-        want_desc = desc
-        if want_desc is None:
-            want_desc = before["description"] if before else ""
-        after = {"id": mid, "map": [_pci.format_map_entry(e) for e in entries], "description": want_desc,
-                 "mdev": want_mdev, "live_migration_capable": want_lm}
-
-        changed = before != after
-        if changed:
-            params = _write_params(client, before, after)  # version checks also in check mode
-            if not module.check_mode:
-                if stored is None:
-                    client.post("cluster/mapping/pci", id=mid, **params)
-                else:
-                    client.put("cluster/mapping/pci/%s" % mid, digest=stored.get("digest"), **params)
-        for warning in client.warnings + warnings:
-            module.warn(warning)
-        module.exit_json(changed=changed, before=before, mapping=after, writes=len(client.writes),
-                         diff={"before": before or {}, "after": after})
-    except (PveError, _pci.PciError) as exc:
-        msg = str(exc)
-        module.fail_json(msg=msg if msg.startswith("mapping %s" % mid) else "mapping %s: %s" % (mid, msg))
+    failed, result, warnings = _pve_mapping.module_run(module.params, module.check_mode, PveClient.from_params)
+    for warning in warnings:
+        module.warn(warning)
+    (module.fail_json if failed else module.exit_json)(**result)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,6 @@ description:
     the mdev type is not available, or the device's IOMMU group is shared with other devices.
   - On a running VM the change stays pending until the VM restarts (hostpci is not hot-pluggable); O(restart) decides whether
     the module restarts it.
-author:
-  - gpuops.provision maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._proxmox_auth
   - gpuops.provision._attributes
@@ -290,32 +288,15 @@ writes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _pve_vm
-from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError, module_kwargs
+from ansible_collections.gpuops.provision.plugins.module_utils import _pve_vm
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, module_kwargs
 
 
 def main():
-    gpu_options = dict(
-        slot=dict(type="int"),
-        mapping=dict(type="str"),
-        host=dict(type="str"),
-        vf=dict(type="int"),
-        pcie=dict(type="bool"),
-        x_vga=dict(type="bool"),
-        rombar=dict(type="bool"),
-        romfile=dict(type="str"),
-        mdev=dict(type="str"),
-        legacy_igd=dict(type="bool"),
-        vendor_id=dict(type="str"),
-        device_id=dict(type="str"),
-        sub_vendor_id=dict(type="str"),
-        sub_device_id=dict(type="str"),
-        driver=dict(type="str", choices=["vfio", "keep"]),
-    )
     per_vm = dict(
         vmid=dict(type="int", required=True),
         node=dict(type="str"),
-        gpus=dict(type="list", elements="dict", required=True, options=gpu_options),
+        gpus=dict(type="list", elements="dict", required=True, options=_pve_vm.gpu_options_spec()),
         exclusive=dict(type="bool"),
         restart=dict(type="str", choices=["never", "if_needed", "always"]),
         precheck=dict(type="bool"),
@@ -326,7 +307,7 @@ def main():
         dict(
             vmid=dict(type="int"),
             node=dict(type="str"),
-            gpus=dict(type="list", elements="dict", options=gpu_options),
+            gpus=dict(type="list", elements="dict", options=_pve_vm.gpu_options_spec()),
             vms=dict(type="list", elements="dict", options=per_vm),
             max_concurrent=dict(type="int", default=4),
             stop_on_error=dict(type="bool", default=False),
@@ -341,38 +322,10 @@ def main():
         mutually_exclusive=[("vmid", "vms"), ("gpus", "vms"), ("node", "vms")],
         required_by={"vmid": "gpus"},
     ))
-    p = module.params
-    batch = p["vms"] is not None
-    bounds = {"vmid": _bounds.PVE_VMID, "timeout": _bounds.TASK_TIMEOUT, "shutdown_timeout": _bounds.SHUTDOWN_TIMEOUT}
-    problems = _bounds.out_of_range(p, dict(bounds, max_concurrent=_bounds.MAX_CONCURRENT))
-    for item in p["vms"] or []:
-        problems.extend(_bounds.out_of_range(item, bounds, where="vms[vmid=%s]: " % item["vmid"]))
-    if problems:
-        who = "VMs %s" % ", ".join(str(v["vmid"]) for v in p["vms"]) if batch else "VM %s" % p["vmid"]
-        module.fail_json(msg="%s: %s; nothing changed" % (who, "; ".join(problems)))
-    try:
-        client = PveClient.from_params(p, task_timeout=p["timeout"])
-        results, warnings = _pve_vm.run(client, p, module.check_mode)
-    except _batch.BatchInvalid as exc:
-        module.fail_json(msg=_batch.invalid_message(exc, batch), problems=exc.problems)
-    except PveError as exc:
-        module.fail_json(msg=str(exc))
-    for warning in client.warnings + warnings:
+    failed, result, warnings = _pve_vm.module_run(module.params, module.check_mode, PveClient.from_params)
+    for warning in warnings:
         module.warn(warning)
-    writes = len(client.writes)
-    if not batch:
-        result = results[0]
-        result.pop("vmid")
-        result["writes"] = writes
-        if result.pop("failed", False):
-            module.fail_json(**result)
-        module.exit_json(**result)
-    diffs = [r.pop("diff", None) for r in results]
-    out, failure = _batch.outcome(results, "vmid", lambda r: "VM %s on %s" % (r["vmid"], r["node"]), diffs)
-    out["writes"] = writes
-    if failure:
-        module.fail_json(msg=failure, **out)
-    module.exit_json(**out)
+    (module.fail_json if failed else module.exit_json)(**result)
 
 
 if __name__ == "__main__":

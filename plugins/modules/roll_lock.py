@@ -21,8 +21,6 @@ description:
   - The rules follow client-go's leader election (C(tools/leaderelection/leaderelection.go) C(tryAcquireOrRenew)).
     Every write carries the C(resourceVersion) read before it, so of two runs that saw the lock free only one gets
     it; the other fails with the API server's conflict.
-author:
-  - gpuops.provision contributors (@gpuops)
 extends_documentation_fragment:
   - gpuops.provision._attributes
   - gpuops.provision._kubernetes_auth
@@ -150,58 +148,12 @@ msg:
   sample: took the roll lock kube-system/gpuops-mig-reconfigure
 """
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s, _rolllock
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s
 from ansible_collections.gpuops.provision.plugins.module_utils._k8s import ApiException
 
 BOUNDS = {"ttl": (10, _bounds.DAY, "seconds a lease lives"), "timeout": _bounds.API_TIMEOUT}
-
-
-def run(module):
-    p = module.params
-    api = _k8s.api_client(p["kubeconfig"], p["context"])
-    leases = _k8s.kubernetes.client.CoordinationV1Api(api)
-    where = "%s/%s" % (p["namespace"], p["name"])
-    timeout = p["timeout"]
-    try:
-        current = api.sanitize_for_serialization(
-            leases.read_namespaced_lease(p["name"], p["namespace"], _request_timeout=timeout))
-    except ApiException as e:
-        if getattr(e, "status", None) != 404:
-            raise
-        current = None
-    now = time.time()
-    try:
-        plan = _rolllock.decide(current, p["state"], p["name"], p["namespace"], p["holder"], p["ttl"], p["nodes"], now)
-    except _rolllock.LockError as e:
-        module.fail_json(msg="%s: %s" % (where, e))
-    before = plan["before"]
-    if plan["action"] == "refuse":
-        module.fail_json(msg=plan["msg"], action="none", lease=before, taken_over=None)
-    after = _rolllock.record(plan["body"]) if plan["body"] else before
-    if plan["action"] != "none" and not module.check_mode:
-        try:
-            if plan["action"] == "create":
-                written = leases.create_namespaced_lease(p["namespace"], plan["body"], _request_timeout=timeout)
-            else:
-                written = leases.replace_namespaced_lease(p["name"], p["namespace"], plan["body"],
-                                                          _request_timeout=timeout)
-        except ApiException as e:
-            if getattr(e, "status", None) == 409:
-                module.fail_json(msg="the roll lock %s changed hands while this run took it (%s); nothing was changed"
-                                 % (where, e.reason), action="none", lease=before, taken_over=None)
-            raise
-        after = _rolllock.record(api.sanitize_for_serialization(written))
-    if plan["taken_over"]:
-        module.warn(plan["msg"])
-    changed = plan["action"] != "none"
-    result = dict(changed=changed, action=plan["action"], lease=after, taken_over=plan["taken_over"], msg=plan["msg"])
-    if module._diff:
-        result["diff"] = dict(before=before or {}, after=after or {}, before_header=where, after_header=where)
-    module.exit_json(**result)
 
 
 def main():
@@ -217,20 +169,25 @@ def main():
         ),
         supports_check_mode=True,
     )
+    p = module.params
     if not _k8s.HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
-    problems = _bounds.out_of_range(module.params, BOUNDS)
+    problems = _bounds.out_of_range(p, BOUNDS)
     if problems:
         module.fail_json(msg="; ".join(problems))
     try:
-        run(module)
+        result, warning = _k8s.roll_lock(_k8s.api_client(p["kubeconfig"], p["context"]), p, module.check_mode,
+                                         module._diff)
+    except _k8s.LockFailed as e:
+        module.fail_json(msg=str(e), **e.extras)
     except ApiException as e:
         module.fail_json(msg="Kubernetes API error on Lease %s/%s: %s %s"
-                         % (module.params["namespace"], module.params["name"], getattr(e, "status", ""),
-                            getattr(e, "reason", e)))
+                         % (p["namespace"], p["name"], getattr(e, "status", ""), getattr(e, "reason", e)))
     except Exception as e:  # pylint: disable=broad-except  # urllib3 and kubeconfig errors: report, never a traceback
-        module.fail_json(msg="cannot reach the Kubernetes API for Lease %s/%s: %s"
-                         % (module.params["namespace"], module.params["name"], e))
+        module.fail_json(msg="cannot reach the Kubernetes API for Lease %s/%s: %s" % (p["namespace"], p["name"], e))
+    if warning:
+        module.warn(warning)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -50,8 +50,6 @@ notes:
   - C(FetchSoftwarePackages) needs the C(Host.Config.Image) privilege. Read-only accounts get C(NoPermission);
     the module then reads the health sensors as well and warns, naming the host and the missing privilege.
   - A GPU host without an NVIDIA driver VIB counts as drift.
-author:
-  - gpuops.provision maintainers (@gpuops)
 """
 
 EXAMPLES = r"""
@@ -133,65 +131,9 @@ vgpu_vms:
             drs_override: {behavior: manual, enabled: null}, drs_behavior: manual}]
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu, _vsphere
-
-
-def vm_drs(cluster, moid):
-    """The VM's DRS override and the automation level in force (the override's, else the cluster default)."""
-    if cluster is None:
-        return dict(drs_override=None, drs_behavior=None)
-    override = cluster["overrides"].get(moid)
-    behavior = (override or {}).get("behavior") or cluster["default_behavior"]
-    return dict(drs_override=override, drs_behavior=behavior)
-
-
-def gather(session, params, warnings):
-    hosts = session.hosts(params["datacenter"], params["cluster"], params["esxi_hostname"])
-    clusters = _vsphere.cluster_names(session)
-    out, by_moid = [], {}
-    for row in hosts:
-        parent = row.get("parent")
-        entry = dict(
-            name=row["name"], moid=row["moid"],
-            cluster=clusters.get(parent._moId) if parent is not None else None,
-            connection_state=row.get("runtime.connectionState"),
-            in_maintenance_mode=bool(row.get("runtime.inMaintenanceMode")),
-            esxi_version=_vsphere.esxi_version(row),
-            gpu_host=_vsphere.is_gpu_host(row),
-            gpus=_vsphere.graphics_devices(row.get("config.graphicsInfo")),
-            graphics_config=_vsphere.graphics_config(row.get("config.graphicsConfig")),
-            profiles=_vsphere.host_offer(row),
-            vgpu_vms=[],
-            driver=dict(vib=None, vib_version=None, version=None, source=None),
-        )
-        if params["gather_driver"] and entry["gpu_host"] and entry["connection_state"] == "connected":
-            entry["driver"] = _vsphere.host_driver(session, row, params["driver_vib_regex"], warnings)
-        out.append(entry)
-        by_moid[row["moid"]] = entry
-    result = dict(hosts=out)
-    host_cluster = {row["moid"]: row["parent"]._moId for row in hosts if row.get("parent") is not None}
-    if params["gather_vgpu_vms"]:
-        container = session.scope_container(params["datacenter"], params["cluster"])
-        vgpu_vms = []
-        # DRS overrides of the hosts' clusters, in one retrieval (ClusterConfigInfoEx.drsVmConfig).
-        drs = _vsphere.cluster_drs(session, objects=_vsphere.host_clusters(hosts))
-        for vm in session.vms(container):
-            devs = _vsphere.vm_vgpus(vm.get("config.hardware.device"))
-            host = vm.get("runtime.host")
-            if not devs or host is None or host._moId not in by_moid:
-                continue
-            item = dict(name=vm["name"], moid=vm["moid"], host=by_moid[host._moId]["name"],
-                        power_state=vm.get("runtime.powerState"), profiles=[d["profile"] for d in devs])
-            item.update(vm_drs(drs.get(host_cluster.get(host._moId)), vm["moid"]))
-            by_moid[host._moId]["vgpu_vms"].append({k: v for k, v in item.items() if k != "host"})
-            vgpu_vms.append(item)
-        result["vgpu_vms"] = sorted(vgpu_vms, key=lambda v: v["name"])
-    if params["gather_driver"]:
-        result["drift"] = _vgpu.drift_report({h["name"]: h["driver"]["version"] for h in out
-                                              if h["gpu_host"] and h["connection_state"] == "connected"})
-    return result
+from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vsphere, _vsphere_info, _vsphere_module
 
 
 def main():
@@ -205,20 +147,8 @@ def main():
         gather_vgpu_vms=dict(type="bool", default=True),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    if not _vsphere.HAS_PYVMOMI:
-        module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
-    warnings = []
-    try:
-        _vsphere.valid_regex(module.params["driver_vib_regex"])
-        with _vsphere.Session(module.params) as session:
-            warnings.extend(session.warnings)
-            result = gather(session, module.params, warnings)
-    except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
-        for w in warnings:
-            module.warn(w)
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
+    result = _vsphere_module.run(module, lambda session, warnings: _vsphere_info.gather(session, module.params, warnings),
+                                 before=lambda: _vsphere.valid_regex(module.params["driver_vib_regex"]))
     module.exit_json(changed=False, **result)
 
 

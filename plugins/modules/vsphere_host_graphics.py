@@ -67,16 +67,8 @@ extends_documentation_fragment:
   - gpuops.provision._vsphere_auth
   - gpuops.provision._vsphere_auth.HOST_SCOPE
   - gpuops.provision._attributes
+  - gpuops.provision._attributes.CHANGE_FULL
   - gpuops.provision._attributes.ACTIONGROUP_VSPHERE
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
-author:
-  - gpuops.provision maintainers (@gpuops)
 """
 
 EXAMPLES = r"""
@@ -136,70 +128,9 @@ hosts:
       running_vms: []
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu, _vsphere
-
-try:
-    from pyVmomi import vim, vmodl
-except ImportError:
-    pass  # reported through _vsphere.HAS_PYVMOMI
-
-
-def run(module, session):
-    p = module.params
-    hosts = session.hosts(p["datacenter"], p["cluster"], p["esxi_hostname"])
-    plans = []
-    for row in hosts:
-        gpus = _vsphere.graphics_devices(row.get("config.graphicsInfo"))
-        if not gpus and p["skip_non_gpu_hosts"]:
-            plans.append((row, dict(host=row["name"], changed=False, skipped=True, before=None, after=None)))
-            continue
-        if not gpus:
-            raise _vgpu.VgpuError("host %s: no graphics devices" % row["name"])
-        if row.get("runtime.connectionState") != "connected":
-            raise _vgpu.VgpuError("host %s: %s, cannot change graphics settings"
-                                  % (row["name"], row.get("runtime.connectionState")))
-        wants_mode = any(d.get("vgpu_mode") for d in p["devices"])
-        plan = _vgpu.plan_graphics(row["name"], _vsphere.graphics_config(row.get("config.graphicsConfig")),
-                                   p["default_graphics_type"], p["assignment_policy"], p["devices"],
-                                   known_devices=[g["pci_id"] for g in gpus],
-                                   vgpu_mode_unsupported=_vsphere.vgpu_mode_unsupported(session, row) if wants_mode else None)
-        plan["skipped"] = False
-        plans.append((row, plan))
-
-    changed_rows = [row for row, plan in plans if plan["changed"]]
-    running = {}
-    if changed_rows:
-        # Power state of every VM on the changed hosts, in one retrieval.
-        vm_objs = []
-        for row in session.collect(vim.HostSystem, ["vm"], objects=[r["obj"] for r in changed_rows]):
-            vm_objs.extend(row.get("vm") or [])
-        for vm in session.vms(props=["name", "runtime.host", "runtime.powerState"], objects=vm_objs):
-            if vm.get("runtime.powerState") == "poweredOn" and vm.get("runtime.host") is not None:
-                running.setdefault(vm["runtime.host"]._moId, []).append(vm["name"])
-
-    results, done = [], []
-    for row, plan in plans:
-        vms = sorted(running.get(row["moid"], []))
-        if plan["changed"] and vms:
-            module.warn("host %s: %d powered-on VM(s) (%s) keep the old graphics settings until they are power-cycled"
-                        % (row["name"], len(vms), ", ".join(vms[:10])))
-        if plan["changed"] and not module.check_mode:
-            gm = row.get("configManager.graphicsManager")
-            if gm is None:
-                raise _vsphere.VsphereError("host %s: no HostGraphicsManager" % row["name"])
-            try:
-                gm.UpdateGraphicsConfig(_vsphere.edit_graphics_config(row.get("config.graphicsConfig"), plan["after"]))
-                if p["restart_xorg"]:
-                    row["obj"].configManager.serviceSystem.RestartService(id="xorg")
-            except vmodl.MethodFault as e:
-                raise _vsphere.VsphereError("host %s: UpdateGraphicsConfig failed: %s (already changed: %s)"
-                                            % (row["name"], _vsphere.fault_message(e), ", ".join(done) or "none"))
-            done.append(row["name"])
-        results.append(dict(name=row["name"], changed=plan["changed"], skipped=plan["skipped"],
-                            before=plan["before"], after=plan["after"], running_vms=vms))
-    return results
+from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu, _vsphere_graphics, _vsphere_module
 
 
 def main():
@@ -217,25 +148,9 @@ def main():
         restart_xorg=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
-    if not _vsphere.HAS_PYVMOMI:
-        module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
-    warnings = []
-    try:
-        with _vsphere.Session(module.params) as session:
-            warnings.extend(session.warnings)
-            hosts = run(module, session)
-    except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
-        for w in warnings:
-            module.warn(w)
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
-    changed = any(h["changed"] for h in hosts)
-    result = dict(changed=changed, hosts=hosts)
-    if module._diff:
-        result["diff"] = dict(before={h["name"]: h["before"] for h in hosts if h["changed"]},
-                              after={h["name"]: h["after"] for h in hosts if h["changed"]})
-    module.exit_json(**result)
+    hosts = _vsphere_module.run(module, lambda session, warnings: _vsphere_graphics.run(
+        session, module.params, module.check_mode, module.warn))
+    module.exit_json(**_vsphere_module.host_result(hosts, module._diff))
 
 
 if __name__ == "__main__":

@@ -77,14 +77,8 @@ extends_documentation_fragment:
   - gpuops.provision._vsphere_auth
   - gpuops.provision._vsphere_auth.HOST_SCOPE
   - gpuops.provision._attributes
+  - gpuops.provision._attributes.CHANGE_FULL
   - gpuops.provision._attributes.ACTIONGROUP_VSPHERE
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
 notes:
   - Needs the privilege C(Host.Config.Settings) on the hosts (HostKernelModuleSystem).
   - Whether ESXi raises C(summary.rebootRequired) for a module option change is not documented; the module reports
@@ -93,8 +87,6 @@ seealso:
   - name: NVIDIA vGPU software user guide
     description: Changing Scheduling Behavior for Time-Sliced vGPUs (the RmPVMRL registry key and its values).
     link: https://docs.nvidia.com/vgpu/latest/grid-vgpu-user-guide/index.html
-author:
-  - gpuops.provision maintainers (@gpuops)
 """
 
 EXAMPLES = r"""
@@ -163,9 +155,9 @@ reboot_required:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu_scheduler, _vsphere, _vsphere_scheduler
+from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu_scheduler, _vsphere, _vsphere_module, _vsphere_scheduler
 
 
 def main():
@@ -183,26 +175,11 @@ def main():
         skip_non_gpu_hosts=dict(type="bool", default=True),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
-    if not _vsphere.HAS_PYVMOMI:
-        module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
-    warnings = []
-    try:
-        with _vsphere.Session(module.params) as session:
-            warnings.extend(session.warnings)
-            hosts, run_warnings = _vsphere_scheduler.run(session, module.params, module.check_mode)
-            warnings.extend(run_warnings)
-    except (_vsphere.VsphereError, _vgpu_scheduler.SchedulerError) as e:
-        for w in warnings:
-            module.warn(w)
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
-    result = dict(changed=any(h["changed"] for h in hosts), hosts=hosts,
-                  reboot_required=[h["name"] for h in hosts if h.get("reboot_required")])
-    if module._diff:
-        result["diff"] = dict(before={h["name"]: h["before"] for h in hosts if h["changed"]},
-                              after={h["name"]: h["after"] for h in hosts if h["changed"]})
-    module.exit_json(**result)
+    hosts = _vsphere_module.run(module, lambda session, warnings: _vsphere_module.keep(
+        warnings, _vsphere_scheduler.run(session, module.params, module.check_mode)),
+        errors=(_vsphere.VsphereError, _vgpu_scheduler.SchedulerError))
+    module.exit_json(**_vsphere_module.host_result(
+        hosts, module._diff, reboot_required=[h["name"] for h in hosts if h.get("reboot_required")]))
 
 
 if __name__ == "__main__":

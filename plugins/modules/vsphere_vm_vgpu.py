@@ -188,19 +188,11 @@ options:
 extends_documentation_fragment:
   - gpuops.provision._vsphere_auth
   - gpuops.provision._attributes
+  - gpuops.provision._attributes.CHANGE_FULL
   - gpuops.provision._attributes.ACTIONGROUP_VSPHERE
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
 notes:
   - Exactly one of O(name), O(uuid), O(moid) and O(vms) is required.
   - Removing all vGPUs leaves the memory reservation as it is.
-author:
-  - gpuops.provision maintainers (@gpuops)
 """
 
 EXAMPLES = r"""
@@ -333,9 +325,9 @@ failed_vms:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _batch, _bounds, _vgpu, _vsphere, _vsphere_vm
+from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _batch, _vgpu, _vsphere, _vsphere_module, _vsphere_vm
 
 
 def main():
@@ -379,46 +371,16 @@ def main():
                            required_one_of=[("name", "uuid", "moid", "vms")],
                            mutually_exclusive=[("name", "uuid", "moid", "vms"), ("profiles", "vms")],
                            required_by={"name": "profiles", "uuid": "profiles", "moid": "profiles"})
-    if not _vsphere.HAS_PYVMOMI:
-        module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
     p = module.params
     batch = p["vms"] is not None
-    bounds = {"max_vgpus": _bounds.MAX_VGPUS, "mmio_size_gb": _bounds.MMIO_SIZE_GB}
-    problems = _bounds.out_of_range(p, dict(bounds, shutdown_timeout=_bounds.TASK_TIMEOUT,
-                                            max_concurrent=_bounds.MAX_CONCURRENT))
-    for i, item in enumerate(p["vms"] or []):
-        problems.extend(_bounds.out_of_range(item, bounds, where="vms[%d]: " % i))
-    if problems:
-        where = "VMs of vms" if batch else "VM %s" % (p["name"] or p["uuid"] or p["moid"])
-        module.fail_json(msg="%s: %s; nothing changed" % (where, "; ".join(problems)))
-    warnings = []
-    try:
-        with _vsphere.Session(p) as session:
-            warnings.extend(session.warnings)
-            results, vm_warnings = _vsphere_vm.run(session, p, module.check_mode)
-            warnings.extend(vm_warnings)
-    except _batch.BatchInvalid as e:
-        for w in warnings:
-            module.warn(w)
-        module.fail_json(msg=_batch.invalid_message(e, batch), problems=e.problems)
-    except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
-        for w in warnings:
-            module.warn(w)
-        module.fail_json(msg=str(e))
-    for w in warnings:
-        module.warn(w)
-    if not batch:
-        result = results[0]
-        if module._diff:
-            result["diff"] = dict(before=result["before"], after=result["after"])
-        if result.pop("failed", False):
-            module.fail_json(**result)
-        module.exit_json(**result)
-    diffs = [dict(before=r["before"], after=r["after"]) for r in results] if module._diff else None
-    out, failure = _batch.outcome(results, "vm", lambda r: "VM %s" % r["vm"], diffs)
-    if failure:
-        module.fail_json(msg=failure, **out)
-    module.exit_json(**out)
+    problem = _vsphere_vm.bounds_message(p)
+    if problem:
+        module.fail_json(msg=problem)
+    results = _vsphere_module.run(module, lambda session, warnings: _vsphere_module.keep(
+        warnings, _vsphere_vm.run(session, p, module.check_mode)),
+        errors=(_batch.BatchInvalid, _vsphere.VsphereError, _vgpu.VgpuError), failure=lambda e: _vsphere_vm.failure(batch, e))
+    result, failed = _vsphere_vm.outcome(results, batch, module._diff)
+    (module.fail_json if failed else module.exit_json)(**result)
 
 
 if __name__ == "__main__":

@@ -22,17 +22,8 @@ VENV_BIN = os.path.join(ROOT, ".venv", "bin")
 PYTHON = os.path.join(VENV_BIN, "python")
 
 
-def _dev(id_, cls, group, vendor, device, sub=None, **extra):
-    d = {"id": id_, "class": cls, "vendor": vendor, "device": device, "iommugroup": group}
-    if sub:
-        d["subsystem_vendor"], d["subsystem_device"] = sub
-    d.update(extra)
-    return d
-
-
-NV = "0x10de"
-L40S_TYPES = [{"type": "nvidia-1155", "name": "NVIDIA L40S-4Q", "max": 12, "description": "4 GB framebuffer"},
-              {"type": "nvidia-1156", "name": "NVIDIA L40S-8Q", "max": 6, "description": "8 GB framebuffer"}]
+# The PCI device records and the L40S mdev types are the unit tests' (tests/helpers/pvesim_inproc.py).
+from pvesim_inproc import NV, L40S_TYPES, dev as _dev  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 FIXTURE = {
     "nodes": {

@@ -220,3 +220,28 @@ def test_filter_module_exports_and_wraps_errors():
     assert filters["driver_vgpu_compat"]("R550", "R535")["compatible"]
     with pytest.raises(AnsibleFilterError, match="'x' is not a driver branch"):
         filters["driver_branch"]("x")
+
+
+# --- issue 20: the filters are thin wrappers over module_utils ------------------------------------
+
+def test_every_filter_is_a_two_line_wrapper():
+    import ast
+    tree = ast.parse(open(F.__file__, encoding="utf-8").read())
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for name in F.FilterModule().filters():
+        body = funcs[name].body
+        assert len(body) == 1 and isinstance(body[0], ast.Return), name
+
+
+@pytest.mark.parametrize("name, args, words", [
+    ("driver_drift", ({},), "scheme must be deb or rpm, got 'zip'"),
+    ("driver_repo_versions", ("x", "yum"), "unknown repository listing format 'yum' (madison or repoquery)"),
+    ("driver_flavour", ([], "auto", ""), "driver_flavour needs the driver branch"),
+    ("driver_apt_sources", ("x", "http://x", ["b"], ["main"]), "driver_apt_sources expects {path: text} or slurp results, got str"),
+])
+def test_module_utils_input_errors_read_as_filter_errors(name, args, words):
+    kwargs = dict(scheme="zip") if name == "driver_drift" else {}
+    for func in (getattr(F, name), F.FilterModule().filters()[name]):
+        with pytest.raises(AnsibleFilterError) as err:
+            func(*args, **kwargs)
+        assert str(err.value) == "gpuops.provision driver filter: " + words

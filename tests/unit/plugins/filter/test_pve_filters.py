@@ -9,7 +9,9 @@ from ansible_collections.gpuops.provision.plugins.filter import pve
 
 
 def test_registered():
-    assert sorted(pve.FilterModule().filters()) == ["pve_vm_batch"]
+    assert sorted(pve.FilterModule().filters()) == [
+        "pve_host_card_functions", "pve_host_cmdline", "pve_host_pci", "pve_host_problems", "pve_host_vfio_stolen",
+        "pve_vm_batch"]
 
 
 def test_items_keep_module_keys_and_get_the_role_restart():

@@ -20,7 +20,8 @@ from ansible_collections.gpuops.provision.plugins.filter import vgpu_scheduler a
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FILTER_DIR = os.path.join(ROOT, "plugins", "filter")
-NAMES = ["vgpu_scheduler_mismatches", "vgpu_scheduler_modprobe", "vgpu_scheduler_precheck", "vgpu_scheduler_spec"]
+NAMES = ["vgpu_scheduler_mismatches", "vgpu_scheduler_modprobe", "vgpu_scheduler_precheck", "vgpu_scheduler_running",
+         "vgpu_scheduler_spec"]
 MINE = "/etc/modprobe.d/zz-gpuops-vgpu-scheduler.conf"
 FILTERS = F.FilterModule().filters()
 

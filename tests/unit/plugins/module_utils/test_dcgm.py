@@ -379,3 +379,217 @@ def test_levels_1_to_4_are_judged(level):
     status, evidence, _remedy = _dcgm.judge(parse(V4_PASS_L1), level)
     assert status == "pass" and evidence.startswith("dcgmi diag -r %d passed" % level)
     assert evidence.endswith("level %d covers %s" % (level, _dcgm.LEVEL_SCOPE[level]))
+
+
+# ---------------------------------------------------------------- issue 23: every field, every message
+def _run(tests, version="4.6.0"):
+    return v4([{"category": "Deployment", "tests": tests}], version)
+
+
+def _bad_result(results):
+    return json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [
+        {"name": "software", "results": results}]}]}})
+
+
+WHERE = "DCGM Diagnostic.test_categories[0] (Deployment) tests[0]"
+
+
+@pytest.mark.parametrize("stdout,error", [
+    ("{}", "the JSON has neither 'DCGM Diagnostic' (DCGM 4) nor 'DCGM GPU Diagnostic' (DCGM 3) at its top level "
+           "(keys: none)"),
+    ('{"b": 1, "a": 2}', "the JSON has neither 'DCGM Diagnostic' (DCGM 4) nor 'DCGM GPU Diagnostic' (DCGM 3) at its "
+                         "top level (keys: a, b)"),
+    ('{"DCGM Diagnostic": [1]}', "'DCGM Diagnostic' is a list, not an object"),
+    ('{"iterations": [7]}', "an iteration is a int, not an object"),
+    (_bad_result([5]), "%s 'software': a result is a int, not an object" % WHERE),
+    (_bad_result([{"entity_id": 0, "status": "Pass", "info": 3}]), "%s 'software': 'info' is a int, not text" % WHERE),
+    (_bad_result([{"entity_id": 0, "status": "Fail", "warnings": [3]}]),
+     "%s 'software': a warning is a int, not an object" % WHERE),
+    (_bad_result([{"entity_id": 0, "status": "Fail", "warnings": {"warning": "x"}}]),
+     "%s 'software': 'warnings' is a dict, not a list" % WHERE),
+    (_bad_result({"entity_id": 0}), "%s: 'results' is a dict, not a list" % WHERE),
+    (json.dumps({"DCGM Diagnostic": {"test_categories": [{"tests": ["software"]}]}}),
+     "DCGM Diagnostic.test_categories[0] (?) tests[0] has no 'name'"),
+    (json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [
+        {"name": "software", "results": [], "test_summary": {"status": "Maybe"}}]}]}}),
+     "%s 'software' test_summary: status 'Maybe' is none of Pass, Fail, Skip, Warn (dcgmi/Diag.cpp "
+     "HelperDisplayDiagResult)" % WHERE),
+])
+def test_bad_shapes_give_the_exact_place_and_reason(stdout, error):
+    p = _dcgm.parse_diag(stdout, "", 0)
+    assert p == {"ran": False, "refused": None, "message": "", "error": "dcgmi's JSON is not the shape dcgmi diag writes: "
+                 + error, "version": p["version"], "format": p["format"], "rc": 0, "tests": [], "overall": None}
+
+
+def test_text_that_is_not_json_is_quoted_up_to_200_characters():
+    text = "x" * 250
+    assert _dcgm.parse_diag(text, "", 0)["error"] == "dcgmi printed no JSON (was -j given?): %r" % ("x" * 200)
+    assert _dcgm.parse_diag("} then {", "", 0)["error"] == "dcgmi printed no JSON (was -j given?): '} then {'"
+
+
+def test_a_result_without_results_or_rc_is_complete():
+    assert _dcgm.parse_diag("", "", 1) == {"ran": False, "refused": None, "message": "", "error": "dcgmi printed nothing on stdout",
+                                           "version": None, "format": None, "rc": 1, "tests": [], "overall": None}
+    p = _dcgm.parse_diag(styled(V4_PASS_L1))
+    assert (p["rc"], p["ran"], p["message"]) == (0, True, "")
+
+
+def test_bytes_output_with_a_stray_byte_is_read():
+    p = _dcgm.parse_diag(b"\xff note\n" + styled(V4_PASS_L1).encode(), b"", 0)
+    assert (p["ran"], p["overall"], p["version"]) == (True, "pass", "4.6.0")
+    p = _dcgm.parse_diag(b"", b"bash: dcgmi: command not found \xff\n", 127)
+    assert (p["refused"], p["message"]) == ("not_installed", "bash: dcgmi: command not found \ufffd")
+
+
+@pytest.mark.parametrize("stdout,stderr,rc,refused,message", [
+    ("", "sh: 1: dcgmi: not found\nmore", 2, "not_installed", "sh: 1: dcgmi: not found"),
+    ("", "sh: 1: dcgmi: not found", 1, "not_installed", "sh: 1: dcgmi: not found"),
+    ("", "Error executing command.", 2, "not_installed", "Error executing command."),
+    ("", None, 2, "not_installed", "exit status 2"),
+    ("", "", 127, "not_installed", "exit status 127"),
+    ("bash: dcgmi: command not found\n", "", 127, "not_installed", "bash: dcgmi: command not found"),
+    ("", "Permission denied", 2, None, ""),  # rc 2 with another reason: dcgmi exists
+    ("x", "", 2, None, ""),
+])
+def test_not_installed_and_its_message(stdout, stderr, rc, refused, message):
+    p = _dcgm.parse_diag(stdout, stderr, rc)
+    assert (p["refused"], p["message"]) == (refused, message)
+
+
+def test_plain_text_refusals_keep_every_matching_line():
+    text = "GPU 0 has MIG mode enabled and one or more GPUs has MIG mode disabled\nnoise\n  " + MIG_MSG + "\n"
+    p = _dcgm.parse_diag(text, "", 226)
+    assert (p["refused"], p["message"]) == (
+        "mig", "GPU 0 has MIG mode enabled and one or more GPUs has MIG mode disabled\n" + MIG_MSG)
+
+
+def test_json_runtime_error_about_the_host_engine_is_a_host_engine_refusal():
+    msg = "Error: Unable to connect to host engine. Host engine connection invalid/disconnected."
+    p = parse(runtime("DCGM Diagnostic", msg, "4.6.0"), 235)
+    assert (p["refused"], p["message"], p["version"], p["format"]) == ("hostengine", msg, "4.6.0", "dcgm4")
+
+
+def test_every_field_of_dcgm3_results():
+    p = parse(V3_FAIL_L2, rc=226)
+    assert p["tests"][0] == {"category": "Deployment", "name": "Denylist", "gpu": None, "entity": None, "status": "pass",
+                             "warning": "", "error_ids": [], "info": ""}
+    assert [t for t in p["tests"] if t["category"] != "Deployment"] == [
+        {"category": "Integration", "name": "PCIe", "gpu": 0, "entity": "GPU 0", "status": "pass", "warning": "",
+         "error_ids": [], "info": "GPU 0 GPU to Host bandwidth:\t\t24.48 GB/s"},
+        {"category": "Integration", "name": "PCIe", "gpu": 1, "entity": "GPU 1", "status": "fail", "warning": WIDTH,
+         "error_ids": [46], "info": ""},
+        {"category": "Hardware", "name": "GPU Memory", "gpu": 0, "entity": "GPU 0", "status": "pass", "warning": "",
+         "error_ids": [], "info": ""},
+        {"category": "Hardware", "name": "GPU Memory", "gpu": 1, "entity": "GPU 1", "status": "pass", "warning": "",
+         "error_ids": [], "info": ""}]
+
+
+def test_entity_group_defaults_to_gpu_and_warnings_and_info_are_joined():
+    result = {"entity_id": "1", "status": "Fail", "info": ["a", None, " ", "b "],
+              "warnings": [None, "first", {"error_id": 20}, {"warning": "second", "error_id": "46"},
+                           {"warnings": "third", "error_id": True}]}
+    p = parse(_run([t4("software", [result], "Fail")]))
+    assert p["tests"] == [{"category": "Deployment", "name": "software", "gpu": 1, "entity": "GPU 1", "status": "fail",
+                           "warning": "first; second; third", "error_ids": [20], "info": "a; b"}]
+
+
+def test_none_entries_are_skipped_not_the_rest():
+    doc = v3([None, {"category": "Deployment", "tests": [None, {"name": "Denylist", "results": [None, {"status": "Pass"}]}]},
+              {"tests": [{"name": "x", "results": [{"status": "Skip"}]}]}])
+    p = parse(doc)
+    assert (p["format"], p["version"], p["overall"]) == ("dcgm3", "3.3.9", "pass")
+    assert [(t["category"], t["name"], t["status"]) for t in p["tests"]] == [
+        ("Deployment", "Denylist", "pass"), ("?", "x", "skip")]
+    assert _dcgm.judge(p, 1)[1] == ("dcgmi diag -r 1 passed (DCGM 3.3.9): 1 result(s) on GPU(s) none named, 1 skipped; "
+                                    "level 1 covers %s" % _dcgm.LEVEL_SCOPE[1])
+
+
+def test_version_from_the_root_or_none_at_all():
+    doc = {"DCGM Diagnostic": {"version": "4.1.0", "test_categories": [
+        {"category": "Deployment", "tests": [t4("software", [gpu_result(0)])]}]}}
+    p = parse(doc)
+    assert p["version"] == "4.1.0"
+    del doc["DCGM Diagnostic"]["version"]
+    p = parse(doc)
+    assert p["version"] is None
+    assert _dcgm.judge(p, 1) == ("pass", "dcgmi diag -r 1 passed: 1 result(s) on GPU(s) 0; level 1 covers %s"
+                                 % _dcgm.LEVEL_SCOPE[1], "")
+
+
+def test_test_summary_stands_for_the_whole_test():
+    # No per-entity results: the summary is the test's one result, naming no GPU even where it carries an id.
+    only = parse(_run([{"name": "software", "test_summary": {"status": "Pass", "entity_id": 3}}]))
+    assert only["tests"] == [{"category": "Deployment", "name": "software", "gpu": None, "entity": None,
+                              "status": "pass", "warning": "", "error_ids": [], "info": ""}]
+    # A WARN-class summary over passing entities counts, without a GPU.
+    warn = parse(_run([t4("software", [gpu_result(0)], "Fail", [(PERSIST, 29)])]))
+    warn["tests"][1].pop("entity")
+    assert warn["overall"] == "warn"
+    assert warn["tests"][1] == {"category": "Deployment", "name": "software", "gpu": None, "status": "warn",
+                                "warning": PERSIST, "error_ids": [29], "info": ""}
+    summary = {"status": "Fail", "gpu_id": "0", "warnings": [{"warning": "internal", "error_id": 19}]}
+    failed = parse(_run([{"name": "software", "results": [gpu_result(0)], "test_summary": summary}]))
+    assert [(t["gpu"], t["entity"], t["status"]) for t in failed["tests"]] == [(0, "GPU 0", "pass"), (None, None, "fail")]
+    # Per-entity failures already tell it: the summary adds nothing.
+    twice = parse(_run([t4("software", [gpu_result(0, "Fail", [(REMAP, 80, 10, 6)])], "Fail", [(REMAP, 80)])]))
+    assert [(t["gpu"], t["status"]) for t in twice["tests"]] == [(0, "fail")]
+
+
+def test_overall_is_the_worst_status():
+    doc = _run([t4("software", [gpu_result(0, "Skip"), gpu_result(1, "Fail", [(PERSIST, 29, 8, 5)])], "Fail")])
+    assert parse(doc)["overall"] == "warn"
+
+
+def test_judge_messages_and_remedies():
+    assert _dcgm.judge({"refused": "not_installed"}) == ("skip", "DCGM is not installed (no dcgmi on the node: not found)", "")
+    assert _dcgm.judge({"refused": "not_installed", "message": "sh: dcgmi: not found"}, 2) == (
+        "skip", "DCGM is not installed (no dcgmi on the node: sh: dcgmi: not found)", "")
+    assert _dcgm.judge({"refused": "hostengine"}) == (
+        "fail", "DCGM's host engine is not running and dcgmi could not start an embedded one: ", _dcgm.HOSTENGINE_REMEDY)
+    assert _dcgm.judge({"refused": "mig", "message": "m"}, 4) == (
+        "warn", "DCGM refuses to run its diagnostic on GPUs in MIG mode (%s): m" % _dcgm.MIG_SOURCE, _dcgm.MIG_REMEDY)
+    assert _dcgm.judge({"refused": "runtime_error"}, 3) == (
+        "fail", "dcgmi diag -r 3 could not run: dcgmi gave no reason", "run `dcgmi diag -r 3` on the node and fix what it reports")
+    assert _dcgm.judge({"ran": False}) == ("fail", "dcgmi diag -r 1: the diagnostic did not run",
+                                           "run `dcgmi diag -r 1 -j` on the node by hand and check its output")
+    assert _dcgm.judge({"ran": True, "error": "boom", "tests": []}) == (
+        "fail", "dcgmi diag -r 1: boom", "run `dcgmi diag -r 1 -j` on the node by hand and check its output")
+
+
+def test_judge_failure_remedy_with_and_without_the_isolate_note():
+    doc = _run([t4("software", [gpu_result(0, "Fail", [(REMAP, 80, 10, 6)]), gpu_result(1, "Fail")], "Fail")], None)
+    doc["metadata"] = {}
+    tail = ("rerun `dcgmi diag -r 2` (without -j) for DCGM's next steps on each failure and follow them (reset or "
+            "replace the GPU, reseat or fix its PCIe link)")
+    assert _dcgm.judge(parse(doc, rc=226), 2) == (
+        "fail", "dcgmi diag -r 2 failed: GPU 0 software (Deployment): %s; GPU 1 software (Deployment): no message from "
+                "DCGM" % REMAP, "drain the node; " + tail)
+    assert _dcgm.judge(parse(doc, rc=205), 2)[2] == (
+        "drain the node; DCGM asks to drain the GPU (exit 205, DCGM_ST_NVVS_ISOLATE_ERROR). " + tail)
+
+
+def test_judge_labels_use_info_when_there_is_no_warning():
+    doc = _run([t4("software", [gpu_result(0, "Fail", info=["link trained at x8"])], "Fail")])
+    assert _dcgm.judge(parse(doc), 1)[1] == ("dcgmi diag -r 1 failed (DCGM 4.6.0): GPU 0 software (Deployment): "
+                                             "link trained at x8")
+
+
+def test_judge_warnings_are_all_listed():
+    doc = _run([t4("software", [gpu_result(0, "Fail", [(PERSIST, 29, 8, 5)]),
+                                gpu_result(1, "Fail", [("graphics", 25, 8, 5)])], "Fail")])
+    assert _dcgm.judge(parse(doc), 1)[1] == ("dcgmi diag -r 1 passed with warnings (DCGM 4.6.0): GPU 0 software "
+                                             "(Deployment): %s; GPU 1 software (Deployment): graphics" % PERSIST)
+
+
+def test_judge_all_skipped_remedy_and_unknown_exit_status():
+    doc = _run([t4("software", [gpu_result(0, "Skip")], "Skip")])
+    assert _dcgm.judge(parse(doc), 2)[2] == ("check why DCGM skipped its tests (`dcgmi diag -r 2 -v`; an unsupported GPU "
+                                             "or driver skips them)")
+    assert _dcgm.judge(parse(V4_PASS_L1, rc=3), 1) == (
+        "warn", "dcgmi diag -r 1 exited 3 (not a DCGM status) although every test passed (DCGM 4.6.0)",
+        "run `dcgmi diag -r 1` on the node by hand and check its output")
+    assert _dcgm.judge(parse(V4_PASS_L1, rc=None), 1)[0] == "pass"
+
+
+def test_stderr_defaults_to_nothing():
+    assert _dcgm.parse_diag("", rc=127)["message"] == "exit status 127"

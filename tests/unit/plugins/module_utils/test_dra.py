@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 
 import pytest
 
@@ -500,3 +502,313 @@ def test_static_mig_ignores_the_dynamic_rules():
     # Pre-created partitions are what static MIG wants; an Ampere GPU with MIG off is simply offered whole.
     gpus = [gpu(0, model="NVIDIA A100-SXM4-40GB"), gpu(1, mig="enabled", partitions={"1g.10gb": 7}, virt="vgpu")]
     assert _dra.check_dra_mig(gpus, mig_target_declared=True, dra_manages_mig=False)[0] == "pass"
+
+
+# --- whole records: every word a user reads -----------------------------------------------------------------------
+
+def _raises(message):
+    """pytest.raises for exactly this DraError message."""
+    return pytest.raises(_dra.DraError, match="^%s$" % re.escape(message))
+
+
+DRIVER_REMEDY = ("install NVIDIA driver %s or newer (set nvidia_driver_version and run playbooks/driver_pin.yml with "
+                 "driver_pin_mode=converge), drain the node and reboot")
+IMEX_REMEDY = ("; or deploy the DRA driver with featureGates.IMEXDaemonsWithDNSNames=false (IMEX daemons then use IP "
+               "addresses) and declare the minimum that applies")
+WHY_GPU = "the minimum the DRA driver documents for GPU allocation"
+WHY_CD = ("the minimum the DRA driver's ComputeDomain kubelet plugin enforces when it starts (feature gate "
+          "IMEXDaemonsWithDNSNames, on by default)")
+
+
+def test_driver_records_gpu_allocation():
+    assert _dra.check_dra_driver("564.99.99") == (
+        "fail", "driver 564.99.99 is older than 565, " + WHY_GPU, DRIVER_REMEDY % "565")
+    assert _dra.check_dra_driver("565.57.01-0ubuntu1") == ("pass", "driver 565.57.01 >= 565, " + WHY_GPU, "")
+    assert _dra.check_dra_driver(None) == (
+        "fail", "no NVIDIA driver version was read (the DRA driver needs 565 or newer)", DRIVER_REMEDY % "565")
+    assert _dra.check_dra_driver("nvidia-latest") == (
+        "fail", "the driver version is not understood: package version 'nvidia-latest' must start with a digit after "
+        "the epoch", DRIVER_REMEDY % "565")
+
+
+@pytest.mark.parametrize("minimum", [None, ""])
+def test_driver_records_compute_domains(minimum):
+    # An empty minimum is no minimum: the ComputeDomain floor applies and the feature-gate way out is offered.
+    assert _dra.check_dra_driver("570.158.00", compute_domains=True, minimum=minimum) == (
+        "fail", "driver 570.158.00 is older than 570.158.01, " + WHY_CD, DRIVER_REMEDY % "570.158.01" + IMEX_REMEDY)
+    assert _dra.check_dra_driver("570.158.1", compute_domains=True, minimum=minimum) == (
+        "pass", "driver 570.158.1 >= 570.158.01, " + WHY_CD, "")
+
+
+@pytest.mark.parametrize("minimum", ["565", "R565", "r565", " R565 "])
+def test_driver_records_declared_branch_minimum(minimum):
+    # A branch floor is shown as the branch number, whatever the R prefix's case; no feature-gate way out is offered
+    # once a minimum is declared, even for ComputeDomains.
+    assert _dra.check_dra_driver("565.57.01", compute_domains=True, minimum=minimum) == (
+        "pass", "driver 565.57.01 >= 565, the declared minimum", "")
+    assert _dra.check_dra_driver("560.35.03", compute_domains=True, minimum=minimum) == (
+        "fail", "driver 560.35.03 is older than 565, the declared minimum", DRIVER_REMEDY % "565")
+
+
+def test_bad_minimum_message():
+    with _raises("minimum driver version: driver version 'latest' is not an NVIDIA driver version (expected e.g. "
+                 "535.261.03)"):
+        _dra.check_dra_driver("570.158.01", minimum="latest")
+
+
+@pytest.mark.parametrize("path,shown", [("/etc/cdi/nvidia.yml", "/etc/cdi/nvidia.yml"), (None, "(no path)"),
+                                        ("", "(no path)")])
+def test_parse_message_other_extension(path, shown):
+    with _raises("CDI spec %s is never read: runtimes load only *.json and *.yaml files from a CDI directory" % shown):
+        _dra.parse_cdi_spec(_spec(), path)
+
+
+def test_parse_message_not_utf8():
+    with _raises("CDI spec /etc/cdi/x.yaml is not UTF-8 text: 'utf-8' codec can't decode byte 0xff in position 0: "
+                 "invalid start byte"):
+        _dra.parse_cdi_spec(b"\xff\xfe", "/etc/cdi/x.yaml")
+
+
+def test_parse_message_invalid_yaml_on_one_line():
+    # PyYAML's multi-line problem mark is folded onto one line of the message.
+    with _raises("CDI spec /etc/cdi/nvidia.yaml is not valid YAML or JSON: while parsing a flow sequence in "
+                 "\"<unicode string>\", line 1, column 13: cdiVersion: [0.5.0 ^ expected ',' or ']', but got ':' in "
+                 "\"<unicode string>\", line 2, column 5: kind: x ^"):
+        _dra.parse_cdi_spec("cdiVersion: [0.5.0\nkind: x", "/etc/cdi/nvidia.yaml")
+
+
+def test_parse_without_pyyaml(monkeypatch):
+    monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml now raises ImportError
+    with _raises("CDI spec /etc/cdi/x.yaml: PyYAML is needed to read it (pass the parsed data instead)"):
+        _dra.parse_cdi_spec("cdiVersion: 0.5.0", "/etc/cdi/x.yaml")
+    assert _dra.parse_cdi_spec(_spec(), "/etc/cdi/x.yaml")["devices"] == ["0"]
+
+
+@pytest.mark.parametrize("text,found", [("", "NoneType"), ("- 1\n", "list"), ("just a string", "str")])
+def test_parse_message_not_a_mapping(text, found):
+    with _raises("CDI spec /etc/cdi/x.yaml is not a mapping with cdiVersion, kind and devices (found %s)" % found):
+        _dra.parse_cdi_spec(text, "/etc/cdi/x.yaml")
+
+
+def test_parse_message_unknown_fields():
+    data = _spec(version="1", device=[])
+    with _raises("CDI spec /etc/cdi/x.yaml has unknown field(s) device, version; runtimes reject the whole file "
+                 "(known: cdiVersion, kind, annotations, devices, containerEdits)"):
+        _dra.parse_cdi_spec(data, "/etc/cdi/x.yaml")
+
+
+@pytest.mark.parametrize("version,found", [(None, "None"), ("", "''"), (" ", "' '"), (0.5, "0.5")])
+def test_parse_message_no_cdi_version(version, found):
+    with _raises("CDI spec /etc/cdi/x.yaml has no cdiVersion string (found %s)" % found):
+        _dra.parse_cdi_spec(_spec(cdiVersion=version), "/etc/cdi/x.yaml")
+
+
+@pytest.mark.parametrize("version", ["1.2.0", "V1.0.0", "X1.0.0"])
+def test_parse_message_unknown_cdi_version(version):
+    # Only a lowercase "v" prefix is read as the version's (sigs.k8s.io semver style); anything else is no version.
+    with _raises("CDI spec /etc/cdi/x.yaml: cdiVersion %r is not a CDI specification version (known: 0.1.0, 0.2.0, "
+                 "0.3.0, 0.4.0, 0.5.0, 0.6.0, 0.7.0, 0.8.0, 1.0.0, 1.1.0)" % version):
+        _dra.parse_cdi_spec(_spec(cdiVersion=version), "/etc/cdi/x.yaml")
+
+
+def test_parse_message_kind():
+    with _raises("CDI spec /etc/cdi/x.yaml: kind 'nvidia.com' is not vendor/class (e.g. nvidia.com/gpu)"):
+        _dra.parse_cdi_spec(_spec(kind="nvidia.com"), "/etc/cdi/x.yaml")
+    with _raises("CDI spec /etc/cdi/x.yaml: kind 'nvidia.com/gpu_' has an invalid class 'gpu_' (a letter first, then "
+                 "letters, digits, '_', '-', '.', ending with a letter or digit)"):
+        _dra.parse_cdi_spec(_spec(kind="nvidia.com/gpu_"), "/etc/cdi/x.yaml")
+
+
+def test_parse_message_devices():
+    path = "/etc/cdi/x.yaml"
+    with _raises("CDI spec /etc/cdi/x.yaml defines no devices; runtimes reject a spec without devices"):
+        _dra.parse_cdi_spec(_spec(devices=[]), path)
+    with _raises("CDI spec /etc/cdi/x.yaml: device #0 has no name"):
+        _dra.parse_cdi_spec(_spec(devices=["0"]), path)
+    with _raises("CDI spec /etc/cdi/x.yaml: device '0' has unknown field(s) edits, env; runtimes reject the whole "
+                 "file"):
+        _dra.parse_cdi_spec(_spec(devices=[{"name": "0", "env": [], "edits": {}}]), path)
+    with _raises("CDI spec /etc/cdi/x.yaml: device name ':0' is invalid (letters, digits, '_', '-', '.', ':', "
+                 "beginning and ending with a letter or digit)"):
+        _dra.parse_cdi_spec(_spec(devices=[{"name": ":0"}]), path)
+    with _raises("CDI spec /etc/cdi/x.yaml defines device 'all' twice; runtimes reject the whole file"):
+        _dra.parse_cdi_spec(_spec(devices=[{"name": "all"}, {"name": "0"}, {"name": "all"}]), path)
+
+
+RUNTIME_REMEDY = ("enable CDI and read %s: containerd 2.x [plugins.'io.containerd.cri.v1.runtime'] (1.7: "
+                  "[plugins.\"io.containerd.grpc.v1.cri\"]) enable_cdi = true, cdi_spec_dirs = [\"/etc/cdi\", "
+                  "\"/var/run/cdi\"], then systemctl restart containerd; CRI-O: cdi_spec_dirs in [crio.runtime], then "
+                  "systemctl restart crio")
+GENERATE = ("systemctl restart nvidia-cdi-refresh.service (toolkit 1.18+, writes /var/run/cdi/nvidia.yaml) or "
+            "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml")
+NO_TOOLKIT = "no nvidia.com/gpu spec of the NVIDIA Container Toolkit"
+NOT_USED = NO_TOOLKIT + " (the DRA driver does not use it: it writes k8s.gpu.nvidia.com/claim specs per claim)"
+READS = "the runtime reads CDI specs from /etc/cdi, /var/run/cdi"
+ALL_NAMES = "0, 1, %s, %s, 0:1, all" % (UUID0, UUID1)
+
+
+def test_cdi_record_runtime_not_gathered():
+    assert _dra.check_dra_cdi([], GPUS) == (
+        "warn", "the container runtime's CDI configuration was not given: not confirmed that it reads /var/run/cdi; "
+        + NOT_USED,
+        "gather the runtime's CDI settings (containerd: enable_cdi and cdi_spec_dirs in /etc/containerd/config.toml; "
+        "CRI-O: cdi_spec_dirs)")
+
+
+def test_cdi_record_cdi_disabled_and_toolkit_spec_required():
+    assert _dra.check_dra_cdi([], GPUS, spec_dirs=[], require_toolkit_spec=True) == (
+        "fail", "CDI is disabled in the container runtime (no CDI spec directory): the DRA driver cannot inject GPUs; "
+        + NO_TOOLKIT + ", and it is required",
+        RUNTIME_REMEDY % "/var/run/cdi" + "; install nvidia-container-toolkit-base, then " + GENERATE)
+
+
+def test_cdi_record_runtime_reads_other_directories():
+    assert _dra.check_dra_cdi([], GPUS, spec_dirs=["/etc/cdi", "/opt/cdi"], cdi_root="/srv/cdi") == (
+        "fail", "the container runtime reads CDI specs from /etc/cdi, /opt/cdi, not from /srv/cdi where the DRA "
+        "driver's GPU kubelet plugin writes its per-claim specs; " + NOT_USED, RUNTIME_REMEDY % "/srv/cdi")
+
+
+@pytest.mark.parametrize("dirs,root", [(["/run"], "/var/run"), (["/var/run"], "/run"), (["/run/cdi"], "/var/run/cdi")])
+def test_cdi_var_run_itself_is_run(dirs, root):
+    assert _dra.check_dra_cdi([], GPUS, spec_dirs=dirs, cdi_root=root)[0] == "pass"
+
+
+def test_cdi_record_pass_with_toolkit_specs_and_claims():
+    specs = [toolkit("/etc/cdi/nvidia.yaml", devices=("0", UUID0)), toolkit(devices=("1", UUID1, "all")),
+             claim("3f1c"), claim("9a2b")]
+    assert _dra.check_dra_cdi(specs, GPUS, spec_dirs=CONTAINERD) == (
+        "pass", READS + "; 2 per-claim spec(s) of the DRA driver (k8s.gpu.nvidia.com/claim); toolkit spec(s) "
+        "/etc/cdi/nvidia.yaml, /var/run/cdi/nvidia.yaml list 0, %s, 1, %s, all" % (UUID0, UUID1), "")
+
+
+def test_cdi_record_specs_outside_the_runtime_dirs():
+    specs = [toolkit("/opt/cdi/nvidia.yaml"), dict(claim(), path="/opt/cdi/k8s.gpu.nvidia.com-claim_3f1c.yaml")]
+    assert _dra.check_dra_cdi(specs, GPUS, spec_dirs=CONTAINERD) == (
+        "pass", READS + "; not in a directory the runtime reads: /opt/cdi/nvidia.yaml, "
+        "/opt/cdi/k8s.gpu.nvidia.com-claim_3f1c.yaml; 1 per-claim spec(s) of the DRA driver "
+        "(k8s.gpu.nvidia.com/claim); toolkit spec(s) /opt/cdi/nvidia.yaml list " + ALL_NAMES, "")
+
+
+def test_cdi_record_stale_spec_lacking_gpus():
+    assert _dra.check_dra_cdi([toolkit(devices=("0", UUID0, "all"))], GPUS, spec_dirs=CONTAINERD) == (
+        "warn", "the toolkit spec is stale: lacks GPU 1 (%s); %s; toolkit spec(s) /var/run/cdi/nvidia.yaml list "
+        "0, %s, all" % (UUID1, READS, UUID0), "regenerate the toolkit spec: " + GENERATE)
+
+
+def test_cdi_record_stale_spec_naming_other_gpus():
+    other = "GPU-99999999-0000-0000-0000-000000000000"
+    assert _dra.check_dra_cdi([toolkit(devices=("0", "1", "7", other))], GPUS, spec_dirs=CONTAINERD) == (
+        "warn", "the toolkit spec is stale: names 7, %s, not GPUs of this node; %s; toolkit spec(s) "
+        "/var/run/cdi/nvidia.yaml list 0, 1, 7, %s" % (other, READS, other), "regenerate the toolkit spec: " + GENERATE)
+
+
+def test_cdi_record_stale_spec_both_ways_fails_when_required():
+    gpus = GPUS + [{"index": 5}]  # NVML gave no UUID: the GPU is named by its index only
+    status, evidence, remedy = _dra.check_dra_cdi([toolkit(devices=("0", "7"))], gpus, spec_dirs=CONTAINERD,
+                                                  require_toolkit_spec=True)
+    assert (status, remedy) == ("fail", "regenerate the toolkit spec: " + GENERATE)
+    assert evidence == ("the toolkit spec is stale: lacks GPU 1 (%s), GPU 5 (no UUID); names 7, not GPUs of this "
+                        "node; %s; toolkit spec(s) /var/run/cdi/nvidia.yaml list 0, 7" % (UUID1, READS))
+
+
+def test_cdi_record_broken_spec_and_conflict():
+    bad = {"path": "/etc/cdi/broken.yaml", "error": "cdiVersion '9.9.9' is not a CDI specification version"}
+    specs = [bad, toolkit("/etc/cdi/nvidia.yaml"), toolkit("/etc/cdi/nvidia-extra.json", devices=("0",))]
+    assert _dra.check_dra_cdi(specs, GPUS, spec_dirs=CONTAINERD) == (
+        "warn", "/etc/cdi/broken.yaml does not load: cdiVersion '9.9.9' is not a CDI specification version; runtimes "
+        "skip it; device nvidia.com/gpu=0 is defined by both /etc/cdi/nvidia.yaml and /etc/cdi/nvidia-extra.json; "
+        "runtimes drop it as a conflict; %s; toolkit spec(s) /etc/cdi/nvidia.yaml, /etc/cdi/nvidia-extra.json list "
+        "%s, 0" % (READS, ALL_NAMES),
+        "fix or remove /etc/cdi/broken.yaml (a toolkit spec: regenerate it with systemctl restart "
+        "nvidia-cdi-refresh.service or nvidia-ctk cdi generate --output=<path>); keep one spec per device in a "
+        "directory: remove the extra file among /etc/cdi/nvidia.yaml, /etc/cdi/nvidia-extra.json")
+
+
+NVML_REMEDY = "make NVML answer for every GPU (gpu_info as root; see check driver_version)"
+VGPU_REMEDY = "size the partition with the vGPU profile instead, or run without DynamicMIG"
+
+
+def test_mig_record_dynamic_clean_node():
+    assert _dra.check_dra_mig([gpu(0), gpu(1, mig="enabled")], mig_target_declared=False) == (
+        "pass", "DynamicMIG: GPU 0 (GPU-0): MIG mode disabled, no partitions (the DRA driver creates them per claim); "
+        "GPU 1 (GPU-1): MIG mode enabled, no partitions (the DRA driver creates them per claim)", "")
+
+
+def test_mig_record_unreadable_gpus_named_by_uuid_model_or_index():
+    # A GPU NVML could not read is none of the MIG GPUs (its model says nothing about its MIG state); the remedy,
+    # the same for each such GPU, is given once.
+    gpus = [{"index": 3, "model": "NVIDIA A100-PCIE-40GB", "mig_capable": True, "error": "Insufficient Permissions"},
+            {"index": 4, "mig_mode": {"current": "enabled"}, "error": "GPU is lost"},
+            {"index": 5, "uuid": "GPU-5", "model": "NVIDIA A30", "error": "Unknown Error"}, gpu(0)]
+    assert _dra.check_dra_mig(gpus, mig_target_declared=False) == (
+        "fail", "DynamicMIG: GPU 3 (NVIDIA A100-PCIE-40GB): NVML did not answer (Insufficient Permissions), its MIG "
+        "partitions are unknown; GPU 4 (?): NVML did not answer (GPU is lost), its MIG partitions are unknown; "
+        "GPU 5 (GPU-5): NVML did not answer (Unknown Error), its MIG partitions are unknown; GPU 0 (GPU-0): MIG mode "
+        "disabled, no partitions (the DRA driver creates them per claim)", NVML_REMEDY)
+
+
+def test_mig_record_dynamic_target_and_precreated_partitions():
+    gpus = [gpu(0, mig="enabled", partitions={"3g.40gb": 1, "1g.10gb": 2}),
+            gpu(1, mig="enabled", partitions={"7g.80gb": 1})]
+    assert _dra.check_dra_mig(gpus, mig_target_declared=True) == (
+        "fail", "DynamicMIG: a MIG target is declared for this node, but with DynamicMIG the DRA driver creates MIG "
+        "partitions per claim and destroys the ones it did not create when it starts; GPU 0 (GPU-0) has pre-created "
+        "MIG partitions (2x 1g.10gb, 1x 3g.40gb); the DRA driver would destroy them when it starts; GPU 1 (GPU-1) has "
+        "pre-created MIG partitions (1x 7g.80gb); the DRA driver would destroy them when it starts",
+        "remove this node's MIG target (node_preflight_mig_config, mig_reconfigure_config) so the collection creates "
+        "no partitions, or run the DRA driver without DynamicMIG; destroy them before the DRA driver starts, with no "
+        "GPU processes: nvidia-smi mig -i 0 -dci && nvidia-smi mig -i 0 -dgi; nvidia-smi mig -i 1 -dci && "
+        "nvidia-smi mig -i 1 -dgi; or keep them and run the DRA driver without DynamicMIG")
+
+
+def test_mig_record_dynamic_instances_only():
+    entry = gpu(2, mig="enabled", partitions={"1g.10gb": 0})
+    entry["instances"] = [{"gi_id": 1}, {"gi_id": 2}]
+    assert _dra.check_dra_mig([entry], mig_target_declared=False) == (
+        "fail", "DynamicMIG: GPU 2 (GPU-2) has pre-created MIG partitions (2 GPU instance(s)); the DRA driver would "
+        "destroy them when it starts", "destroy them before the DRA driver starts, with no GPU processes: nvidia-smi "
+        "mig -i 2 -dci && nvidia-smi mig -i 2 -dgi; or keep them and run the DRA driver without DynamicMIG")
+
+
+def test_mig_record_dynamic_warnings():
+    # MIG-capable without a reported MIG mode, or a reported MIG mode without the capability flag: both are MIG GPUs.
+    gpus = [gpu(0, model="NVIDIA A100-SXM4-40GB"), gpu(1, model="NVIDIA A30", mig_mode=None),
+            gpu(2, virt="vgpu"), gpu(3, virt="vgpu"), gpu(4, mig="enabled", mig_capable=False)]
+    assert _dra.check_dra_mig(gpus, mig_target_declared=False) == (
+        "warn", "DynamicMIG: GPU 0 (GPU-0) (NVIDIA A100-SXM4-40GB) has MIG mode disabled: an Ampere GPU cannot switch "
+        "it without a reset, so the DRA driver offers it whole, with no MIG partitions; GPU 1 (GPU-1) (NVIDIA A30) has "
+        "MIG mode unknown: an Ampere GPU cannot switch it without a reset, so the DRA driver offers it whole, with no "
+        "MIG partitions; GPU 2 (GPU-2) is a vGPU: the DRA driver skips DynamicMIG on it; GPU 3 (GPU-3) is a vGPU: the "
+        "DRA driver skips DynamicMIG on it; GPU 4 (GPU-4): MIG mode enabled, no partitions (the DRA driver creates "
+        "them per claim)",
+        "enable MIG mode before the DRA driver starts: nvidia-smi -i 0 -mig 1, then nvidia-smi -r -i 0 or reboot; "
+        "enable MIG mode before the DRA driver starts: nvidia-smi -i 1 -mig 1, then nvidia-smi -r -i 1 or reboot; "
+        + VGPU_REMEDY)
+
+
+def test_mig_record_dynamic_mig_mode_unknown_on_hopper():
+    assert _dra.check_dra_mig([gpu(0, mig_mode={})], mig_target_declared=False) == (
+        "pass", "DynamicMIG: GPU 0 (GPU-0): MIG mode unknown, no partitions (the DRA driver creates them per claim)", "")
+
+
+def test_mig_record_static():
+    gpus = [gpu(0, mig="enabled"), gpu(1, mig="enabled", partitions={"7g.80gb": 1}), gpu(2, mig_mode=None),
+            gpu(3, mig="enabled"), gpu(4, mig="disabled", mig_capable=False)]
+    assert _dra.check_dra_mig(gpus, mig_target_declared=True, dra_manages_mig=False) == (
+        "fail", "static MIG: GPU 0 (GPU-0) has MIG mode enabled but no MIG partitions: the DRA driver offers neither "
+        "the whole GPU nor any partition; GPU 3 (GPU-3) has MIG mode enabled but no MIG partitions: the DRA driver "
+        "offers neither the whole GPU nor any partition; GPU 1 (GPU-1): 1x 7g.80gb (advertised when the GPU kubelet "
+        "plugin starts); GPU 2 (GPU-2): MIG mode unknown, offered whole; GPU 4 (GPU-4): MIG mode disabled, offered "
+        "whole",
+        "create the partitions before the DRA driver's GPU kubelet plugin starts (declare the MIG target and run "
+        "playbooks/mig_reconfigure.yml), or disable MIG mode: nvidia-smi -i 0 -mig 0, then nvidia-smi -r -i 0; restart "
+        "the plugin after any MIG change; create the partitions before the DRA driver's GPU kubelet plugin starts "
+        "(declare the MIG target and run playbooks/mig_reconfigure.yml), or disable MIG mode: nvidia-smi -i 3 -mig 0, "
+        "then nvidia-smi -r -i 3; restart the plugin after any MIG change")
+
+
+@pytest.mark.parametrize("dynamic,mode", [(True, "DynamicMIG"), (False, "static MIG")])
+def test_mig_record_skip(dynamic, mode):
+    plain = {"index": 0, "uuid": "GPU-0", "model": "NVIDIA L40S", "mig_capable": False, "mig_mode": None}
+    assert _dra.check_dra_mig([plain], False, dra_manages_mig=dynamic) == ("skip", "no MIG-capable GPU (%s)" % mode, "")
+    assert _dra.check_dra_mig(None, False, dra_manages_mig=dynamic) == ("skip", "no MIG-capable GPU (%s)" % mode, "")

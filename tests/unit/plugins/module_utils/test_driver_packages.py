@@ -194,3 +194,358 @@ def test_sources_ignore_disabled_and_other_uris():
              "Components: main\nEnabled: no\nSigned-By: /old.gpg\n",
              "/etc/apt/sources.list.d/mirror.list": "deb [signed-by=/m.gpg] http://mirror.example/debian bookworm main\n"}
     assert S.agreeing_sources(files, "http://deb.debian.org/debian", ["bookworm"], ["main"])["signed_by"] == {"bookworm": ""}
+
+
+# --- issue 23: every field of the records, both sides of each boundary, the whole messages ---------------------------
+
+@pytest.mark.parametrize("device, cls", [
+    (0x1DFF, "pre-turing"), (0x1E00, "any"),          # Turing starts at 0x1E00
+    (0x28FF, "any"), (0x2900, "open-only"),           # Blackwell starts at 0x2900
+    (0x2341, "any"), (0x2342, "open-only"), (0x2343, "any"),   # GH200 alone among the Hopper ids
+])
+def test_architecture_class_boundaries(device, cls):
+    assert P.architecture_class(device) == cls
+
+
+@pytest.mark.parametrize("gpu", [0x1DB4, "0x1db4", "1db4", "0X1DB4", " 10DE:1DB4 ", "10de:0x1db4",
+                                 {"vendor": "0x10de", "device": "0x1db4"}, {"vendor": "10de", "device": 0x1DB4},
+                                 {"vendor": "", "device": "1db4"}, {"device": "1db4"}, {"vendor": 0x10DE, "device": "1db4"},
+                                 {"vendor": " 0x10DE ", "device": "1db4"}])
+def test_device_id_forms(gpu):
+    # V100 (0x1db4) in every form the role and iommu_info give; an int vendor is a number, not hex digits
+    assert P.kernel_flavour("auto", "R580", [gpu])["pre_turing"] == ["0x1db4"]
+
+
+@pytest.mark.parametrize("gpu", ["8086:1db4", {"vendor": "0x8086", "device": "0x1db4"}, {"vendor": "1002", "device": "1db4"},
+                                 {"vendor": 0x8086, "device": "1db4"}])
+def test_other_vendors_are_left_out(gpu):
+    # 0x1db4 would be a pre-Turing NVIDIA GPU; from another vendor it says nothing about the NVIDIA driver
+    assert P.kernel_flavour("open", "R580", [gpu])["pre_turing"] == []
+
+
+@pytest.mark.parametrize("gpu, shown", [("zz", "'zz'"), ("0x12345", "'0x12345'"), (True, "True"), (None, "None"), ("", "''"),
+                                        ("10de:", "'10de:'"), ("10de:23:30", "'10de:23:30'"),
+                                        ({"vendor": "0x10de", "device": "0xgg"}, "'0xgg'")])
+def test_bad_device_id_refused(gpu, shown):
+    with pytest.raises(P.PackageError, match=r"^%s is not a PCI device id \(0x2330, 10de:2330\)$" % shown.replace("(", r"\(")):
+        P.kernel_flavour("auto", "R580", [gpu])
+
+
+@pytest.mark.parametrize("gpu, message", [
+    ("pci:2330", "'pci:2330' is not a PCI vendor:device id (0x2330, 10de:2330)"),
+    (":2330", "':2330' is not a PCI vendor:device id (0x2330, 10de:2330)"),
+    ({"vendor": "nvidia", "device": "2330"}, "'nvidia' is not a PCI vendor id (0x2330, 10de:2330)"),
+])
+def test_bad_vendor_id_refused(gpu, message):
+    """A malformed vendor is the user's error like a malformed device (it was a bare int() ValueError the filter let through)."""
+    with pytest.raises(P.PackageError) as err:
+        P.kernel_flavour("auto", "R580", [gpu])
+    assert str(err.value) == message
+    with pytest.raises(AnsibleFilterError, match="is not a PCI vendor"):
+        F.FilterModule().filters()["driver_flavour"]([gpu], "auto", "R580")
+
+
+def test_flavour_record_for_open_only_gpus():
+    assert P.kernel_flavour(" AUTO ", 535, [B200, GH200, 0x2901, H100]) == dict(
+        open_only=["0x2342", "0x2901"], pre_turing=[], branch=535, requested="auto", flavour="open",
+        reason="GPUs 0x2342, 0x2901 need the open kernel modules")
+
+
+def test_flavour_record_for_pre_turing_gpus():
+    assert P.kernel_flavour(None, "R580", [V100, "0x1b38", T4]) == dict(
+        open_only=[], pre_turing=["0x1b38", "0x1db4"], branch=580, requested="auto", flavour="proprietary",
+        reason="GPUs 0x1b38, 0x1db4 are older than Turing")
+    assert P.kernel_flavour("proprietary", "R580", [V100])["reason"] == "GPUs 0x1db4 are older than Turing"
+
+
+@pytest.mark.parametrize("requested, branch, flavour, reason", [
+    ("auto", 559, "proprietary", "NVIDIA's default before R560"),
+    ("", 560, "open", "NVIDIA's default from R560"),
+    ("Open", 515, "open", "requested"),
+    ("PROPRIETARY", 580, "proprietary", "requested"),
+])
+def test_flavour_record_without_gpu_constraints(requested, branch, flavour, reason):
+    assert P.kernel_flavour(requested, branch, None) == dict(open_only=[], pre_turing=[], branch=branch,
+                                                             requested=(requested or "auto").lower(), flavour=flavour, reason=reason)
+
+
+@pytest.mark.parametrize("requested, branch, gpus, message", [
+    ("open", 514, (), "R514 has no open kernel modules (they start with R515)"),
+    ("auto", 514, [GH200, B200], "GPUs 0x2342, 0x2901 need the open kernel modules, which R514 does not have"),
+    ("proprietary", 580, [B200, GH200], "GPUs 0x2342, 0x2901 (Grace Hopper or Blackwell) are supported with the open kernel "
+                                        "modules only; set the flavour to open or auto"),
+    ("open", 580, [V100, "0x1b38"], "GPUs 0x1b38, 0x1db4 are older than Turing; the open kernel modules do not support "
+                                    "them, use proprietary"),
+    ("auto", 580, [B200, GH200, V100, "0x1b38"], "GPUs 0x2342, 0x2901 need the open kernel modules and GPUs 0x1b38, 0x1db4 "
+                                                 "the proprietary ones; one host cannot load both"),
+    ("closed", 580, (), "flavour must be auto, open or proprietary, not 'closed'"),
+])
+def test_flavour_refused_whole_message(requested, branch, gpus, message):
+    with pytest.raises(P.PackageError) as err:
+        P.kernel_flavour(requested, branch, gpus)
+    assert str(err.value) == message
+
+
+def test_open_only_gpus_from_the_first_open_branch():
+    assert P.kernel_flavour("auto", 515, [GH200])["flavour"] == "open"
+
+
+@pytest.mark.parametrize("distribution, family, key", [
+    ("Ubuntu", "Debian", "ubuntu"), (" ubuntu ", None, "ubuntu"), ("Debian", None, "debian"), ("Linuxmint", " DEBIAN ", "debian"),
+    ("Rocky", "RedHat", "redhat"), ("AlmaLinux", "redhat", "redhat"),
+])
+def test_platform_key(distribution, family, key):
+    assert P.platform_key(distribution, family) == key
+
+
+@pytest.mark.parametrize("distribution, family, shown", [("Archlinux", "Archlinux", "Archlinux (Archlinux)"), (None, None, "? (?)"),
+                                                         ("", "Suse", "? (Suse)"), ("SLES", "", "SLES (?)")])
+def test_platform_key_refused(distribution, family, shown):
+    with pytest.raises(P.PackageError) as err:
+        P.platform_key(distribution, family)
+    assert str(err.value) == "no NVIDIA driver packaging known for %s" % shown
+
+
+def _plan(platform, flavour, branch, install, **extra):
+    return dict(dict(platform=platform, flavour=flavour, branch=branch, module_stream=None, pinning_packages=[], version_lock=[],
+                     extra_repos=[], module_switch=False, install=install), **extra)
+
+
+@pytest.mark.parametrize("args, kwargs, plan", [
+    (("Debian", "Debian", "12", "distribution", "open", "R535"), {},
+     _plan("debian", "open", 535, ["nvidia-driver", "nvidia-open-kernel-dkms", "nvidia-persistenced"])),
+    (("Ubuntu", "Debian", "22.04", " distribution ", "proprietary", 550), {},
+     _plan("ubuntu", "proprietary", 550, ["nvidia-headless-550-server", "nvidia-utils-550-server", "nvidia-persistenced"])),
+    (("Debian", "Debian", "12", "cuda", "open", "580"), {},       # no driver version: no pinning package
+     _plan("debian", "open", 580, ["nvidia-open", "nvidia-persistenced"])),
+    (("Debian", "Debian", "12", "cuda", "proprietary", "579", "579.10.01"), {"persistence": False},
+     _plan("debian", "proprietary", 579, ["cuda-drivers"])),      # pinning packages start with 580
+    (("Debian", "Debian", "12", "cuda", "proprietary", "580", "580.82.07"), {"persistence": False},
+     _plan("debian", "proprietary", 580, ["cuda-drivers"], pinning_packages=["nvidia-driver-pinning-580.82.07"])),
+    (("Ubuntu", "Debian", "24.04", "cuda", "proprietary", "589", "589.01.02"), {"persistence": False},
+     _plan("ubuntu", "proprietary", 589, ["cuda-drivers-589"], pinning_packages=["nvidia-driver-pinning-589.01.02"])),
+    (("Ubuntu", "Debian", "24.04", "cuda", "open", "590", "590.44.01"), {"persistence": False},
+     _plan("ubuntu", "open", 590, ["nvidia-open"], pinning_packages=["nvidia-driver-pinning-590.44.01"])),
+    (("Rocky", "RedHat", "9.4", "cuda", "proprietary", "R535", "535.261.03"), {},   # no persistenced, no pinning package
+     _plan("redhat", "proprietary", 535, ["cuda-drivers"], module_stream="nvidia-driver:535-dkms", version_lock=["*nvidia*535*"],
+           extra_repos=["epel", "crb"])),
+    (("AlmaLinux", "RedHat", "8", "cuda", "open", "580"), {},
+     _plan("redhat", "open", 580, ["nvidia-open"], module_stream="nvidia-driver:580-open", version_lock=["*nvidia*580*"],
+           extra_repos=["epel", "powertools"])),
+    (("Rocky", "RedHat", "10.0", "cuda", "proprietary", "580"), {},
+     _plan("redhat", "proprietary", 580, ["cuda-drivers"], version_lock=["*nvidia*580*"], extra_repos=["epel", "crb"])),
+    (("Rocky", "RedHat", "9", "cuda", "open", "580"), {},
+     _plan("redhat", "open", 580, ["nvidia-open"], module_stream="nvidia-driver:580-open", version_lock=["*nvidia*580*"],
+           extra_repos=["epel", "crb"])),
+    (("Rocky", "RedHat", None, "cuda", "open", "580"), {},       # unknown major version: treated as before RHEL 10
+     _plan("redhat", "open", 580, ["nvidia-open"], module_stream="nvidia-driver:580-open", version_lock=["*nvidia*580*"],
+           extra_repos=["epel", "crb"])),
+    (("Rocky", "RedHat", "8.10.1", "cuda", "open", "580"), {},   # a full version is read by its major number
+     _plan("redhat", "open", 580, ["nvidia-open"], module_stream="nvidia-driver:580-open", version_lock=["*nvidia*580*"],
+           extra_repos=["epel", "powertools"])),
+    (("Rocky", "RedHat", "", "cuda", "open", "580"), {},
+     _plan("redhat", "open", 580, ["nvidia-open"], module_stream="nvidia-driver:580-open", version_lock=["*nvidia*580*"],
+           extra_repos=["epel", "crb"])),
+])
+def test_package_plan_whole_record(args, kwargs, plan):
+    assert P.package_plan(*args, **kwargs) == plan
+
+
+@pytest.mark.parametrize("args, message", [
+    (("Debian", "Debian", "12", "distribution", "auto", "580"), "flavour must be open or proprietary, not 'auto'"),
+    (("Debian", "Debian", "12", "ppa", "open", "580"), "source must be distribution or cuda, not 'ppa'"),
+    (("Debian", "Debian", "12", None, "open", "580"), "source must be distribution or cuda, not ''"),
+    (("Rocky", "RedHat", "9", "distribution", "open", "580"), "the RHEL family gets NVIDIA drivers from NVIDIA's CUDA repository "
+                                                              "(source cuda), not from the distribution"),
+    (("Gentoo", "Gentoo", "1", "cuda", "open", "580"), "no NVIDIA driver packaging known for Gentoo (Gentoo)"),
+])
+def test_package_plan_refused_whole_message(args, message):
+    with pytest.raises(P.PackageError) as err:
+        P.package_plan(*args)
+    assert str(err.value) == message
+
+
+def test_driver_package_ranks_follow_the_pattern_order():
+    names = ["nvidia-linux-grid-535", "nvidia-driver", "nvidia-open-580", "cuda-drivers-535", "nvidia-driver-535-server-open",
+             "nvidia-headless-535-server", "nvidia-headless-no-dkms-535-server-open", "nvidia-utils-535-server", "nvidia-kernel-dkms",
+             "nvidia-open-kernel-dkms", "nvidia-kernel-open-dkms", "nvidia-dkms-535-server-open", "kmod-nvidia-latest-dkms",
+             "nvidia-driver-cuda", "nvidia-driver-libs", "libnvidia-compute-535-server", "nvidia-smi", "libnvidia-ml1", "libcuda1"]
+    assert [P.driver_package_rank(n) for n in names] == list(range(len(P.DRIVER_PACKAGE_PATTERNS)))
+    assert [P.driver_package_rank(n) for n in ("nvidia-open", "cuda-drivers", "libnvidia-ml", "libcuda")] == [2, 3, 17, 18]
+
+
+@pytest.mark.parametrize("name", ["nvidia-driver-pinning-580", "xnvidia-driver", "nvidia-driver-extra", "nvidia-container-toolkit",
+                                  "nvidia-persistenced", "libcuda1-dbg", "nvidia-utils", "bash", "NVIDIA-driver"])
+def test_not_driver_packages(name):
+    assert P.driver_package_rank(name) is None
+
+
+def test_driver_packages_in_order_most_telling_first():
+    installed = {"libcuda1": "1", "nvidia-smi": "1", "bash": "1", "nvidia-driver": "1", "nvidia-linux-grid-535": "1",
+                 "cuda-drivers-535": "1", "cuda-drivers": "1", "nvidia-container-toolkit": "1"}
+    assert P.driver_packages_in(installed) == ["nvidia-linux-grid-535", "nvidia-driver", "cuda-drivers", "cuda-drivers-535",
+                                               "nvidia-smi", "libcuda1"]
+    assert P.driver_packages_in({}) == []
+
+
+@pytest.mark.parametrize("name, member", [
+    ("nvidia-kernel-common-535", True), ("libnvidia-gl-535", True), ("libcuda1", True), ("libnvcuvid1", True),
+    ("libnvoptix1", True), ("libegl-nvidia0", True), ("libgles-nvidia2", True), ("libgl1-nvidia-glvnd-glx", True),
+    ("libglx-nvidia0", True), ("xserver-xorg-video-nvidia", True), ("firmware-nvidia-gsp", True), ("cuda-drivers-fabricmanager-535", True),
+    ("libxnvctrl0", True), ("libnvsdm-580", True), ("kmod-nvidia-open-dkms", True), ("xorg-x11-nvidia", True),
+    ("nvidia-container-toolkit", False), ("libnvidia-container1", False), ("nvidia-driver-pinning-580.82.07", False),
+    ("nvidia-fabricmanager-535", False), ("nvidia-mig-manager", False), ("nvidia-persistenced", False),
+    ("cuda-toolkit-12-8", False), ("bash", False), ("xnvidia-foo", False),
+])
+def test_family_package(name, member):
+    assert P.is_family_package(name) is member
+
+
+def test_family_members_skip_unversioned_and_foreign_versions():
+    installed = {"nvidia-driver": "535.261.03-1", "libnvidia-ml1": "", "nvidia-smi": None, "libnvidia-common": "1.2-1",
+                 "libcuda1": "1:535.261.03-0ubuntu1", "nvidia-utils-535": "535.261.04-1", "bash": "535.261.03-1",
+                 "nvidia-persistenced": "535.261.03-1"}
+    assert P.family_members(installed, "535.261.03") == {"libcuda1": "1:535.261.03-0ubuntu1", "nvidia-driver": "535.261.03-1"}
+    assert P.family_members(None, "535.261.03") == {}
+
+
+def test_apt_pin_is_the_driver_version_with_any_revision():
+    assert P.apt_version_pin(" 580.82.07 ") == "580.82.07-*"
+
+
+@pytest.mark.parametrize("path, driver, ident", [
+    ("C:\\dl\\nvidia-linux-grid-580_580.82.07-1_arm64.deb", "580.82.07",
+     dict(name="nvidia-linux-grid-580", version="580.82.07-1", arch="arm64", file="nvidia-linux-grid-580_580.82.07-1_arm64.deb")),
+    ("nvidia-driver_535.261.03-0ubuntu1_amd64.deb", "535.261.03-1",
+     dict(name="nvidia-driver", version="535.261.03-0ubuntu1", arch="amd64", file="nvidia-driver_535.261.03-0ubuntu1_amd64.deb")),
+])
+def test_package_file_identity_record(path, driver, ident):
+    assert P.package_file_identity(path, driver) == ident
+
+
+@pytest.mark.parametrize("path, message", [
+    ("/dl/nvidia-tools_1.0-1_amd64.deb", "nvidia-tools_1.0-1_amd64.deb: version 1.0-1 carries no NVIDIA driver version"),
+    ("/dl/nvidia-linux-grid-535_535.261.04_amd64.deb", "nvidia-linux-grid-535_535.261.04_amd64.deb is driver 535.261.04, "
+                                                       "not the requested 535.261.03"),
+    (None, "'' is not a Debian package file name (<name>_<version>_<arch>.deb)"),
+    ("/dl/Nvidia_535.261.03_amd64.deb", "'Nvidia_535.261.03_amd64.deb' is not a Debian package file name (<name>_<version>_<arch>.deb)"),
+    ("/dl/nvidia_535.261.03_amd64.deb.part", "'nvidia_535.261.03_amd64.deb.part' is not a Debian package file name "
+                                             "(<name>_<version>_<arch>.deb)"),
+])
+def test_package_file_identity_refused_whole_message(path, message):
+    with pytest.raises(P.PackageError) as err:
+        P.package_file_identity(path, "535.261.03")
+    assert str(err.value) == message
+
+
+# --- apt sources (_apt_sources): which entries count, the whole record, the whole messages ---------------------------
+
+DEBIAN = "http://deb.debian.org/debian"
+
+
+def test_host_signed_by_reads_one_line_entries_as_sources_list_5_says():
+    text = ("\n# deb [signed-by=/commented.gpg] http://deb.debian.org/debian bookworm main\n"
+            "   \n"
+            "garbage line\n"
+            "deb-src [signed-by=/src.gpg] http://deb.debian.org/debian bookworm main\n"
+            "deb [arch=amd64 Signed-By=/k=1.gpg] http://deb.debian.org/debian// bookworm#not-a-suite main # trailing # comment\n"
+            "deb http://deb.debian.org/debian/ bookworm-updates main\n"
+            "deb\thttp://mirror.example/debian-X trixie main\n")
+    assert S.host_signed_by({"/etc/apt/sources.list": text}) == {
+        ("http://deb.debian.org/debian/", "bookworm"): {"/k=1.gpg": "/etc/apt/sources.list"},
+        ("http://deb.debian.org/debian/", "bookworm-updates"): {"": "/etc/apt/sources.list"},
+        ("http://mirror.example/debian-X/", "trixie"): {"": "/etc/apt/sources.list"},
+    }
+
+
+def test_host_signed_by_reads_deb822_paragraphs():
+    text = ("Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nSigned-By: /src.gpg\n\n"
+            "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nEnabled: NO\nSigned-By: /off.gpg\n\n"
+            "URIs: http://deb.debian.org/debian\nSuites: bookworm\nSigned-By: /no-types.gpg\n\n"
+            "Types: deb\nSuites: bookworm\nSigned-By: /no-uris.gpg\n\n"
+            "Types: deb\nURIs: http://deb.debian.org/debian\nSigned-By: /no-suites.gpg\n\n"
+            "Types: deb deb-src\nURIs: http://deb.debian.org/debian http://mirror.example/debian/\nSuites: bookworm trixie\n"
+            "Enabled: yes\nSigned-By:  /k.gpg \n\n"
+            "Types: deb\nURIs: http://security.debian.org/debian-security\nSuites: bookworm-security\n")
+    seen = S.host_signed_by({"/etc/apt/sources.list.d/x.sources": text})
+    where = {"/k.gpg": "/etc/apt/sources.list.d/x.sources"}
+    assert seen == {
+        ("http://deb.debian.org/debian/", "bookworm"): where, ("http://deb.debian.org/debian/", "trixie"): where,
+        ("http://mirror.example/debian/", "bookworm"): where, ("http://mirror.example/debian/", "trixie"): where,
+        ("http://security.debian.org/debian-security/", "bookworm-security"): {"": "/etc/apt/sources.list.d/x.sources"},
+    }
+
+
+def test_host_signed_by_needs_python_debian(monkeypatch):
+    monkeypatch.setattr(S, "HAS_DEB822", False)
+    with pytest.raises(S.SourcesError) as err:
+        S.host_signed_by({})
+    assert str(err.value) == "python-debian is required on the controller to read deb822 sources (pip install python-debian)"
+
+
+def test_agreeing_sources_whole_record():
+    ours = "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nSigned-By: /ours.gpg\n"
+    files = dict(STOCK, **{"/etc/apt/sources.list.d/ours.sources": ours})
+    out = S.agreeing_sources(files, DEBIAN + "/", ["bookworm", "bookworm-backports"], ["main", "non-free-firmware"],
+                             signed_by=" %s " % KEYRING, ignore=["/etc/apt/sources.list.d/ours.sources"])
+    assert out == dict(
+        text=("Types: deb\nURIs: http://deb.debian.org/debian/\nSuites: bookworm bookworm-backports\n"
+              "Components: main non-free-firmware\nSigned-By: %s\n" % KEYRING),
+        signed_by={"bookworm": KEYRING, "bookworm-backports": KEYRING},
+        host={"bookworm": "/etc/apt/sources.list.d/debian.sources"})
+
+
+def test_agreeing_sources_one_paragraph_per_keyring():
+    # each suite keeps the host's value (none for bookworm, /u.gpg for bookworm-updates); trixie, which the host lacks,
+    # finds two values among the URI's suites, so it names none
+    files = {"/etc/apt/sources.list": "deb http://deb.debian.org/debian bookworm main\n",
+             "/etc/apt/sources.list.d/u.list": "deb [signed-by=/u.gpg] http://deb.debian.org/debian bookworm-updates main\n"}
+    out = S.agreeing_sources(files, DEBIAN, ["bookworm", "bookworm-updates", "trixie"], ["main", "contrib"])
+    assert out == dict(
+        text=("Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm trixie\nComponents: main contrib\n\n"
+              "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-updates\nComponents: main contrib\n"
+              "Signed-By: /u.gpg\n"),
+        signed_by={"bookworm": "", "bookworm-updates": "/u.gpg", "trixie": ""},
+        host={"bookworm": "/etc/apt/sources.list", "bookworm-updates": "/etc/apt/sources.list.d/u.list"})
+    # with only the keyed suite on the host, the new suites take its keyring
+    out = S.agreeing_sources({"/etc/apt/sources.list.d/u.list": files["/etc/apt/sources.list.d/u.list"]}, DEBIAN,
+                             ["trixie", "bookworm-updates"], ["main"])
+    assert out["signed_by"] == {"trixie": "/u.gpg", "bookworm-updates": "/u.gpg"}
+    assert out["text"] == ("Types: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie bookworm-updates\nComponents: main\n"
+                           "Signed-By: /u.gpg\n")
+
+
+def test_agreeing_sources_new_suite_without_one_keyring_gets_none():
+    # the URI's other suites disagree (/a.gpg, /b.gpg): no keyring to copy, so the new suite names none
+    files = {"/etc/apt/sources.list": "deb [signed-by=/a.gpg] http://deb.debian.org/debian bookworm main\n"
+                                      "deb [signed-by=/b.gpg] http://deb.debian.org/debian bookworm-updates main\n"
+                                      "deb [signed-by=/c.gpg] http://mirror.example/debian trixie main\n"}
+    out = S.agreeing_sources(files, DEBIAN, ["trixie"], ["main"])
+    assert out == dict(text="Types: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\n",
+                       signed_by={"trixie": ""}, host={})
+    assert S.agreeing_sources(None, DEBIAN, ["trixie"], ["main"], signed_by="/n.gpg")["signed_by"] == {"trixie": "/n.gpg"}
+
+
+def test_agreeing_sources_host_disagreeing_with_itself_refused():
+    files = {"/etc/apt/sources.list": "deb http://deb.debian.org/debian bookworm main\n",
+             "/etc/apt/sources.list.d/a.list": "deb [signed-by=/a.gpg] http://deb.debian.org/debian/ bookworm main\n",
+             "/etc/apt/sources.list.d/b.list": "deb [signed-by=/b.gpg] http://deb.debian.org/debian bookworm main\n"}
+    with pytest.raises(S.SourcesError) as err:
+        S.agreeing_sources(files, DEBIAN, ["bookworm"], ["main"])
+    assert str(err.value) == ("the host's own sources disagree on Signed-By for http://deb.debian.org/debian bookworm: "
+                              "none in /etc/apt/sources.list; /a.gpg in /etc/apt/sources.list.d/a.list; "
+                              "/b.gpg in /etc/apt/sources.list.d/b.list")
+    two = {p: files[p] for p in ("/etc/apt/sources.list", "/etc/apt/sources.list.d/a.list")}
+    with pytest.raises(S.SourcesError, match=r"^the host's own sources disagree on Signed-By for http://deb.debian.org/debian "
+                                             r"bookworm: none in /etc/apt/sources.list; /a.gpg in /etc/apt/sources.list.d/a.list$"):
+        S.agreeing_sources(two, DEBIAN, ["bookworm"], ["main"])
+
+
+@pytest.mark.parametrize("line, shown", [("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]", KEYRING),
+                                         ("deb", "(none)")])
+def test_agreeing_sources_conflict_whole_message(line, shown):
+    files = {"/etc/apt/sources.list": "%s http://deb.debian.org/debian bookworm main\n" % line}
+    with pytest.raises(S.SourcesError) as err:
+        S.agreeing_sources(files, DEBIAN, ["bookworm"], ["main"], signed_by="/x.gpg")
+    assert str(err.value) == ("http://deb.debian.org/debian bookworm is already configured in /etc/apt/sources.list with "
+                              "Signed-By %s; nvidia_driver_debian_signed_by=/x.gpg would make apt refuse both" % shown)

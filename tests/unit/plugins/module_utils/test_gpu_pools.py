@@ -221,7 +221,7 @@ def test_filters_are_registered_and_documented():
     import os  # pylint: disable=import-outside-toplevel
     filters = F.FilterModule().filters()
     assert sorted(filters) == ["gpu_pools_config_map", "gpu_pools_nodes", "gpu_pools_plan", "gpu_pools_previous_labels",
-                               "gpu_pools_shared_resources"]
+                               "gpu_pools_shared_resources", "gpu_pools_summary"]
     assert filters["gpu_pools_previous_labels"]({"nvidia.com/device-plugin.config": "default", "x": "y"},
                                                 {"nvidia.com/device-plugin.config": "nb", "gone": "1"}) == {
         "gone": None, "nvidia.com/device-plugin.config": "default"}
@@ -588,3 +588,20 @@ def test_a_pool_without_a_name_that_selects_a_node_is_an_error_not_a_crash():
     both = P.plan([{"nodes": ["n"], "sharing": "exclusive"}, {"name": "b", "nodes": ["n"], "sharing": "exclusive"}],
                   {"n": {"host": "h", "gpus": [{}]}})
     assert "node n: selected by more than one pool (one without a name, b)" in both["errors"]
+
+
+def test_summary_says_per_node_pool_sharing_and_roll():
+    def rec(pool, sharing, spec, roll, key="k", mig="m"):
+        return {"pool": pool, "sharing": sharing, "sharing_spec": spec, "roll": roll, "config_key": key, "mig_config": mig}
+    nodes = {"gpu-a": rec("notebooks", "time-slicing", {"replicas": 4, "rename_by_default": False}, True,
+                          "notebooks", "all-disabled"),
+             "gpu-b": rec("training", "mig", {}, False),
+             "gpu-c": rec("batch", "exclusive", {}, True, "default", "all-disabled")}
+    assert P.summary(nodes) == (
+        "gpu-a: pool notebooks (time-slicing, 4 replicas), rolls to device plugin config notebooks and MIG config "
+        "all-disabled; gpu-b: pool training (mig), sharing unchanged; gpu-c: pool batch (exclusive), rolls to device "
+        "plugin config default and MIG config all-disabled")
+    assert P.summary({}) == ""
+    assert F.FilterModule().filters()["gpu_pools_summary"]({"nodes": {"gpu-b": nodes["gpu-b"]}}) == (
+        "gpu-b: pool training (mig), sharing unchanged")
+    assert F.FilterModule().filters()["gpu_pools_summary"](None) == ""

@@ -7,6 +7,7 @@ an environment file, and taint validation as the API server does it."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -391,3 +392,245 @@ def test_env_file_keeps_the_join_taints_kubeadm_would_register():
     assert J.kubelet_env_text(done, GATE, also=[OTHER]) == done
     with pytest.raises(J.JoinConfigError, match="JoinConfiguration's taint"):
         J.kubelet_env_text("", GATE, also=[{"key": "k", "effect": "Sometimes"}])
+
+
+# --- every message in full: the field, the value and the reason ------------------------------------------------------
+
+def _raises(message):
+    """pytest.raises for exactly this JoinConfigError message."""
+    return pytest.raises(J.JoinConfigError, match="^%s$" % re.escape(message))
+
+
+EFFECTS = "one of NoSchedule, PreferNoSchedule, NoExecute"
+QNAME_CHARS = ("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+               "alphanumeric character (e.g. 'MyName', 'my.name', '123-abc')")
+DNS_PREFIX = ("prefix part must be a DNS-1123 subdomain (lower case alphanumerics, '-' or '.', starting and ending "
+              "with an alphanumeric character, e.g. 'example.com')")
+VALUE_CHARS = ("must be empty or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+               "alphanumeric character")
+
+
+@pytest.mark.parametrize("key, problems", [
+    ("/x", "prefix part must be non-empty"),
+    ("Bad.Example.com/x", DNS_PREFIX),
+    ("%s.com/x" % ("a" * 250), "prefix part must be no more than 253 characters"),
+    ("%s/x" % ("A" * 254), "prefix part must be no more than 253 characters; " + DNS_PREFIX),
+    ("a/b/c", "must be a name with an optional DNS subdomain prefix and one '/' (e.g. 'example.com/MyName')"),
+    ("example.com/", "name part must be non-empty"),
+    ("x" * 64, "name part must be no more than 63 characters"),
+    ("-" + "x" * 63, "name part must be no more than 63 characters; " + QNAME_CHARS),
+    ("has space", QNAME_CHARS),
+])
+def test_key_message(key, problems):
+    with _raises("taint.key %r is not a valid taint key: %s" % (key, problems)):
+        J.validate_taint(dict(GATE, key=key))
+
+
+@pytest.mark.parametrize("key", ["%s.com/x" % ("a" * 249), "%s.com/%s" % ("a" * 249, "b" * 63)])
+def test_key_prefix_of_253_characters_is_valid(key):
+    assert J.validate_taint(dict(GATE, key=key)) == dict(GATE, key=key)
+
+
+@pytest.mark.parametrize("value, problems", [
+    ("v" * 64, "must be no more than 63 characters"),
+    ("-" + "v" * 63, "must be no more than 63 characters; " + VALUE_CHARS),
+    ("has space", VALUE_CHARS),
+])
+def test_value_message(value, problems):
+    with _raises("taint.value %r is not a valid taint value: %s" % (value, problems)):
+        J.validate_taint(dict(GATE, value=value))
+
+
+def test_value_of_63_characters_is_valid():
+    assert J.validate_taint(dict(GATE, value="v" * 63)) == dict(GATE, value="v" * 63)
+
+
+def test_taint_field_messages():
+    with _raises("taint must be a mapping with key, value and effect, not 'gpuops.io/preflight=pending:NoSchedule'"):
+        J.validate_taint("gpuops.io/preflight=pending:NoSchedule")
+    with _raises("taint: unknown field(s) efect, vaule; a taint has key, value and effect"):
+        J.validate_taint({"key": "a", "vaule": "b", "efect": "NoSchedule"})
+    with _raises("taint.key is required (a qualified name such as gpuops.io/preflight), got None"):
+        J.validate_taint({"effect": "NoSchedule"})
+    with _raises("taint.key is required (a qualified name such as gpuops.io/preflight), got ''"):
+        J.validate_taint(dict(GATE, key=""))
+    with _raises("taint.value must be a string, got 1"):
+        J.validate_taint(dict(GATE, value=1))
+    with _raises("taint.effect is required: " + EFFECTS):
+        J.validate_taint(dict(GATE, effect=""))
+    with _raises("taint.effect 'noschedule' is not supported: " + EFFECTS):
+        J.validate_taint(dict(GATE, effect="noschedule"))
+
+
+def test_time_added_is_kept_everywhere():
+    stamped = dict(GATE, timeAdded="2026-12-04T10:00:00Z")
+    assert J.validate_taint(stamped) == {"key": "gpuops.io/preflight", "value": "pending", "effect": "NoSchedule",
+                                         "timeAdded": "2026-12-04T10:00:00Z"}
+    assert J.validate_taint(dict(GATE, timeAdded=None)) == GATE
+    # new, and replacing a stale entry in place
+    assert J.render_join_taint(None, stamped)["nodeRegistration"]["taints"] == [stamped]
+    stale = dict(GATE, value="old")
+    assert J.render_join_taint(join(nodeRegistration={"taints": [OTHER, stale]}), stamped)["nodeRegistration"] == {
+        "taints": [OTHER, stamped]}
+
+
+def test_render_messages():
+    with _raises("the JoinConfiguration must be a mapping (one YAML document), not ['not', 'a', 'document']"):
+        J.render_join_taint(["not", "a", "document"], GATE)
+    with _raises("JoinConfiguration.apiVersion 'kubeadm.k8s.io/v1beta2' is not supported: use kubeadm.k8s.io/v1beta4 "
+                 "(or kubeadm.k8s.io/v1beta3, still accepted by kubeadm)"):
+        J.render_join_taint({"apiVersion": "kubeadm.k8s.io/v1beta2"}, GATE)
+    with _raises("kind 'InitConfiguration' is not a JoinConfiguration (the taint goes into kubeadm join's "
+                 "configuration)"):
+        J.render_join_taint({"kind": "InitConfiguration"}, GATE)
+    with _raises("JoinConfiguration.nodeRegistration must be a mapping, not 'gpu-a'"):
+        J.render_join_taint(join(nodeRegistration="gpu-a"), GATE)
+    with _raises("JoinConfiguration.nodeRegistration.taints must be a list, not {'key': 'a'}"):
+        J.render_join_taint(join(nodeRegistration={"taints": {"key": "a"}}), GATE)
+    with _raises("JoinConfiguration.nodeRegistration.kubeletExtraArgs must be a mapping (v1beta3) or a list of "
+                 "{name, value} (v1beta4), not '--node-ip=1'"):
+        J.render_join_taint(join(nodeRegistration={"kubeletExtraArgs": "--node-ip=1"}), GATE)
+
+
+def test_render_empty_api_version_and_kind_are_filled():
+    assert J.render_join_taint({"apiVersion": "", "kind": ""}, GATE) == J.render_join_taint(None, GATE)
+
+
+def test_render_result_shares_nothing_with_the_input():
+    existing = join(discovery={"bootstrapToken": {"token": "abcdef.0123456789abcdef"}},
+                    nodeRegistration={"taints": [OTHER]})
+    before = copy.deepcopy(existing)
+    out = J.render_join_taint(existing, GATE)
+    out["discovery"]["bootstrapToken"]["token"] = "changed"
+    out["nodeRegistration"]["taints"][0]["value"] = "changed"
+    assert existing == before
+
+
+@pytest.mark.parametrize("extra", [{"register-with-taints": None}, [{"name": "register-with-taints", "value": None}],
+                                   [{"name": "register-with-taints"}]])
+def test_extra_args_null_register_with_taints_is_an_empty_list(extra):
+    out = J.render_join_taint(join(nodeRegistration={"kubeletExtraArgs": extra}), GATE)
+    value = "gpuops.io/preflight=pending:NoSchedule"
+    expected = {"register-with-taints": value} if isinstance(extra, dict) else [
+        {"name": "register-with-taints", "value": value}]
+    assert out["nodeRegistration"]["kubeletExtraArgs"] == expected
+    assert J.registered_join_taints([join(nodeRegistration={"kubeletExtraArgs": extra, "taints": [OTHER]})]) == []
+
+
+def test_extra_args_messages_name_the_entry():
+    with _raises("JoinConfiguration.nodeRegistration.kubeletExtraArgs.register-with-taints: 'a=b' is not a taint "
+                 "(key=value:effect or key:effect)"):
+        J.render_join_taint(join(nodeRegistration={"kubeletExtraArgs": {"register-with-taints": "a=b"}}), GATE)
+    args = [{"name": "node-ip", "value": "10.0.0.5"}, {"name": "register-with-taints", "value": "a=b=c:NoSchedule"}]
+    with _raises("JoinConfiguration.nodeRegistration.kubeletExtraArgs[1].value: 'a=b=c:NoSchedule' is not a taint "
+                 "(key=value:effect or key:effect)"):
+        J.render_join_taint(join(nodeRegistration={"kubeletExtraArgs": args}), GATE)
+
+
+def test_flag_messages():
+    with _raises("kubelet flags: --register-with-taints has no value"):
+        J.register_with_taints_flag("--v=2 --register-with-taints", GATE)
+    with _raises("kubelet flags: --register-with-taints has no value"):
+        J.register_with_taints_flag(["--register-with-taints"], GATE)
+    with _raises("kubelet flags --register-with-taints: 'a=b' is not a taint (key=value:effect or key:effect)"):
+        J.register_with_taints_flag(["--register-with-taints", "a=b"], GATE)
+    with _raises("kubelet flags --register-with-taints: 'a=b=c:NoSchedule' is not a taint (key=value:effect or "
+                 "key:effect)"):
+        J.register_with_taints_flag("--register-with-taints=a=b=c:NoSchedule", GATE)
+    with _raises("kubelet flags --register-with-taints 'a=b:Sometimes'.effect 'Sometimes' is not supported: "
+                 + EFFECTS):
+        J.register_with_taints_flag(["--register-with-taints=a=b:Sometimes"], GATE)
+    with _raises("kubelet flags must be strings, got 3"):
+        J.register_with_taints_flag(["--v=2", 3], GATE)
+    with _raises("kubelet flags must be a list of arguments or a string, not 3"):
+        J.register_with_taints_flag(3, GATE)
+    with _raises("kubelet flags \"--node-ip='unterminated\" cannot be split into arguments: No closing quotation"):
+        J.register_with_taints_flag("--node-ip='unterminated", GATE)
+
+
+def test_flag_space_form_after_other_arguments():
+    flags = ["--v=2", "--register-with-taints", "a:NoSchedule", "--node-ip=10.0.0.5"]
+    assert J.register_with_taints_flag(flags, GATE) == [
+        "--v=2", "--register-with-taints", "a:NoSchedule,gpuops.io/preflight=pending:NoSchedule", "--node-ip=10.0.0.5"]
+    assert J.register_with_taints_flag(" ".join(flags), GATE) == (
+        "--v=2 --register-with-taints a:NoSchedule,gpuops.io/preflight=pending:NoSchedule --node-ip=10.0.0.5")
+
+
+@pytest.mark.parametrize("value, merged", [
+    ("--register-with-taints a:NoExecute", "--register-with-taints a:NoExecute,%s,%s"),
+    ("--register-with-taints=a:NoExecute --v=2", "--register-with-taints=a:NoExecute,%s,%s --v=2"),
+    ("--v=2", "--v=2 --register-with-taints=%s,%s"),
+])
+def test_env_file_adds_the_join_taints_to_every_flag_form(value, merged):
+    pair = ("example.com/dedicated=ml:NoSchedule", "gpuops.io/preflight=pending:NoSchedule")
+    assert J.kubelet_env_text("KUBELET_EXTRA_ARGS=\"%s\"\n" % value, GATE, also=[OTHER]) == (
+        "KUBELET_EXTRA_ARGS=\"%s\"\n" % (merged % pair))
+
+
+@pytest.mark.parametrize("empty", ['""', "''", ""])
+def test_env_file_empty_value(empty):
+    assert J.kubelet_env_text("KUBELET_EXTRA_ARGS=%s\n" % empty, GATE) == 'KUBELET_EXTRA_ARGS="%s"\n' % GATE_FLAG
+
+
+def test_env_file_value_kept_to_its_last_character():
+    # every assignment is merged; trailing blanks and the line ending stay after the closing quote
+    text = "KUBELET_EXTRA_ARGS=--node-labels=gpu.model=RTX\nX=1\nKUBELET_EXTRA_ARGS=--v=2  \r\n"
+    assert J.kubelet_env_text(text, GATE) == (
+        'KUBELET_EXTRA_ARGS="--node-labels=gpu.model=RTX %s"\nX=1\nKUBELET_EXTRA_ARGS="--v=2 %s"  \r\n'
+        % (GATE_FLAG, GATE_FLAG))
+
+
+def test_env_file_appended_after_a_final_newline():
+    assert J.kubelet_env_text("OTHER=1\n", GATE) == 'OTHER=1\nKUBELET_EXTRA_ARGS="%s"\n' % GATE_FLAG
+
+
+def test_env_file_messages():
+    with _raises("env_var 'KUBELET EXTRA' is not an environment variable name"):
+        J.kubelet_env_text("", GATE, "KUBELET EXTRA")
+    with _raises("the environment file must be text, not 3"):
+        J.kubelet_env_text(3, GATE)
+    with _raises("KUBELET_EXTRA_ARGS in the environment file: quotes or backslashes inside the value are not "
+                 "supported: \"--node-labels='a b'\""):
+        J.kubelet_env_text('KUBELET_EXTRA_ARGS="--node-labels=\'a b\'"\n', GATE)
+    with _raises("KUBELET_EXTRA_ARGS in the environment file: --register-with-taints has no value"):
+        J.kubelet_env_text("KUBELET_EXTRA_ARGS=--register-with-taints\n", GATE)
+    with _raises("KUBELET_EXTRA_ARGS in the environment file --register-with-taints: 'a=b' is not a taint "
+                 "(key=value:effect or key:effect)"):
+        J.kubelet_env_text("KUBELET_EXTRA_ARGS=--register-with-taints=a=b\n", GATE)
+    with _raises("the JoinConfiguration's taint.effect 'Sometimes' is not supported: " + EFFECTS):
+        J.kubelet_env_text("", GATE, also=[{"key": "k", "effect": "Sometimes"}])
+
+
+def test_documents_messages():
+    with _raises("the documents must be a list, not {'kind': 'JoinConfiguration'}"):
+        J.merge_join_documents({"kind": "JoinConfiguration"}, GATE)
+    with _raises("document 1 is not a mapping: 'text'"):
+        J.merge_join_documents(["text"], GATE)
+    with _raises("document 2 has no kind (in a file of several documents each needs one)"):
+        J.merge_join_documents([join(), {"apiVersion": "kubeadm.k8s.io/v1beta4"}], GATE)
+    with _raises("2 JoinConfiguration documents (documents 1, 3); kubeadm takes one"):
+        J.merge_join_documents([join(), {"kind": "KubeletConfiguration"}, join()], GATE)
+
+
+def test_registered_join_taints_last_flag_entry_wins_whatever_follows():
+    extra = [{"name": "register-with-taints", "value": "a:NoSchedule,c=d:NoExecute"},
+             {"name": "node-ip", "value": "10.0.0.5"}, "not an argument"]
+    assert J.registered_join_taints([join(nodeRegistration={"kubeletExtraArgs": extra})]) == [
+        {"key": "a", "value": "", "effect": "NoSchedule"}, {"key": "c", "value": "d", "effect": "NoExecute"}]
+
+
+def test_registered_join_taints_kind_may_be_empty():
+    assert J.registered_join_taints([{"kind": "", "nodeRegistration": {"taints": [OTHER]}}]) == [OTHER]
+
+
+def test_registered_join_taints_messages():
+    def reg(**fields):
+        return J.registered_join_taints([join(nodeRegistration=fields)])
+    with _raises("JoinConfiguration.nodeRegistration.kubeletExtraArgs: 'x' is not a taint (key=value:effect or "
+                 "key:effect)"):
+        reg(kubeletExtraArgs={"register-with-taints": "x"})
+    with _raises("JoinConfiguration.nodeRegistration.kubeletExtraArgs 'a=b:Sometimes'.effect 'Sometimes' is not "
+                 "supported: " + EFFECTS):
+        reg(kubeletExtraArgs=[{"name": "register-with-taints", "value": "a=b:Sometimes"}])
+    with _raises("JoinConfiguration.nodeRegistration.taints[1].effect 'NoSchedul' is not supported: " + EFFECTS):
+        reg(taints=[OTHER, dict(OTHER, effect="NoSchedul")])

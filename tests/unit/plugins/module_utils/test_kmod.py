@@ -10,6 +10,8 @@ _kmod.py (github:dell/dkms dkms.in do_status(), run_test.sh; github:lcp/mokutil 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _kmod as K
@@ -395,4 +397,405 @@ def test_dkms_signing_config_text():
         with pytest.raises(K.KmodError):
             K.dkms_signing_config(bad, CERT)
     with pytest.raises(K.KmodError, match="certificate"):
+        K.dkms_signing_config(KEY, "pkcs11:token=mok")
+
+
+# --- issue 23: whole records, whole messages, both sides of each boundary -----------------------------------------
+
+def _dkms(module, version, kernel, arch, state, warnings=(), built_for=None, fmt="slash"):
+    return dict(module=module, version=version, kernel=kernel, arch=arch, state=state, warnings=list(warnings),
+                built_for=built_for, format=fmt)
+
+
+def test_dkms_status_whole_records():
+    assert K.parse_dkms_status(DKMS_WEAK) == [
+        _dkms("vboxguest", "4.3.14", "3.10.0-123.20.1.el7.x86_64", "x86_64", "installed", fmt="comma"),
+        _dkms("vboxguest", "4.3.14", "3.10.0-123.el7.x86_64", "x86_64", "installed-weak",
+              built_for="3.10.0-123.20.1.el7.x86_64", fmt="comma"),
+    ]
+    assert K.parse_dkms_status("nvidia/535.261.03: added\n") == [_dkms("nvidia", "535.261.03", None, None, "added")]
+    # Bytes (a raw command result) are decoded; an installed-weak line without "from <kernel>" has no built_for.
+    assert K.parse_dkms_status(b"nvidia, 535.261.03, 6.1.0-30-amd64, x86_64: installed-weak\n") == [
+        _dkms("nvidia", "535.261.03", "6.1.0-30-amd64", "x86_64", "installed-weak", fmt="comma")]
+
+
+@pytest.mark.parametrize("call,what", [
+    (K.parse_dkms_status, "dkms status"),
+    (K.parse_dkms_version, "dkms --version"),
+    (K.parse_sb_state, "mokutil --sb-state output"),
+    (K.parse_mok_test_key, "mokutil --test-key output"),
+    (lambda v: K.next_boot_kernel([v]), "kernel name"),
+    (lambda v: K.headers_packages(v, "Debian", "Debian"), "kernel release"),
+    (lambda v: K.dkms_signing_config(v, "/var/lib/dkms/mok.pub"), "key path"),
+    (lambda v: K.dkms_signing_config("/var/lib/dkms/mok.key", v), "certificate path"),
+])
+def test_non_text_input_is_refused_naming_the_input(call, what):
+    with pytest.raises(K.KmodError, match=r"^%s must be text \(command output\), got int$" % re.escape(what)):
+        call(42)
+    # Inside a list ([stdout, stderr]) too.
+    with pytest.raises(K.KmodError, match=r"^%s must be text \(command output\), got float$" % re.escape(what)):
+        call(["", 1.5])
+
+
+def test_bytes_output_with_invalid_utf8_is_read_not_refused():
+    st = K.parse_sb_state(b"\xffweird\n", 3)
+    assert st == dict(secure_boot=None, efi=None, mokutil_missing=False,
+                      detail="unrecognised mokutil --sb-state output (rc 3): \ufffdweird")
+    assert K.parse_sb_state(b"SecureBoot enabled\n\xfe", 0)["secure_boot"] is True
+
+
+@pytest.mark.parametrize("rc,shown", [(None, "None"), ("", "None"), ("3", "3"), (0, "0")])
+def test_rc_empty_means_unknown(rc, shown):
+    assert K.parse_sb_state(None, rc) == dict(secure_boot=None, efi=None, mokutil_missing=False,
+                                              detail="unrecognised mokutil --sb-state output (rc %s): no output" % shown)
+
+
+@pytest.mark.parametrize("rc,shown", [(True, "True"), ("abc", "'abc'"), ([1], r"\[1\]")])
+def test_rc_that_is_no_exit_status_is_refused(rc, shown):
+    with pytest.raises(K.KmodError, match=r"^rc must be an exit status, got %s$" % shown):
+        K.parse_sb_state("SecureBoot enabled", rc)
+    with pytest.raises(K.KmodError, match=r"^rc must be an exit status, got %s$" % shown):
+        K.parse_mok_test_key("x is already enrolled", rc)
+
+
+@pytest.mark.parametrize("text,rc,expected", [
+    ("SecureBoot enabled\n", 0, dict(secure_boot=True, efi=True, detail="SecureBoot enabled")),
+    ("SecureBoot disabled\n", 0, dict(secure_boot=False, efi=True, detail="SecureBoot disabled")),
+    ("SecureBoot disabled\nPlatform is in Setup Mode\n", 0,
+     dict(secure_boot=False, efi=True, detail="SecureBoot disabled (platform in Setup Mode)")),
+    ("SecureBoot enabled\nSecureBoot validation is disabled in shim\n", 0,
+     dict(secure_boot=False, efi=True,
+          detail="SecureBoot enabled in firmware, validation disabled in shim: module signatures not enforced")),
+    ("EFI variables are not supported on this system\n", 1,
+     dict(secure_boot=None, efi=False, detail="no EFI variables (legacy BIOS boot): Secure Boot does not apply")),
+    ("This system doesn't support Secure Boot\n", 255,
+     dict(secure_boot=False, efi=True, detail="the firmware does not support Secure Boot")),
+    ("Cannot determine secure boot state.\n", 0,
+     dict(secure_boot=None, efi=True, detail="mokutil cannot determine the Secure Boot state")),
+    # The detail is the mokutil line that says so, not the first line of the output.
+    (["", 'Failed to read "SecureBoot" variable: Permission denied'], 255,
+     dict(secure_boot=None, efi=True, detail='Failed to read "SecureBoot" variable: Permission denied')),
+    # mokutil missing is read from rc 2 (ansible.builtin.command) or 127 (a shell) only.
+    ("Error executing command.", 1,
+     dict(secure_boot=None, efi=None, detail="unrecognised mokutil --sb-state output (rc 1): Error executing command.")),
+    ("\n  first line  \nsecond line\n", 4,
+     dict(secure_boot=None, efi=None, detail="unrecognised mokutil --sb-state output (rc 4): first line")),
+])
+def test_sb_state_whole_record(text, rc, expected):
+    assert K.parse_sb_state(text, rc) == dict(expected, mokutil_missing=False)
+
+
+def _mok(**kw):
+    return dict(dict(enrolled=False, pending=False, blocked=False, in_db=False, error=None, detail=""), **kw)
+
+
+@pytest.mark.parametrize("text,rc,expected", [
+    ("SKIP: /c.der is already enrolled\n", 0, _mok(enrolled=True, detail="/c.der is already enrolled")),
+    ("/c.der is already in the built-in trusted keyring\n", 0,
+     _mok(enrolled=True, detail="/c.der is already in the built-in trusted keyring")),
+    ("/c.der is already in db\n", 0, _mok(enrolled=True, in_db=True, detail="/c.der is already in db")),
+    ("/c.der is not enrolled\n", 1, _mok(detail="/c.der is not enrolled")),
+    ("/c.der is already in the enrollment request\n", 0,
+     _mok(pending=True, detail="/c.der is already in the enrollment request")),
+    ("/c.der is blocked in dbx\n", 0, _mok(blocked=True, detail="/c.der is blocked in dbx")),
+    ("CA of /c.der is blocked\n", 255, _mok(blocked=True, detail="CA of /c.der is blocked")),
+    ("Failed to read /c.der\n", 255, _mok(error="Failed to read /c.der", detail="Failed to read /c.der")),
+    ("EFI variables are not supported on this system\n", 1,
+     _mok(error="EFI variables are not supported on this system",
+          detail="EFI variables are not supported on this system")),
+    ("sh: 1: mokutil: not found\n", 127, _mok(error="mokutil is not installed", detail="mokutil is not installed")),
+    ("odd\nother\n", 7, _mok(error="unrecognised mokutil --test-key output (rc 7): odd",
+                             detail="unrecognised mokutil --test-key output (rc 7): odd")),
+    ("", None, _mok(error="unrecognised mokutil --test-key output (rc None): no output",
+                    detail="unrecognised mokutil --test-key output (rc None): no output")),
+])
+def test_mok_test_key_whole_record(text, rc, expected):
+    assert K.parse_mok_test_key(text, rc) == expected
+
+
+def test_dkms_version_inside_other_text_and_none():
+    assert K.parse_dkms_version(["", "dkms-3.0.10"]) == (3, 0, 10)
+    assert K.parse_dkms_version(None) is None
+
+
+# --- next boot kernel: boundaries ----------------------------------------------------------------------------------
+
+def test_next_kernel_single_name_paths_and_order_of_skips():
+    assert K.next_boot_kernel("/boot/vmlinuz-6.1.0-30-amd64", "6.1.0-28-amd64") == "6.1.0-30-amd64"
+    assert K.next_boot_kernel({"name": "vmlinuz-6.1.0-30-amd64"}, None) == "6.1.0-30-amd64"
+    # vmlinux- images (e.g. ppc64le) count as kernels too.
+    assert K.next_boot_kernel(["/boot/vmlinux-5.14.0-503.14.1.el9_5.ppc64le"], None, "rpm") == "5.14.0-503.14.1.el9_5.ppc64le"
+    # A skipped name (rescue image, unreadable version) does not end the search.
+    assert K.next_boot_kernel(["vmlinuz-0-rescue-abc", "vmlinuz-6.1.0-30-amd64"], "6.1.0-28-amd64") == "6.1.0-30-amd64"
+    assert K.next_boot_kernel(["vmlinuz-custom", "vmlinuz-6.1.0-30-amd64"], "6.1.0-28-amd64") == "6.1.0-30-amd64"
+    # A find result without a path or name is no kernel.
+    assert K.next_boot_kernel([{}], "6.1.0-28-amd64") == "6.1.0-28-amd64"
+    # An empty default is no default.
+    assert K.next_boot_kernel(BOOT, None, "deb", "") == "6.1.0-30-amd64"
+
+
+def test_next_kernel_scheme_decides_the_order():
+    # GRUB's "~rc" rewrite makes 6.1.0-rc7 older than 6.1.0 for Debian; rpm order has it newer.
+    kernels = ["6.1.0", "6.1.0-rc7-amd64"]
+    assert K.next_boot_kernel(kernels, None, "deb") == "6.1.0"
+    assert K.next_boot_kernel(kernels, None, "rpm") == "6.1.0-rc7-amd64"
+    with pytest.raises(K.KmodError, match=r"^scheme must be deb or rpm, got 'apk'$"):
+        K.next_boot_kernel(kernels, None, "apk")
+
+
+@pytest.mark.parametrize("scheme,kernels", [
+    ("deb", ["6.1.0-28-amd64", "6.1.00-28-amd64"]),
+    ("rpm", ["5.14.0-503.14.1.el9_5.x86_64", "5.14.0-503.014.1.el9_5.x86_64"]),
+])
+def test_next_kernel_ties_keep_the_first(scheme, kernels):
+    # GRUB's version_find_latest replaces its pick only on version_test_gt (strictly greater).
+    assert K.next_boot_kernel(kernels, None, scheme) == kernels[0]
+    assert K.next_boot_kernel(kernels[::-1], None, scheme) == kernels[1]
+
+
+# --- headers packages: boundaries and messages ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("dist,expected", [
+    ("Debian", ["linux-headers-6.1.0-28-amd64", "linux-headers-amd64"]),
+    ("Ubuntu", ["linux-headers-6.1.0-28-amd64", "linux-headers-amd64"]),
+])
+def test_headers_packages_from_the_distribution_alone_debian(dist, expected):
+    assert K.headers_packages("6.1.0-28-amd64", dist) == expected
+    assert K.headers_packages("6.1.0-28-amd64", dist, "") == expected
+
+
+@pytest.mark.parametrize("dist", ["RedHat", "CentOS", "Rocky", "AlmaLinux", "OracleLinux", "Fedora"])
+def test_headers_packages_from_the_distribution_alone_redhat(dist):
+    assert K.headers_packages("5.14.0-503.14.1.el9_5.x86_64", dist) == [
+        "kernel-devel-5.14.0-503.14.1.el9_5.x86_64", "kernel-devel", "kernel-headers"]
+
+
+@pytest.mark.parametrize("release,dist,family,message", [
+    ("5.14.0-503.14.1.el9_5.x86_64", "SLES", None,
+     "kernel headers packages are known for the Debian and RedHat OS families, not None (SLES)"),
+    ("6.1.0-28-amd64", None, None,
+     "kernel headers packages are known for the Debian and RedHat OS families, not None (unknown distribution)"),
+    # The OS family wins over the distribution.
+    ("6.1.0-28-amd64", "Debian", "Suse",
+     "kernel headers packages are known for the Debian and RedHat OS families, not 'Suse' (Debian)"),
+    ("5.14.0-503.14.1.el9_5.x86_64", "Rocky", "Suse",
+     "kernel headers packages are known for the Debian and RedHat OS families, not 'Suse' (Rocky)"),
+    ("6.1.0", "Debian", "Debian",
+     "kernel release '6.1.0' has no flavour suffix (expected e.g. 6.1.0-28-amd64 or 5.15.0-119-generic)"),
+    ("6.8.12-4-pve", "Debian", "Debian",
+     "kernel 6.8.12-4-pve is a Proxmox VE kernel: its headers are not linux-headers-* packages; give the headers "
+     "packages explicitly"),
+    ("6.8.12-4-custom-pve", "Debian", "Debian",
+     "kernel 6.8.12-4-custom-pve is a Proxmox VE kernel: its headers are not linux-headers-* packages; give the "
+     "headers packages explicitly"),
+    ("amd64", "Debian", "Debian", "kernel release 'amd64' is not a kernel release (expected e.g. 6.1.0-28-amd64)"),
+    (" ", "Debian", "Debian", "kernel release ' ' is not a kernel release (expected e.g. 6.1.0-28-amd64)"),
+])
+def test_headers_packages_refusals_name_release_and_reason(release, dist, family, message):
+    with pytest.raises(K.KmodError, match="^%s$" % re.escape(message)):
+        K.headers_packages(release, dist, family)
+
+
+def test_headers_packages_redhat_variants_and_meta():
+    # RHEL 8 real-time kernels carry ".rt<N>" in the release instead of a "+rt" suffix.
+    assert K.headers_packages("4.18.0-553.rt7.342.el8_10.x86_64", "RedHat", "RedHat") == [
+        "kernel-rt-devel-4.18.0-553.rt7.342.el8_10.x86_64", "kernel-rt-devel", "kernel-headers"]
+    # NVIDIA's RHEL 9 command uses kernel-devel-matched; meta=False leaves the metapackage out.
+    assert K.headers_packages("5.14.0-503.14.1.el9_5.x86_64", "RedHat", "RedHat", meta="kernel-devel-matched") == [
+        "kernel-devel-5.14.0-503.14.1.el9_5.x86_64", "kernel-devel-matched", "kernel-headers"]
+    assert K.headers_packages("5.14.0-503.14.1.el9_5.x86_64", "RedHat", "RedHat", meta=False) == [
+        "kernel-devel-5.14.0-503.14.1.el9_5.x86_64", "kernel-headers"]
+    # A custom CONFIG_LOCALVERSION may carry capitals.
+    assert K.headers_packages("5.14.0-503.14.1.el9_5.x86_64.MyBuild", "RedHat", "RedHat")[0] == \
+        "kernel-devel-5.14.0-503.14.1.el9_5.x86_64.MyBuild"
+    # A package named twice is listed once.
+    assert K.headers_packages("6.1.0-28-amd64", "Debian", "Debian", meta="linux-headers-6.1.0-28-amd64") == [
+        "linux-headers-6.1.0-28-amd64"]
+
+
+# --- module check: whole results and messages ----------------------------------------------------------------------
+
+def test_module_check_whole_result_ok_and_unknown_kernel():
+    assert K.module_check(UPGRADE_NEW, "/boot/vmlinuz-6.1.0-28-amd64", "nvidia", "535.261.03") == dict(
+        ok=True, reason="nvidia/535.261.03 is installed for kernel 6.1.0-28-amd64", kernel="6.1.0-28-amd64",
+        module="nvidia", version="535.261.03", entries=[_dkms("nvidia", "535.261.03", "6.1.0-28-amd64", "x86_64", "installed")])
+    for unknown in (None, "", {}):
+        assert K.module_check(UPGRADE_NEW, unknown, "nvidia", "") == dict(
+            ok=False, reason="the kernel the host boots next is unknown, so the nvidia module cannot be checked",
+            kernel=None, module="nvidia", version=None,
+            entries=[_dkms("nvidia", "535.261.03", "6.1.0-28-amd64", "x86_64", "installed")])
+    with pytest.raises(K.KmodError, match=r"^dkms_status must be dkms status text or the list parse_dkms_status returns$"):
+        K.module_check([42], "6.1.0-30-amd64")
+
+
+def test_module_check_reasons_in_full():
+    k30 = "6.1.0-30-amd64"
+    built = K.module_check("nvidia/535.261.03, 6.1.0-30-amd64, x86_64: built\n", k30, version="535.261.03")
+    assert built["reason"] == ("nvidia 535.261.03 module for kernel 6.1.0-30-amd64 is built but not installed "
+                               "(dkms: nvidia/535.261.03 built for 6.1.0-30-amd64)")
+    # Everything dkms knows of the module, by state; each kernel once.
+    status = ("nvidia/535.261.03, 6.1.0-28-amd64, x86_64: installed\n"
+              "nvidia/550.163.01, 6.1.0-28-amd64, x86_64: built\n"
+              "nvidia, 550.163.01, 6.1.0-29-amd64, x86_64: installed-weak from 6.1.0-28-amd64\n"
+              "nvidia/570.86.15: added\nnvidia/575.51.03: added\n"
+              "nvidia/470.256.02: broken\nnvidia/418.226.00: broken\n")
+    assert K.module_check(status, k30)["reason"] == (
+        "no nvidia module for kernel 6.1.0-30-amd64 (dkms: built for 6.1.0-28-amd64, 6.1.0-29-amd64 only; "
+        "nvidia/570.86.15, nvidia/575.51.03 added but not built; nvidia/470.256.02, nvidia/418.226.00 broken)")
+    assert K.module_check("nvidia/535.261.03, 6.1.0-27-amd64, x86_64: built\n", k30)["reason"] == \
+        "no nvidia module for kernel 6.1.0-30-amd64 (dkms: built for 6.1.0-27-amd64 only)"
+    assert K.module_check("nvidia/470.256.02: broken\n", k30)["reason"] == \
+        "no nvidia module for kernel 6.1.0-30-amd64 (dkms: nvidia/470.256.02 broken)"
+    other = K.module_check("nvidia/535.216.03, 6.1.0-30-amd64, x86_64: installed\nnvidia/535.216.03: added\n"
+                           "nvidia/550.163.01: added\n", k30, version="535.261.03")
+    assert other["reason"] == ("no nvidia 535.261.03 module for kernel 6.1.0-30-amd64 (dkms: only other versions: "
+                               "nvidia/535.216.03 on 6.1.0-30-amd64, nvidia/535.216.03, nvidia/550.163.01)")
+    # An empty version is no version.
+    assert K.module_check("", k30, version="")["reason"] == \
+        "no nvidia module for kernel 6.1.0-30-amd64 (dkms: no nvidia module known to dkms)"
+
+
+def test_module_check_prefers_installed_and_lists_notes_and_weak_source():
+    k = "3.10.0-123.el7.x86_64"
+    status = ("nvidia, 535.261.03, 3.10.0-123.el7.x86_64, x86_64: installed-weak from 3.10.0-123.20.1.el7.x86_64\n"
+              "nvidia, 550.163.01, 3.10.0-123.el7.x86_64, x86_64: installed (original_module exists) "
+              "(WARNING! Missing some built modules!)\n")
+    assert K.module_check(status, k)["reason"] == (
+        "nvidia/550.163.01 is installed for kernel 3.10.0-123.el7.x86_64 (dkms notes: original_module exists; "
+        "WARNING! Missing some built modules!)")
+    assert K.module_check(DKMS_WEAK, k, "vboxguest")["reason"] == \
+        "vboxguest/4.3.14 is installed as weak module from 3.10.0-123.20.1.el7.x86_64 for kernel 3.10.0-123.el7.x86_64"
+
+
+def test_module_check_several_names_and_unversioned_modules():
+    status = "nvidia-open/570.86.15, 6.1.0-30-amd64, x86_64: installed\n"
+    ok = K.module_check(status, "6.1.0-30-amd64", ["nvidia-open", "nvidia-current-open"], "570.86.15")
+    assert ok["ok"] is True and ok["reason"] == "nvidia-open/570.86.15 is installed for kernel 6.1.0-30-amd64"
+    assert K.module_check(status, "6.1.0-31-amd64", ["nvidia-open", "nvidia-current-open"])["reason"] == (
+        "no nvidia-open/nvidia-current-open module for kernel 6.1.0-31-amd64 (dkms: built for 6.1.0-30-amd64 only)")
+    assert K.module_check(status, "6.1.0-31-amd64", ["amdgpu"])["reason"] == \
+        "no amdgpu module for kernel 6.1.0-31-amd64 (dkms: no amdgpu module known to dkms)"
+    # Versions that carry no NVIDIA driver version are compared as text.
+    amd = K.module_check(DKMS_AMD_DEBIAN13, "6.12.48+deb13-amd64", "amdgpu", " 6.16.6-2238411.24.04 ")
+    assert amd["ok"] is True
+    assert K.module_check(DKMS_AMD_DEBIAN13, "6.12.48+deb13-amd64", "amdgpu", "6.16.5-2238411.24.04")["ok"] is False
+
+
+# --- Secure Boot plan: whole plans ---------------------------------------------------------------------------------
+
+HEAD = ("Secure Boot is enabled, so the kernel refuses an unsigned nvidia module and the driver will not load after "
+        "the reboot. ")
+
+
+def _steps(cert, key):
+    return ("(1) create the key pair as DKMS does (skip if it exists; dkms >= 3.1: `dkms generate_mok`): openssl req "
+            "-new -x509 -nodes -days 36500 -subj \"/CN=DKMS module signing key\" -newkey rsa:2048 -keyout %s -addext "
+            "\"extendedKeyUsage=codeSigning\" -outform DER -out %s; (2) queue the certificate for enrolment: mokutil "
+            "--import %s (choose a one-time password); (3) reboot and, on the console, in MokManager choose Enroll MOK "
+            "> Continue > Yes, enter that password and reboot; (4) set nvidia_driver_mok_signing_key: %s and "
+            "nvidia_driver_mok_certificate: %s and run the role again." % (key, cert, cert, key, cert))
+
+
+def _plan(ok, action, message, warn=False, secure_boot=True):
+    return dict(ok=ok, action=action, message=message, warn=warn, secure_boot=secure_boot)
+
+
+def test_plan_off_unknown_and_bios_in_full():
+    assert K.secure_boot_plan(False) == _plan(
+        True, "none", "Secure Boot is off (mokutil): the kernel module needs no signature.", secure_boot=False)
+    assert K.secure_boot_plan(K.parse_sb_state("SecureBoot disabled\n", 0)) == _plan(
+        True, "none", "Secure Boot is off (SecureBoot disabled): the kernel module needs no signature.", secure_boot=False)
+    assert K.secure_boot_plan(None) == _plan(True, "none", (
+        "Secure Boot state unknown (not checked): the kernel module is not signed. If Secure Boot is on, the kernel "
+        "refuses the nvidia module after the reboot; install mokutil to have this checked."), warn=True, secure_boot=None)
+    assert K.secure_boot_plan(K.parse_sb_state("\n\nError executing command.", 2))["message"] == (
+        "Secure Boot state unknown (mokutil is not installed): the kernel module is not signed. If Secure Boot is on, "
+        "the kernel refuses the nvidia module after the reboot; install mokutil to have this checked.")
+    assert K.secure_boot_plan(K.parse_sb_state("EFI variables are not supported on this system", 1)) == _plan(
+        True, "none", "No EFI variables (legacy BIOS boot): Secure Boot does not apply, nothing is signed.",
+        secure_boot=None)
+    with pytest.raises(K.KmodError, match=r"^sb_state\.secure_boot must be True, False or None, got 'yes'$"):
+        K.secure_boot_plan(dict(secure_boot="yes"))
+    with pytest.raises(K.KmodError,
+                       match=r"^sb_state must be the result of parse_sb_state, True, False or None, got 'enabled'$"):
+        K.secure_boot_plan("enabled")
+
+
+def test_plan_without_or_with_half_a_key_in_full():
+    assert K.secure_boot_plan(True) == _plan(False, "enroll_key", HEAD + (
+        "Enrol a Machine Owner Key (MOK) once and let DKMS sign the module with it: "
+        + _steps("/var/lib/dkms/mok.pub", "/var/lib/dkms/mok.key")))
+    assert K.secure_boot_plan(SB_ON, KEY, " ") == _plan(False, "configure", HEAD + (
+        "Set both nvidia_driver_mok_signing_key (private key) and nvidia_driver_mok_certificate (DER certificate); "
+        "only the key is set."))
+    assert K.secure_boot_plan(SB_ON, None, CERT) == _plan(False, "configure", HEAD + (
+        "Set both nvidia_driver_mok_signing_key (private key) and nvidia_driver_mok_certificate (DER certificate); "
+        "only the certificate is set."))
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, True, None, False) == _plan(False, "configure", HEAD + (
+        "The signing key /var/lib/dkms/mok.key does not exist on the host; DKMS would then generate a new key pair "
+        "at these paths, overwriting /var/lib/dkms/mok.pub, and sign with a key the firmware does not trust. Put the "
+        "enrolled key pair there or fix nvidia_driver_mok_signing_key."))
+
+
+def test_plan_enrolment_states_in_full():
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, None) == _plan(False, "enroll", HEAD + (
+        "The enrolment of /var/lib/dkms/mok.pub was not checked (mokutil --test-key /var/lib/dkms/mok.pub)."))
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, False) == _plan(False, "enroll", HEAD + (
+        "The certificate /var/lib/dkms/mok.pub is not enrolled: mokutil --import /var/lib/dkms/mok.pub (choose a "
+        "one-time password), reboot and, on the console, in MokManager choose Enroll MOK > Continue > Yes, enter that "
+        "password and reboot; then run the role again."))
+    failed = K.parse_mok_test_key("Failed to open /var/lib/dkms/mok.pub", 255)
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, failed) == _plan(False, "configure", HEAD + (
+        "mokutil cannot test the certificate /var/lib/dkms/mok.pub: Failed to open /var/lib/dkms/mok.pub. "
+        "nvidia_driver_mok_certificate must be the DER certificate of the signing key."))
+    blocked = K.parse_mok_test_key("/var/lib/dkms/mok.pub is blocked in dbx", 0)
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, blocked) == _plan(False, "replace_key", HEAD + (
+        "The certificate /var/lib/dkms/mok.pub is blocked (/var/lib/dkms/mok.pub is blocked in dbx): create a new "
+        "key pair and enrol it: " + _steps(CERT, KEY)))
+    assert K.secure_boot_plan(SB_ON, "/k", "/c", dict(blocked=True))["message"] == HEAD + (
+        "The certificate /c is blocked (dbx/MokListX): create a new key pair and enrol it: " + _steps("/c", "/k"))
+    pending = K.parse_mok_test_key("/var/lib/dkms/mok.pub is already in the enrollment request", 0)
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, pending) == _plan(False, "confirm_enrolment", HEAD + (
+        "The certificate /var/lib/dkms/mok.pub is imported but its enrolment is not confirmed yet: reboot and, on the "
+        "console, in MokManager choose Enroll MOK > Continue > Yes, enter the password given to mokutil --import and "
+        "reboot; then run the role again."))
+    with pytest.raises(K.KmodError,
+                       match=r"^enrolled must be the result of parse_mok_test_key, True, False or None, got 'yes'$"):
+        K.secure_boot_plan(SB_ON, KEY, CERT, "yes")
+
+
+def test_plan_sign_and_dkms_version_boundary_in_full():
+    signs = _plan(True, "sign", "Secure Boot is enabled and /var/lib/dkms/mok.pub is enrolled: DKMS signs the module "
+                  "with /var/lib/dkms/mok.key.")
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, True, "dkms-3.0.4", True) == signs      # the first that reads conf.d
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, True, (3, 0, 4), True) == signs
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, True, "", True) == signs
+    old = _plan(False, "upgrade_dkms", HEAD + (
+        "dkms 3.0.3 reads no /etc/dkms/framework.conf.d (dkms >= 3.0.4 does) and signs only with "
+        "/var/lib/shim-signed/mok/MOK.priv: upgrade dkms or enrol and use that key pair."))
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, True, "dkms-3.0.3", True) == old
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, True, (3, 0, 3), True) == old
+    in_db = K.parse_mok_test_key("/var/lib/dkms/mok.pub is already in db", 0)
+    assert K.secure_boot_plan(SB_ON, KEY, CERT, in_db, None, True)["message"] == (
+        "Secure Boot is enabled and /var/lib/dkms/mok.pub is enrolled (in the firmware db, not MokList: make sure "
+        "this kernel accepts db keys for modules): DKMS signs the module with /var/lib/dkms/mok.key.")
+
+
+def test_dkms_signing_config_whole_text_and_refusals():
+    assert K.dkms_signing_config(" /var/lib/dkms/mok.key ", b"/var/lib/dkms/mok.pub") == (
+        "# Managed by gpuops.provision (role nvidia_driver): DKMS signs the modules it builds with this Machine\n"
+        "# Owner Key, which is enrolled for Secure Boot. Read by dkms >= 3.0.4 from /etc/dkms/framework.conf.d/.\n"
+        'mok_signing_key="/var/lib/dkms/mok.key"\n'
+        'mok_certificate="/var/lib/dkms/mok.pub"\n')
+    with pytest.raises(K.KmodError, match=r"^the MOK signing key path is empty$"):
+        K.dkms_signing_config(" ", CERT)
+    with pytest.raises(K.KmodError, match=r"^the MOK certificate path is empty$"):
+        K.dkms_signing_config(KEY, None)
+    with pytest.raises(K.KmodError, match=re.escape(
+            "the MOK signing key 'mok.key' must be an absolute path or a pkcs11: URI without quotes, backslashes, "
+            "backticks or $ (except ${kernelver})")):
+        K.dkms_signing_config("mok.key", CERT)
+    with pytest.raises(K.KmodError, match=re.escape(
+            "the MOK certificate 'pkcs11:token=mok' must be an absolute path without quotes, backslashes, "
+            "backticks or $ (except ${kernelver})")):
         K.dkms_signing_config(KEY, "pkcs11:token=mok")

@@ -328,3 +328,52 @@ def test_plan_report_lines_and_records_for_every_kind_of_node():
         "gpu-4": {"selected": "all-1g", "result": "planned", "drained": False},
     }
     assert R.plan_report([], {}) == {"lines": [], "nodes": {}}
+
+
+# ---- the rollback entries and the drain report (mig_reconfigure rollback.yml, node_drain drain.yml) ----------------
+
+def test_previous_geometry_restores_changed_gpus_only():
+    gpus = [
+        {"index": 0, "changed": True, "before": {"mig_mode": {"current": "enabled"}, "mig_devices": {"1g.10gb": 7}}},
+        {"index": 1, "changed": True, "before": {"mig_mode": {"current": "disabled"}, "mig_devices": {}}},
+        {"index": 2, "changed": False, "before": {"mig_mode": {"current": "enabled"}, "mig_devices": {"7g.80gb": 1}}},
+        {"index": 3, "changed": True, "before": None},
+        {"index": 4, "changed": True},
+        {"index": 5, "changed": True, "before": {"mig_mode": {"current": "enabled"}, "mig_devices": {"3g.40gb": 2}}},
+    ]
+    assert R.previous_geometry(gpus) == [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+        {"devices": [1], "mig-enabled": False},
+        {"devices": [5], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}},
+    ]
+    assert R.previous_geometry([]) == [] and R.previous_geometry(None) == []
+
+
+def test_drain_blocking_pods_leaves_daemonset_pods_out_in_input_order():
+    def pod(name, owners=None, ns="default"):
+        meta = {"name": name, "namespace": ns}
+        if owners is not None:
+            meta["ownerReferences"] = owners
+        return {"metadata": meta}
+    pods = [pod("z-job", [{"kind": "Job"}]), pod("dcgm", [{"kind": "DaemonSet"}], "gpu-operator"), pod("bare"),
+            pod("no-owners", []), pod("ds-second", [{"kind": "ReplicaSet"}, {"kind": "DaemonSet"}]),
+            pod("ds-first", [{"kind": "DaemonSet"}, {"kind": "ReplicaSet"}])]
+    assert R.drain_blocking_pods(pods) == ["default/z-job", "default/bare", "default/no-owners", "default/ds-second"]
+    assert R.drain_blocking_pods(None) == []
+
+
+def test_roll_summary_says_per_node_what_happened():
+    rows = [
+        ("h1", {"node": "n1", "changed": True}, {"result": "reconfigured", "cordoned_seconds": 41.5}),
+        ("h2", {"node": "n2", "changed": True}, {"result": "failed", "reason": "drain timed out", "cordoned_seconds": None}),
+        ("h3", {"node": "n3", "changed": False, "selected": "all-1g.10gb"}, {}),
+        ("h4", {"changed": True}, {}),
+        ("h5", {}, {}),
+        ("h6", {"node": "n6", "changed": False}, {"cordoned_seconds": 0}),
+    ]
+    assert R.roll_summary(rows, False) == (
+        "n1: reconfigured, cordoned 41.5 s; n2: failed (drain timed out); n3: skipped (already at all-1g.10gb, not "
+        "drained); h4: not reached; h5: skipped (already at ?, not drained); n6: skipped (already at ?, not drained), "
+        "cordoned 0 s")
+    assert R.roll_summary([("h4", {"changed": True}, {})], True) == "h4: would reconfigure"
+    assert R.roll_summary([], False) == ""

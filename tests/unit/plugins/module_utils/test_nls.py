@@ -213,59 +213,69 @@ def _drop(path):
 
 
 SIC = "service_instance_configuration"
+PORT0 = "token svc_port_set_list[0].svc_port_map[0] port is not a TCP port (1-65535)"
 BROKEN = [
     ("", "token file is empty"),
     ("   \n", "token file is empty"),
-    ("abc.def", r"not a JWS compact serialization: 2 dot-separated parts, expected 3"),
-    ("a.b.c.d", r"4 dot-separated parts"),
+    ("abc.def", "token is not a JWS compact serialization: 2 dot-separated parts, expected 3"),
+    ("a.b.c.d", "token is not a JWS compact serialization: 4 dot-separated parts, expected 3"),
     ("!!!." + _jws(_claims()).split(".", 1)[1], "token header is not base64url"),
-    ("abcde." + _jws(_claims()).split(".", 1)[1], r"header is not base64url \(bad length\)"),
+    ("abcde." + _jws(_claims()).split(".", 1)[1], "token header is not base64url (bad length)"),
     (_jws(_claims()).split(".")[0] + ".e30$.sig", "token payload is not base64url"),
-    (_jws(b"{not json"), "token payload is not JSON"),
+    (_jws(b"{not json"), "token payload is not JSON (Expecting property name enclosed in double quotes at line 1 column 2)"),
     (_jws(b"\xff\xfe"), "token payload is not UTF-8 text"),
     (_jws(b"[1, 2]"), "token payload is not a JSON object"),
     (_jws(_claims(), header=b"[]"), "token header is not a JSON object"),
     (_jws(_claims(), signature="a+b/c"), "token signature is not base64url"),
     (_with(_drop([SIC])), "token has no service_instance_configuration"),
     (_with(_set([SIC], "x")), "token has no service_instance_configuration"),
-    (_with(_set([SIC, "svc_port_set_list"], [])), "no endpoints: svc_port_set_list is missing or empty"),
-    (_with(_drop([SIC, "svc_port_set_list"])), "no endpoints: svc_port_set_list is missing or empty"),
-    (_with(_set([SIC, "node_url_list"], [])), "no endpoints: node_url_list is missing or empty"),
-    (_with(_drop([SIC, "node_url_list"])), "no endpoints: node_url_list is missing or empty"),
-    (_with(_set([SIC, "svc_port_set_list", 0, "idx"], True)), r"svc_port_set_list\[0\] has no valid idx"),
-    (_with(_set([SIC, "svc_port_set_list", 0, "idx"], -1)), r"svc_port_set_list\[0\] has no valid idx"),
-    (_with(_set([SIC, "svc_port_set_list", 0], "x")), r"svc_port_set_list\[0\] has no valid idx"),
-    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map"], [])), r"lists no services \(svc_port_map\)"),
+    (_with(_set([SIC, "svc_port_set_list"], [])), "token has no endpoints: svc_port_set_list is missing or empty"),
+    (_with(_drop([SIC, "svc_port_set_list"])), "token has no endpoints: svc_port_set_list is missing or empty"),
+    (_with(_set([SIC, "node_url_list"], [])), "token has no endpoints: node_url_list is missing or empty"),
+    (_with(_drop([SIC, "node_url_list"])), "token has no endpoints: node_url_list is missing or empty"),
+    (_with(_set([SIC, "svc_port_set_list", 0, "idx"], True)), "token svc_port_set_list[0] has no valid idx"),
+    (_with(_set([SIC, "svc_port_set_list", 0, "idx"], -1)), "token svc_port_set_list[0] has no valid idx"),
+    (_with(_set([SIC, "svc_port_set_list", 0], "x")), "token svc_port_set_list[0] has no valid idx"),
+    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map"], [])), "token svc_port_set_list[0] lists no services (svc_port_map)"),
     (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 1, "service"], " ")),
-     r"svc_port_map\[1\] has no service name"),
-    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 0, "port"], 0)), r"port is not a TCP port \(1-65535\)"),
-    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 0, "port"], 65536)), "port is not a TCP port"),
-    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 0, "port"], "https")), "port is not a TCP port"),
-    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 0, "port"], 443.5)), "port is not a TCP port"),
-    (_with(_set([SIC, "node_url_list", 0], "x")), r"node_url_list\[0\] is not an object"),
-    (_with(_set([SIC, "node_url_list", 0, "url"], "")), r"node_url_list\[0\] url is not a host name or address"),
-    (_with(_set([SIC, "node_url_list", 0, "url"], "two words")), "url is not a host name or address"),
-    (_with(_set([SIC, "node_url_list", 0, "url"], "https://")), "url is not a host name or address"),
-    (_with(_set([SIC, "node_url_list", 0, "url"], 42)), "url is not a host name or address"),
-    (_with(_set([SIC, "node_url_list", 0, "svc_port_set_idx"], 3)), "svc_port_set_idx the token does not have"),
-    (_with(_drop([SIC, "node_url_list", 0, "svc_port_set_idx"])), "svc_port_set_idx the token does not have"),
+     "token svc_port_set_list[0].svc_port_map[1] has no service name"),
+    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 0, "port"], 0)), PORT0),
+    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 0, "port"], 65536)), PORT0),
+    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 0, "port"], "https")), PORT0),
+    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 0, "port"], 443.5)), PORT0),
+    (_with(_set([SIC, "node_url_list", 0], "x")), "token node_url_list[0] is not an object"),
+    (_with(_set([SIC, "node_url_list", 0, "url"], "")), "token node_url_list[0] url is not a host name or address"),
+    (_with(_set([SIC, "node_url_list", 0, "url"], "two words")), "token node_url_list[0] url is not a host name or address"),
+    (_with(_set([SIC, "node_url_list", 0, "url"], "https://")), "token node_url_list[0] url is not a host name or address"),
+    (_with(_set([SIC, "node_url_list", 0, "url"], 42)), "token node_url_list[0] url is not a host name or address"),
+    (_with(_set([SIC, "node_url_list", 0, "svc_port_set_idx"], 3)), "token node_url_list[0] points at a svc_port_set_idx the token does not have"),
+    (_with(_drop([SIC, "node_url_list", 0, "svc_port_set_idx"])), "token node_url_list[0] points at a svc_port_set_idx the token does not have"),
     (_with(_set(["exp"], "2038-01-01")), "token claim exp is not a NumericDate"),
     (_with(_set(["iat"], True)), "token claim iat is not a NumericDate"),
     (_with(_set(["exp"], 10 ** 20)), "token claim exp is out of range"),
+    # Padding is stripped from the end only: "abcdX=" is five characters of data, one too many for base64.
+    ("abcdX=." + _jws(_claims()).split(".", 1)[1], "token header is not base64url (bad length)"),
+    ("=abcd." + _jws(_claims()).split(".", 1)[1], "token header is not base64url"),
+    # Only a byte order mark is dropped before the header, no other leading character ("Xe30" is not "e30", {}).
+    ("Xe30.e30.c2ln", "token header is not UTF-8 text"),
+    (_with(_set([SIC, "svc_port_set_list", 0, "svc_port_map", 0], "auth")),
+     "token svc_port_set_list[0].svc_port_map[0] has no service name"),
+    (_with(_set([SIC, "node_url_list", 0, "url"], "[2001:db8::10")), "token node_url_list[0] url is not a host name or address"),
 ]
 
 
 @pytest.mark.parametrize("text, message", BROKEN)
 def test_broken_tokens_are_named(text, message):
-    with pytest.raises(_nls.TokenError, match=message):
+    with pytest.raises(_nls.TokenError) as err:
         _nls.parse_token(text)
+    assert str(err.value) == message
 
 
 def test_token_error_is_a_value_error():
     assert issubclass(_nls.TokenError, ValueError)
-    with pytest.raises(ValueError, match="token is not text"):
+    with pytest.raises(ValueError, match="^token is not text$"):
         _nls.parse_token(None)
-    with pytest.raises(_nls.TokenError, match="token file is not UTF-8 text"):
+    with pytest.raises(_nls.TokenError, match="^token file is not UTF-8 text$"):
         _nls.parse_token(b"\xff\xfe.a.b")
 
 
@@ -414,3 +424,86 @@ def test_autodetect_feature_type():
 ])
 def test_fits_refuses_what_is_no_licence_or_no_series(feature, series, reason):
     assert _nls.fits(feature, series) == (False, reason)
+
+
+# ---- issue 23: every field of the record, both ends of each range, the exact reasons ---------------------------------
+
+def test_every_field_of_a_token_with_key_id_refs_and_odd_values():
+    nodes = [{"url": "DLS-B.example", "url_qr": 123, "svc_port_set_idx": "1"},
+             {"idx": 7, "url": "[2001:db8::10]:8443", "svc_port_set_idx": 0}]
+    sets = [{"idx": 0, "svc_port_map": [{"service": " lease ", "port": 1}]},
+            {"idx": "1", "d_name": " dls ", "svc_port_map": [{"service": "auth", "port": "65535"}]}]
+    claims = _claims(nodes=nodes, port_sets=sets, fulfillment_class_ref_list=["fc-1", 7, "fc-2"],
+                     scope_ref_list="not-a-list", jti=5, iss=None, aud=["NLS Licensed Client", 3], protocol_version=2)
+    parsed = _nls.parse_token(_jws(claims, header={"alg": "RS256", "kid": "key-1"}, signature="c2ln"))
+    assert parsed == {
+        "service_instance": SECRET_REF,
+        "endpoints": [{"host": "dls-b.example", "port": 65535, "service": "auth", "kind": "DLS", "node": 0},
+                      {"host": "2001:db8::10", "port": 1, "service": "lease", "kind": None, "node": 7}],
+        "nodes": [{"idx": 0, "host": "dls-b.example", "url_qr": None, "port_set": 1, "d_name": " dls ", "kind": "DLS"},
+                  {"idx": 7, "host": "2001:db8::10", "url_qr": None, "port_set": 0, "d_name": None, "kind": None}],
+        "issued_at": "2026-01-01T00:00:00Z", "not_before": "2026-01-01T00:00:00Z", "expires_at": "2038-01-01T00:00:00Z",
+        "token_id": None, "issuer": None, "audience": ["NLS Licensed Client"], "protocol_version": None,
+        "update_mode": "ABSOLUTE", "scope_refs": [], "fulfillment_class_refs": ["fc-1", "fc-2"],
+        "algorithm": "RS256", "key_id": "key-1", "signed": True,
+    }
+
+
+def test_node_index_defaults_to_the_position_in_the_list():
+    sets = [{"idx": 0, "d_name": "DLS", "svc_port_map": [{"service": "lease", "port": 443}]}]
+    nodes = [{"idx": 4, "url": "a.example", "svc_port_set_idx": 0}, {"url": "b.example", "svc_port_set_idx": 0},
+             {"idx": "x", "url": "c.example", "svc_port_set_idx": 0}]
+    parsed = _nls.parse_token(_jws(_claims(nodes=nodes, port_sets=sets)))
+    assert [(n["idx"], n["host"]) for n in parsed["nodes"]] == [(4, "a.example"), (1, "b.example"), (2, "c.example")]
+    assert [(e["node"], e["host"]) for e in parsed["endpoints"]] == [(4, "a.example"), (1, "b.example"), (2, "c.example")]
+
+
+def test_cls_host_suffix_with_a_leading_dot_matches_the_domain_and_its_hosts():
+    sets = [{"idx": 0, "d_name": "DLS", "svc_port_map": [{"service": "lease", "port": 443}]}]
+    for host in ("cloud.example", "api.cloud.example"):
+        nodes = [{"idx": 0, "url": host, "svc_port_set_idx": 0}]
+        token = _jws(_claims(nodes=nodes, port_sets=sets))
+        assert _nls.parse_token(token, cls_host_suffixes=(".Cloud.Example",))["endpoints"][0]["kind"] == "CLS"
+    nodes = [{"idx": 0, "url": "notcloud.example", "svc_port_set_idx": 0}]
+    token = _jws(_claims(nodes=nodes, port_sets=sets))
+    assert _nls.parse_token(token, cls_host_suffixes=(".cloud.example",))["endpoints"][0]["kind"] == "DLS"
+
+
+def test_header_json_error_names_the_part_line_and_column():
+    with pytest.raises(_nls.TokenError) as err:
+        _nls.parse_token(_jws(_claims(), header=b'{"alg":\n  }'))
+    assert str(err.value) == "token header is not JSON (Expecting value at line 2 column 3)"
+
+
+def test_targets_keep_token_order_and_each_service_once():
+    parsed = {"endpoints": [
+        {"host": "b", "port": 443, "service": "auth", "kind": "DLS", "node": 0},
+        {"host": "a", "port": 443, "service": "lease", "kind": "CLS", "node": 1},
+        {"host": "b", "port": 443, "service": "auth", "kind": "DLS", "node": 2},
+        {"host": "b", "port": 80, "service": "lease", "kind": "DLS", "node": 0},
+        {"host": "b", "port": 443, "service": "lease", "kind": "DLS", "node": 0}]}
+    assert _nls.targets(parsed) == [{"host": "b", "port": 443, "kind": "DLS", "services": ["auth", "lease"]},
+                                    {"host": "a", "port": 443, "kind": "CLS", "services": ["lease"]},
+                                    {"host": "b", "port": 80, "kind": "DLS", "services": ["lease"]}]
+    assert _nls.targets({}) == [] and _nls.targets({"endpoints": None}) == []
+
+
+@pytest.mark.parametrize("value, name", [
+    ("NVIDIA-RTX", "vws"), (" vDWS ", "vws"), ("ai enterprise", "compute"), ("some-new name", "some_new_name"),
+    (" 4 ", "compute"), (False, "unknown"),
+])
+def test_feature_name_spellings(value, name):
+    assert _nls.feature_name(value) == name
+
+
+def test_accepted_is_the_current_documents_by_default():
+    assert _nls.accepted("C") == ("compute",)
+    assert [_nls.accepted(s) for s in ("q", " A ", None)] == [("vws",), ("vapps",), ()]
+    assert _nls.accepted("B", vws_covers_c=True) == ("vpc", "vws")
+
+
+def test_fits_lists_every_accepted_licence_in_the_reason():
+    assert _nls.fits("vapps", "B") == (False, "vapps does not license B-series vGPUs (needs vpc or vws)")
+    assert _nls.fits("vpc", "GRID A100-4C", vws_covers_c=True) == (
+        False, "vpc does not license C-series vGPUs (needs compute or vws)")
+    assert _nls.fits("compute", " c ") == (True, "compute licenses C-series vGPUs")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import datetime
+import os
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -471,3 +473,84 @@ def test_junit_escapes_markup_in_evidence():
     xml = P.junit_xml([rep])
     root = ET.fromstring(xml.split("\n", 1)[1])
     assert "<b>&c" in root.find("testsuite/testcase/failure").get("message")
+
+
+@pytest.mark.parametrize("toleration,tolerated", [
+    ({"operator": "Exists"}, True),                                              # wildcard
+    ({"operator": "Exists", "effect": "NoSchedule"}, True),
+    ({"operator": "Exists", "effect": "NoExecute"}, False),                      # another effect
+    ({"key": "gpuops.io/preflight", "operator": "Exists"}, True),
+    ({"key": "gpuops.io/preflight", "value": "pending"}, True),                  # Equal is the default operator
+    ({"key": "gpuops.io/preflight", "operator": "Equal", "value": "pending", "effect": ""}, True),
+    ({"key": "gpuops.io/preflight", "operator": "Equal", "value": "other"}, False),
+    ({"key": "gpuops.io/preflight"}, False),                                     # Equal with no value
+    ({"key": "other", "operator": "Exists"}, False),
+    ({"operator": "Equal"}, False),                                              # no key needs Exists
+    ({"value": "pending"}, False),
+])
+def test_tolerates_as_kubernetes_toleration_tolerates_taint(toleration, tolerated):
+    assert P.tolerates([toleration], "gpuops.io/preflight", "pending", "NoSchedule") is tolerated
+    # any one toleration of the list is enough
+    assert P.tolerates([{"key": "other", "operator": "Exists"}, toleration], "gpuops.io/preflight", "pending",
+                       "NoSchedule") is tolerated
+
+
+def test_tolerates_a_taint_without_value_and_no_tolerations():
+    assert P.tolerates([{"key": "k", "operator": "Equal"}], "k", None, "NoSchedule") is True
+    assert P.tolerates([{"key": "k", "value": "v"}], "k", "", "NoSchedule") is False
+    assert P.tolerates([], "k", "v", "NoSchedule") is False
+    assert P.tolerates(None, "k", "v", "NoSchedule") is False
+
+
+# ---- the record per check and what is derived from it ---------------------------------------------------------------
+
+def test_default_checks_per_node_role_come_from_the_records():
+    health = ("gpu_count", "gpu_ecc", "gpu_memory", "gpu_xid", "gpu_pcie", "gpu_thermal", "gpu_persistence", "gpu_dcgm")
+    lic = ("driver_version", "license", "license_service", "license_feature", "mig_pending")
+    assert P.DEFAULT_CHECKS == {
+        "passthrough_host": ("iommu_active", "iommu_isolation", "vfio_bound", "kernel_args"),
+        "k8s_worker": lic + ("mig_geometry", "kernel_args") + health,
+        "vgpu_guest": lic + ("mig_geometry", "kernel_args") + health,
+        "k8s_dra_worker": lic + ("kernel_args", "dra_driver", "dra_cdi", "dra_mig") + health,
+    }
+    assert P.DRA_CHECK_IDS == ("dra_driver", "dra_cdi", "dra_mig") and P.HEALTH_CHECK_IDS == health
+    assert set(P.CHECKS) == set(P.TITLES) == set(P.CHECK_IDS) and len(P.CHECK_IDS) == len(P.RECORDS) == 21
+    assert all(set(c.facts) <= set(P.FACTS) and set(c.roles) <= set(P.NODE_ROLES) and c.roles for c in P.RECORDS)
+
+
+def _gathered_before(checks):
+    """What roles/node_preflight/tasks/gather.yml read for ``checks`` before the records said it (its `when:` tests)."""
+    out = set()
+    if set(checks) & {"iommu_active", "iommu_isolation", "vfio_bound", "kernel_args"}:
+        out.add("iommu")
+    if any(re.match("gpu_|dra_|driver_version$|mig_pending$", c) for c in checks):
+        out.add("gpu")
+    if any(re.match("gpu_", c) for c in checks):
+        out.add("health")
+    for check, fact in (("gpu_xid", "xid"), ("mig_geometry", "mig"), ("dra_cdi", "cdi"), ("gpu_dcgm", "dcgm"),
+                        ("driver_version", "driver")):
+        if check in checks:
+            out.add(fact)
+    if any(re.match("license", c) for c in checks):
+        out.add("license")
+    return out
+
+
+@pytest.mark.parametrize("checks", [[c] for c in P.CHECK_IDS] + [list(v) for v in P.DEFAULT_CHECKS.values()] + [[]])
+def test_needs_reads_what_the_gather_tasks_read_for_the_checks(checks):
+    got = P.needs(checks)
+    assert set(got) == _gathered_before(checks)
+    assert got == [f for f in P.FACTS if f in got]      # in FACTS order, no duplicates
+
+
+def test_needs_ignores_unknown_ids_and_none():
+    assert P.needs(["no_such_check"]) == [] and P.needs(None) == []
+    assert P.needs(["gpu_dcgm", "license"]) == ["gpu", "health", "license", "dcgm"]
+
+
+def test_docs_table_lists_every_check_in_record_order_with_its_node_roles():
+    with open(os.path.join(os.path.dirname(__file__), "../../../../docs/preflight.md"), encoding="utf-8") as fh:
+        rows = re.findall(r"^\| `([a-z_]+)` \| .* \| ([^|]+) \|$", fh.read(), re.M)
+    assert tuple(check_id for check_id, _roles in rows) == P.CHECK_IDS
+    for check_id, roles in rows:
+        assert tuple(re.findall(r"`([a-z0-9_]+)`", roles)) == tuple(r for r in P.NODE_ROLES if check_id in P.DEFAULT_CHECKS[r])

@@ -348,3 +348,426 @@ def test_plan_graphics_vgpu_mode_where_the_server_lacks_it_fails_naming_host_dev
     with pytest.raises(VgpuError, match="vgpu_mode must be one of sameSize, mixedSize"):
         _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="0000:3b:00.0", vgpu_mode="equal")],
                             known_devices=["0000:3b:00.0"])
+
+
+# ---- issue 23: every field, every message, both sides of each boundary ----------------------------------------------
+
+@pytest.mark.parametrize("name,expect", [
+    ("grid_a100-4c", dict(name="grid_a100-4c", board="a100", fb_gb=4, series="c", mig_slices=None)),
+    ("GRID_A100-3-20C", dict(name="GRID_A100-3-20C", board="a100", fb_gb=20, series="c", mig_slices=3)),
+    ("nvidia_l40s-48qx1", dict(name="nvidia_l40s-48qx1", board="l40s", fb_gb=48, series="q", mig_slices=None)),
+])
+def test_parse_profile_returns_every_field_and_lowers_board_and_series(name, expect):
+    assert _vgpu.parse_profile(name) == expect
+
+
+@pytest.mark.parametrize("name", ["grid_a100-4c\n", "grid_a100-4c-", "grid_a100-4", "_a100-4c"])
+def test_parse_profile_rejects_trailing_garbage(name):
+    assert _vgpu.parse_profile(name) is None
+
+
+def test_max_framebuffer_keeps_the_largest_whatever_the_order_and_skips_unknown_names():
+    assert _vgpu.max_framebuffer(["grid_a100-40c", "grid_a100-4c", "bogus", "grid_a100-7-80c"]) == {"a100": 40}
+    assert _vgpu.max_framebuffer([]) == {}
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("8.0.3", (8, 0, 3)), ("8.0.3.0", (8, 0, 3)), ("550.90.05", (550, 90, 5)), ("ESXi 7.0", (7, 0)), (8, (8,)),
+    (None, None), ("", None), ("unknown", None),
+])
+def test_parse_version(text, expect):
+    assert _vgpu.parse_version(text) == expect
+
+
+def test_multi_vgpu_rules_explicit_choice_is_the_whole_table_entry_plus_basis():
+    for entry in _vgpu.MULTI_VGPU_RULES[:3]:
+        assert _vgpu.multi_vgpu_rules(entry["name"], "6.0.0", "1.0") == dict(entry, basis="multi_vgpu_rules=%s" % entry["name"])
+    current = dict(_vgpu.MULTI_VGPU_RULES[0], basis="ESXi 8.0.3, NVIDIA driver 550.90.05")
+    assert _vgpu.multi_vgpu_rules("auto", "8.0.3", "550.90.05") == current
+    assert _vgpu.multi_vgpu_rules() == dict(_vgpu.MULTI_VGPU_RULES[2], basis="ESXi unknown, NVIDIA driver unknown")
+    # The shared table is never written into.
+    assert not any("basis" in r for r in _vgpu.MULTI_VGPU_RULES)
+
+
+def test_multi_vgpu_rules_bad_choice_names_the_choices_and_the_value():
+    with pytest.raises(VgpuError, match=r"^multi_vgpu_rules must be one of auto, current, vsphere8, legacy, got 'newest'$"):
+        _vgpu.multi_vgpu_rules("newest")
+
+
+@pytest.mark.parametrize("esxi,driver,name", [
+    ("8.0.0", "550", "current"),  # both minimums met exactly
+    ("8.0.0", "549.99.99", "vsphere8"),  # one driver release short
+    ("7.99.99", "550.90.05", "legacy"),  # one ESXi release short of 8.0.0
+    ("6.7.3", "550.90.05", "legacy"),
+    ("6.7.2", "550.90.05", "single"),
+])
+def test_multi_vgpu_rules_boundaries(esxi, driver, name):
+    assert _vgpu.multi_vgpu_rules("auto", esxi, driver)["name"] == name
+
+
+def test_multi_vgpu_errors_one_vgpu_is_never_checked_two_are():
+    assert _vgpu.multi_vgpu_errors(["bogus"], A100) == []
+    assert _vgpu.multi_vgpu_errors(["bogus", "bogus"], A100) == [
+        "profile bogus: unrecognised name, cannot prove it allows multiple vGPUs"]
+
+
+def test_multi_vgpu_errors_count_limit_boundary_and_override():
+    four, five = ["grid_a100-40c"] * 4, ["grid_a100-40c"] * 5
+    assert _vgpu.multi_vgpu_errors(four, A100) == []
+    assert _vgpu.multi_vgpu_errors(five, A100) == ["5 vGPUs requested, at most 4 are allowed per VM"]
+    assert _vgpu.multi_vgpu_errors(four, A100, max_vgpus=3) == ["4 vGPUs requested, at most 3 are allowed per VM"]
+    assert _vgpu.multi_vgpu_errors(five, A100, max_vgpus=5) == []
+
+
+def test_multi_vgpu_errors_lists_every_reason_in_order():
+    legacy = _vgpu.multi_vgpu_rules("legacy")
+    errs = _vgpu.multi_vgpu_errors(["grid_l40s-8a", "grid_a100-3-20b", "grid_a100-4c", "x"], A100 + L40S, rules=legacy)
+    assert errs == [
+        "profile x: unrecognised name, cannot prove it allows multiple vGPUs",
+        "multiple vGPUs must be of one board type, got a100, l40s",
+        "multiple vGPUs must be of one series, got A, B, C",
+        "profile grid_a100-3-20b: only Q- and C-series profiles allow multiple vGPUs",
+        "profile grid_a100-3-20b: MIG-backed profiles cannot be combined on one VM before vSphere 8.0",
+        "profile grid_l40s-8a: only Q- and C-series profiles allow multiple vGPUs",
+        "multiple vGPUs must all use the same profile, got grid_a100-3-20b, grid_a100-4c, grid_l40s-8a, x",
+        "profile grid_a100-4c: multiple vGPUs need the full-framebuffer profile (grid_a100-40c)",
+        "profile grid_l40s-8a: multiple vGPUs need the full-framebuffer profile (grid_l40s-48a)",
+    ]
+
+
+def test_multi_vgpu_errors_full_framebuffer_only_for_boards_offered():
+    # Nothing offered for the board: no full-framebuffer profile to demand.
+    assert _vgpu.multi_vgpu_errors(["grid_a100-20c"] * 2, L40S) == []
+    assert _vgpu.multi_vgpu_errors(["grid_a100-20c"] * 2, A100) == [
+        "profile grid_a100-20c: multiple vGPUs need the full-framebuffer profile (grid_a100-40c)"]
+    # One MIG-backed and one time-sliced: a single time-sliced profile is no "same profile" error under vsphere8.
+    v8 = _vgpu.multi_vgpu_rules("vsphere8")
+    assert _vgpu.multi_vgpu_errors(["grid_a100-3-20c", "grid_a100-40c"], A100, rules=v8) == []
+    # Mixed sizes allowed: no full-framebuffer demand either.
+    assert _vgpu.multi_vgpu_errors(["grid_a100-20c"] * 2, A100, rules=_vgpu.multi_vgpu_rules("current")) == []
+
+
+def test_hosts_offering_needs_every_profile_and_tolerates_no_offer():
+    offers = {"b": ["p1", "p2"], "a": ["p1", "p2", "p3"], "c": ["p1"], "d": None}
+    assert _vgpu.hosts_offering(["p1", "p2"], offers) == ["a", "b"]
+    assert _vgpu.hosts_offering([], offers) == ["a", "b", "c", "d"]
+
+
+def test_validate_profiles_messages():
+    offers = {"esx1": ["grid_a100-40c", "grid_a100-4c"], "esx2": ["grid_l40s-48q"]}
+    with pytest.raises(VgpuError, match=r"^VM vm1: unknown placement 'rack'$"):
+        _vgpu.validate_profiles("vm1", ["grid_a100-4c"], "esx1", offers, placement="rack")
+    with pytest.raises(VgpuError) as e:
+        _vgpu.validate_profiles("vm1", ["grid_l40s-48q", "grid_x-1q"], "esx1", offers)
+    assert str(e.value) == ("VM vm1: profile grid_l40s-48q is not offered by host esx1, only by esx2 (use placement=cluster "
+                            "to allow them); profile grid_x-1q is not offered by host esx1 (offered: grid_a100-40c, grid_a100-4c)")
+    with pytest.raises(VgpuError, match=r"^VM vm1: profile grid_x-1q is not offered by host esx9 \(offered: none\)$"):
+        _vgpu.validate_profiles("vm1", ["grid_x-1q"], "esx9", offers)
+    with pytest.raises(VgpuError, match=r"^VM vm1: profile grid_x-1q is not offered by any host in the cluster of esx1$"):
+        _vgpu.validate_profiles("vm1", ["grid_x-1q"], "esx1", offers, placement="cluster")
+    with pytest.raises(VgpuError, match=r"^VM vm1: no single host offers all of grid_a100-4c, grid_l40s-48q$"):
+        _vgpu.validate_profiles("vm1", ["grid_l40s-48q", "grid_a100-4c"], "esx1", offers, placement="cluster")
+
+
+def test_validate_profiles_empty_list_and_eligible_hosts():
+    offers = {"esx2": A100, "esx1": A100, "esx3": L40S}
+    assert _vgpu.validate_profiles("vm1", [], "esx1", offers) == ["esx1"]
+    assert _vgpu.validate_profiles("vm1", [], "esx1", offers, placement="cluster") == ["esx1", "esx2", "esx3"]
+    assert _vgpu.validate_profiles("vm1", ["grid_a100-4c"], "esx1", offers) == ["esx1"]
+    assert _vgpu.validate_profiles("vm1", ["grid_a100-4c"], "esx1", offers, placement="cluster") == ["esx1", "esx2"]
+
+
+def test_validate_profiles_rejection_names_the_requested_host_or_the_first_rejected():
+    offers = {"esx1": A100, "esx2": A100}
+    with pytest.raises(VgpuError) as e:
+        _vgpu.validate_profiles("vm1", ["grid_a100-4c"] * 2, "esx2", offers)
+    assert str(e.value) == ("VM vm1 on host esx2: profile grid_a100-4c: multiple vGPUs need the full-framebuffer profile "
+                            "(grid_a100-40c) (multi-vGPU rules legacy: multi_vgpu_rules=legacy)")
+    with pytest.raises(VgpuError, match=r"^VM vm1 on host esx1: .*\(multi-vGPU rules legacy"):
+        _vgpu.validate_profiles("vm1", ["grid_a100-4c"] * 2, "esx9", offers, placement="cluster")
+    # The count limit of one host's rules: the other host still qualifies.
+    rules = {"esx1": _vgpu.multi_vgpu_rules("current")}
+    assert _vgpu.validate_profiles("vm1", ["grid_a100-4c"] * 2, "esx1", offers, placement="cluster",
+                                   host_rules=rules) == ["esx1"]
+    assert _vgpu.validate_profiles("vm1", ["grid_a100-40c"] * 5, "esx1", offers, placement="cluster", max_vgpus=5) == [
+        "esx1", "esx2"]
+
+
+def test_validate_profiles_full_framebuffer_is_judged_against_the_richest_offer_in_scope():
+    offers = {"esx1": ["grid_a100-20c"], "esx2": ["grid_a100-20c", "grid_a100-40c"]}
+    # On esx1 alone 20c is the biggest offer.
+    assert _vgpu.validate_profiles("vm1", ["grid_a100-20c"] * 2, "esx1", offers) == ["esx1"]
+    with pytest.raises(VgpuError, match=r"full-framebuffer profile \(grid_a100-40c\)"):
+        _vgpu.validate_profiles("vm1", ["grid_a100-20c"] * 2, "esx1", offers, placement="cluster")
+
+
+def test_diff_vgpus_returns_the_devices_sorted_by_key():
+    cur = [dev(203, "b"), dev(201, "a"), dev(202, "c"), dev(200, "a")]
+    assert _vgpu.diff_vgpus(cur, ["a", "b", "d"]) == dict(keep=[dev(200, "a"), dev(203, "b")],
+                                                          remove=[dev(201, "a"), dev(202, "c")], add=["d"])
+
+
+def test_extra_config_boundaries_and_message():
+    with pytest.raises(VgpuError, match=r"^mmio_size_gb must be a positive number of GiB, got 0$"):
+        _vgpu.plan_extra_config({}, None, 0)
+    assert _vgpu.plan_extra_config({}, None, 1) == {_vgpu.MMIO_SIZE_KEY: "1"}
+    assert _vgpu.plan_extra_config({}, False, None) == {_vgpu.MMIO_ENABLE_KEY: "FALSE"}
+    assert _vgpu.plan_extra_config({_vgpu.MMIO_ENABLE_KEY: "false", _vgpu.MMIO_SIZE_KEY: 64}, False, 64) == {}
+    assert _vgpu.plan_extra_config({_vgpu.MMIO_SIZE_KEY: "64"}, None, 128) == {_vgpu.MMIO_SIZE_KEY: "128"}
+
+
+def test_power_plan_messages():
+    with pytest.raises(VgpuError, match=r"^VM vm1: unknown power_policy 'reboot'$"):
+        _vgpu.plan_power("vm1", "poweredOff", False, "reboot")
+    with pytest.raises(VgpuError, match=r"^VM vm1 is suspended; resume and shut it down before changing vGPUs$"):
+        _vgpu.plan_power("vm1", "suspended", True, "shutdown_guest")
+    assert _vgpu.plan_power("vm1", "suspended", False, "fail") == dict(power_off=None, power_on_after=False)
+    with pytest.raises(VgpuError) as e:
+        _vgpu.plan_power("vm1", "poweredOn", True, "fail")
+    assert str(e.value) == ("VM vm1 is poweredOn; vGPUs can only be changed on a powered-off VM "
+                            "(set power_policy=power_off or shutdown_guest to allow a power cycle)")
+
+
+@pytest.mark.parametrize("n,p", [(0, 1), (1, 1), (2, 2), (3, 4), (64, 64), (65, 128)])
+def test_next_power_of_two(n, p):
+    assert _vgpu.next_power_of_two(n) == p
+
+
+@pytest.mark.parametrize("profiles,size", [
+    (["grid_a100-32c"], 64),  # 2 x 32 = 64 exactly
+    (["grid_a100-33c"], 128),  # 66 -> 128
+    (["grid_l40s-48c"], 128),  # 96 -> 128
+    (["grid_l40s-48c", "bogus"], 128),  # unknown names add nothing
+    ([], 64),
+])
+def test_c_series_mmio_size_boundaries(profiles, size):
+    assert _vgpu.c_series_mmio_gb(profiles) == size
+
+
+def test_c_series_messages_name_every_profile_once():
+    with pytest.raises(VgpuError) as e:
+        _vgpu.plan_c_series("vm1", ["grid_a100-40c", "grid_a100-20c", "grid_a100-40c", "grid_l40s-48q"], "bios", {})
+    assert str(e.value) == ("VM vm1: C-series vGPU profiles grid_a100-20c, grid_a100-40c need EFI firmware, the VM boots "
+                            "with BIOS firmware; NVIDIA requires EFI boot and 64-bit MMIO for C-series vGPUs on ESXi (the "
+                            "guest OS must be installed in EFI mode, so changing the firmware needs a reinstall)")
+    with pytest.raises(VgpuError, match=r"^VM vm1: C-series vGPU profile grid_a100-4c needs 64-bit MMIO; use_64bit_mmio=false "
+                                        r"contradicts that$"):
+        _vgpu.plan_c_series("vm1", ["grid_a100-4c"], None, {}, use_64bit_mmio=False)
+    with pytest.raises(VgpuError, match=r"^VM vm1: C-series vGPU profile grid_a100-4c needs at least 64 GB of MMIO space, "
+                                        r"mmio_size_gb=63 is less$"):
+        _vgpu.plan_c_series("vm1", ["grid_a100-4c"], "efi", {}, mmio_size_gb=63)
+
+
+def test_c_series_values():
+    # Unknown firmware is not refused; explicit values at the minimum are kept.
+    assert _vgpu.plan_c_series("vm1", ["grid_a100-40c"], None, {}, True, 64) == (True, 64)
+    # Not C-series: whatever the caller gave, even on BIOS.
+    assert _vgpu.plan_c_series("vm1", ["grid_l40s-48q", "bogus"], "bios", {}, False, 8) == (False, 8)
+    # The size already on the VM: exactly enough stays, one less is raised, garbage is replaced.
+    assert _vgpu.plan_c_series("vm1", ["grid_a100-40c"], "efi", {_vgpu.MMIO_SIZE_KEY: " 128 "}) == (True, None)
+    assert _vgpu.plan_c_series("vm1", ["grid_a100-40c"], "efi", {_vgpu.MMIO_SIZE_KEY: "127"}) == (True, 128)
+    assert _vgpu.plan_c_series("vm1", ["grid_a100-40c"], "efi", {_vgpu.MMIO_SIZE_KEY: "big"}) == (True, 128)
+
+
+def test_plan_vm_returns_every_field():
+    mmio = {_vgpu.MMIO_ENABLE_KEY: "FALSE", "other": "x"}
+    plan = _vgpu.plan_vm("vm1", "esx1", [dev(201, "grid_a100-4c"), dev(200, "grid_a100-40c")],
+                         ["grid_a100-40c", "grid_a100-40c"], {"esx1": A100, "esx2": A100}, "poweredOn", False, mmio,
+                         placement="cluster", power_policy="shutdown_guest", firmware="efi")
+    assert plan == dict(
+        vm="vm1", host="esx1", eligible_hosts=["esx1", "esx2"], changed=True,
+        remove=[dev(201, "grid_a100-4c")], add=["grid_a100-40c"], keep=[dev(200, "grid_a100-40c")],
+        lock_memory=True, extra_config={_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "256"},
+        power=dict(power_off="guest", power_on_after=True),
+        before=dict(profiles=["grid_a100-40c", "grid_a100-4c"], memory_reservation_locked_to_max=False,
+                    extra_config={_vgpu.MMIO_ENABLE_KEY: "FALSE"}),
+        after=dict(profiles=["grid_a100-40c", "grid_a100-40c"], memory_reservation_locked_to_max=True,
+                   extra_config={_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "256"}))
+
+
+@pytest.mark.parametrize("desired,reserve,locked,changed,lock", [
+    ([], True, False, False, False),  # no vGPU: no memory lock needed
+    (["grid_l40s-48q"], False, False, False, False),  # the caller does not want the reservation
+    (["grid_l40s-48q"], True, True, False, False),  # already locked
+    (["grid_l40s-48q"], True, False, True, True),
+])
+def test_plan_vm_memory_lock(desired, reserve, locked, changed, lock):
+    current = [dev(200, p) for p in desired]
+    plan = _vgpu.plan_vm("vm1", "esx1", current, desired, {"esx1": L40S}, "poweredOn", locked, {},
+                         reserve_all_memory=reserve, power_policy="power_off")
+    assert (plan["changed"], plan["lock_memory"]) == (changed, lock)
+    assert plan["power"] == dict(power_off="hard" if changed else None, power_on_after=changed)
+    assert plan["after"]["memory_reservation_locked_to_max"] == (locked or lock)
+
+
+def test_plan_vm_passes_placement_limits_and_rules_on():
+    offers = {"esx1": A100, "esx2": A100}
+    rules = {"esx1": _vgpu.multi_vgpu_rules("current"), "esx2": _vgpu.multi_vgpu_rules("current")}
+    plan = _vgpu.plan_vm("vm1", "esx1", [], ["grid_a100-4c"] * 2, offers, "poweredOff", False, {}, placement="cluster",
+                         host_rules=rules, use_64bit_mmio=True, mmio_size_gb=64)
+    assert plan["eligible_hosts"] == ["esx1", "esx2"]
+    assert plan["extra_config"] == {_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "64"}
+    with pytest.raises(VgpuError, match=r"3 vGPUs requested, at most 2 are allowed per VM"):
+        _vgpu.plan_vm("vm1", "esx1", [], ["grid_a100-40c"] * 3, offers, "poweredOff", False, {}, max_vgpus=2)
+
+
+def test_plan_graphics_messages():
+    cur = dict(default_graphics_type="shared", assignment_policy="performance", devices={})
+    with pytest.raises(VgpuError, match=r"^host esx1: default_graphics_type must be one of shared, sharedDirect$"):
+        _vgpu.plan_graphics("esx1", cur, "direct")
+    with pytest.raises(VgpuError, match=r"^host esx1: assignment_policy must be one of performance, consolidation$"):
+        _vgpu.plan_graphics("esx1", cur, None, "spread")
+    with pytest.raises(VgpuError, match=r"^host esx1: device 0000:3b:00.0 is listed twice in devices \(entries 1 and 3\); "
+                                        r"give each device once$"):
+        _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="3b:00.0", graphics_type="shared"),
+                                                  dict(pci_id="5e:00.0", graphics_type="shared"),
+                                                  dict(pci_id="0000:3B:00.0", graphics_type="sharedDirect")])
+    with pytest.raises(VgpuError, match=r"^host esx1: graphics device 3b:00.0 not found \(devices: none\)$"):
+        _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="3b:00.0", graphics_type="shared")], known_devices=[])
+    with pytest.raises(VgpuError, match=r"^host esx1: device 0000:3b:00.0: set graphics_type, vgpu_mode or both$"):
+        _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="3b:00.0")])
+    with pytest.raises(VgpuError, match=r"^host esx1: device 0000:3b:00.0: graphics_type must be one of shared, sharedDirect$"):
+        _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="3b:00.0", graphics_type="direct")])
+    with pytest.raises(VgpuError, match=r"^pci_id is required for every device entry$"):
+        _vgpu.plan_graphics("esx1", cur, devices=[dict(graphics_type="shared")])
+
+
+def test_plan_graphics_returns_every_field_and_leaves_the_input_alone():
+    cur = dict(default_graphics_type="shared", assignment_policy="performance", devices={"0000:3b:00.0": "shared"},
+               vgpu_modes={"0000:3b:00.0": "sameSize"})
+    p = _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="3B:00.0", vgpu_mode="mixedSize"),
+                                                  dict(pci_id="5e:00.0", vgpu_mode="sameSize"),
+                                                  dict(pci_id="af:00.0", graphics_type="sharedDirect", vgpu_mode="sameSize")],
+                            known_devices=["0000:3B:00.0", "0000:5e:00.0", "0000:af:00.0"], vgpu_mode_unsupported="")
+    assert p == dict(host="esx1", changed=True,
+                     before=dict(default_graphics_type="shared", assignment_policy="performance",
+                                 devices={"0000:3b:00.0": "shared"}, vgpu_modes={"0000:3b:00.0": "sameSize"}),
+                     after=dict(default_graphics_type="shared", assignment_policy="performance",
+                                devices={"0000:3b:00.0": "shared", "0000:5e:00.0": "shared", "0000:af:00.0": "sharedDirect"},
+                                vgpu_modes={"0000:3b:00.0": "mixedSize", "0000:5e:00.0": "sameSize",
+                                            "0000:af:00.0": "sameSize"}))
+    assert cur == dict(default_graphics_type="shared", assignment_policy="performance", devices={"0000:3b:00.0": "shared"},
+                       vgpu_modes={"0000:3b:00.0": "sameSize"})
+    assert _vgpu.plan_graphics("esx1", {}) == dict(host="esx1", changed=False, before=dict(
+        default_graphics_type=None, assignment_policy=None, devices={}, vgpu_modes={}), after=dict(
+        default_graphics_type=None, assignment_policy=None, devices={}, vgpu_modes={}))
+
+
+@pytest.mark.parametrize("given,expect", [
+    ("3b:00.0", "0000:3b:00.0"), (" 3B:00.7 ", "0000:3b:00.7"), ("0000:3b:00.0", "0000:3b:00.0"),
+    ("3b:00.8", "3b:00.8"), ("3b:00.0.1", "3b:00.0.1"),
+])
+def test_normalize_pci_id(given, expect):
+    assert _vgpu.normalize_pci_id(given) == expect
+
+
+@pytest.mark.parametrize("vib,expect", [
+    (None, None), ("", None), ("535.154", "535.154"), ("v535.154.02", "535.154.02"), ("10.535.1", None),
+    ("99.154.02", None), ("1.2.3-535.154.02", "535.154.02"),
+])
+def test_driver_version_edges(vib, expect):
+    assert _vgpu.driver_version(vib) == expect
+
+
+def test_match_driver_vib_by_vendor_and_name_order():
+    pkgs = [dict(name="b-Driver", vendor="NVIDIA"), dict(name=None, vendor="NVIDIA"), dict(name="a-driver", vendor="NVIDIA"),
+            dict(name="tools", vendor=None), dict(name="x", vendor="VMware")]
+    assert _vgpu.match_driver_vib(pkgs, r"NVIDIA") == dict(name="a-driver", vendor="NVIDIA")
+    assert _vgpu.match_driver_vib(pkgs[1:2], r"NVIDIA") == dict(name=None, vendor="NVIDIA")
+    assert _vgpu.match_driver_vib([dict(vendor="x"), dict(name="nvidia-mgmt"), dict(name="nvidia-a")], r"^nvidia") == dict(
+        name="nvidia-a")
+    assert _vgpu.match_driver_vib([], r"NVIDIA") is None
+
+
+def test_sensor_component_edges():
+    assert _vgpu.parse_sensor_component("NVIDIA drv 1.2") == dict(vendor="NVIDIA", name="drv", version="1.2")
+    assert _vgpu.parse_sensor_component("NVIDIA drv") is None
+    assert _vgpu.parse_sensor_component(None) is None
+
+
+@pytest.mark.parametrize("hosts,expect", [
+    ({}, dict(consistent=True, versions={}, missing=[], majority=None)),
+    ({"a": "1"}, dict(consistent=True, versions={"1": ["a"]}, missing=[], majority="1")),
+    ({"b": "1", "a": "1", "c": ""}, dict(consistent=False, versions={"1": ["a", "b"]}, missing=["c"], majority="1")),
+    ({"a": None}, dict(consistent=False, versions={}, missing=["a"], majority=None)),
+    ({"a": "2", "b": "1"}, dict(consistent=False, versions={"2": ["a"], "1": ["b"]}, missing=[], majority="1")),
+    ({"a": "2", "b": "1", "c": "2"}, dict(consistent=False, versions={"2": ["a", "c"], "1": ["b"]}, missing=[], majority="2")),
+])
+def test_drift_report_every_field(hosts, expect):
+    assert _vgpu.drift_report(hosts) == expect
+
+
+def test_max_framebuffer_of_a_board_whose_largest_profile_is_named_0():
+    # M60-0Q/0B are the 512 MB profiles: the frame buffer in the name is 0.
+    assert _vgpu.max_framebuffer(["grid_m60-0q", "grid_m60-0b"]) == {"m60": 0}
+
+
+def test_match_driver_vib_does_not_match_a_missing_name_or_vendor():
+    assert _vgpu.match_driver_vib([dict(vendor="VMware"), dict(name="esx-base")], r"X") is None
+
+
+def test_plan_graphics_more_messages():
+    cur = dict(default_graphics_type="shared", assignment_policy="performance", devices={})
+    with pytest.raises(VgpuError, match=r"^host esx1: device 0000:3b:00.0: vgpu_mode must be one of sameSize, mixedSize$"):
+        _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="3b:00.0", vgpu_mode="equal")])
+    with pytest.raises(VgpuError, match=r"^host esx1: graphics device 0000:99:00.0 not found \(devices: 0000:3b:00.0, "
+                                        r"0000:5e:00.0\)$"):
+        _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="0000:99:00.0", graphics_type="shared")],
+                            known_devices=["0000:5e:00.0", "0000:3b:00.0"])
+
+
+def test_plan_graphics_mode_only_entry_keeps_the_devices_own_type():
+    cur = dict(default_graphics_type="sharedDirect", assignment_policy="performance", devices={"0000:3b:00.0": "shared"})
+    p = _vgpu.plan_graphics("esx1", cur, devices=[dict(pci_id="3b:00.0", vgpu_mode="sameSize")])
+    assert p["after"]["devices"] == {"0000:3b:00.0": "shared"}
+    assert p["after"]["vgpu_modes"] == {"0000:3b:00.0": "sameSize"}
+
+
+def test_plan_vm_after_keeps_the_unchanged_mmio_settings():
+    have = {_vgpu.MMIO_ENABLE_KEY: "FALSE", _vgpu.MMIO_SIZE_KEY: "128", "other": "x"}
+    plan = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_l40s-48q")], ["grid_l40s-48q"], {"esx1": L40S}, "poweredOff", True,
+                         have, use_64bit_mmio=True)
+    assert plan["changed"] is True
+    assert plan["extra_config"] == {_vgpu.MMIO_ENABLE_KEY: "TRUE"}
+    assert plan["before"]["extra_config"] == {_vgpu.MMIO_ENABLE_KEY: "FALSE", _vgpu.MMIO_SIZE_KEY: "128"}
+    assert plan["after"]["extra_config"] == {_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "128"}
+
+
+def test_plan_vm_an_added_vgpu_alone_is_a_change():
+    plan = _vgpu.plan_vm("vm1", "esx1", [], ["grid_l40s-48q"], {"esx1": L40S}, "poweredOff", True, {})
+    assert (plan["changed"], plan["add"], plan["remove"], plan["extra_config"], plan["lock_memory"]) == (
+        True, ["grid_l40s-48q"], [], {}, False)
+    plan = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_l40s-48q")], [], {"esx1": L40S}, "poweredOff", True, {})
+    assert (plan["changed"], plan["remove"]) == (True, [dev(200, "grid_l40s-48q")])
+
+
+def test_plan_vm_passes_the_callers_mmio_values_to_the_c_series_rules():
+    args = ("vm1", "esx1", [], ["grid_a100-40c"], {"esx1": A100}, "poweredOff", False, {})
+    with pytest.raises(VgpuError, match=r"^VM vm1: C-series vGPU profile grid_a100-40c needs 64-bit MMIO; "
+                                        r"use_64bit_mmio=false contradicts that$"):
+        _vgpu.plan_vm(*args, use_64bit_mmio=False)
+    assert _vgpu.plan_vm(*args, mmio_size_gb=256)["extra_config"] == {_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "256"}
+
+
+def test_plan_vm_errors_name_the_vm():
+    with pytest.raises(VgpuError, match=r"^VM vm1 is poweredOn; vGPUs can only be changed on a powered-off VM"):
+        _vgpu.plan_vm("vm1", "esx1", [], ["grid_l40s-48q"], {"esx1": L40S}, "poweredOn", True, {})
+    with pytest.raises(VgpuError, match=r"^VM vm1: profile grid_x-1q is not offered by host esx1"):
+        _vgpu.plan_vm("vm1", "esx1", [], ["grid_x-1q"], {"esx1": L40S}, "poweredOff", True, {})
+
+
+def test_validate_profiles_lists_every_other_host_and_every_multi_vgpu_reason():
+    offers = {"esx1": A100, "esx2": L40S, "esx3": L40S}
+    with pytest.raises(VgpuError, match=r"^VM vm1: profile grid_l40s-48q is not offered by host esx1, only by esx2, esx3 "):
+        _vgpu.validate_profiles("vm1", ["grid_l40s-48q"], "esx1", offers)
+    with pytest.raises(VgpuError) as e:
+        _vgpu.validate_profiles("vm1", ["grid_a100-4c"] * 5, "esx1", offers)
+    assert str(e.value) == ("VM vm1 on host esx1: 5 vGPUs requested, at most 4 are allowed per VM; profile grid_a100-4c: "
+                            "multiple vGPUs need the full-framebuffer profile (grid_a100-40c) (multi-vGPU rules legacy: "
+                            "multi_vgpu_rules=legacy)")
+
+
+def test_validate_profiles_cluster_rejection_names_the_requested_host_when_it_is_rejected_too():
+    offers = {"esx1": A100, "esx2": A100}
+    with pytest.raises(VgpuError, match=r"^VM vm1 on host esx2: "):
+        _vgpu.validate_profiles("vm1", ["grid_a100-4c"] * 2, "esx2", offers, placement="cluster")

@@ -368,3 +368,14 @@ def test_modprobe_plan_carries_its_own_other_keys_and_reports_before():
     assert plan["content"] == vs.render_conf("RmPVMRL=0x00040013;Keep=1")
     with pytest.raises(SchedulerError, match=r"^host pve-1: vGPU scheduler: unknown policy 'x'"):
         vs.modprobe_plan([], {"policy": "x"}, mine, H)
+
+
+def test_running_lists_the_gpus_that_answer_the_scheduler_queries():
+    gpus = [{"pci_address": "0000:17:00.0", "vgpu_scheduler": {"supported": True, "description": "fixed_share (arr)"}},
+            {"pci_address": "0000:65:00.0", "vgpu_scheduler": {"supported": False, "description": "x"}},
+            {"pci_address": "0000:b3:00.0", "vgpu_scheduler": None},
+            {"pci_address": "0000:ca:00.0"},
+            {"pci_address": "0000:e3:00.0", "vgpu_scheduler": {"supported": True}}]
+    assert vs.running(gpus) == [{"address": "0000:17:00.0", "running": "fixed_share (arr)"},
+                                {"address": "0000:e3:00.0", "running": None}]
+    assert vs.running([]) == []

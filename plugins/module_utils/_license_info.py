@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the nvidia_license_info module reports: gridd.conf and the token files on disk, each GPU's licence through
+the NVML adapter, and (optionally) whether the licence service answers. The decisions are _license's (pure)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import stat
+from typing import Any
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _license, _nls_probe
+from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml
+
+DEFAULT_TOKEN_DIR = "/etc/nvidia/ClientConfigToken"
+
+
+def read_gridd(gridd_conf: str, token_dir: str | None) -> dict[str, Any]:
+    try:
+        with open(gridd_conf, encoding="utf-8") as fh:
+            settings = _license.parse_gridd_conf(fh.read())
+        exists = True
+    except FileNotFoundError:
+        settings, exists = {}, False
+    token_dir = token_dir or settings.get("ClientConfigTokenPath") or DEFAULT_TOKEN_DIR
+    tokens = []
+    if os.path.isdir(token_dir):
+        for name in sorted(os.listdir(token_dir)):
+            if not name.endswith(".tok"):
+                continue
+            st = os.stat(os.path.join(token_dir, name))
+            tokens.append({"name": name, "mode": "%04o" % stat.S_IMODE(st.st_mode), "size": st.st_size})
+    return _license.gridd_summary(settings, exists, gridd_conf, token_dir, tokens)
+
+
+def read_gpus(nvml: Nvml, now: datetime.datetime) -> list[dict[str, Any]]:
+    gpus = []
+    for index in range(nvml.count()):
+        try:
+            dev, identity = nvml.identity(index)
+            gpus.append(_license.gpu_licence(index, identity, nvml.virtualization(dev), nvml.licence(dev), now))
+        except nvml.nv.NVMLError as e:
+            gpus.append({"index": index, "error": nvml.describe(e)})
+    return gpus
+
+
+def collect(p: dict[str, Any], nvml: Nvml) -> tuple[dict[str, Any], str | None]:
+    """The module's result for its parameters ``p``, and the failure message (None when it did not fail)."""
+    result: dict[str, Any] = {"changed": False, "nvml": {"available": False, "reason": None, "driver_version": None},
+                              "licensed": None, "vgpu_guest": False, "gpus": []}
+    try:
+        result["gridd"] = read_gridd(p["gridd_conf"], p["token_dir"])
+    except (OSError, UnicodeDecodeError) as e:
+        return result, "cannot read the gridd configuration: %s" % e
+    problems = _bounds.out_of_range(p, {"connect_timeout": (1, 300, "seconds per connection")})
+    if problems:
+        return result, "; ".join(problems)
+    if p["service_check"]:
+        gridd = result["gridd"]
+        result["service"] = _nls_probe.check_service(gridd["token_dir"], [t["name"] for t in gridd["tokens"]],
+                                                     p["connect_timeout"], p["validate_certs"], p["ca_path"])
+    if not nvml.open():
+        result["nvml"]["reason"] = nvml.reason
+        return result, None
+    try:
+        result["nvml"]["driver_version"] = nvml.system()["driver_version"]
+        result["nvml"]["available"] = True
+        result["gpus"] = read_gpus(nvml, datetime.datetime.now(datetime.timezone.utc))
+    except nvml.nv.NVMLError as e:
+        return result, "reading NVML failed: %s" % nvml.describe(e)
+    finally:
+        nvml.close()
+    good = [g for g in result["gpus"] if "error" not in g]
+    result["licensed"] = _license.overall(good)
+    if len(good) != len(result["gpus"]) and result["licensed"]:
+        result["licensed"] = False  # a GPU NVML cannot answer for is not known to be licensed
+    result["vgpu_guest"] = any(g.get("virtualization_mode") == "vgpu" for g in good)
+    return result, None

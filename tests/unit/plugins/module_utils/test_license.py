@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_license: gridd.conf, the licence entry of each GPU (every field), days left and the host's verdict."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _license as L
+
+NOW = datetime.datetime(2026, 12, 4, 12, 0, tzinfo=datetime.timezone.utc)
+
+GRIDD = """# /etc/nvidia/gridd.conf
+ServerAddress=old
+  FeatureType = 4
+ClientConfigTokenPath="/etc/nvidia/ClientConfigToken"
+EnableUI='FALSE'
+   # indented comment
+# FeatureType=1 (a commented-out setting)
+ServerURL=https://dls.example.com/request?a=b
+Xed=XvalueX
+Quoted="a'
+OneChar="
+Empty=
+no equals sign here
+ServerAddress=dls.example.com
+"""
+
+
+def test_parse_gridd_conf_active_settings_last_wins_quotes_stripped():
+    assert L.parse_gridd_conf(GRIDD) == {
+        "ServerAddress": "dls.example.com", "FeatureType": "4", "ClientConfigTokenPath": "/etc/nvidia/ClientConfigToken",
+        "EnableUI": "FALSE", "Quoted": "\"a'", "OneChar": "\"", "Empty": "",
+        "ServerURL": "https://dls.example.com/request?a=b", "Xed": "XvalueX"}
+    assert L.parse_gridd_conf("") == {} and L.parse_gridd_conf(None) == {}
+    assert L.parse_gridd_conf('A=""') == {"A": ""}
+
+
+@pytest.mark.parametrize("feature,number,name", [
+    ("0", 0, "unlicensed"), ("1", 1, "vgpu"), ("2", 2, "nvidia_rtx"), ("4", 4, "compute"), ("3", 3, "reserved"),
+    ("x", "x", "reserved"), (None, None, None),
+])
+def test_gridd_summary(feature, number, name):
+    settings = {} if feature is None else {"FeatureType": feature}
+    tokens = [{"name": "a.tok", "mode": "0600", "size": 2048}]
+    assert L.gridd_summary(settings, True, "/etc/nvidia/gridd.conf", "/tok", tokens) == {
+        "path": "/etc/nvidia/gridd.conf", "exists": True, "settings": settings, "feature_type": number,
+        "feature_name": name, "token_dir": "/tok", "tokens": tokens}
+
+
+def test_parse_expiry_and_days_left_both_sides_of_a_day():
+    assert L.parse_expiry("2027-05-27T00:08:28Z") == datetime.datetime(2027, 5, 27, 0, 8, 28, tzinfo=datetime.timezone.utc)
+    assert L.parse_expiry("") is None and L.parse_expiry(None) is None
+    day = datetime.timedelta(days=1)
+    assert L.days_left(NOW + day, NOW) == 1
+    assert L.days_left(NOW + day - datetime.timedelta(seconds=1), NOW) == 0
+    assert L.days_left(NOW, NOW) == 0
+    assert L.days_left(NOW - datetime.timedelta(seconds=1), NOW) == -1
+    assert L.days_left("2026-12-14T12:00:00Z", NOW) == 10
+    assert L.days_left(None, NOW) is None and L.days_left("", NOW) is None
+
+
+IDENT = {"uuid": "GPU-1", "model": "NVIDIA L4", "pci_address": "0000:17:00.0"}
+
+
+def entry(**over):
+    base = {"index": 1, "uuid": "GPU-1", "model": "NVIDIA L4", "virtualization_mode": "vgpu", "supported": True,
+            "licensed": True, "feature": "vgpu", "product": "NVIDIA Virtual Compute Server",
+            "expiry_status": "valid", "expiry": "2026-12-24T12:00:00Z", "days_left": 20, "state": "licensed"}
+    base.update(over)
+    return base
+
+
+FEAT = {"feature": "vgpu", "product": "NVIDIA Virtual Compute Server", "enabled": True, "licensed": True,
+        "expiry_status": "valid", "expiry": "2026-12-24T12:00:00Z"}
+
+
+def test_gpu_licence_licensed_with_days_left():
+    lic = {"supported": True, "licensed": True, "features": [FEAT]}
+    assert L.gpu_licence(1, IDENT, {"mode": "vgpu"}, lic, NOW) == entry()
+
+
+def test_gpu_licence_prefers_an_enabled_licensed_feature():
+    off = dict(FEAT, feature="rtx", product="RTX vWS", enabled=False, licensed=True)
+    unlicensed = dict(FEAT, feature="grid", product="vPC", licensed=False)
+    lic = {"supported": True, "licensed": True, "features": [off, unlicensed, FEAT]}
+    assert L.gpu_licence(1, IDENT, {"mode": "vgpu"}, lic, NOW) == entry()
+    # none enabled: all count; none licensed: the first
+    lic = {"supported": True, "licensed": False, "features": [
+        dict(FEAT, enabled=False, licensed=False, feature="a"), dict(FEAT, enabled=False, licensed=False, feature="b")]}
+    assert L.gpu_licence(1, IDENT, {"mode": "vgpu"}, lic, NOW) == entry(licensed=False, feature="a", days_left=None,
+                                                                        state="unlicensed")
+
+
+def test_gpu_licence_licensed_without_expiry_and_not_licensable():
+    lic = {"supported": True, "licensed": True, "features": [dict(FEAT, expiry=None)]}
+    assert L.gpu_licence(1, IDENT, {"mode": "vgpu"}, lic, NOW) == entry(expiry=None, days_left=None)
+    # a GPU that does not support licensing is never licensed, whatever the flag says
+    assert L.gpu_licence(0, {}, None, {"supported": False, "licensed": True}, NOW) == {
+        "index": 0, "uuid": None, "model": None, "virtualization_mode": None, "supported": False, "licensed": False,
+        "feature": None, "product": None, "expiry_status": None, "expiry": None, "days_left": None,
+        "state": "not licensable"}
+
+
+def test_overall():
+    yes, no, na = {"supported": True, "licensed": True}, {"supported": True, "licensed": False}, {"supported": False, "licensed": False}
+    assert L.overall([yes, na]) is True
+    assert L.overall([yes, no]) is False
+    assert L.overall([na]) is None and L.overall([]) is None
