@@ -66,7 +66,7 @@ def is_nvidia_gpu(device):
     return device["vendor"] == NVIDIA_VENDOR and device["class"].startswith(DISPLAY_CLASS_PREFIX)
 
 
-def _slot(address):
+def slot_of(address):
     """'0000:01:00.1' -> '0000:01:00' (the physical device; functions share it)."""
     return address.rsplit(".", 1)[0]
 
@@ -80,7 +80,7 @@ def gpu_isolation(gpu, group_devices):
     foreign = [
         d["address"] for d in group_devices
         if d["address"] != gpu["address"]
-        and _slot(d["address"]) != _slot(gpu["address"])
+        and slot_of(d["address"]) != slot_of(gpu["address"])
         and not d["class"].startswith(BRIDGE_CLASS_PREFIX)
     ]
     if foreign:

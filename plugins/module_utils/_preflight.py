@@ -141,10 +141,6 @@ def check_iommu_isolation(facts, options):
     return result("iommu_isolation", "pass", "; ".join(lines))
 
 
-def _slot(address):
-    return address.rsplit(".", 1)[0]
-
-
 def check_vfio_bound(facts, options):
     err = _source_error(facts, "iommu", "IOMMU facts (iommu_info)")
     if err:
@@ -155,9 +151,9 @@ def check_vfio_bound(facts, options):
     wanted = options["vfio_devices"]
     if wanted in (None, "all"):
         gpus, _missing = _wanted_gpus(io.get("gpus") or [], options["passthrough_gpus"])
-        slots = set(_slot(g["address"]) for g in gpus)
+        slots = set(_iommu.slot_of(g["address"]) for g in gpus)
         # Every function of the card (GPU, HDMI audio, USB-C) goes to the VM together, so all need vfio-pci.
-        expected = sorted(a for a, d in by_addr.items() if _slot(a) in slots and d.get("vendor") == _iommu.NVIDIA_VENDOR)
+        expected = sorted(a for a, d in by_addr.items() if _iommu.slot_of(a) in slots and d.get("vendor") == _iommu.NVIDIA_VENDOR)
         missing = []
     else:
         expected = sorted(str(a).lower() for a in wanted)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _iommu
+
 # `grep -H -s . <sysfs>/*/vendor ...` prints "<path>/<domain:bus:slot.fn>/<attribute>:<value>".
 _PCI_LINE = re.compile(r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])/(vendor|device|class):(0x[0-9a-fA-F]+)$")
 
@@ -60,8 +62,8 @@ def parse_pci_listing(lines: Iterable[str]) -> list[dict[str, str]]:
 def card_functions(pci: list[dict[str, str]], selected: list[str]) -> list[dict[str, str]]:
     """Every function (with vendor and device ids) of the cards of the ``selected`` GPUs: same domain:bus:slot,
     e.g. a GPU's HDMI audio controller."""
-    slots = {re.sub(r"\.[0-7]$", "", addr) for addr in selected}
-    return [f for f in pci if "vendor" in f and "device" in f and f["address"].rsplit(".", 1)[0] in slots]
+    slots = {_iommu.slot_of(addr) for addr in selected}
+    return [f for f in pci if "vendor" in f and "device" in f and _iommu.slot_of(f["address"]) in slots]
 
 
 def stolen_functions(pci: list[dict[str, str]], taken: list[str], ids: list[str]) -> list[dict[str, str]]:
