@@ -18,6 +18,8 @@ from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fl
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_repo as R
 from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
+from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
+from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 
 def _error(msg):
@@ -91,7 +93,7 @@ def driver_package_file(path, driver_version):
 
 @_input
 def driver_branch(version):
-    return V._as_branch(version)  # pylint: disable=protected-access
+    return V.as_branch(version)
 
 
 @_input
@@ -132,6 +134,14 @@ def driver_version_locks(packages, driver_version):
     return D.version_locks(packages, driver_version)
 
 
+def driver_unavailable_message(resolved, host, version):
+    return M.driver_unavailable(_plain(resolved), _plain(host), _plain(version))
+
+
+def driver_off_pin_message(facts, host, version):
+    return M.driver_off_pin(_plain(facts), _plain(host), _plain(version))
+
+
 class FilterModule:
     """gpuops.provision driver filters."""
 
@@ -155,4 +165,6 @@ class FilterModule:
             "driver_package_file": _wrap(driver_package_file),
             "driver_stale_locks": _wrap(driver_stale_locks),
             "driver_version_locks": _wrap(driver_version_locks),
+            "driver_unavailable_message": driver_unavailable_message,
+            "driver_off_pin_message": driver_off_pin_message,
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_roll as R
+from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
 from ansible_collections.gpuops.provision.plugins.plugin_utils._hostvars import host_vars
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
@@ -99,6 +100,10 @@ def mig_pods_matching(pods, selectors):
         raise AnsibleFilterError("gpuops.provision.mig_pods_matching: %s" % e)
 
 
+def mig_invalid_plans_message(plans):
+    return M.mig_invalid_plans(_plain(plans))
+
+
 class FilterModule:
     """gpuops.provision MIG roll filters."""
 
@@ -119,4 +124,5 @@ class FilterModule:
             "mig_drain_blocking": mig_drain_blocking,
             "mig_previous_geometry": mig_previous_geometry,
             "mig_roll_summary": mig_roll_summary,
+            "mig_invalid_plans_message": mig_invalid_plans_message,
         }

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
+from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
 from ansible_collections.gpuops.provision.plugins.plugin_utils._hostvars import host_vars
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
@@ -69,6 +70,10 @@ def preflight_needs(checks):
     return P.needs(_plain(checks or []))
 
 
+def preflight_not_ready_message(report, host, fail_on_warn=False):
+    return M.preflight_not_ready(_plain(report), _plain(host), _plain(fail_on_warn))
+
+
 class FilterModule:
     """gpuops.provision preflight filters."""
 
@@ -81,4 +86,5 @@ class FilterModule:
             "preflight_junit": preflight_junit,
             "preflight_taint_tolerated": preflight_taint_tolerated,
             "preflight_needs": preflight_needs,
+            "preflight_not_ready_message": preflight_not_ready_message,
         }

@@ -11,9 +11,6 @@ them from there.
 from __future__ import annotations
 
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _report
-# Re-exported: this module's names before the model moved to plugin_utils (tests and callers of the old path).
-from ansible_collections.gpuops.provision.plugins.plugin_utils._report import (  # noqa: F401  pylint: disable=unused-import
-    HISTORY_RUNS, changes_from_run_log, fleet_model, host_model, memory_slices, render_html, with_health_history)
 
 
 def report_model(hosts, title="GPU fleet report", generated_at=None, driver_pin=None):

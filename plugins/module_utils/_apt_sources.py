@@ -13,6 +13,8 @@ uses for it. deb822 files are read and written with python-debian; one-line entr
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Optional
 
 try:
     from debian.deb822 import Deb822
@@ -26,11 +28,11 @@ class SourcesError(ValueError):
     """Host sources that disagree among themselves or with the request."""
 
 
-def _norm_uri(uri):
+def _norm_uri(uri: object) -> str:
     return str(uri).strip().rstrip("/") + "/"
 
 
-def _one_line_entries(text):
+def _one_line_entries(text: str) -> Iterator[tuple[str, str, Optional[str]]]:
     """(uri, suite, signed_by) per 'deb' line of a one-line sources file (sources.list(5))."""
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].strip()
@@ -47,7 +49,7 @@ def _one_line_entries(text):
         yield m.group("uri"), m.group("suite"), signed_by
 
 
-def _deb822_entries(text):
+def _deb822_entries(text: str) -> Iterator[tuple[str, str, Optional[str]]]:
     for para in Deb822.iter_paragraphs(text.splitlines(True)):
         if "deb" not in para.get("Types", "").split():
             continue
@@ -60,11 +62,11 @@ def _deb822_entries(text):
                 yield uri, suite, signed_by
 
 
-def host_signed_by(files):
+def host_signed_by(files: Optional[Mapping[str, str]]) -> dict[tuple[str, str], dict[str, str]]:
     """{(uri/, suite): {signed_by values}} from {path: text} of the host's sources files (.list and .sources)."""
     if not HAS_DEB822:
         raise SourcesError("python-debian is required on the controller to read deb822 sources (pip install python-debian)")
-    seen = {}
+    seen: dict[tuple[str, str], dict[str, str]] = {}
     for path, text in sorted((files or {}).items()):
         entries = _deb822_entries(text) if str(path).endswith(".sources") else _one_line_entries(text)
         for uri, suite, signed_by in entries:
@@ -72,7 +74,8 @@ def host_signed_by(files):
     return seen
 
 
-def agreeing_sources(files, uri, suites, components, signed_by="", ignore=()):
+def agreeing_sources(files: Optional[Mapping[str, str]], uri: str, suites: Iterable[str], components: Iterable[str],
+                     signed_by: Optional[str] = "", ignore: Iterable[str] = ()) -> dict[str, Any]:
     """The deb822 text of our entries for ``uri`` and ``suites``, each suite with the host's Signed-By.
 
     ``files``: {path: text} of the host's sources (our own file, ``ignore``, is left out). ``signed_by``: the keyring
@@ -81,9 +84,9 @@ def agreeing_sources(files, uri, suites, components, signed_by="", ignore=()):
     """
     host = host_signed_by({p: t for p, t in (files or {}).items() if p not in set(ignore)})
     wanted = str(signed_by or "").strip()
-    groups = {}
-    chosen = {}
-    origin = {}
+    groups: dict[str, list[str]] = {}
+    chosen: dict[str, str] = {}
+    origin: dict[str, str] = {}
     for suite in suites:
         values = host.get((_norm_uri(uri), suite))
         if values:
@@ -101,7 +104,7 @@ def agreeing_sources(files, uri, suites, components, signed_by="", ignore=()):
             value = wanted or (others.pop() if len(others) == 1 else "")
         chosen[suite] = value
         groups.setdefault(value, []).append(suite)
-    paragraphs = []
+    paragraphs: list[str] = []
     for value, group in groups.items():
         para = Deb822()
         para["Types"] = "deb"

@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible.module_utils.basic import env_fallback
 
 
-def proxmox_argument_spec():
+def proxmox_argument_spec() -> dict[str, Any]:
     """Connection options shared by every Proxmox VE module (group/gpuops.provision.proxmox)."""
     return dict(
         api_host=dict(type="str", required=True, fallback=(env_fallback, ["PROXMOX_HOST"])),
@@ -27,7 +29,7 @@ PROXMOX_REQUIRED_ONE_OF = [("api_password", "api_token_id")]
 PROXMOX_REQUIRED_TOGETHER = [("api_token_id", "api_token_secret")]
 
 
-def vsphere_argument_spec():
+def vsphere_argument_spec() -> dict[str, Any]:
     """Connection options shared by every vSphere module (group/gpuops.provision.vsphere)."""
     return dict(
         hostname=dict(type="str", required=True, fallback=(env_fallback, ["VMWARE_HOST"])),
@@ -41,9 +43,10 @@ def vsphere_argument_spec():
     )
 
 
-def vsphere_host_scope_spec():
-    """The host scope of the modules that change ESXi hosts (doc fragment _vsphere_auth.HOST_SCOPE); the module
-    adds required_one_of=[("cluster", "esxi_hostname")]."""
+def vsphere_host_scope_spec() -> dict[str, Any]:
+    """The vSphere host scope. The modules that change ESXi hosts document it with doc fragment
+    _vsphere_auth.HOST_SCOPE and add required_one_of=[("cluster", "esxi_hostname")]; vsphere_gpu_info documents
+    its own wording and requires neither (no scope reads every host)."""
     return dict(
         datacenter=dict(type="str"),
         cluster=dict(type="str"),

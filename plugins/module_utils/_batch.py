@@ -6,28 +6,34 @@ task's result and message from the per-VM results (pure apart from the threads).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional, TypeVar, Union
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class BatchInvalid(Exception):
     """One or more VMs of a batch cannot be done; nothing was written. ``problems``: one message per VM."""
 
-    def __init__(self, problems):
+    def __init__(self, problems: list[str]) -> None:
         Exception.__init__(self, "; ".join(problems))
         self.problems = problems
 
 
-def invalid_message(exc, batch):
+def invalid_message(exc: BatchInvalid, batch: bool) -> str:
     """The task's message for a BatchInvalid: the one problem, or how many VMs and each of them."""
     if batch and len(exc.problems) > 1:
         return "%d VMs cannot be configured, nothing changed: %s" % (len(exc.problems), exc)
     return str(exc)
 
 
-def pool_map(func, items, workers, catch):
+def pool_map(func: Callable[[T], R], items: Sequence[T], workers: int,
+             catch: tuple[type[BaseException], ...]) -> list[Union[R, BaseException]]:
     """``[func(item) for item in items]`` with up to ``workers`` at a time. Exceptions of the ``catch`` types are
     returned in their item's place; anything else is a bug and propagates (after the calls already started end)."""
-    def call(item):
+    def call(item: T) -> Union[R, BaseException]:
         try:
             return func(item)
         except catch as exc:
@@ -38,7 +44,8 @@ def pool_map(func, items, workers, catch):
         return list(pool.map(call, items))
 
 
-def outcome(results, ident, header, diffs=None):
+def outcome(results: Sequence[dict[str, Any]], ident: str, header: Callable[[dict[str, Any]], str],
+            diffs: Optional[Sequence[Optional[Mapping[str, Any]]]] = None) -> tuple[dict[str, Any], Optional[str]]:
     """(task result, failure message or None) of a batch from its per-VM results, in the task's order.
 
     ``ident``: the key naming a VM in its result; ``header(result)``: the diff header of a VM; ``diffs``: one

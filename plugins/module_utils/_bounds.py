@@ -9,6 +9,9 @@ one the real system accepts (or, for our own waits, one that ends); a value outs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, Optional, Union
+
 DAY = 86400
 
 # option -> (lowest, highest, what the range is)
@@ -28,7 +31,7 @@ MMIO_SIZE_GB = (1, 16384, "GB of 64-bit MMIO space")
 MAX_VGPUS = (1, 8, "vGPUs per VM, the most vSphere 8 allows")
 
 
-def out_of_range(params, bounds, where=""):
+def out_of_range(params: Mapping[str, Any], bounds: Mapping[str, tuple[int, int, str]], where: str = "") -> list[str]:
     """Messages for every ``params[name]`` outside ``bounds[name]`` (None values are not set, so not checked)."""
     problems = []
     for name in sorted(bounds):
@@ -41,7 +44,7 @@ def out_of_range(params, bounds, where=""):
     return problems
 
 
-def tls_verify(validate_certs, ca_path):
+def tls_verify(validate_certs: Optional[bool], ca_path: Optional[str]) -> tuple[Union[str, bool], Optional[str]]:
     """The one TLS rule of every API module: (what to verify against, warning or None).
 
     ``validate_certs`` decides; ``ca_path`` only says which CA to trust while verifying. With verification off the

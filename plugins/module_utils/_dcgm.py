@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Container, Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
 
 STATUSES = ("pass", "fail", "warn", "skip")
 # dcgmi/CommandLineParser.cpp ProcessDiagCommandLine (-r help): 1 quick, 2 medium, 3 long, 4 extended.
@@ -88,7 +90,7 @@ class _Bad(Exception):
     """The JSON is not the shape dcgmi writes; the message says where."""
 
 
-def _text(value):
+def _text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bytes):
@@ -96,12 +98,12 @@ def _text(value):
     return str(value)
 
 
-def _result(rc):
+def _result(rc: Optional[int]) -> dict[str, Any]:
     return {"ran": False, "refused": None, "message": "", "error": None, "version": None, "format": None,
             "rc": rc, "tests": [], "overall": None}
 
 
-def _not_installed(out, err, rc):
+def _not_installed(out: str, err: str, rc: Optional[int]) -> bool:
     """No dcgmi on the node. A shell (the shell module) answers 127 and "dcgmi: command not found" (bash) or
     "dcgmi: not found" (dash); Ansible's command module gets ENOENT from exec and reports rc 2 with empty stdout and
     stderr and msg "[Errno 2] No such file or directory: b'dcgmi'" (ansible-core before 2.19) or "Error executing
@@ -113,7 +115,7 @@ def _not_installed(out, err, rc):
     return rc == 2 and not out.strip() and missing
 
 
-def _classify(message):
+def _classify(message: str) -> str:
     """The refusal a runtime error (or a plain-text failure) stands for."""
     if any(p in message for p in MIG_PHRASES):
         return "mig"
@@ -122,11 +124,11 @@ def _classify(message):
     return "runtime_error"
 
 
-def _lines_with(text, phrases):
+def _lines_with(text: str, phrases: Sequence[str]) -> str:
     return "\n".join(line.strip() for line in text.splitlines() if any(p in line for p in phrases))
 
 
-def _json_object(out):
+def _json_object(out: str) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """The JSON object in stdout. dcgmi may print a line before it ("Error: unable to establish a connection to the
     specified host: ..." when --host does not answer and the embedded engine runs the diagnostic), so when the whole
     text is not JSON, the text from the first "{" to the last "}" is read, as DCGM's own test harness does
@@ -149,7 +151,7 @@ def _json_object(out):
     return doc, None
 
 
-def _status(value, where, warnings, warn_codes):
+def _status(value: object, where: str, warnings: Iterable[tuple[str, Optional[int]]], warn_codes: Container[int]) -> str:
     word = STATUS_WORDS.get(str(value).strip().lower()) if isinstance(value, str) else None
     if word is None:
         raise _Bad("%s: status %r is none of Pass, Fail, Skip, Warn (dcgmi/Diag.cpp HelperDisplayDiagResult)"
@@ -160,7 +162,7 @@ def _status(value, where, warnings, warn_codes):
     return word
 
 
-def _warnings(value, where):
+def _warnings(value: object, where: str) -> list[tuple[str, Optional[int]]]:
     """[(text, error_id)]: 3.0-3.2 wrote one string; 3.3 a list of {"warning", "error_id", ...} per GPU and, for the
     Deployment tests, {"warnings": text, ...} (3.3.9 HelperJsonAddBasicTests); 4.x a list of {"warning", "error_id",
     "error_category", "error_severity"} (4.6.0 HelperJsonAddResult). jsoncpp fills gaps in an array with null."""
@@ -171,6 +173,7 @@ def _warnings(value, where):
     if not isinstance(value, list):
         raise _Bad("%s: 'warnings' is a %s, not a list" % (where, type(value).__name__))
     found = []
+    text: object
     for item in value:
         if item is None:
             continue
@@ -186,7 +189,7 @@ def _warnings(value, where):
     return found
 
 
-def _info(value, where):
+def _info(value: object, where: str) -> str:
     """3.x writes one string, 4.x a list of strings (4.6.0 HelperJsonAddResult NVVS_INFO)."""
     if value is None:
         return ""
@@ -197,7 +200,7 @@ def _info(value, where):
     raise _Bad("%s: 'info' is a %s, not text" % (where, type(value).__name__))
 
 
-def _index(value):
+def _index(value: object) -> Optional[int]:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -207,7 +210,7 @@ def _index(value):
     return None
 
 
-def _entity(result):
+def _entity(result: Mapping[str, Any]) -> tuple[Optional[int], Optional[str]]:
     """(gpu index or None, entity label). 4.x: entity_group/entity_id (e.g. "GPU", 0; "CPU" for the CPU EUD);
     3.3: "gpu_id" ("0" per GPU, an int on a failed Deployment check); 3.0-3.2: "gpu_ids" ("0")."""
     if "entity_id" in result:
@@ -218,7 +221,7 @@ def _entity(result):
     return ident, ("GPU %d" % ident if ident is not None else None)
 
 
-def _entry(category, name, result, where, warn_codes):
+def _entry(category: str, name: str, result: object, where: str, warn_codes: Container[int]) -> dict[str, Any]:
     if not isinstance(result, dict):
         raise _Bad("%s: a result is a %s, not an object" % (where, type(result).__name__))
     warnings = _warnings(result.get("warnings"), where)
@@ -230,7 +233,7 @@ def _entry(category, name, result, where, warn_codes):
             "info": _info(result.get("info"), where)}
 
 
-def _tests(root, key, warn_codes):
+def _tests(root: Mapping[str, Any], key: str, warn_codes: Container[int]) -> list[dict[str, Any]]:
     categories = root.get("test_categories")
     if not isinstance(categories, list):
         raise _Bad("%s.test_categories is a %s, not a list" % (key, type(categories).__name__))
@@ -268,7 +271,7 @@ def _tests(root, key, warn_codes):
     return tests
 
 
-def _overall(tests):
+def _overall(tests: Iterable[Mapping[str, Any]]) -> str:
     statuses = set(t["status"] for t in tests)
     for status in ("fail", "warn", "pass"):
         if status in statuses:
@@ -276,7 +279,7 @@ def _overall(tests):
     return "skip"
 
 
-def _read_run(res, doc, warn_codes):
+def _read_run(res: dict[str, Any], doc: Mapping[str, Any], warn_codes: Container[int]) -> list[dict[str, Any]]:
     """One run's JSON (one entry of "iterations" with -n): fills res, returns the tests."""
     if ROOT_V4 in doc:
         key, res["format"] = ROOT_V4, "dcgm4"
@@ -288,7 +291,7 @@ def _read_run(res, doc, warn_codes):
     root = doc[key]
     if not isinstance(root, dict):
         raise _Bad("%r is a %s, not an object" % (key, type(root).__name__))
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta: Any = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     version = meta.get("version") or doc.get("version") or root.get("version")
     res["version"] = res["version"] or (_text(version) if version else None)
     # HelperDisplayFailureMessage: {NVVS_NAME: {"version", "runtime_error": <message>}} and nothing else.
@@ -304,7 +307,7 @@ def _read_run(res, doc, warn_codes):
     return tests
 
 
-def _legacy(root):
+def _legacy(root: Mapping[str, Any]) -> bool:
     """DCGM 3.0-3.2 (dcgmi/Diag.cpp at v3.2.6 HelperJsonAddResult) keyed the GPU "gpu_ids"; 3.3 renamed it."""
     for cat in root.get("test_categories") or []:
         for test in (cat.get("tests") or []) if isinstance(cat, dict) else []:
@@ -314,7 +317,8 @@ def _legacy(root):
     return False
 
 
-def parse_diag(stdout, stderr="", rc=0, warn_codes=None):
+def parse_diag(stdout: Union[str, bytes, None], stderr: Union[str, bytes, None] = "", rc: Optional[int] = 0,
+               warn_codes: Optional[Iterable[int]] = None) -> dict[str, Any]:
     """What ``dcgmi diag -r <level> -j`` printed -> {ran, refused, message, error, version, format, rc, tests,
     overall}.
 
@@ -344,7 +348,7 @@ def parse_diag(stdout, stderr="", rc=0, warn_codes=None):
         else:
             res["error"] = problem
         return res
-    runs = doc.get("iterations") if isinstance(doc.get("iterations"), list) else [doc]
+    runs: Any = doc.get("iterations") if isinstance(doc.get("iterations"), list) else [doc]
     tests = []
     try:
         for run in runs:
@@ -360,24 +364,24 @@ def parse_diag(stdout, stderr="", rc=0, warn_codes=None):
     return res
 
 
-def _label(test):
+def _label(test: Mapping[str, Any]) -> str:
     who = "GPU %d" % test["gpu"] if test["gpu"] is not None else test["entity"] or "node"
     text = test["warning"] or test["info"] or "no message from DCGM"
     return "%s %s (%s): %s" % (who, test["name"], test["category"], text)
 
 
-def _gpus(tests):
+def _gpus(tests: Iterable[Mapping[str, Any]]) -> str:
     found = sorted(set(t["gpu"] for t in tests if t["gpu"] is not None))
     return ", ".join(str(g) for g in found) if found else "none named"
 
 
-def check_level(level):
+def check_level(level: object) -> int:
     if isinstance(level, bool) or not isinstance(level, int) or level not in LEVELS:
         raise DcgmError("level must be 1-4 (dcgmi diag -r: 1 quick, 2 medium, 3 long, 4 extended), got %r" % (level,))
     return level
 
 
-def judge(parsed, level=1):
+def judge(parsed: Mapping[str, Any], level: int = 1) -> tuple[str, str, str]:
     """The gate's verdict (status, evidence, remedy) on parse_diag's result for ``dcgmi diag -r <level>``."""
     level = check_level(level)
     run = "dcgmi diag -r %d" % level

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _versions
 
@@ -58,7 +60,7 @@ MIN_DRIVER_COMPUTE_DOMAINS = "570.158.01"
 GPU_OPERATOR_MIN_DRIVER = "580"
 
 
-def _floor(value):
+def _floor(value: object) -> _versions.DriverVersion:
     """A DriverVersion from a full version (570.158.01) or a branch (565, R565: its first release)."""
     text = str(value if value is not None else "").strip()
     try:
@@ -69,7 +71,8 @@ def _floor(value):
         raise DraError("minimum driver version: %s" % e)
 
 
-def check_dra_driver(driver_version, compute_domains=False, minimum=None):
+def check_dra_driver(driver_version: Optional[str], compute_domains: bool = False,
+                     minimum: Union[int, str, None] = None) -> tuple[str, str, str]:
     """The loaded NVIDIA driver is new enough for the DRA driver.
 
     driver_version: the version NVML (or the kernel module) reports; a package version is accepted too.
@@ -136,7 +139,7 @@ _VENDOR_CLASS_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
 _DEVICE_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?\Z")
 
 
-def _load_text(text, path):
+def _load_text(text: Union[str, bytes], path: str) -> Any:
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -152,7 +155,8 @@ def _load_text(text, path):
         raise DraError("CDI spec %s is not valid YAML or JSON: %s" % (path, " ".join(str(e).split())))
 
 
-def parse_cdi_spec(text, path, cdi_versions=CDI_VERSIONS):
+def parse_cdi_spec(text: Union[str, bytes, dict[str, Any]], path: Optional[str],
+                   cdi_versions: Sequence[str] = CDI_VERSIONS) -> dict[str, Any]:
     """Read one CDI spec the way container runtimes load it (container-device-interface pkg/cdi/spec.go ReadSpec).
 
     text: the file's content (str or bytes, YAML or JSON: both are read as YAML, as sigs.k8s.io/yaml does), or the
@@ -207,7 +211,7 @@ def parse_cdi_spec(text, path, cdi_versions=CDI_VERSIONS):
     return {"path": path, "cdi_version": version, "kind": kind, "devices": names}
 
 
-def _dir_key(path):
+def _dir_key(path: str) -> str:
     """A directory as runtimes compare it (filepath.Clean); /var/run is taken as /run, its symlink on systemd hosts."""
     clean = posixpath.normpath(str(path))
     if clean == "/var/run" or clean.startswith("/var/run/"):
@@ -215,7 +219,7 @@ def _dir_key(path):
     return clean
 
 
-def _stale_names(names, gpus):
+def _stale_names(names: Iterable[str], gpus: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
     """Toolkit spec entries that do not match the node's GPUs: (GPUs missing from the spec, names of no GPU).
 
     A GPU is covered by its index ("0") or its UUID; MIG entries ("0:1", MIG-...) change with the geometry and
@@ -231,8 +235,9 @@ def _stale_names(names, gpus):
     return missing, unknown
 
 
-def check_dra_cdi(specs, expected_gpus=None, spec_dirs=None, cdi_root=DRA_CDI_ROOT, require_toolkit_spec=False,
-                  toolkit_kind=TOOLKIT_CDI_KIND):
+def check_dra_cdi(specs: Optional[Sequence[Mapping[str, Any]]], expected_gpus: Optional[Iterable[Mapping[str, Any]]] = None,
+                  spec_dirs: Optional[Sequence[str]] = None, cdi_root: str = DRA_CDI_ROOT, require_toolkit_spec: bool = False,
+                  toolkit_kind: str = TOOLKIT_CDI_KIND) -> tuple[str, str, str]:
     """CDI on a DRA node: the runtime reads the directory the DRA driver writes its per-claim specs to, and the
     specs already there load.
 
@@ -250,6 +255,7 @@ def check_dra_cdi(specs, expected_gpus=None, spec_dirs=None, cdi_root=DRA_CDI_RO
                       "then systemctl restart crio" % cdi_root)
     # Runtime side: the DRA driver's prerequisites (site/content/docs/prerequisites.md, "CDI: Enabled in your
     # container runtime ... by default in containerd 2.0+ and CRIO v1.27+"); it writes only to cdi_root.
+    # dirs is None exactly when spec_dirs is: mypy cannot follow that, hence the two type: ignore[arg-type] below.
     dirs = None if spec_dirs is None else [_dir_key(d) for d in spec_dirs]
     if dirs is None:
         warns.append("the container runtime's CDI configuration was not given: not confirmed that it reads %s"
@@ -262,10 +268,10 @@ def check_dra_cdi(specs, expected_gpus=None, spec_dirs=None, cdi_root=DRA_CDI_RO
         remedies.append(runtime_remedy)
     elif _dir_key(cdi_root) not in dirs:
         fails.append("the container runtime reads CDI specs from %s, not from %s where the DRA driver's GPU kubelet "
-                     "plugin writes its per-claim specs" % (", ".join(spec_dirs), cdi_root))
+                     "plugin writes its per-claim specs" % (", ".join(spec_dirs), cdi_root))  # type: ignore[arg-type]
         remedies.append(runtime_remedy)
     else:
-        notes.append("the runtime reads CDI specs from %s" % ", ".join(spec_dirs))
+        notes.append("the runtime reads CDI specs from %s" % ", ".join(spec_dirs))  # type: ignore[arg-type]
 
     good = [s for s in specs or [] if not s.get("error")]
     for bad in [s for s in specs or [] if s.get("error")]:
@@ -280,7 +286,7 @@ def check_dra_cdi(specs, expected_gpus=None, spec_dirs=None, cdi_root=DRA_CDI_RO
             notes.append("not in a directory the runtime reads: %s" % ", ".join(unread))
     # cache.go refresh() resolveConflict(): one device name in two specs of the same directory (same priority) is a
     # conflict and the runtime drops the device; a later directory silently overrides an earlier one.
-    seen = {}
+    seen: dict[tuple[str, str, str], list[str]] = {}
     for spec in good:
         for name in spec["devices"]:
             seen.setdefault((_dir_key(posixpath.dirname(spec["path"])), spec["kind"], name), []).append(spec["path"])
@@ -333,11 +339,11 @@ def check_dra_cdi(specs, expected_gpus=None, spec_dirs=None, cdi_root=DRA_CDI_RO
 AMPERE_MIG_MODELS = ("A100", "A30", "A800")
 
 
-def _gpu_name(gpu):
+def _gpu_name(gpu: Mapping[str, Any]) -> str:
     return "GPU %s (%s)" % (gpu.get("index"), gpu.get("uuid") or gpu.get("model") or "?")
 
 
-def _partitions(gpu):
+def _partitions(gpu: Mapping[str, Any]) -> str:
     """'2x 1g.10gb, 1x 3g.40gb' for the MIG devices gpu_info reports on the GPU, or '' when there are none."""
     counts = dict((str(k), v) for k, v in (gpu.get("mig_devices") or {}).items() if v)
     if counts:
@@ -346,12 +352,13 @@ def _partitions(gpu):
     return "%d GPU instance(s)" % len(instances) if instances else ""
 
 
-def _is_ampere(gpu, models):
+def _is_ampere(gpu: Mapping[str, Any], models: Iterable[str]) -> bool:
     model = str(gpu.get("model") or "")
     return any(re.search(r"(?<![A-Za-z0-9])%s" % re.escape(m), model) for m in models)
 
 
-def check_dra_mig(gpus, mig_target_declared, dra_manages_mig=True, ampere_models=AMPERE_MIG_MODELS):
+def check_dra_mig(gpus: Optional[Iterable[Mapping[str, Any]]], mig_target_declared: bool, dra_manages_mig: bool = True,
+                  ampere_models: Sequence[str] = AMPERE_MIG_MODELS) -> tuple[str, str, str]:
     """MIG on a DRA node: no partitions made by anyone else where the DRA driver manages MIG (DynamicMIG), and no GPU
     stranded in MIG mode without partitions where it only discovers them (static MIG).
 

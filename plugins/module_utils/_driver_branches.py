@@ -43,6 +43,8 @@ NFB is never "the previous branch", and a branch missing from the table only mat
 
 from __future__ import annotations
 
+from typing import Any
+
 CHECKED = "2026-12-01"
 
 KINDS = ("LTSB", "PB", "NFB")
@@ -53,7 +55,7 @@ _DC_2021 = "https://docs.nvidia.com/datacenter/tesla/pdf/NVIDIA_CUDA_Drivers_Sup
 _VGPU_FAQ = "https://docs.nvidia.com/vgpu/faq/latest/hardware.html"
 _VGPU_LIFECYCLE_QUOTE = "https://cidian.kuaisou.com/virtual+gpu+driver"
 
-BRANCHES = (
+BRANCHES: tuple[dict[str, Any], ...] = (
     # vGPU 8; data center LTSB, EOL March 2022.
     dict(branch=418, kind="LTSB", vgpu=8, eol="2022-03", source=_DC_2021),
     # vGPU 9 (earlier table); a vGPU release that is not an LTSB, so PB in vGPU terms; EOL unverified.

@@ -27,6 +27,8 @@ Pure data and functions (no I/O): the nvidia_driver role and the driver filters 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional, Union
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
 
@@ -51,7 +53,7 @@ class PackageError(ValueError):
     """A request that no package set can satisfy (bad flavour for the GPUs, unknown platform)."""
 
 
-def _device_id(value):
+def _device_id(value: Any) -> Optional[int]:
     """PCI device id out of 0x2330 / '2330' / '10de:2330' / an iommu_info gpu entry (dict with vendor, device)."""
     if isinstance(value, dict):
         vendor = value.get("vendor")
@@ -71,14 +73,14 @@ def _device_id(value):
     return _hex_id(text, value, "device")
 
 
-def _hex_id(text, value, what):
+def _hex_id(text: str, value: object, what: str) -> int:
     # A malformed id is the user's error (PackageError, which the filters report), not a bare int() ValueError.
     if not re.match(r"^(0x)?[0-9a-f]{1,4}\Z", text):
         raise PackageError("%r is not a PCI %s id (0x2330, 10de:2330)" % (value, what))
     return int(text, 16)
 
 
-def architecture_class(device):
+def architecture_class(device: int) -> str:
     """'pre-turing' | 'open-only' | 'any' for one NVIDIA PCI device id."""
     if device < TURING_FIRST_DEVICE:
         return "pre-turing"
@@ -87,7 +89,7 @@ def architecture_class(device):
     return "any"
 
 
-def kernel_flavour(requested, branch, gpus=()):
+def kernel_flavour(requested: Optional[str], branch: Union[int, str], gpus: Optional[Iterable[Any]] = ()) -> dict[str, Any]:
     """The kernel-module flavour for a host: dict(flavour, reason, open_only, pre_turing).
 
     ``requested``: 'auto' (NVIDIA's default for the branch, unless the GPUs need the other one), 'open' or
@@ -129,7 +131,7 @@ def kernel_flavour(requested, branch, gpus=()):
     return dict(result, flavour="proprietary", reason="NVIDIA's default before R%d" % OPEN_DEFAULT_BRANCH)
 
 
-def platform_key(distribution, os_family):
+def platform_key(distribution: Optional[str], os_family: Optional[str]) -> str:
     """'debian' | 'ubuntu' | 'redhat' for Ansible's distribution / os_family facts."""
     dist = str(distribution or "").strip().lower()
     family = str(os_family or "").strip().lower()
@@ -142,8 +144,8 @@ def platform_key(distribution, os_family):
     raise PackageError("no NVIDIA driver packaging known for %s (%s)" % (distribution or "?", os_family or "?"))
 
 
-def package_plan(distribution, os_family, major_version, source, flavour, branch, driver_version=None,
-                 persistence=True):
+def package_plan(distribution: Optional[str], os_family: Optional[str], major_version: Union[int, str, None], source: Optional[str],
+                 flavour: str, branch: Union[int, str], driver_version: Optional[str] = None, persistence: bool = True) -> dict[str, Any]:
     """What to install for one host: dict(install, module_stream, pinning_packages, version_lock, extra_repos).
 
     ``install``: the packages to ask for (the rest follows as their dependencies; the pin covers the whole family).
@@ -232,7 +234,7 @@ _NOT_FAMILY_RE = re.compile(r"^(nvidia-container-.*|libnvidia-container.*|nvidia
                             r"|nvidia-mig-manager.*|nvidia-persistenced)\Z")
 
 
-def driver_package_rank(name):
+def driver_package_rank(name: object) -> Optional[int]:
     """Position of ``name`` in DRIVER_PACKAGE_PATTERNS, or None when it is not a driver package."""
     for index, rx in enumerate(_DRIVER_PACKAGE_RES):
         if rx.match(str(name)):
@@ -240,21 +242,21 @@ def driver_package_rank(name):
     return None
 
 
-def is_family_package(name):
+def is_family_package(name: object) -> bool:
     name = str(name)
     return not _NOT_FAMILY_RE.match(name) and any(rx.match(name) for rx in _FAMILY_RES)
 
 
-def driver_packages_in(installed):
+def driver_packages_in(installed: Iterable[str]) -> list[str]:
     """The driver packages among ``installed`` ({name: version}), most telling first."""
     ranked = [(driver_package_rank(n), n) for n in installed]
     return [n for rank, n in sorted((r, n) for r, n in ranked if r is not None)]
 
 
-def family_members(installed, driver_version):
+def family_members(installed: Optional[Mapping[str, Optional[str]]], driver_version: str) -> dict[str, str]:
     """{name: version} of the installed packages that belong to the driver ``driver_version`` (e.g. 535.261.03)."""
     want = V.parse_driver_version(driver_version)
-    members = {}
+    members: dict[str, str] = {}
     for name, version in sorted((installed or {}).items()):
         if not is_family_package(name) or not version:
             continue
@@ -266,7 +268,7 @@ def family_members(installed, driver_version):
     return members
 
 
-def apt_version_pin(driver_version):
+def apt_version_pin(driver_version: str) -> str:
     """The apt 'Pin: version' value for every package revision of a driver (apt's prefix match, versionmatch.cc)."""
     return "%s-*" % V.parse_driver_version(driver_version).text
 
@@ -274,7 +276,7 @@ def apt_version_pin(driver_version):
 _DEB_FILE_RE = re.compile(r"^(?P<name>[a-z0-9][a-z0-9+.-]+)_(?P<version>[0-9][A-Za-z0-9.+~:-]*)_(?P<arch>[a-z0-9-]+)\.deb\Z")
 
 
-def package_file_identity(path, driver_version):
+def package_file_identity(path: Optional[str], driver_version: str) -> dict[str, str]:
     """dict(name, version, arch) of a driver .deb from its file name (Debian policy: <name>_<version>_<arch>.deb,
     the form NVIDIA's licensing portal uses, nvidia-linux-grid-535_535.261.04_amd64.deb); the version must be
     ``driver_version``'s. The file's own control fields are compared on the host before it is installed."""

@@ -46,12 +46,13 @@ def gather(nvml: Nvml, sysfs_root: str, with_profiles: bool, with_health: bool =
     gpus: list[dict[str, Any]] = []
     for index in range(nvml.count()):
         try:
-            dev, info = nvml.identity(index)
+            device = nvml.device(index)
         except nvml.nv.NVMLError as e:
             gpus.append({"index": index, "error": nvml.describe(e)})
             continue
+        info = device.info
         try:
-            nvml.fill(dev, info)
+            nvml.fill(device)
         except nvml.nv.NVMLError as e:
             # Keep what was read (identity); MIG queries can need privileges the rest does not.
             info["error"] = nvml.describe(e)
@@ -62,23 +63,20 @@ def gather(nvml: Nvml, sysfs_root: str, with_profiles: bool, with_health: bool =
         if sched and sched.get("state"):
             sched["running"] = _vgpu_scheduler.spec_of_nvml(sched["state"])
             sched["description"] = _vgpu_scheduler.describe(sched["running"])
-        table = info.pop("_table", None) or _mig.ProfileTable([])
-        dev = info.pop("_handle", dev)
         if with_health:
             try:
-                info["health"] = nvml.health(dev)
+                info["health"] = nvml.health(device)
             except nvml.nv.NVMLError as e:  # the GPU was lost while it was read
                 info["error"] = nvml.describe(e)
             else:
                 slot = _xid.slot_of(info["pci_address"])
                 info["health"]["xid"] = sorted({e["xid"] for e in xid_events if e["pci"] == slot})
         # CUDA compute capability, "major.minor" (None where NVML does not say): gpu_pools checks MPS needs Volta.
-        cc = nvml._try("nvmlDeviceGetCudaComputeCapability", dev)  # pylint: disable=protected-access
-        info["compute_capability"] = "%d.%d" % tuple(cc) if cc else None
+        info["compute_capability"] = nvml.compute_capability(device)
         mode = info["mig_mode"]
         info["mig_devices"] = _mig.current_counts(info["instances"]) if mode and mode["current"] == "enabled" else {}
         if with_profiles:
-            info["profiles"] = [p.to_dict() for p in table.profiles]
+            info["profiles"] = [p.to_dict() for p in device.table.profiles]
         sysfs = pci_sysfs(sysfs_root, info["pci_address"])
         info["kernel_driver"] = sysfs["driver"]
         info["iommu_group"] = sysfs["iommu_group"]

@@ -26,6 +26,8 @@ Device plugin rules (NVIDIA/k8s-device-plugin):
 from __future__ import annotations
 
 import re
+from collections.abc import Container, Iterable, Mapping
+from typing import Any, Optional
 
 MODES = ("mig", "time-slicing", "mps", "exclusive")
 SHARED_MODES = ("time-slicing", "mps")
@@ -58,7 +60,7 @@ class PoolError(Exception):
     """Input the pools cannot honour; the message is for the user."""
 
 
-def _cc(value):
+def _cc(value: Any) -> Optional[tuple[int, int]]:
     """'7.5' / [7, 5] / 7.5 -> (7, 5); None when unknown."""
     if value is None or value == "":
         return None
@@ -71,24 +73,24 @@ def _cc(value):
         return None
 
 
-def _mig_enabled_entries(mig_config, name):
+def _mig_enabled_entries(mig_config: Optional[Mapping[str, Any]], name: str) -> Optional[list[Any]]:
     """The entries of mig-parted configuration ``name``, or None when it does not exist."""
     configs = (mig_config or {}).get("mig-configs") or {}
     return configs.get(name) if name in configs else None
 
 
-def disables_mig(mig_config, name):
+def disables_mig(mig_config: Optional[Mapping[str, Any]], name: str) -> bool:
     """Whether every entry of mig-parted configuration ``name`` turns MIG off (a GPU without MIG for sharing)."""
     entries = _mig_enabled_entries(mig_config, name)
     return entries is not None and all(not e.get("mig-enabled") for e in entries)
 
 
-def shared_resource(name, rename_by_default):
+def shared_resource(name: str, rename_by_default: bool) -> str:
     """The resource a replicated ``name`` is advertised as (replicas.go disableResoureRenaming, DefaultSharedRename)."""
     return name + SHARED_SUFFIX if rename_by_default else name
 
 
-def share_resources(resources, sharing):
+def share_resources(resources: Optional[Mapping[str, int]], sharing: Optional[Mapping[str, Any]]) -> dict[str, int]:
     """What the device plugin advertises once ``sharing`` ({replicas, rename_by_default}; empty: none) replicates
     nvidia.com/gpu (internal/rm/device_map.go updateDeviceMapWithReplicas); other resources keep their count."""
     resources = dict(resources or {})
@@ -102,7 +104,7 @@ def share_resources(resources, sharing):
     return resources
 
 
-def render_config(pool, strategy="mixed"):
+def render_config(pool: Mapping[str, Any], strategy: str = "mixed") -> dict[str, Any]:
     """The device plugin's configuration document (api/config/v1 Config) for one pool: ``version: v1``,
     ``flags.migStrategy``, and for time-slicing / MPS ``sharing.timeSlicing`` / ``sharing.mps`` replicating
     nvidia.com/gpu."""
@@ -119,7 +121,7 @@ def render_config(pool, strategy="mixed"):
     return doc
 
 
-def _check_labels(where, labels, errors):
+def _check_labels(where: str, labels: Any, errors: list[str]) -> None:
     if not isinstance(labels, dict):
         errors.append("%s: labels must be a mapping of label keys to values" % where)
         return
@@ -133,7 +135,7 @@ def _check_labels(where, labels, errors):
                           % (where, key, value))
 
 
-def _check_taints(where, taints, errors):
+def _check_taints(where: str, taints: Any, errors: list[str]) -> None:
     if not isinstance(taints, list):
         errors.append("%s: taints must be a list of {key, value, effect}" % where)
         return
@@ -147,7 +149,7 @@ def _check_taints(where, taints, errors):
             errors.append("%s: taint %s has the invalid value %r" % (where, t["key"], t.get("value")))
 
 
-def normalize(raw, index, disabled_config="all-disabled"):
+def normalize(raw: Any, index: int, disabled_config: str = "all-disabled") -> tuple[Optional[dict[str, Any]], list[str]]:
     """One pool definition with its defaults filled in, and the errors in it (each naming the pool)."""
     errors = []
     if not isinstance(raw, dict):
@@ -200,7 +202,7 @@ def normalize(raw, index, disabled_config="all-disabled"):
     return pool, errors
 
 
-def _selects(pool, name, labels):
+def _selects(pool: Mapping[str, Any], name: str, labels: Mapping[str, Any]) -> bool:
     if pool.get("nodes") is not None:
         return name in pool["nodes"]
     selector = pool.get("selector") or {}
@@ -208,7 +210,7 @@ def _selects(pool, name, labels):
     return bool(selector) and all(labels.get(k) == str(v) for k, v in selector.items())
 
 
-def profile(pool):
+def profile(pool: Mapping[str, Any]) -> str:
     """The value of gpuops.io/gpu-profile: what a pod of this pool gets (the MIG configuration, '<mode>-<replicas>',
     or 'exclusive')."""
     if pool["sharing"] == "mig":
@@ -218,7 +220,8 @@ def profile(pool):
     return "exclusive"
 
 
-def node_taints(current, wanted, managed_keys=(POOL_TAINT,)):
+def node_taints(current: Optional[Iterable[Mapping[str, Any]]], wanted: Optional[Iterable[Mapping[str, Any]]],
+                managed_keys: Container[Any] = (POOL_TAINT,)) -> list[Mapping[str, Any]]:
     """The node's taint list with ``wanted`` in place: taints of the same key and effect are replaced, other taints
     with a managed key (an earlier pool's) removed, every other taint kept in order."""
     wanted = [dict(key=t["key"], value=str(t.get("value") or ""), effect=t["effect"]) for t in wanted or []]
@@ -232,13 +235,14 @@ def node_taints(current, wanted, managed_keys=(POOL_TAINT,)):
     return out
 
 
-def _same_taints(a, b):
-    def norm(ts):
+def _same_taints(a: Optional[Iterable[Mapping[str, Any]]], b: Optional[Iterable[Mapping[str, Any]]]) -> bool:
+    def norm(ts: Optional[Iterable[Mapping[str, Any]]]) -> list[tuple[Any, Any, Any]]:
         return sorted((t.get("key"), t.get("value") or "", t.get("effect")) for t in ts or [])
     return norm(a) == norm(b)
 
 
-def plan(pools, nodes, mig_config=None, strategy="mixed", default_config="default", disabled_config="all-disabled"):
+def plan(pools: Any, nodes: Optional[Mapping[str, Any]], mig_config: Optional[Mapping[str, Any]] = None, strategy: str = "mixed",
+         default_config: str = "default", disabled_config: str = "all-disabled") -> dict[str, Any]:
     """Validate ``pools`` against ``nodes`` and work out what every selected node gets.
 
     ``nodes``: {node name: {labels, taints, allocatable, gpus (gpu_info's per-GPU entries: model, compute_capability,
@@ -258,7 +262,7 @@ def plan(pools, nodes, mig_config=None, strategy="mixed", default_config="defaul
     nodes = nodes or {}
     normalized = []
     names = {}
-    keys = {}
+    keys: dict[str, dict[str, Any]] = {}
     for i, raw in enumerate(pools):
         pool, errs = normalize(raw, i, disabled_config)
         errors += errs
@@ -303,7 +307,7 @@ def plan(pools, nodes, mig_config=None, strategy="mixed", default_config="defaul
     config_map.update(keys)
 
     records = {}
-    members = {}
+    members: dict[str, list[str]] = {}
     for name in sorted(nodes):
         node = nodes[name] or {}
         labels = node.get("labels") or {}
@@ -377,7 +381,7 @@ def plan(pools, nodes, mig_config=None, strategy="mixed", default_config="defaul
                 pools=dict((p["name"], sorted(members.get(p["name"], []))) for p in normalized if p.get("name")))
 
 
-def summary(nodes):
+def summary(nodes: Mapping[str, Mapping[str, Any]]) -> str:
     """One line for the plan's node records (``plan()['nodes']``): per node its pool, the sharing (with the replicas)
     and whether it rolls to a new device plugin and MIG config."""
     parts = []
@@ -389,25 +393,26 @@ def summary(nodes):
     return "; ".join(parts)
 
 
-def previous_labels(current, wanted):
+def previous_labels(current: Optional[Mapping[str, Any]], wanted: Optional[Iterable[str]]) -> dict[str, Any]:
     """A label patch that puts the keys of ``wanted`` back to their values in ``current`` (None removes a label the
     node did not have): the roll's rollback undoes the device plugin config label with it."""
     current = current or {}
     return dict((k, current.get(k)) for k in sorted(wanted or {}))
 
 
-def node_inputs(k8s_nodes, hosts):
+def node_inputs(k8s_nodes: Optional[Mapping[str, Any]], hosts: Optional[Iterable[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
     """``plan``'s ``nodes`` from k8s_info's result for every Node and the play's hosts ([{host, node, gpus}], gpus
     from gpu_info): each Kubernetes node with its labels, taints, allocatable, and the host and GPUs that manage it."""
     by_node = {}
     for h in hosts or []:
         by_node[h.get("node") or h.get("host")] = h
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for n in (k8s_nodes or {}).get("resources") or []:
         meta = n.get("metadata") or {}
         name = meta.get("name")
         h = by_node.get(name) or {}
-        out[name] = dict(labels=meta.get("labels") or {}, taints=(n.get("spec") or {}).get("taints") or [],
+        # Every Node has a metadata.name (the API server requires it): the None mypy sees comes from the {} fallback only.
+        out[name] = dict(labels=meta.get("labels") or {}, taints=(n.get("spec") or {}).get("taints") or [],  # type: ignore[index]
                          allocatable=(n.get("status") or {}).get("allocatable") or {}, host=h.get("host") or "",
                          gpus=[g for g in h.get("gpus") or [] if isinstance(g, dict)])
     return out

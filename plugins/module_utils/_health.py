@@ -17,9 +17,12 @@ Sources of the rules (cited again where used):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
+
 from ansible_collections.gpuops.provision.plugins.module_utils import _dcgm, _mig_roll, _xid
 
-DEFAULT_OPTIONS = {
+DEFAULT_OPTIONS: dict[str, Any] = {
     "expected_gpus": None,        # GPUs the node must have (from the inventory); None: at least one, none lost
     "ecc_volatile_max": 0,        # uncorrectable ECC errors since the last reset/boot allowed
     "ecc_aggregate_max": None,    # ... over the GPU's life; None: reported, not judged (remapped rows cover it)
@@ -36,24 +39,26 @@ class HealthError(ValueError):
     """Invalid options; the message names the option."""
 
 
-def _label(gpu):
+def _label(gpu: Mapping[str, Any]) -> str:
     return "GPU %s (%s, %s)" % (gpu.get("index"), gpu.get("model") or "?", gpu.get("pci_address") or "?")
 
 
-def _result(check_id, status, evidence, remedy="", gpus=()):
+def _result(check_id: str, status: str, evidence: str, remedy: str = "", gpus: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """A check's result, as _preflight.result words one, with the per-GPU verdicts; a remedy only for fail or warn."""
     return {"id": check_id, "title": TITLES[check_id], "status": status, "evidence": evidence,
             "remedy": remedy if status in ("fail", "warn") else "", "gpus": list(gpus)}
 
 
-def _verdict(check_id, per_gpu, problems_fail, problems_warn, passed, remedy):
+def _verdict(check_id: str, per_gpu: Iterable[Mapping[str, Any]], problems_fail: list[str], problems_warn: list[str], passed: str,
+             remedy: Callable[[str], str]) -> dict[str, Any]:
     """A check's result from its per-GPU verdicts: fail when any GPU fails, else warn when any warns."""
     status = "fail" if problems_fail else "warn" if problems_warn else "pass"
     evidence = "; ".join(problems_fail + problems_warn) if status != "pass" else passed
     return _result(check_id, status, evidence, remedy(status) if status != "pass" else "", per_gpu)
 
 
-def nvml_gpus(facts):
+# Any: gpu_info's GPU dicts in a list, or None exactly when the evidence is set (callers test the evidence first).
+def nvml_gpus(facts: Mapping[str, Any]) -> tuple[Any, Optional[str]]:
     """(gpus that answered, evidence when NVML cannot be used at all); _preflight's other NVML checks use it too."""
     gpu = facts.get("gpu")
     if not gpu:
@@ -66,11 +71,11 @@ def nvml_gpus(facts):
     return gpu.get("gpus") or [], None
 
 
-def _no_facts(check_id, why):
+def _no_facts(check_id: str, why: str) -> dict[str, Any]:
     return _result(check_id, "fail", why, "make NVML usable on the node (driver loaded, nvidia-ml-py installed) and rerun")
 
 
-def _record(gpu, status, text, per_gpu, fails, warns):
+def _record(gpu: Mapping[str, Any], status: str, text: str, per_gpu: list[dict[str, Any]], fails: list[str], warns: list[str]) -> None:
     """One GPU's verdict into the check's per-GPU list, and into its failures or warnings."""
     per_gpu.append({"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_address": gpu.get("pci_address"),
                     "status": status, "evidence": text})
@@ -80,11 +85,15 @@ def _record(gpu, status, text, per_gpu, fails, warns):
         warns.append("%s: %s" % (_label(gpu), text))
 
 
-def _per_gpu(check_id, facts, judge, passed, remedy):
+def _per_gpu(check_id: str, facts: Mapping[str, Any], judge: Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[str, str]], passed: str,
+             remedy: Callable[[str], str]) -> dict[str, Any]:
     """Run ``judge(gpu) -> (status, text)`` on every GPU that has health readings; a GPU NVML could not read fails."""
     gpus, why = nvml_gpus(facts)
     if why:
         return _no_facts(check_id, why)
+    per_gpu: list[dict[str, Any]]
+    fails: list[str]
+    warns: list[str]
     per_gpu, fails, warns = [], [], []
     for gpu in gpus:
         if gpu.get("error"):
@@ -101,13 +110,13 @@ def _per_gpu(check_id, facts, judge, passed, remedy):
 
 # --- GPU count ------------------------------------------------------------------------------------------------------
 
-def check_gpu_count(facts, options):
+def check_gpu_count(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     gpus, why = nvml_gpus(facts)
     if why:
         return _no_facts("gpu_count", why)
     expected = options.get("expected_gpus")
     lost = [g for g in gpus if g.get("error")]
-    per_gpu = []
+    per_gpu: list[dict[str, Any]] = []
     for g in gpus:
         _record(g, "fail" if g.get("error") else "pass", g.get("error") or "present", per_gpu, [], [])
     found = "NVML enumerates %d GPU(s)" % len(gpus)
@@ -130,10 +139,10 @@ def check_gpu_count(facts, options):
 
 # --- ECC ------------------------------------------------------------------------------------------------------------
 
-def _judge_ecc(options):
+def _judge_ecc(options: Mapping[str, Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[str, str]]:
     vol_max, agg_max = options.get("ecc_volatile_max"), options.get("ecc_aggregate_max")
 
-    def judge(gpu, health):
+    def judge(gpu: Mapping[str, Any], health: Mapping[str, Any]) -> tuple[str, str]:
         ecc = health.get("ecc") or {}
         if ecc.get("error") == "NVML_ERROR_NOT_SUPPORTED":
             return "pass", "no ECC on this GPU (NVML_ERROR_NOT_SUPPORTED)"
@@ -146,7 +155,8 @@ def _judge_ecc(options):
             "unreadable (%s)" % ecc.get("volatile_uncorrected_error") if vol is None else vol,
             "unreadable (%s)" % ecc.get("aggregate_uncorrected_error") if agg is None else agg)
         if vol is not None and vol > vol_max:
-            return "fail", "%s (more than %d since the last reset)" % (counts, vol_max)
+            # normalize_options made every threshold an int (ecc_aggregate_max: or None, tested above).
+            return "fail", "%s (more than %d since the last reset)" % (counts, vol_max)  # type: ignore[str-format]
         if agg is not None and agg_max is not None and agg > agg_max:
             return "fail", "%s (more than %d in its life)" % (counts, agg_max)
         if vol is None:
@@ -156,7 +166,7 @@ def _judge_ecc(options):
     return judge
 
 
-def check_gpu_ecc(facts, options):
+def check_gpu_ecc(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     return _per_gpu("gpu_ecc", facts, _judge_ecc(options),
                     "no uncorrectable ECC errors above the thresholds on %d GPU(s)",
                     lambda s: RESET_REMEDY if s == "fail" else
@@ -165,7 +175,7 @@ def check_gpu_ecc(facts, options):
 
 # --- row remapping / page retirement --------------------------------------------------------------------------------
 
-def _judge_memory(gpu, health):
+def _judge_memory(gpu: Mapping[str, Any], health: Mapping[str, Any]) -> tuple[str, str]:
     rows = health.get("remapped_rows") or {}
     if not rows.get("error"):
         counts = "%d rows remapped for uncorrectable and %d for correctable errors" % (
@@ -196,7 +206,7 @@ def _judge_memory(gpu, health):
         rows["error"], retired["error"])
 
 
-def check_gpu_memory(facts, options):  # pylint: disable=unused-argument
+def check_gpu_memory(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:  # pylint: disable=unused-argument
     return _per_gpu("gpu_memory", facts, _judge_memory,
                     "no failed or pending memory repairs on %d GPU(s)",
                     lambda s: RESET_REMEDY + "; a failed row remap needs an RMA" if s == "fail" else
@@ -205,7 +215,7 @@ def check_gpu_memory(facts, options):  # pylint: disable=unused-argument
 
 # --- Xid ------------------------------------------------------------------------------------------------------------
 
-def check_gpu_xid(facts, options):  # pylint: disable=unused-argument
+def check_gpu_xid(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:  # pylint: disable=unused-argument
     gpus, why = nvml_gpus(facts)
     if why:
         return _no_facts("gpu_xid", why)
@@ -215,6 +225,9 @@ def check_gpu_xid(facts, options):  # pylint: disable=unused-argument
                        "the kernel log was not read (%s): Xid events unknown" % (log.get("error") or "not asked"),
                        "let gpu_info read the kernel log (kernel_log=dmesg or journal, as root)")
     per_pci = _xid.summary(log.get("xid_events") or [])
+    per_gpu: list[dict[str, Any]]
+    fails: list[str]
+    warns: list[str]
     per_gpu, fails, warns, app = [], [], [], []
     for gpu in gpus:
         seen = per_pci.pop(_xid.slot_of(gpu.get("pci_address")), None)
@@ -246,8 +259,9 @@ def check_gpu_xid(facts, options):  # pylint: disable=unused-argument
 
 # --- PCIe link ------------------------------------------------------------------------------------------------------
 
-def _judge_pcie(gpu, health):
-    p = health.get("pcie") or {}
+def _judge_pcie(gpu: Mapping[str, Any], health: Mapping[str, Any]) -> tuple[str, str]:
+    # Any: NVML's readings, numbers once the None test below has passed (mypy does not narrow through "None in").
+    p: Any = health.get("pcie") or {}
     gen, width, max_gen, max_width = p.get("gen"), p.get("width"), p.get("max_gen"), p.get("max_width")
     if None in (gen, width, max_gen, max_width):
         return "warn", "PCIe link unreadable: %s" % (p.get("errors") or "no reading")
@@ -267,7 +281,7 @@ def _judge_pcie(gpu, health):
     return "pass", link
 
 
-def check_gpu_pcie(facts, options):  # pylint: disable=unused-argument
+def check_gpu_pcie(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:  # pylint: disable=unused-argument
     return _per_gpu("gpu_pcie", facts, _judge_pcie, "PCIe links at full width on %d GPU(s)",
                     lambda s: "reseat the GPU or its riser, check the slot's BIOS link settings; replace the GPU or "
                               "the riser if it stays degraded" if s == "fail" else
@@ -276,10 +290,10 @@ def check_gpu_pcie(facts, options):  # pylint: disable=unused-argument
 
 # --- thermal, throttling, persistence ------------------------------------------------------------------------------
 
-def _judge_thermal(options):
+def _judge_thermal(options: Mapping[str, Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[str, str]]:
     margin = options.get("temperature_margin")
 
-    def judge(gpu, health):
+    def judge(gpu: Mapping[str, Any], health: Mapping[str, Any]) -> tuple[str, str]:
         t = health.get("temperature") or {}
         reasons = (health.get("clock_event_reasons") or {}).get("active") or []
         current, slowdown = t.get("current"), t.get("slowdown")
@@ -293,22 +307,23 @@ def _judge_thermal(options):
         if "SwThermalSlowdown" in reasons:
             return "warn", "the driver slows the clocks for temperature: %s" % text
         if current is not None and slowdown is not None and current >= slowdown - margin:
-            return "warn", "within %d C of the slowdown temperature: %s" % (margin, text)
+            # normalize_options made temperature_margin an int.
+            return "warn", "within %d C of the slowdown temperature: %s" % (margin, text)  # type: ignore[str-format]
         if current is None:
             return "warn", "temperature unreadable: %s" % text
         return "pass", text
     return judge
 
 
-def check_gpu_thermal(facts, options):
+def check_gpu_thermal(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     return _per_gpu("gpu_thermal", facts, _judge_thermal(options),
                     "no GPU near its slowdown temperature or slowed by hardware (%d GPU(s))",
                     lambda s: "check the node's cooling (fans, airflow, inlet temperature) and power supplies; "
                               "an idle GPU that is hot has a cooling fault")
 
 
-def _judge_persistence(options):
-    def judge(gpu, health):  # pylint: disable=unused-argument
+def _judge_persistence(options: Mapping[str, Any]) -> Callable[[Mapping[str, Any], Mapping[str, Any]], tuple[str, str]]:
+    def judge(gpu: Mapping[str, Any], health: Mapping[str, Any]) -> tuple[str, str]:  # pylint: disable=unused-argument
         p = health.get("persistence_mode") or {}
         if p.get("error"):
             return "pass", "persistence mode not applicable (%s)" % p["error"]
@@ -318,7 +333,7 @@ def _judge_persistence(options):
     return judge
 
 
-def check_gpu_persistence(facts, options):
+def check_gpu_persistence(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     return _per_gpu("gpu_persistence", facts, _judge_persistence(options),
                     "persistence mode on for %d GPU(s)",
                     lambda s: "enable the nvidia-persistenced service (systemctl enable --now nvidia-persistenced)")
@@ -326,7 +341,7 @@ def check_gpu_persistence(facts, options):
 
 # --- DCGM's diagnostic (optional) ----------------------------------------------------------------------------------
 
-def check_gpu_dcgm(facts, options):
+def check_gpu_dcgm(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     """``dcgmi diag -r <level> -j`` as the node ran it ({stdout, stderr, rc}); module_utils/_dcgm.py reads DCGM's
     JSON and judges it (DCGM refuses MIG-mode GPUs: a warning saying so; not installed: skipped)."""
     level = options.get("dcgm_diag_level") or 0
@@ -354,7 +369,7 @@ CHECKS = {
 TITLES = {check_id: title for check_id, (title, _fn) in CHECKS.items()}
 
 
-def normalize_options(options):
+def normalize_options(options: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     """The health options of ``options`` (others are ignored), checked; HealthError names a bad one."""
     out = dict(DEFAULT_OPTIONS)
     out.update({k: v for k, v in (options or {}).items() if k in DEFAULT_OPTIONS and v is not None})
@@ -380,11 +395,13 @@ def normalize_options(options):
 
 # --- the health roll (playbooks/gpu_health.yml): which nodes to taint and untaint -----------------------------------
 
-def _taints_of(node):
+def _taints_of(node: Optional[Mapping[str, Any]]) -> list[Any]:
     return ((node or {}).get("spec") or {}).get("taints") or []
 
 
-def roll_plan(reports, nodes, taint_key, max_unhealthy="25%", effect="NoSchedule", node_names=None):
+def roll_plan(reports: Optional[Sequence[Mapping[str, Any]]], nodes: Optional[Iterable[Mapping[str, Any]]], taint_key: str,
+              max_unhealthy: Union[int, str] = "25%", effect: str = "NoSchedule",
+              node_names: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """The fleet decision of one health run, from the nodes' preflight reports (only gpu_* checks selected) and the
     Kubernetes Nodes (k8s_info's ``resources``).
 
@@ -400,8 +417,8 @@ def roll_plan(reports, nodes, taint_key, max_unhealthy="25%", effect="NoSchedule
         limit = _mig_roll.scaled(max_unhealthy, pool, "max_unhealthy")
     except _mig_roll.RollError as e:
         raise HealthError(str(e))
-    out = {"pool": pool, "max_unhealthy": limit, "unhealthy": [], "unknown": [], "taint": [], "untaint": [],
-           "not_in_kubernetes": [], "stopped": False, "message": "", "summary": "", "nodes": {}}
+    out: dict[str, Any] = {"pool": pool, "max_unhealthy": limit, "unhealthy": [], "unknown": [], "taint": [], "untaint": [],
+                           "not_in_kubernetes": [], "stopped": False, "message": "", "summary": "", "nodes": {}}
     for rep in sorted(reports or [], key=lambda r: r["node"]):
         host = rep["node"]
         k8s_name = node_names.get(host) or host
@@ -450,10 +467,10 @@ PER_GPU_CHECKS = ("gpu_ecc", "gpu_memory", "gpu_xid", "gpu_pcie", "gpu_thermal",
 WORST = {"fail": 3, "warn": 2, "pass": 1, "skip": 0}
 
 
-def gpu_verdicts(results):
+def gpu_verdicts(results: Optional[Iterable[Mapping[str, Any]]]) -> dict[Any, dict[str, Any]]:
     """{GPU index: {status, failing: [{check, status, evidence}]}} from check results (each with its ``gpus``):
     the worst status of every check on that GPU, and the checks that did not pass."""
-    out = {}
+    out: dict[Any, dict[str, Any]] = {}
     for res in results or []:
         for g in res.get("gpus") or []:
             entry = out.setdefault(g.get("index"), {"status": "pass", "failing": []})
@@ -464,7 +481,7 @@ def gpu_verdicts(results):
     return out
 
 
-def evaluate_gpus(gpu_result, options=None):
+def evaluate_gpus(gpu_result: Mapping[str, Any], options: Optional[Mapping[str, Any]] = None) -> dict[Any, dict[str, Any]]:
     """gpu_verdicts of the per-GPU checks run on one host's gpu_info result with ``options`` (defaults)."""
     opts = normalize_options(options)
     return gpu_verdicts([CHECKS[c][1]({"gpu": gpu_result}, opts) for c in PER_GPU_CHECKS])

@@ -32,6 +32,8 @@ import pwd
 import socket
 import sys
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Optional, Union
 
 DEFAULT_PATH = "/run/gpuops/mig.lock"
 ENV_PATH = "GPUOPS_MIG_LOCK"
@@ -50,20 +52,20 @@ class LockError(Exception):
 class LockHeld(LockError):
     """Another run holds the lock; ``held_by`` describes it (see describe())."""
 
-    def __init__(self, msg, held_by):
+    def __init__(self, msg: str, held_by: dict[str, Any]) -> None:
         super(LockHeld, self).__init__(msg)
         self.held_by = held_by
 
 
-def default_path():
+def default_path() -> str:
     return os.environ.get(ENV_PATH) or DEFAULT_PATH
 
 
-def _iso(ts):
+def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _span(seconds):
+def _span(seconds: float) -> str:
     seconds = int(max(seconds, 0))
     if seconds < 120:
         return "%d s" % seconds
@@ -72,18 +74,18 @@ def _span(seconds):
     return "%d h %d min" % (seconds // 3600, seconds % 3600 // 60)
 
 
-def _user():
+def _user() -> str:
     try:
         return pwd.getpwuid(os.getuid()).pw_name
     except KeyError:
         return str(os.getuid())
 
 
-def _expired(lease, now):
+def _expired(lease: Mapping[str, Any], now: float) -> bool:
     return now - float(lease.get("renewed", 0)) > float(lease.get("stale_after", 0))
 
 
-def _holders(fd):
+def _holders(fd: int) -> Optional[set[int]]:
     """Pids holding a flock on the open file, from /proc/locks (Linux), without taking it: probing with flock()
     would, for an instant, refuse a run that tries to take it. None when /proc/locks cannot be read."""
     st = os.fstat(fd)
@@ -101,7 +103,7 @@ def _holders(fd):
     return pids
 
 
-def describe(record, now=None, live=None):
+def describe(record: Mapping[str, Any], now: Optional[float] = None, live: Optional[set[int]] = None) -> dict[str, Any]:
     """``held_by`` for a refused run: the holder, its pid, host and age, and whether it is stale or may hang.
     ``live``: the pids that hold the flock now, when known; a recorded run that is not among them has ended."""
     now = time.time() if now is None else now
@@ -127,7 +129,7 @@ def describe(record, now=None, live=None):
     return held
 
 
-def sentence(held):
+def sentence(held: Mapping[str, Any]) -> str:
     """One line naming the holder, for error messages."""
     if held["kind"] == "lease":
         return ("%s (kept across its tasks since %s, %s ago; renewed %s ago, stale after %s s without renewal)"
@@ -145,7 +147,7 @@ def sentence(held):
     return text
 
 
-def _read(fd, patient=False):
+def _read(fd: int, patient: bool = False) -> dict[str, Any]:
     """The record in an open lock file ({} when there is none). ``patient``: the file is locked by a live holder,
     which may have created it a moment ago and not written its record yet, so an empty file is read again."""
     for _attempt in range(10):
@@ -170,7 +172,7 @@ def _read(fd, patient=False):
     return {}
 
 
-def _same_file(fd, path):
+def _same_file(fd: int, path: str) -> bool:
     """Whether ``fd`` is still the file at ``path``: a holder releasing the lock unlinks the file, and a run that
     opened it just before must not take the lock on that orphan."""
     try:
@@ -187,23 +189,24 @@ class HostLock:
     changing runs; one whose user cannot create or write the lock file still honours a holder it can see, and
     otherwise goes on with a warning. ``wait_for_lease``: false to give up at once on another run's lease."""
 
-    def __init__(self, path, holder, timeout=0, shared=False, wait_for_lease=True):
+    def __init__(self, path: str, holder: str, timeout: Optional[float] = 0, shared: bool = False,
+                 wait_for_lease: bool = True) -> None:
         self.path = path
         self.holder = holder
         self.timeout = max(float(timeout or 0), 0.0)
         self.shared = shared
         self.wait_for_lease = wait_for_lease
-        self.fd = None
+        self.fd: Optional[int] = None
         self.writable = False
-        self.lease = None
+        self.lease: Optional[dict[str, Any]] = None
         self.waited = 0.0
-        self.warnings = []
-        self.took_over = None
+        self.warnings: list[str] = []
+        self.took_over: Optional[dict[str, Any]] = None
         self.token = os.urandom(8).hex()
 
     # -- taking it ----------------------------------------------------------------------------------------------
 
-    def _open(self):
+    def _open(self) -> Optional[int]:
         """An fd on the lock file (created as needed); None when a read-only run cannot open any."""
         try:
             os.makedirs(os.path.dirname(self.path) or ".", 0o755, exist_ok=True)
@@ -225,7 +228,7 @@ class HostLock:
                                  % (self.path, why.strerror or why))
             return None
 
-    def acquire(self):
+    def acquire(self) -> HostLock:
         started = time.time()
         deadline = started + self.timeout
         busy_since = None  # ``waited`` counts time spent on another holder, not this run's own open and write
@@ -252,7 +255,7 @@ class HostLock:
                 raise LockHeld("another MIG run holds the per-host lock %s: %s" % (self.path, sentence(held)), held)
             time.sleep(min(POLL, max(deadline - time.time(), 0.0)))
 
-    def _try(self, fd):
+    def _try(self, fd: int) -> Union[None, Literal[True], dict[str, Any]]:
         """None: taken (fd kept); True: the file went away under us, try again; else describe() of the holder."""
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
@@ -297,19 +300,20 @@ class HostLock:
             self._write(dict(record, run=run if named else me))
         return None
 
-    def _write(self, record):
+    def _write(self, record: Mapping[str, Any]) -> None:
         if not self.writable:
             return
         data = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+        fd: int = self.fd  # type: ignore[assignment]  # only called with the lock taken: _try set it, release checks it
         # Overwrite, then cut: a reader sees the old or the new record, never an empty file (see _read).
-        os.lseek(self.fd, 0, os.SEEK_SET)
-        os.write(self.fd, data)
-        os.ftruncate(self.fd, len(data))
-        os.fsync(self.fd)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, data)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
 
     # -- keeping and dropping it --------------------------------------------------------------------------------
 
-    def keep(self, stale_after):
+    def keep(self, stale_after: float) -> None:
         """Keep the lock for this holder after this process ends (a lease), renewed by its later runs."""
         if not self.writable or self.shared:
             raise LockError("cannot keep the lock %s: this run may not write it" % self.path)
@@ -318,11 +322,11 @@ class HostLock:
         self.lease = {"holder": self.holder, "since": since, "renewed": now, "stale_after": int(stale_after),
                       "host": socket.gethostname(), "user": _user()}
 
-    def drop(self):
+    def drop(self) -> None:
         """End this holder's lease (the lock is free once this run releases it)."""
         self.lease = None
 
-    def release(self):
+    def release(self) -> None:
         if self.fd is None:
             return
         try:
@@ -352,7 +356,7 @@ class HostLock:
             os.close(self.fd)
             self.fd = None
 
-    def info(self):
+    def info(self) -> dict[str, Any]:
         """What a module returns about the lock."""
         out = {"path": self.path, "holder": self.holder, "lease": self.lease["holder"] if self.lease else None,
                "waited": self.waited, "shared": self.shared}
@@ -360,14 +364,14 @@ class HostLock:
             out["took_over"] = self.took_over
         return out
 
-    def __enter__(self):
+    def __enter__(self) -> HostLock:
         return self.acquire()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.release()
 
 
-def status(path):
+def status(path: str) -> Optional[dict[str, Any]]:
     """describe() of whoever holds the lock at ``path`` now (a run, or a lease that is not stale), or None."""
     if os.path.isdir(path):
         raise LockError(OLD_DIRECTORY % path)
@@ -395,7 +399,7 @@ def status(path):
         os.close(fd)
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     """CLI for the role: acquire|release|show; prints one JSON object, exits 0, or 1 when refused or failed."""
     parser = argparse.ArgumentParser(prog="_hostlock.py", description="the per-host MIG lock of gpuops.provision")
     parser.add_argument("action", choices=["acquire", "release", "show"])
@@ -404,7 +408,7 @@ def main(argv=None):
     parser.add_argument("--stale-after", type=int, default=3600, help="acquire: seconds a lease lasts unrenewed")
     parser.add_argument("--timeout", type=float, default=0, help="seconds to wait for another holder")
     args = parser.parse_args(argv)
-    out = {"path": args.path, "holder": args.holder}
+    out: dict[str, Any] = {"path": args.path, "holder": args.holder}
     try:
         if args.action == "show":
             out.update(ok=True, held_by=status(args.path))

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 NVIDIA_VENDOR = "0x10de"
 # PCI base classes: 0x03 display controller (0x0300 VGA, 0x0302 3D), 0x0604 PCI-to-PCI bridge.
@@ -15,16 +17,16 @@ BRIDGE_CLASS_PREFIX = "0x0604"
 INTEL_ECAP_IR_BIT = 1 << 3
 
 
-def parse_cmdline(text):
+def parse_cmdline(text: Optional[str]) -> dict[str, Optional[str]]:
     """Split a kernel command line into an ordered dict; a bare flag maps to None, a repeated key keeps the last value."""
-    args = {}
+    args: dict[str, Optional[str]] = {}
     for token in shlex.split(text or "", posix=True):
         key, sep, value = token.partition("=")
         args[key] = value if sep else None
     return args
 
 
-def iommu_kind(class_iommu_names, cmdline):
+def iommu_kind(class_iommu_names: Iterable[str], cmdline: Mapping[str, Optional[str]]) -> Optional[str]:
     """Which IOMMU the kernel registered (from /sys/class/iommu entry names), else what the command line asks for."""
     names = list(class_iommu_names)
     if any(n.startswith("dmar") for n in names):
@@ -42,14 +44,14 @@ def iommu_kind(class_iommu_names, cmdline):
     return None
 
 
-def passthrough_mode(cmdline):
+def passthrough_mode(cmdline: Mapping[str, Optional[str]]) -> bool:
     """True when DMA translation is bypassed for host devices (iommu=pt or iommu.passthrough=1)."""
     if cmdline.get("iommu") == "pt":
         return True
     return cmdline.get("iommu.passthrough") in ("1", "y", "Y", "on")
 
 
-def interrupt_remapping(kind, cmdline, intel_ecaps):
+def interrupt_remapping(kind: Optional[str], cmdline: Mapping[str, Optional[str]], intel_ecaps: Optional[Iterable[str]]) -> Optional[bool]:
     """True/False when it can be known, None otherwise.
 
     The kernel turns remapping off with intremap=off or nointremap whatever the hardware has. On Intel the ecap register
@@ -62,16 +64,16 @@ def interrupt_remapping(kind, cmdline, intel_ecaps):
     return None
 
 
-def is_nvidia_gpu(device):
+def is_nvidia_gpu(device: Mapping[str, Any]) -> bool:
     return device["vendor"] == NVIDIA_VENDOR and device["class"].startswith(DISPLAY_CLASS_PREFIX)
 
 
-def slot_of(address):
+def slot_of(address: str) -> str:
     """'0000:01:00.1' -> '0000:01:00' (the physical device; functions share it)."""
     return address.rsplit(".", 1)[0]
 
 
-def gpu_isolation(gpu, group_devices):
+def gpu_isolation(gpu: Mapping[str, Any], group_devices: Iterable[Mapping[str, Any]]) -> tuple[bool, str]:
     """Is the GPU's IOMMU group safe to pass through whole?
 
     Isolated means every other member is another function of the same card (its audio or USB-C controller) or a PCI
@@ -88,14 +90,15 @@ def gpu_isolation(gpu, group_devices):
     return True, "IOMMU group %s holds only this card's functions and bridges" % gpu["iommu_group"]
 
 
-def summarize(cmdline_text, class_iommu_names, intel_ecaps, groups, unsafe_interrupts=None):
+def summarize(cmdline_text: str, class_iommu_names: Sequence[str], intel_ecaps: Optional[Iterable[str]],
+              groups: Sequence[Mapping[str, Any]], unsafe_interrupts: Optional[bool] = None) -> dict[str, Any]:
     """Build the iommu_info result from raw readings.
 
     groups: list of {"id": int, "devices": [{"address", "vendor", "device", "class", "driver", ...}]}.
     """
     cmdline = parse_cmdline(cmdline_text)
     kind = iommu_kind(class_iommu_names, cmdline)
-    gpus = []
+    gpus: list[dict[str, Any]] = []
     for group in groups:
         for dev in group["devices"]:
             if is_nvidia_gpu(dev):

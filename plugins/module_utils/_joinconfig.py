@@ -44,7 +44,8 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
 
 API_GROUP = "kubeadm.k8s.io"
 API_VERSIONS = ("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta3")
@@ -75,7 +76,7 @@ class JoinConfigError(ValueError):
 
 # --- taint validation ------------------------------------------------------------------------------------------------
 
-def qualified_name_errors(value):
+def qualified_name_errors(value: str) -> list[str]:
     """apimachinery IsQualifiedName: ``[prefix/]name``, prefix a DNS-1123 subdomain, name 1-63 alphanumerics with
     '-', '_', '.' inside. Returns the problems (empty when valid)."""
     errs = []
@@ -104,7 +105,7 @@ def qualified_name_errors(value):
     return errs
 
 
-def label_value_errors(value):
+def label_value_errors(value: str) -> list[str]:
     """apimachinery IsValidLabelValue: empty, or 1-63 alphanumerics with '-', '_', '.' inside."""
     errs = []
     if len(value) > LABEL_VALUE_MAX:
@@ -115,7 +116,7 @@ def label_value_errors(value):
     return errs
 
 
-def validate_taint(taint, where="taint"):
+def validate_taint(taint: object, where: str = "taint") -> dict[str, Any]:
     """The taint as {key, value, effect} (plus timeAdded when given), validated as the API server validates node
     taints; JoinConfigError names the bad field (``<where>.key`` ...)."""
     if not isinstance(taint, Mapping):
@@ -148,14 +149,14 @@ def validate_taint(taint, where="taint"):
     return out
 
 
-def taint_string(taint):
+def taint_string(taint: Mapping[str, Any]) -> str:
     """core/v1 Taint.ToString: key=value:effect, or key:effect without a value."""
     if taint.get("value"):
         return "%s=%s:%s" % (taint["key"], taint["value"], taint["effect"])
     return "%s:%s" % (taint["key"], taint["effect"])
 
 
-def parse_taint_string(spec, where):
+def parse_taint_string(spec: str, where: str) -> dict[str, Any]:
     """cloud-provider util/taints ParseTaint for one entry of --register-with-taints, validated as a node taint."""
     parts = spec.split(":")
     if len(parts) != 2:
@@ -168,12 +169,12 @@ def parse_taint_string(spec, where):
     return validate_taint(taint, "%s %r" % (where, spec))
 
 
-def _same(a, b):
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     # Node taints are unique by key and effect (validateNodeTaints); the value is what changes.
     return a["key"] == b["key"] and a["effect"] == b["effect"]
 
 
-def merge_taints(existing, taint):
+def merge_taints(existing: Iterable[dict[str, Any]], taint: Mapping[str, Any]) -> list[dict[str, Any]]:
     """existing (validated) taints with ``taint`` kept exactly once: a taint with the same key and effect is replaced
     in place (its value updated), further duplicates dropped, every other taint kept in order."""
     out, placed = [], False
@@ -191,7 +192,7 @@ def merge_taints(existing, taint):
 
 # --- kubelet --register-with-taints ----------------------------------------------------------------------------------
 
-def _merge_flag_value(value, taint, where, also=()):
+def _merge_flag_value(value: str, taint: Mapping[str, Any], where: str, also: Iterable[Mapping[str, Any]] = ()) -> str:
     """One --register-with-taints value (comma separated taints) with the gate taint merged; ``value`` unchanged
     (same string) when the taint is already there. ``also``: taints to keep as well, added (before the gate taint)
     when the value has none with their key and effect (the value's own stays as written)."""
@@ -208,7 +209,8 @@ def _merge_flag_value(value, taint, where, also=()):
     return ",".join(taint_string(t) for t in merged)
 
 
-def _merge_flag_tokens(tokens, taint, where, also=()):
+def _merge_flag_tokens(tokens: Sequence[str], taint: Mapping[str, Any], where: str,
+                       also: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """Tokens (one argument each) with the gate taint in every --register-with-taints occurrence, or the flag appended."""
     out, found, i = [], False, 0
     while i < len(tokens):
@@ -232,7 +234,7 @@ def _merge_flag_tokens(tokens, taint, where, also=()):
     return out
 
 
-def register_with_taints_flag(existing_flags, taint):
+def register_with_taints_flag(existing_flags: object, taint: object) -> Union[str, list[str]]:
     """kubelet flags with the gate taint registered.
 
     existing_flags: a list of arguments (returned as a list) or one command-line string (returned as a string, split
@@ -263,7 +265,7 @@ def register_with_taints_flag(existing_flags, taint):
 _ENV_LINE_RE = r"\A(?P<lead>\s*(?:export\s+)?)%s=(?P<value>.*?)(?P<trail>\s*)\Z"
 
 
-def _env_unquote(raw, where):
+def _env_unquote(raw: str, where: str) -> str:
     raw = raw.strip()
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
         raw = raw[1:-1]
@@ -272,7 +274,7 @@ def _env_unquote(raw, where):
     return raw
 
 
-def kubelet_env_text(text, taint, variable=DEFAULT_ENV_VAR, also=()):
+def kubelet_env_text(text: object, taint: object, variable: object = DEFAULT_ENV_VAR, also: Optional[Iterable[Any]] = ()) -> str:
     """An environment file (systemd EnvironmentFile= / sh, e.g. /etc/default/kubelet, /etc/sysconfig/kubelet) whose
     ``variable`` (KUBELET_EXTRA_ARGS) carries the gate taint in --register-with-taints. Other lines are kept; every
     assignment of the variable is merged (the last one wins); without one, ``variable="--register-with-taints=..."``
@@ -317,7 +319,7 @@ def kubelet_env_text(text, taint, variable=DEFAULT_ENV_VAR, also=()):
 
 # --- kubeadm JoinConfiguration ---------------------------------------------------------------------------------------
 
-def _check_api_version(doc, where):
+def _check_api_version(doc: Mapping[str, Any], where: str) -> Optional[str]:
     api = doc.get("apiVersion")
     if api in (None, ""):
         return None
@@ -327,11 +329,12 @@ def _check_api_version(doc, where):
     return api
 
 
-def _merge_extra_args(extra, gate, where):
+def _merge_extra_args(extra: object, gate: Mapping[str, Any], where: str) -> Union[Mapping[Any, Any], list[Any], None]:
     """nodeRegistration.kubeletExtraArgs: a v1beta3 map {flag: value} or a v1beta4 list [{name, value}]; every
     register-with-taints entry gets the gate taint (it overrides the flag kubeadm builds from taints)."""
     if extra is None:
         return None
+    out: Union[dict[Any, Any], list[Any]]
     if isinstance(extra, Mapping):
         if REGISTER_WITH_TAINTS not in extra:
             return extra
@@ -352,7 +355,7 @@ def _merge_extra_args(extra, gate, where):
     raise JoinConfigError("%s must be a mapping (v1beta3) or a list of {name, value} (v1beta4), not %r" % (where, extra))
 
 
-def render_join_taint(existing_join_config, taint):
+def render_join_taint(existing_join_config: object, taint: object) -> dict[str, Any]:
     """A kubeadm JoinConfiguration (dict, or None/{} for a new one) with ``nodeRegistration.taints`` holding ``taint``
     exactly once, every other taint kept. A new document is kubeadm.k8s.io/v1beta4; a given apiVersion is kept when it
     is v1beta4 or v1beta3 and refused otherwise. A control-plane join (``controlPlane`` set) that omitted taints keeps
@@ -368,7 +371,7 @@ def render_join_taint(existing_join_config, taint):
     kind = doc.get("kind")
     if kind not in (None, "", JOIN_KIND):
         raise JoinConfigError("kind %r is not a %s (the taint goes into kubeadm join's configuration)" % (kind, JOIN_KIND))
-    head = {"apiVersion": api or DEFAULT_API_VERSION, "kind": JOIN_KIND}
+    head: dict[str, Any] = {"apiVersion": api or DEFAULT_API_VERSION, "kind": JOIN_KIND}
     for k, v in doc.items():
         if k not in head:
             head[k] = v
@@ -392,7 +395,7 @@ def render_join_taint(existing_join_config, taint):
     return doc
 
 
-def _merge_doc_taints(taints, gate, where):
+def _merge_doc_taints(taints: Iterable[Any], gate: Mapping[str, Any], where: str) -> list[Any]:
     """The document's taints (each validated, and kept as written) with the gate taint once: an entry with the gate's
     key and effect stays as it is when its value is the gate's, else it is replaced in place; later duplicates of it
     are dropped (the API server refuses them); without one the gate taint is appended."""
@@ -410,7 +413,7 @@ def _merge_doc_taints(taints, gate, where):
     return out
 
 
-def _compact(taint):
+def _compact(taint: Mapping[str, Any]) -> dict[str, Any]:
     # As core/v1 serializes a taint (value and timeAdded omitempty).
     out = {"key": taint["key"]}
     if taint.get("value"):
@@ -421,7 +424,7 @@ def _compact(taint):
     return out
 
 
-def merge_join_documents(documents, taint):
+def merge_join_documents(documents: object, taint: object) -> list[Any]:
     """A kubeadm config file's documents (a list; None entries, i.e. empty documents, dropped) with the taint in its
     JoinConfiguration, every other document (ClusterConfiguration, KubeletConfiguration, ...) kept as it is. A lone
     document without kind is taken for the JoinConfiguration. Without a JoinConfiguration one is appended, with the
@@ -457,7 +460,7 @@ def merge_join_documents(documents, taint):
     return list(docs) + [render_join_taint({"apiVersion": api} if api else None, taint)]
 
 
-def registered_join_taints(documents):
+def registered_join_taints(documents: Optional[Iterable[Any]]) -> list[dict[str, Any]]:
     """The taints ``kubeadm join`` with these documents registers a worker node with, as its kubelet flag carries them
     (cmd/kubeadm/app/phases/kubelet/flags.go buildKubeletArgMapCommon): nodeRegistration.taints, unless
     kubeletExtraArgs has its own register-with-taints, which overrides the built flag (the last entry wins). A

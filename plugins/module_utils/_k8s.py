@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import time
-
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll, _rolllock
 
@@ -36,7 +36,7 @@ except ImportError as e:  # pragma: no cover - depends on the host
 ARGUMENT_SPEC = dict(kubeconfig=dict(type="path"), context=dict(type="str"), timeout=dict(type="int", default=30))
 
 
-def api_client(kubeconfig=None, context=None):
+def api_client(kubeconfig: Optional[str] = None, context: Optional[str] = None) -> Any:
     """A client from the kubeconfig (the option, then kubernetes.core's environment variables, then the library's
     default: KUBECONFIG or ~/.kube/config), or the in-cluster service account where there is none (AWX container
     groups). TLS is verified as the kubeconfig says."""
@@ -52,14 +52,14 @@ def api_client(kubeconfig=None, context=None):
     return kubernetes.client.ApiClient(cfg)
 
 
-def label_problems(params, options):
+def label_problems(params: Mapping[str, Any], options: Iterable[str]) -> list[str]:
     """Label values must be strings (or null to remove): a YAML true would be written as 'True'."""
     return ["%s: the value of %s must be a string or null, got %r" % (option, key, value)
             for option in options for key, value in sorted((params.get(option) or {}).items())
             if value is not None and not isinstance(value, str)]
 
 
-def describe_failure(node, err):
+def describe_failure(node: str, err: BaseException) -> str:
     """The message of a failed node step: the API's status and reason, or why the API could not be reached."""
     if isinstance(err, ApiException):
         return "node %s: Kubernetes API error: %s %s" % (node, getattr(err, "status", ""), getattr(err, "reason", err))
@@ -69,12 +69,12 @@ def describe_failure(node, err):
 class NodeStepError(Exception):
     """A step of NodeRelease failed; ``done`` says what had been written before it."""
 
-    def __init__(self, msg, done):
+    def __init__(self, msg: str, done: dict[str, Any]) -> None:
         super().__init__(msg)
         self.done = done
 
 
-def _node_view(node):
+def _node_view(node: Mapping[str, Any]) -> dict[str, Any]:
     spec = node.get("spec") or {}
     return {"labels": dict((node.get("metadata") or {}).get("labels") or {}),
             "unschedulable": bool(spec.get("unschedulable")),
@@ -86,20 +86,22 @@ class NodeRelease:
     then set the final labels and cordon state in one PATCH. Each write is skipped when it would change nothing, and
     check mode writes nothing and does not wait."""
 
-    def __init__(self, api, name, timeout):
+    def __init__(self, api: Any, name: str, timeout: int) -> None:
         self.api = api
-        self.core = kubernetes.client.CoreV1Api(api)
+        # Any, like every API client's objects here: only recent kubernetes releases ship hints (kubernetes-client/python
+        # PR 2657), the older ones this collection also runs with have none.
+        self.core: Any = kubernetes.client.CoreV1Api(api)
         self.name = name
         self.timeout = timeout
-        self.done = {"restored": {}, "pods_deleted": [], "waited_seconds": None, "final": {}}
+        self.done: dict[str, Any] = {"restored": {}, "pods_deleted": [], "waited_seconds": None, "final": {}}
 
-    def read(self):
+    def read(self) -> dict[str, Any]:
         return self.api.sanitize_for_serialization(self.core.read_node(self.name, _request_timeout=self.timeout))
 
-    def patch(self, body):
+    def patch(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return self.api.sanitize_for_serialization(self.core.patch_node(self.name, body, _request_timeout=self.timeout))
 
-    def restart_pods(self, namespace, selectors, check):
+    def restart_pods(self, namespace: str, selectors: Iterable[str], check: bool) -> None:
         """Delete the pods on this node that match any of ``selectors`` (their DaemonSet recreates them); one that is
         gone already is not an error. Listed now, not before the change: a pod recreated meanwhile is restarted too."""
         for selector in selectors:
@@ -119,7 +121,7 @@ class NodeRelease:
                         continue
                 self.done["pods_deleted"].append(where)
 
-    def wait_for(self, node, expected, wait_timeout):
+    def wait_for(self, node: dict[str, Any], expected: Mapping[str, int], wait_timeout: float) -> dict[str, Any]:
         """Wait until the node advertises exactly ``expected`` (``_mig_roll.advertised_resources``), by watching the
         Node from the version read (as ``kubectl wait`` does) rather than polling; returns the last node seen."""
         start = time.monotonic()
@@ -150,7 +152,9 @@ class NodeRelease:
         self.done["waited_seconds"] = round(time.monotonic() - start, 2)
         return node
 
-    def run(self, restore_labels, pods, resources, labels, unschedulable, wait_timeout, check):  # pylint: disable=too-many-arguments
+    def run(self, restore_labels: Optional[Mapping[str, Optional[str]]], pods: tuple[str, Sequence[str]],  # pylint: disable=too-many-arguments
+            resources: Optional[Mapping[str, int]], labels: Optional[Mapping[str, Optional[str]]], unschedulable: Optional[bool],
+            wait_timeout: float, check: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         """``pods``: (namespace, label selectors) of the pods to restart. Returns the node's view before and after."""
         node = self.read()
         before = _node_view(node)
@@ -165,7 +169,7 @@ class NodeRelease:
         # In check mode the restore was not written: the final patch is worked out as if it had been.
         expected_labels = _mig_roll.patched_labels(current["labels"], restore)
         label_changes = _mig_roll.label_patch(expected_labels, labels)
-        final = {}
+        final: dict[str, Any] = {}
         if label_changes:
             final["metadata"] = {"labels": label_changes}
         if unschedulable is not None and bool(unschedulable) != current["unschedulable"]:
@@ -179,7 +183,7 @@ class NodeRelease:
         return before, after
 
 
-def _fmt(resources):
+def _fmt(resources: Optional[Mapping[str, int]]) -> str:
     return "{%s}" % ", ".join("%s: %s" % kv for kv in sorted(resources.items())) if resources else "nothing"
 
 
@@ -191,7 +195,7 @@ class LockFailed(Exception):
         self.extras = extras
 
 
-def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tuple[dict[str, Any], str | None]:
+def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tuple[dict[str, Any], Optional[str]]:
     """Take, renew or release the Lease ``p['namespace']/p['name']`` as the roll_lock module's parameters ``p`` say.
 
     Returns the module result and a warning (a lock taken over from a holder whose lease expired), or raises

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, Optional, Union
 
 from ansible_collections.gpuops.provision.plugins.module_utils._versions import (
     VersionError, compare_debian, compare_rpm, driver_version_of,
@@ -36,7 +37,7 @@ class KmodError(ValueError):
     """Input these functions cannot work with; the message says what and why."""
 
 
-def _text(value, what):
+def _text(value: object, what: str) -> str:
     """Command output as one string; a list (e.g. [stdout, stderr]) is joined line by line."""
     if value is None:
         return ""
@@ -49,7 +50,7 @@ def _text(value, what):
     return value
 
 
-def _rc(rc):
+def _rc(rc: Any) -> Optional[int]:
     if rc in (None, ""):
         return None
     if isinstance(rc, bool):
@@ -84,7 +85,7 @@ _WEAK_FROM_RE = re.compile(r"^\s*from\s+(?P<kernel>\S+)")
 _NOTE_RE = re.compile(r"\(([^()]*)\)")
 
 
-def parse_dkms_status(text):
+def parse_dkms_status(text: object) -> list[dict[str, Any]]:
     """``dkms status`` output -> list of dict(module, version, kernel, arch, state, warnings, built_for, format).
 
     ``state``: added, built, installed, installed-weak or broken; ``kernel``/``arch`` are None for added and broken
@@ -124,7 +125,7 @@ def parse_dkms_status(text):
 _DKMS_VERSION_RE = re.compile(r"(?:^|\bdkms\b[-: ]*)(?P<v>\d+(?:\.\d+){1,3})")
 
 
-def parse_dkms_version(text):
+def parse_dkms_version(text: object) -> Optional[tuple[int, ...]]:
     """Version tuple out of ``dkms --version`` (``dkms-3.0.10`` -> (3, 0, 10)); None when there is none."""
     m = _DKMS_VERSION_RE.search(_text(text, "dkms --version").strip())
     if not m:
@@ -150,11 +151,11 @@ def parse_dkms_version(text):
 _MISSING_RE = re.compile(r"No such file or directory|command not found|mokutil: not found|Error executing command")
 
 
-def _tool_missing(text, rc):
+def _tool_missing(text: str, rc: Optional[int]) -> bool:
     return rc == 127 or (rc == 2 and bool(_MISSING_RE.search(text)))
 
 
-def parse_sb_state(text, rc=None):
+def parse_sb_state(text: object, rc: Any = None) -> dict[str, Any]:
     """``mokutil --sb-state`` (stdout and stderr) -> dict(secure_boot, detail, efi, mokutil_missing).
 
     ``secure_boot``: True (enforced), False (off, setup mode, shim validation disabled, firmware without Secure
@@ -189,7 +190,7 @@ def parse_sb_state(text, rc=None):
     return out
 
 
-def _first_line(text, needle):
+def _first_line(text: str, needle: str) -> str:
     for line in text.splitlines():
         if needle in line:
             return line.strip()
@@ -205,14 +206,14 @@ def _first_line(text, needle):
 #   A certificate in the firmware db counts as enrolled, with a note: the firmware trusts it, but whether the kernel
 #   accepts db keys for modules depends on the kernel build (the plan's message says so).
 
-def parse_mok_test_key(text, rc=None):
+def parse_mok_test_key(text: object, rc: Any = None) -> dict[str, Any]:
     """``mokutil --test-key <cert>`` (stdout and stderr) -> dict(enrolled, pending, blocked, in_db, error, detail)."""
     text = _text(text, "mokutil --test-key output")
     code = _rc(rc)
     out = dict(enrolled=False, pending=False, blocked=False, in_db=False, error=None, detail="")
     lines = [re.sub(r"^SKIP:\s*", "", ln.strip()) for ln in text.splitlines() if ln.strip()]
 
-    def has(pattern):
+    def has(pattern: str) -> Optional[str]:
         return next((ln for ln in lines if re.search(pattern, ln)), None)
 
     line = has(r"\bis already in the enrollment request$")
@@ -250,7 +251,7 @@ def parse_mok_test_key(text, rc=None):
 
 # --- the kernel that boots next ---------------------------------------------------------------------------
 
-def _release_of(name):
+def _release_of(name: object) -> str:
     """Kernel release from '/boot/vmlinuz-6.1.0-28-amd64', 'vmlinuz-6.1.0-28-amd64' or '6.1.0-28-amd64'."""
     if isinstance(name, Mapping):
         name = name.get("path") or name.get("name") or ""
@@ -269,11 +270,11 @@ def _release_of(name):
 _GRUB_SEDEXP = re.compile(r"[._-](pre|rc|test|git|old|trunk)")
 
 
-def _grub_key(release):
+def _grub_key(release: str) -> str:
     return _GRUB_SEDEXP.sub(lambda m: "~" + m.group(1), release)
 
 
-def next_boot_kernel(installed_kernels, running=None, scheme="deb", default=None):
+def next_boot_kernel(installed_kernels: Any, running: Optional[str] = None, scheme: str = "deb", default: object = None) -> Optional[str]:
     """The kernel release the host boots next.
 
     ``installed_kernels``: release strings or /boot/vmlinuz-* paths (``find`` results work too); ``running``: the
@@ -299,7 +300,7 @@ def next_boot_kernel(installed_kernels, running=None, scheme="deb", default=None
             continue
         releases.append(rel)
 
-    def newer(a, b):
+    def newer(a: str, b: str) -> bool:
         if scheme == "deb":
             return compare_debian(_grub_key(a), _grub_key(b)) > 0
         return compare_rpm(a, b) > 0
@@ -341,12 +342,13 @@ def next_boot_kernel(installed_kernels, running=None, scheme="deb", default=None
 _DEB_RELEASE_RE = re.compile(r"^(?P<upstream>\d[^-]*)-(?:(?P<abi>\d+)-)?(?P<flavour>[a-z][a-z0-9-]*)$")
 
 
-def _deb_flavour(release):
+def _deb_flavour(release: str) -> Optional[str]:
     m = _DEB_RELEASE_RE.match(release)
     return m.group("flavour") if m else None
 
 
-def headers_packages(kernel_release, distribution=None, os_family=None, meta=None):
+def headers_packages(kernel_release: object, distribution: Optional[str] = None, os_family: Optional[str] = None,
+                     meta: Union[str, Literal[False], None] = None) -> list[str]:
     """Packages that give DKMS the headers of the running kernel and of the kernels upgrades install.
 
     ``meta``: the metapackage to use instead of the derived one (e.g. ``linux-headers-generic-hwe-22.04``), or
@@ -391,7 +393,7 @@ def headers_packages(kernel_release, distribution=None, os_family=None, meta=Non
     return _dedupe(pkgs)
 
 
-def _dedupe(items):
+def _dedupe(items: Iterable[str]) -> list[str]:
     out = []
     for item in items:
         if item and item not in out:
@@ -408,7 +410,7 @@ _NVIDIA_ALIASES_RE = re.compile(r"^nvidia(?:-current|-tesla(?:-\d+)?)?(?:-open)?
 _AVAILABLE = ("installed", "installed-weak")
 
 
-def _name_matches(name, wanted):
+def _name_matches(name: str, wanted: Union[str, Sequence[str]]) -> bool:
     if isinstance(wanted, (list, tuple)):
         return any(_name_matches(name, w) for w in wanted)
     if wanted == "nvidia":
@@ -416,7 +418,7 @@ def _name_matches(name, wanted):
     return name == wanted
 
 
-def _version_matches(have, want):
+def _version_matches(have: object, want: object) -> bool:
     if want in (None, ""):
         return True
     try:
@@ -425,9 +427,9 @@ def _version_matches(have, want):
         return str(have).strip() == str(want).strip()
 
 
-def _describe(entries):
+def _describe(entries: Iterable[Mapping[str, Any]]) -> str:
     """Short 'what dkms said' text for a set of entries of one module."""
-    by_state = {}
+    by_state: dict[str, list[str]] = {}
     for e in entries:
         label = e["kernel"] if e["kernel"] else "%s/%s" % (e["module"], e["version"])
         by_state.setdefault(e["state"], [])
@@ -445,7 +447,8 @@ def _describe(entries):
     return "; ".join(parts)
 
 
-def module_check(dkms_status, next_kernel, module="nvidia", version=None):
+def module_check(dkms_status: object, next_kernel: object, module: Union[str, Sequence[str]] = "nvidia",
+                 version: Optional[str] = None) -> dict[str, Any]:
     """Is a DKMS module ``module`` (driver ``version`` when given) installed for ``next_kernel``?
 
     ``dkms_status``: ``parse_dkms_status`` entries or the raw text. Returns dict(ok, reason, kernel, module,
@@ -504,7 +507,7 @@ UBUNTU_MOK_CERT = "/var/lib/shim-signed/mok/MOK.der"
 DKMS_SIGNING_CONFIG_MIN = (3, 0, 4)
 
 
-def _enrol_steps(cert, key):
+def _enrol_steps(cert: str, key: str) -> str:
     """The MOK enrolment procedure of github:dell/dkms README.md, "Module signing" and "Secure Boot"."""
     return (
         "(1) create the key pair as DKMS does (skip if it exists; dkms >= 3.1: `dkms generate_mok`): "
@@ -517,7 +520,7 @@ def _enrol_steps(cert, key):
         "role again." % dict(cert=cert, key=key))
 
 
-def _as_sb(sb_state):
+def _as_sb(sb_state: object) -> Mapping[str, Any]:
     if isinstance(sb_state, Mapping):
         return sb_state
     if sb_state is None or isinstance(sb_state, bool):
@@ -525,7 +528,7 @@ def _as_sb(sb_state):
     raise KmodError("sb_state must be the result of parse_sb_state, True, False or None, got %r" % (sb_state,))
 
 
-def _as_enrolment(enrolled):
+def _as_enrolment(enrolled: object) -> Optional[Mapping[str, Any]]:
     if enrolled is None or isinstance(enrolled, Mapping):
         return enrolled
     if isinstance(enrolled, bool):
@@ -533,7 +536,8 @@ def _as_enrolment(enrolled):
     raise KmodError("enrolled must be the result of parse_mok_test_key, True, False or None, got %r" % (enrolled,))
 
 
-def secure_boot_plan(sb_state, key_path=None, cert_path=None, enrolled=None, dkms_version=None, key_exists=None):
+def secure_boot_plan(sb_state: object, key_path: Optional[str] = None, cert_path: Optional[str] = None, enrolled: object = None,
+                     dkms_version: Union[str, tuple[int, ...], None] = None, key_exists: Optional[bool] = None) -> dict[str, Any]:
     """What to do about module signing before the reboot: dict(ok, action, message, warn).
 
     ``sb_state``: ``parse_sb_state`` result (or True/False/None); ``key_path``/``cert_path``: the MOK private key and
@@ -633,7 +637,7 @@ def secure_boot_plan(sb_state, key_path=None, cert_path=None, enrolled=None, dkm
 _PATH_RE = re.compile(r'^(?:/|pkcs11:)[^"`\\\n\r$]*(?:\$\{?kernelver\}?[^"`\\\n\r$]*)*\Z')
 
 
-def dkms_signing_config(key_path, cert_path):
+def dkms_signing_config(key_path: object, cert_path: object) -> str:
     """Text of /etc/dkms/framework.conf.d/<name>.conf that makes DKMS sign with this MOK key pair."""
     key = _text(key_path, "key path").strip()
     cert = _text(cert_path, "certificate path").strip()

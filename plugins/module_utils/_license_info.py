@@ -39,8 +39,8 @@ def read_gpus(nvml: Nvml, now: datetime.datetime) -> list[dict[str, Any]]:
     gpus = []
     for index in range(nvml.count()):
         try:
-            dev, identity = nvml.identity(index)
-            gpus.append(_license.gpu_licence(index, identity, nvml.virtualization(dev), nvml.licence(dev), now))
+            device = nvml.device(index)
+            gpus.append(_license.gpu_licence(index, device.info, nvml.virtualization(device), nvml.licence(device), now))
         except nvml.nv.NVMLError as e:
             gpus.append({"index": index, "error": nvml.describe(e)})
     return gpus

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 # \Z, not $: "$" also matches before a trailing newline, so "0x20B010DE\n" passed as a filter (issue 15).
 MIG_NAME_RE = re.compile(r"^(?:(?P<c>[1-9][0-9]*)c\.)?(?P<g>[1-9][0-9]*)g\.(?P<gb>[1-9][0-9]*)gb(?P<attr>(?:[+-][a-z]+(?:\.[a-z]+)*)*)\Z")
@@ -33,7 +35,7 @@ class MigError(Exception):
 # Profile names
 # ---------------------------------------------------------------------------------------------------------------
 
-def parse_profile_name(name):
+def parse_profile_name(name: object) -> tuple[Optional[int], int, int, str]:
     """Split a mig-parted profile name into (c, g, gb, attrs); c is None when the name has no 'Nc.' part."""
     if not isinstance(name, str):
         raise MigError("MIG profile name %r is not a string" % (name,))
@@ -44,7 +46,7 @@ def parse_profile_name(name):
     return c, int(m.group("g")), int(m.group("gb")), m.group("attr") or ""
 
 
-def memory_size_gb(memory_mb, total_memory_bytes):
+def memory_size_gb(memory_mb: float, total_memory_bytes: int) -> int:
     """mig-parted/go-nvlib getMigMemorySizeGB: the GB figure of a profile name depends on the device's total memory."""
     one_mb = 1024 * 1024
     one_gb = 1024 * 1024 * 1024
@@ -55,18 +57,18 @@ def memory_size_gb(memory_mb, total_memory_bytes):
     return int(math.floor(frac * total_gb + 0.5))
 
 
-def gi_profile_name(slices, memory_mb, total_memory_bytes, attrs=""):
+def gi_profile_name(slices: int, memory_mb: float, total_memory_bytes: int, attrs: str = "") -> str:
     return "%dg.%dgb%s" % (slices, memory_size_gb(memory_mb, total_memory_bytes), attrs)
 
 
-def ci_profile_name(ci_slices, gi_name, gi_slices):
+def ci_profile_name(ci_slices: int, gi_name: str, gi_slices: int) -> str:
     """A full-size CI carries the GI's name, a smaller one is '<C>c.<GI name>' (mig-parted's convention)."""
     if ci_slices == gi_slices:
         return gi_name
     return "%dc.%s" % (ci_slices, gi_name)
 
 
-def ci_size_allowed(c, g):
+def ci_size_allowed(c: int, g: int) -> bool:
     """go-nvlib VisitMigProfiles heuristic for valid compute-instance sizes within a G-slice GPU instance."""
     if c > g:
         return False
@@ -75,7 +77,7 @@ def ci_size_allowed(c, g):
     return True
 
 
-def modelled_ci_placements(c, g):
+def modelled_ci_placements(c: int, g: int) -> list[tuple[int, int]]:
     """CI placements (in compute slices within the GI) as NVML reports them: starts aligned to the next power of two.
 
     Only used to validate a target before the GPU instance exists; the apply step reads the real placements
@@ -92,7 +94,8 @@ class Profile:
 
     __slots__ = ("name", "id", "slices", "placements", "max_count", "memory_mb", "aliases", "index")
 
-    def __init__(self, name, profile_id, slices, placements, max_count, memory_mb=0, aliases=(), index=None):
+    def __init__(self, name: str, profile_id: int, slices: int, placements: Iterable[Sequence[Any]], max_count: int, memory_mb: int = 0,
+                 aliases: Iterable[str] = (), index: Optional[int] = None) -> None:
         self.name = name
         self.id = profile_id
         self.slices = slices
@@ -103,10 +106,10 @@ class Profile:
         self.index = index
 
     @property
-    def memory_slices(self):
+    def memory_slices(self) -> int:
         return self.placements[0][1] if self.placements else 0
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "id": self.id, "slices": self.slices, "memory_slices": self.memory_slices,
             "max_count": self.max_count, "memory_mb": self.memory_mb,
@@ -114,17 +117,17 @@ class Profile:
         }
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d: Mapping[str, Any]) -> Profile:
         return cls(d["name"], d["id"], d["slices"], [(p["start"], p["size"]) for p in d["placements"]],
                    d["max_count"], d.get("memory_mb", 0), d.get("aliases", ()), d.get("index"))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Profile(%s id=%s)" % (self.name, self.id)
 
 
-def format_placements(placements):
+def format_placements(placements: Iterable[tuple[int, int]]) -> str:
     """'{0,4}:4' as nvidia-smi -lgipp prints them."""
-    by_size = {}
+    by_size: dict[int, list[int]] = {}
     for s, z in placements:
         by_size.setdefault(z, []).append(s)
     return " ".join("{%s}:%d" % (",".join(str(s) for s in sorted(starts)), z) for z, starts in sorted(by_size.items()))
@@ -133,27 +136,27 @@ def format_placements(placements):
 class ProfileTable:
     """A GPU's GI profiles, looked up by the names mig-parted accepts (computed name or NVML's own name)."""
 
-    def __init__(self, profiles):
+    def __init__(self, profiles: Iterable[Profile]) -> None:
         self.profiles = list(profiles)
-        self._by_name = {}
+        self._by_name: dict[str, Profile] = {}
         for p in self.profiles:
             for n in (p.name,) + p.aliases:
                 self._by_name.setdefault(n, p)
 
-    def get(self, name):
+    def get(self, name: str) -> Optional[Profile]:
         return self._by_name.get(name)
 
-    def by_id(self, profile_id):
+    def by_id(self, profile_id: int) -> Optional[Profile]:
         for p in self.profiles:
             if p.id == profile_id:
                 return p
         return None
 
-    def names(self):
+    def names(self) -> list[str]:
         return [p.name for p in self.profiles]
 
     @property
-    def memory_slices(self):
+    def memory_slices(self) -> int:
         """Total memory slices of the GPU: the end of the furthest placement (8 on A100/H100, 4 on A30)."""
         return max((s + z for p in self.profiles for s, z in p.placements), default=0)
 
@@ -162,7 +165,7 @@ class ProfileTable:
 # mig-parted v1 documents
 # ---------------------------------------------------------------------------------------------------------------
 
-def _parse_pci_filter(value, where):
+def _parse_pci_filter(value: Any, where: str) -> tuple[Optional[list[tuple[int, ...]]], list[str]]:
     """A device-filter as mig-parted reads it (api/spec/v1/spec.go MigConfigSpec.UnmarshalJSON: a string or a list of
     strings; nothing else). Returns (parsed [(device_id,) | (device_id, subsystem_id)] or None, the strings that are
     not PCI ids). mig-parted accepts those in the document and then matches no GPU with them (its
@@ -184,7 +187,7 @@ def _parse_pci_filter(value, where):
     return out or None, bad
 
 
-def validate_entry(entry, where):
+def validate_entry(entry: Any, where: str) -> dict[str, Any]:
     """Validate one mig-parted config entry; returns a normalized dict.
 
     Normalized: {'devices': 'all' | [int], 'device_filter': None | [(device_id,) | (device_id, subsystem_id)],
@@ -224,7 +227,7 @@ def validate_entry(entry, where):
         raise MigError("%s: 'mig-enabled' is true but 'mig-devices' is missing (use {} for MIG enabled with no instances)" % where)
     if not enabled and mig_devices:
         raise MigError("%s: MIG devices included when 'mig-enabled' is false" % where)
-    counts = {}
+    counts: dict[str, int] = {}
     if mig_devices:
         if not isinstance(mig_devices, dict):
             raise MigError("%s: mig-devices must be a mapping of profile name to count" % where)
@@ -236,13 +239,14 @@ def validate_entry(entry, where):
                 counts[name] = count
         if not counts:
             raise MigError("%s: mig-devices has no profile with a count > 0" % where)
+    bad: list[str]
     dfilter, bad = None, []
     if entry.get("device-filter") is not None:
         dfilter, bad = _parse_pci_filter(entry["device-filter"], where)
     return {"devices": devices, "device_filter": dfilter, "bad_filters": bad, "mig_enabled": enabled, "mig_devices": counts}
 
 
-def parse_config(document, selected=None):
+def parse_config(document: Any, selected: Optional[str] = None) -> list[dict[str, Any]]:
     """Parse a mig-parted v1 document and return the normalized entries of the selected config."""
     if not isinstance(document, dict):
         raise MigError("config must be a mig-parted document (a mapping with 'version' and 'mig-configs')")
@@ -263,13 +267,13 @@ def parse_config(document, selected=None):
     return parse_entries(configs[selected], "mig-configs['%s']" % selected)
 
 
-def parse_entries(entries, where="devices"):
+def parse_entries(entries: Any, where: str = "devices") -> list[dict[str, Any]]:
     if not isinstance(entries, list) or not entries:
         raise MigError("%s: must be a non-empty list of entries" % where)
     return [validate_entry(e, "%s[%d]" % (where, i)) for i, e in enumerate(entries)]
 
 
-def entry_matches(entry, index, pci_device_id, pci_subsystem_id=None):
+def entry_matches(entry: Mapping[str, Any], index: int, pci_device_id: int, pci_subsystem_id: Optional[int] = None) -> bool:
     if entry["devices"] != "all" and index not in entry["devices"]:
         return False
     if entry["device_filter"] or [b for b in entry.get("bad_filters", ()) if b]:
@@ -283,7 +287,8 @@ def entry_matches(entry, index, pci_device_id, pci_subsystem_id=None):
     return True
 
 
-def select_entry(entries, index, pci_device_id, pci_subsystem_id=None):
+def select_entry(entries: Iterable[dict[str, Any]], index: int, pci_device_id: int,
+                 pci_subsystem_id: Optional[int] = None) -> Optional[dict[str, Any]]:
     """Entry applying to a GPU, or None. mig-parted applies matching entries in order, so the last match wins."""
     found = None
     for e in entries:
@@ -292,7 +297,7 @@ def select_entry(entries, index, pci_device_id, pci_subsystem_id=None):
     return found
 
 
-def check_entries(entries, gpu_count):
+def check_entries(entries: Iterable[Mapping[str, Any]], gpu_count: int) -> None:
     """Refuse what mig-parted accepts in a document but would silently get wrong on this host: a GPU index the host
     does not have (negative ones included), a device-filter string that is not a PCI id (matches no GPU), or an
     empty device-filter (no filter: every GPU)."""
@@ -314,11 +319,12 @@ def check_entries(entries, gpu_count):
 # Placement solver
 # ---------------------------------------------------------------------------------------------------------------
 
-def _mask(start, size):
+def _mask(start: int, size: int) -> int:
     return ((1 << size) - 1) << start
 
 
-def solve_placements(items, occupied=(), total_slices=None):
+def solve_placements(items: Sequence[tuple[object, Sequence[tuple[int, int]]]], occupied: Iterable[tuple[int, int]] = (),
+                     total_slices: Optional[int] = None) -> Optional[list[tuple[int, int]]]:
     """Assign every item a non-overlapping placement.
 
     items: list of (key, [(start, size), ...]) -- key identifies the profile; items with equal keys are
@@ -334,10 +340,10 @@ def solve_placements(items, occupied=(), total_slices=None):
     order = sorted(range(len(items)), key=lambda i: (len(items[i][1]), -max((z for _s, z in items[i][1]), default=0), str(items[i][0])))
     cands = [sorted(set(items[i][1])) for i in order]
     keys = [items[i][0] for i in order]
-    failed = set()
-    result = [None] * len(order)
+    failed: set[tuple[int, int, int]] = set()
+    result: list[Optional[tuple[int, int]]] = [None] * len(order)
 
-    def dfs(pos, used_mask, min_idx):
+    def dfs(pos: int, used_mask: int, min_idx: int) -> bool:
         if pos == len(order):
             return True
         memo = (pos, used_mask, min_idx)
@@ -357,7 +363,8 @@ def solve_placements(items, occupied=(), total_slices=None):
 
     if not dfs(0, used, 0):
         return None
-    out = [None] * len(items)
+    # Any: the loop below fills every slot, so none stays None.
+    out: list[Any] = [None] * len(items)
     for pos, i in enumerate(order):
         out[i] = result[pos]
     return out
@@ -367,19 +374,19 @@ def solve_placements(items, occupied=(), total_slices=None):
 # Targets
 # ---------------------------------------------------------------------------------------------------------------
 
-def gi_profile_of(name):
+def gi_profile_of(name: str) -> tuple[Optional[int], str]:
     """(compute slices or None, GPU-instance profile name) of a requested name: '1c.3g.20gb' -> (1, '3g.20gb')."""
     c = parse_profile_name(name)[0]
     return c, (name.split(".", 1)[1] if c is not None else name)
 
 
-def resolve_target(table, mig_devices):
+def resolve_target(table: ProfileTable, mig_devices: Mapping[str, int]) -> list[tuple[Profile, tuple[int, ...]]]:
     """Turn mig-devices {name: count} into GPU-instance groups [(Profile, (ci sizes, largest first))].
 
     Compute instances of one GI profile are packed like mig-parted does (largest first, added to the current GI
     while it has room), so '1c.2g.10gb: 2' means one 2g GI with two 1c CIs.
     """
-    per_profile = {}
+    per_profile: dict[str, tuple[Profile, list[int]]] = {}
     unknown = []
     for name, count in sorted(mig_devices.items()):
         c, gi_name = gi_profile_of(name)
@@ -401,7 +408,7 @@ def resolve_target(table, mig_devices):
     for pname in sorted(per_profile, key=lambda n: (-per_profile[n][0].slices, n)):
         prof, sizes = per_profile[pname]
         sizes.sort(reverse=True)
-        current = []
+        current: list[int] = []
         for size in sizes:
             trial = current + [size]
             if current and _ci_fit(trial, prof.slices):
@@ -415,23 +422,23 @@ def resolve_target(table, mig_devices):
     return groups
 
 
-def gi_profile_names(mig_devices):
+def gi_profile_names(mig_devices: Iterable[str]) -> set[str]:
     """GPU-instance profile names a mig-devices request uses ('1c.3g.20gb' uses '3g.20gb')."""
     return set(gi_profile_of(name)[1] for name in mig_devices)
 
 
-def unknown_profiles(table, mig_devices):
+def unknown_profiles(table: ProfileTable, mig_devices: Iterable[str]) -> list[str]:
     """Requested names whose GPU-instance profile the table does not have, sorted."""
     return [name for name in sorted(mig_devices) if table.get(gi_profile_of(name)[1]) is None]
 
 
-def _ci_fit(sizes, g):
+def _ci_fit(sizes: Iterable[int], g: int) -> bool:
     items = [(c, modelled_ci_placements(c, g)) for c in sizes]
     return solve_placements(items, total_slices=g) is not None
 
 
-def counts_of_groups(groups):
-    counts = {}
+def counts_of_groups(groups: Iterable[tuple[Profile, Iterable[int]]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
     for prof, sizes in groups:
         for c in sizes:
             n = ci_profile_name(c, prof.name, prof.slices)
@@ -439,17 +446,19 @@ def counts_of_groups(groups):
     return counts
 
 
-def describe_request(mig_devices):
+def describe_request(mig_devices: Mapping[str, int]) -> str:
     return ", ".join("%s: %d" % (k, v) for k, v in sorted(mig_devices.items())) or "no instances"
 
 
-def place_groups(table, groups, occupied=()):
+def place_groups(table: ProfileTable, groups: Sequence[tuple[Profile, Sequence[int]]],
+                 occupied: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
     """Placements for the groups' GPU instances, or raise MigError saying why none exist."""
-    need = {}
+    need: dict[str, int] = {}
     for prof, _sizes in groups:
         need[prof.name] = need.get(prof.name, 0) + 1
     for name, n in sorted(need.items()):
-        prof = table.get(name)
+        # The names are the groups' own profiles, all from this table: get() finds each one.
+        prof = table.get(name)  # type: ignore[assignment]
         if n > prof.max_count:
             raise MigError("%d x %s requested but this GPU allows at most %d" % (n, name, prof.max_count))
     total = table.memory_slices
@@ -459,12 +468,13 @@ def place_groups(table, groups, occupied=()):
     items = [(prof.name, prof.placements) for prof, _sizes in groups]
     placed = solve_placements(items, occupied, total or None)
     if placed is None:
-        detail = "; ".join("%s %s" % (n, format_placements(table.get(n).placements)) for n in sorted(need))
+        # As above: every name in need is one of this table's profiles.
+        detail = "; ".join("%s %s" % (n, format_placements(table.get(n).placements)) for n in sorted(need))  # type: ignore[union-attr]
         raise MigError("no non-overlapping placement exists for these instances (possible placements: %s)" % detail)
     return placed
 
 
-def validate_target(table, mig_devices):
+def validate_target(table: ProfileTable, mig_devices: Mapping[str, int]) -> tuple[list[tuple[Profile, tuple[int, ...]]], list[tuple[int, int]]]:
     """Check a target against one GPU's profiles; returns (groups, placements) or raises MigError."""
     groups = resolve_target(table, mig_devices)
     return groups, place_groups(table, groups)
@@ -474,27 +484,28 @@ def validate_target(table, mig_devices):
 # Geometry: current state, comparison and the action plan
 # ---------------------------------------------------------------------------------------------------------------
 
-def current_counts(instances):
+def current_counts(instances: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """mig-parted's view of a GPU: profile name -> number of compute instances."""
-    counts = {}
+    counts: dict[str, int] = {}
     for gi in instances:
         for ci in gi.get("compute_instances", []):
             counts[ci["profile"]] = counts.get(ci["profile"], 0) + 1
     return counts
 
 
-def geometry_matches(instances, target_counts):
+def geometry_matches(instances: Sequence[Mapping[str, Any]], target_counts: Mapping[str, int]) -> bool:
     """Same counts per profile name, and no GPU instance without compute instances (it would hold slices unseen)."""
     if any(not gi.get("compute_instances") for gi in instances):
         return False
     return current_counts(instances) == dict((k, v) for k, v in target_counts.items() if v)
 
 
-def _group_key(prof_name, sizes):
+def _group_key(prof_name: str, sizes: Iterable[int]) -> tuple[str, tuple[int, ...]]:
     return (prof_name, tuple(sorted(sizes, reverse=True)))
 
 
-def plan_gpu(table, mode, instances, target, mode_change_resets=False):
+def plan_gpu(table: ProfileTable, mode: Mapping[str, Any], instances: Sequence[Mapping[str, Any]], target: Mapping[str, Any],
+             mode_change_resets: bool = False) -> dict[str, Any]:
     """Plan one GPU.
 
     table: ProfileTable; mode: {'current': 'enabled'|'disabled', 'pending': ...}; instances: current GIs as
@@ -504,10 +515,10 @@ def plan_gpu(table, mode, instances, target, mode_change_resets=False):
     is impossible on this GPU (before anything is touched).
     """
     cur, pend = mode["current"], mode["pending"]
-    actions = []
-    plan = {"changed": False, "actions": actions, "reset_required": False, "keep": [], "target_counts": {}}
+    actions: list[dict[str, Any]] = []
+    plan: dict[str, Any] = {"changed": False, "actions": actions, "reset_required": False, "keep": [], "target_counts": {}}
 
-    def destroy(gi):
+    def destroy(gi: Mapping[str, Any]) -> None:
         for ci in gi.get("compute_instances", []):
             actions.append({"action": "destroy_ci", "gi_id": gi["gi_id"], "ci_id": ci["ci_id"], "profile": ci["profile"]})
         actions.append({"action": "destroy_gi", "gi_id": gi["gi_id"], "profile": gi["profile"], "placement": dict(gi["placement"])})
@@ -554,7 +565,7 @@ def plan_gpu(table, mode, instances, target, mode_change_resets=False):
                 kept.append(gi)
                 del remaining[i]
                 break
-    placements = None
+    placements: Optional[list[tuple[int, int]]] = None
     if kept:
         try:
             placements = place_groups(table, remaining, [(gi["placement"]["start"], gi["placement"]["size"]) for gi in kept])
@@ -583,9 +594,9 @@ def plan_gpu(table, mode, instances, target, mode_change_resets=False):
     return plan
 
 
-def rollback_actions(instances):
+def rollback_actions(instances: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Actions recreating a GPU's previous GIs (same profiles and placements) and their CIs."""
-    actions = []
+    actions: list[dict[str, Any]] = []
     for ref, gi in enumerate(instances):
         actions.append({"action": "create_gi", "ref": ref, "profile": gi["profile"], "profile_id": gi["profile_id"],
                         "placement": dict(gi["placement"])})
@@ -596,7 +607,7 @@ def rollback_actions(instances):
     return actions
 
 
-def summarize(mode, instances):
+def summarize(mode: Mapping[str, Any], instances: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The per-GPU 'before'/'after' shape the modules return."""
     return {
         "mig_mode": {"current": mode["current"], "pending": mode["pending"]},
@@ -609,7 +620,7 @@ def summarize(mode, instances):
     }
 
 
-def predicted_after(mode, instances, plan, table):
+def predicted_after(mode: Mapping[str, Any], instances: Iterable[Mapping[str, Any]], plan: Mapping[str, Any], table: ProfileTable) -> dict[str, Any]:
     """What check mode reports as 'after'."""
     if not plan["changed"]:
         return summarize(mode, instances)
@@ -623,7 +634,7 @@ def predicted_after(mode, instances, plan, table):
         return summarize(new_mode, [])
     gone = set(a["gi_id"] for a in plan["actions"] if a["action"] == "destroy_gi")
     result = [gi for gi in instances if gi["gi_id"] not in gone]
-    created = {}
+    created: dict[int, dict[str, Any]] = {}
     for a in plan["actions"]:
         if a["action"] == "create_gi":
             created[a["ref"]] = {"gi_id": None, "profile": a["profile"], "profile_id": a["profile_id"],

@@ -14,10 +14,12 @@ only pynvml and the collection's module_utils, not ansible-core, so it runs on a
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
+from typing import Any, NoReturn, Optional, Union
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _hostlock, _mig, _mig_models
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import (
-    RESET_ARCHES, ApplyError, Nvml, NvmlError, StepError, _text, gpu_label)
+    RESET_ARCHES, ApplyError, Device, Nvml, NvmlError, StepError, _text, gpu_label)
 
 DEFAULT_HOLDER = "gpuops.provision.mig_geometry"
 
@@ -28,7 +30,7 @@ PENDING_WHY = {"in_use": " (the GPU was not idle: stop its clients, then reset i
 class RunError(Exception):
     """A failed run; ``result`` holds the per-GPU results and whether anything changed."""
 
-    def __init__(self, msg, result=None):
+    def __init__(self, msg: str, result: Optional[dict[str, Any]] = None) -> None:
         super(RunError, self).__init__(msg)
         self.result = result or {"changed": False}
 
@@ -37,13 +39,13 @@ class GpuError(NvmlError):
     """An NVML failure whose message names the GPU and the step."""
 
 
-def _label(gpu):
+def _label(gpu: dict[str, Any]) -> str:
     return "GPU %d (%s)" % (gpu["index"], gpu["model"])
 
 
-def blocking_processes(gpu, plan):
+def blocking_processes(gpu: dict[str, Any], plan: dict[str, Any]) -> list[dict[str, Any]]:
     """Processes that the plan would disturb: on destroyed instances, or any when the MIG mode changes."""
-    procs = gpu.get("processes") or []
+    procs: list[dict[str, Any]] = gpu.get("processes") or []
     if any(a["action"] == "set_mig_mode" for a in plan["actions"]):
         return procs
     doomed = set(a["gi_id"] for a in plan["actions"] if a["action"] == "destroy_gi")
@@ -52,20 +54,44 @@ def blocking_processes(gpu, plan):
     return [p for p in procs if p["gpu_instance_id"] in doomed or p["gpu_instance_id"] not in live]
 
 
+class Target:
+    """One GPU of a run: the adapter's Device (``gpu`` is its description as the plan read it), the GPU's result row,
+    and this workflow's own planning state: the configuration entry that selects it (empty when none does), the
+    profile table the plan was checked against and where that table came from (``nvml``, or ``documented`` while an
+    old driver lists none), and the plan (empty until the GPU is planned)."""
+
+    __slots__ = ("device", "result", "entry", "table", "table_source", "plan")
+
+    def __init__(self, device: Device, result: dict[str, Any], entry: Optional[dict[str, Any]]) -> None:
+        self.device = device
+        self.result = result
+        self.entry: dict[str, Any] = entry or {}
+        self.table = device.table
+        self.table_source = "nvml"
+        self.plan: dict[str, Any] = {}
+
+    @property
+    def gpu(self) -> dict[str, Any]:
+        return self.device.info
+
+    def changes(self) -> bool:
+        return bool(self.plan) and bool(self.plan["changed"])
+
+
 class Runner:
     """One host's MIG change: plan every GPU, check processes, apply, verify, undo across GPUs on failure."""
 
-    def __init__(self, params, nvml):
+    def __init__(self, params: dict[str, Any], nvml: Nvml) -> None:
         self.params = params
         self.nvml = nvml
-        self.gpus = []
-        self.results = []
+        self.targets: list[Target] = []
+        self.results: list[dict[str, Any]] = []
         self.applying = False
-        self.driver = None
-        self.notes = []  # warnings of the plan (the module shows them)
+        self.driver: Optional[str] = None
+        self.notes: list[str] = []  # warnings of the plan (the module shows them)
 
     @contextlib.contextmanager
-    def at(self, gpu, step):
+    def at(self, gpu: Union[dict[str, Any], int, None], step: str) -> Iterator[None]:
         """Name the GPU (a gpu dict, or an index before its identity is read; None for host-wide calls) and the step
         in any NVML failure inside: the bare "NVML error: Invalid Argument" told nobody which GPU or what for."""
         try:
@@ -79,13 +105,13 @@ class Runner:
             why = e if isinstance(e, NvmlError) else self.nvml.failure(e)
             raise GpuError("%s: %s: %s" % (where, step, why))
 
-    def entries(self):
+    def entries(self) -> list[dict[str, Any]]:
         p = self.params
         if p["config"] is not None:
             return _mig.parse_config(p["config"], p["selected"])
         return _mig.parse_entries(p["devices"], "devices")
 
-    def plan(self, entries):
+    def plan(self, entries: list[dict[str, Any]]) -> list[str]:
         errors = []
         with self.at(None, "counting the GPUs"):
             count = self.nvml.count()
@@ -94,52 +120,53 @@ class Runner:
             self.driver = _text(self.nvml.call("nvmlSystemGetDriverVersion"))
         for index in range(count):
             with self.at(index, "reading its identity (PCI info, memory, UUID, name, MIG mode)"):
-                dev, gpu = self.nvml.identity(index)
+                device = self.nvml.device(index)
+            gpu = device.info
             entry = _mig.select_entry(entries, index, int(gpu["pci_device_id"], 16), int(gpu["pci_subsystem_id"], 16))
-            gpu.update({"_handle": dev, "_table": _mig.ProfileTable([]), "instances": [], "processes": []})
+            gpu.update({"instances": [], "processes": []})
             if gpu["mig_capable"] and (entry is not None or gpu["mig_mode"]["current"] == "enabled"):
                 with self.at(gpu, "reading its GPU instance profiles"):
-                    gpu["_table"] = self.nvml.profiles(dev, gpu["memory"]["total_bytes"])
+                    self.nvml.profiles(device)
                 if gpu["mig_mode"]["current"] == "enabled":
                     # Also for a GPU no entry selects: still advertised by the device plugin, so reported as it is.
                     with self.at(gpu, "reading its GPU and compute instances"):
-                        gpu["instances"] = self.nvml.instances(dev, gpu["_table"])
+                        gpu["instances"] = self.nvml.instances(device)
             if entry is not None and gpu["mig_capable"]:
                 with self.at(gpu, "listing its processes"):
-                    gpu["processes"] = self.nvml.processes(dev, strict=True)
-            gpu["_table_source"] = "nvml"
+                    gpu["processes"] = self.nvml.processes(device, strict=True)
             res = {"index": index, "uuid": gpu["uuid"], "model": gpu["model"], "selected": entry is not None, "changed": False,
                    "reset_required": False, "actions": [], "profile_table": "nvml", "mig_capable": gpu["mig_capable"]}
             mode = gpu["mig_mode"] or {"current": "disabled", "pending": "disabled"}
             res["before"] = res["after"] = _mig.summarize(mode, gpu["instances"])
-            gpu["_entry"] = entry
-            gpu["_plan"] = None
-            self.gpus.append(gpu)
+            target = Target(device, res, entry)
+            self.targets.append(target)
             self.results.append(res)
             if entry is None:
                 continue
-            error = self.plan_one(gpu, res, entry, mode)
+            error = self.plan_one(target, mode)
             if error:
                 errors.append(error)
         # mig-parted treats a filter that matches nothing as nothing to do; a typo there would pass unseen.
+        gpus = [t.gpu for t in self.targets]
         for number, item in enumerate(entries):
             if item["device_filter"] and not any(
                     _mig.entry_matches(item, g["index"], int(g["pci_device_id"], 16), int(g["pci_subsystem_id"], 16))
-                    for g in self.gpus):
+                    for g in gpus):
                 self.notes.append("entry %d: device-filter %s matches no GPU on this host (GPUs: %s)" % (
                     number, ", ".join(":".join("0x%08X" % part for part in f) for f in item["device_filter"]),
-                    ", ".join("%d %s" % (g["index"], g["pci_device_id"]) for g in self.gpus) or "none"))
+                    ", ".join("%d %s" % (g["index"], g["pci_device_id"]) for g in gpus) or "none"))
         return errors
 
-    def plan_one(self, gpu, res, entry, mode):
+    def plan_one(self, target: Target, mode: dict[str, str]) -> Optional[str]:
         """Plan one selected GPU; returns an error sentence or None."""
+        gpu, res, entry = target.gpu, target.result, target.entry
         if not gpu["mig_capable"]:
             if entry["devices"] == "all" or not entry["mig_enabled"]:
                 res["skipped"] = "GPU does not support MIG"
                 return None
             return "%s does not support MIG but the configuration enables MIG on it" % _label(gpu)
         with self.at(gpu, "reading its virtualization mode"):
-            virt = self.nvml.virtualization(gpu["_handle"])["mode"]
+            virt = self.nvml.virtualization(target.device)["mode"]
         if virt == "vgpu" and entry["mig_enabled"]:
             # nvml.h: GPU instance creation returns NOT_SUPPORTED "in vGPU guest"; MIG-backed vGPU is set on the host.
             return ("%s is a vGPU guest: MIG GPU instances cannot be created inside a vGPU VM; set MIG on the "
@@ -149,92 +176,86 @@ class Runner:
             below = _mig_models.below_minimum(pci_id, self.driver)
             if below:
                 return "%s: %s" % (_label(gpu), below)
-        table = gpu["_table"]
+        table = target.table
         if entry["mig_enabled"] and entry["mig_devices"] and not table.profiles:
             # R535 and older answer NOT_SUPPORTED to profile queries while MIG is disabled (mig-parted 219e780d).
-            table = _mig_models.documented_table(pci_id, self.driver)
-            if table is None:
+            documented = _mig_models.documented_table(pci_id, self.driver)
+            if documented is None:
                 return ("%s: NVML (driver %s) lists no GPU instance profiles while MIG mode is %s, and the collection "
                         "has no documented table for PCI device %s; enable MIG first (mig-devices: {}) and run again"
                         % (_label(gpu), self.driver, mode["current"], gpu["pci_device_id"]))
-            gpu["_table"] = table
-            gpu["_table_source"] = res["profile_table"] = "documented"
+            target.table = table = documented
+            target.table_source = res["profile_table"] = "documented"
         unknown = _mig.unknown_profiles(table, entry["mig_devices"])
         if unknown:
             return "%s: profile(s) %s not offered (this GPU offers %s); %s" % (
                 _label(gpu), ", ".join(unknown), ", ".join(table.names()) or "none",
                 _mig_models.missing_profiles_hint(pci_id, self.driver, unknown))
         try:
-            plan = _mig.plan_gpu(table, mode, gpu["instances"], entry, mode_change_resets=self.predict_reset(gpu, virt))
+            plan = _mig.plan_gpu(table, mode, gpu["instances"], entry, mode_change_resets=self.predict_reset(target, virt))
         except _mig.MigError as e:
             return "%s: cannot apply {%s}: %s" % (_label(gpu), _mig.describe_request(entry["mig_devices"]), e)
-        gpu["_plan"] = plan
+        target.plan = plan
         res["changed"] = plan["changed"]
         res["reset_required"] = plan["reset_required"]
         res["actions"] = plan["actions"]
         res["after"] = _mig.predicted_after(mode, gpu["instances"], plan, table)
         return None
 
-    def predict_reset(self, gpu, virt=None):
+    def predict_reset(self, target: Target, virt: Optional[str] = None) -> bool:
         """Whether a mode change will wait for a reset: on Ampere when the driver cannot reset the GPU itself, in a
         pass-through VM (nvml.h: RESET_REQUIRED) or while processes hold it (IN_USE). Hopper switches at once."""
-        if self.nvml.architecture(gpu["_handle"]) not in RESET_ARCHES:
+        if self.nvml.architecture(target.device) not in RESET_ARCHES:
             return False
-        virt = virt or self.nvml.virtualization(gpu["_handle"])["mode"]
-        return virt == "passthrough" or bool(gpu.get("processes"))
+        virt = virt or self.nvml.virtualization(target.device)["mode"]
+        return virt == "passthrough" or bool(target.gpu.get("processes"))
 
-    def after_mode(self, gpu):
+    def after_mode(self, device: Device) -> list[dict[str, Any]]:
         """After a MIG mode change took effect: a new NVML session, fresh handles, the live profile table (checked
         against the documented one the plan used, if any) and the creations planned again on the GPU as it is."""
+        (target,) = [t for t in self.targets if t.device is device]
         self.nvml.reopen()
-        for other in self.gpus:
-            dev = self.nvml.handle(other["index"])
-            uuid = _text(self.nvml.call("nvmlDeviceGetUUID", dev))
-            if uuid != other["uuid"]:
-                raise NvmlError("GPU %d is %s after the MIG mode change, not %s: the GPUs were renumbered"
-                                % (other["index"], uuid, other["uuid"]))
-            other["_handle"] = dev
-        live = self.nvml.profiles(gpu["_handle"], gpu["memory"]["total_bytes"])
-        entry = gpu["_entry"]
-        if gpu["_table_source"] == "documented":
+        self.nvml.rebind(t.device for t in self.targets)
+        live = self.nvml.profiles(target.device)
+        entry, plan = target.entry, target.plan
+        if target.table_source == "documented":
             used = _mig.gi_profile_names(entry["mig_devices"])
-            diff = _mig_models.disagreements(gpu["_table"], live, used)
+            diff = _mig_models.disagreements(target.table, live, used)
             if diff:
                 raise NvmlError("the driver's profile table differs from the documented one the plan was checked "
                                 "against (%s); nothing was created" % "; ".join(diff))
-        gpu["_table"] = live
-        fresh = self.nvml.refresh(dict(gpu))
+        target.table = live
+        fresh = self.nvml.refresh(target.device).info
         try:
             again = _mig.plan_gpu(live, fresh["mig_mode"], fresh["instances"], entry)
         except _mig.MigError as e:
             raise NvmlError("the plan no longer fits the GPU after the MIG mode change: %s" % e)
-        gpu["_plan"]["target_counts"] = again["target_counts"]
+        plan["target_counts"] = again["target_counts"]
         return [a for a in again["actions"] if a["action"] in ("create_gi", "create_ci")]
 
-    def check_processes(self):
+    def check_processes(self) -> list[str]:
         errors = []
-        for gpu in self.gpus:
-            plan = gpu["_plan"]
-            if not plan or not plan["changed"]:
+        for target in self.targets:
+            if not target.changes():
                 continue
-            procs = blocking_processes(gpu, plan)
+            procs = blocking_processes(target.gpu, target.plan)
             if procs:
                 errors.append("%s has running processes (PID %s) on instances that would change; stop them or use force=true"
-                              % (_label(gpu), ", ".join(str(p["pid"]) for p in procs)))
+                              % (_label(target.gpu), ", ".join(str(p["pid"]) for p in procs)))
         return errors
 
-    def apply(self):
+    def apply(self) -> None:
         self.applying = True
-        done = []
-        for gpu, res in zip(self.gpus, self.results):
-            plan = gpu["_plan"]
-            if not plan or not plan["changed"]:
+        done: list[Target] = []
+        for target in self.targets:
+            plan, gpu, res = target.plan, target.gpu, target.result
+            if not target.changes():
                 continue
             try:
-                outcome = self.nvml.apply(gpu, plan, after_mode=self.after_mode)
+                outcome = self.nvml.apply(target.device, plan, after_mode=self.after_mode)
             except ApplyError as e:
                 try:
-                    fresh = self.nvml.refresh(dict(gpu))
+                    fresh = self.nvml.refresh(target.device).info
                     res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
                 except self.nvml.nv.NVMLError:
                     pass
@@ -248,37 +269,38 @@ class Runner:
                 res["actions"] = [a for a in res["actions"] if a["action"] not in ("create_gi", "create_ci")]
             try:
                 with self.at(gpu, "reading its geometry after the change"):
-                    fresh = self.nvml.refresh(dict(gpu))
+                    fresh = self.nvml.refresh(target.device).info
             except GpuError as e:
                 self.fail("%s%s" % (e, self.undo(done)))
             res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
-            if not outcome["reset_required"] and gpu["_entry"]["mig_enabled"] and \
+            if not outcome["reset_required"] and target.entry["mig_enabled"] and \
                     not _mig.geometry_matches(fresh["instances"], plan["target_counts"]):
                 self.fail("%s: verification failed: the GPU shows %s instead of %s%s"
                           % (gpu_label(gpu), _mig.describe_request(_mig.current_counts(fresh["instances"])),
                              _mig.describe_request(plan["target_counts"]), self.undo(done)))
-            done.append((gpu, res))
+            done.append(target)
 
-    def undo(self, done):
+    def undo(self, done: list[Target]) -> str:
         """Put the GPUs this run already changed back to their geometry before it, newest first.
 
         One module run is one host's change: a failure on a later GPU must not leave earlier ones on the new layout
         while the play reports the host as failed. Returns a note for the error message.
         """
         notes = []
-        for gpu, res in reversed(done):
+        for target in reversed(done):
+            gpu, res = target.gpu, target.result
             before = {"devices": "all", "mig_enabled": gpu["mig_mode"]["current"] == "enabled",
                       "mig_devices": _mig.current_counts(gpu["instances"])}
             try:
                 with self.at(gpu, "reading its geometry to restore it"):
-                    fresh = self.nvml.refresh(dict(gpu))
-                back = _mig.plan_gpu(gpu["_table"], fresh["mig_mode"], fresh["instances"], before,
-                                     mode_change_resets=self.predict_reset(gpu))
+                    fresh = self.nvml.refresh(target.device)
+                back = _mig.plan_gpu(target.table, fresh.info["mig_mode"], fresh.info["instances"], before,
+                                     mode_change_resets=self.predict_reset(target))
                 if back["changed"]:
                     self.nvml.apply(fresh, back)
                 with self.at(gpu, "reading its restored geometry"):
-                    fresh = self.nvml.refresh(dict(gpu))
-                res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
+                    now = self.nvml.refresh(target.device).info
+                res["after"] = _mig.summarize(now["mig_mode"], now["instances"])
                 res["changed"] = back["reset_required"]
                 notes.append("GPU %d restored" % gpu["index"])
             except GpuError as e:
@@ -287,14 +309,14 @@ class Runner:
                 notes.append("%s changed by this run could not be restored: %s" % (gpu_label(gpu), e))
         return " (%s)" % "; ".join(notes) if notes else ""
 
-    def fail(self, msg, applied=True):
+    def fail(self, msg: str, applied: bool = True) -> NoReturn:
         """Fail with the per-GPU results; before apply nothing changed, whatever the plan said."""
         changed = applied and any(r["changed"] for r in self.results)
         raise RunError(msg, {"gpus": self.results, "changed": changed, "nvml_calls": self.nvml.calls,
                              "reset_required": any(r["reset_required"] for r in self.results)})
 
 
-def run(params, check_mode=False, nvml=None):
+def run(params: dict[str, Any], check_mode: bool = False, nvml: Optional[Nvml] = None) -> tuple[dict[str, Any], list[str]]:
     """Take the per-host lock, plan and (unless ``check_mode``) apply; returns (result, warnings) or raises RunError.
 
     ``params``: ``config`` and ``selected``, or ``devices``; ``force``; ``lock_path`` (default
@@ -330,7 +352,8 @@ def run(params, check_mode=False, nvml=None):
     return out, lock.warnings + warnings
 
 
-def _run_locked(runner, entries, params, check_mode, nvml):
+def _run_locked(runner: Runner, entries: list[dict[str, Any]], params: dict[str, Any], check_mode: bool,
+                nvml: Nvml) -> tuple[dict[str, Any], list[str]]:
     if not nvml.open():
         raise RunError("NVML is not available: %s" % nvml.reason)
     try:
@@ -356,7 +379,7 @@ def _run_locked(runner, entries, params, check_mode, nvml):
         nvml.close()
     results = runner.results
     warnings = ["GPU %d (%s): the MIG mode change takes effect after a GPU reset or reboot%s; run again afterwards "
-                "to create the instances" % (r["index"], r["model"], PENDING_WHY.get(r.get("pending_reason"), ""))
+                "to create the instances" % (r["index"], r["model"], PENDING_WHY.get(r.get("pending_reason") or "", ""))
                 for r in results if r["reset_required"]]
     out = {"changed": any(r["changed"] for r in results), "gpus": results,
            "reset_required": any(r["reset_required"] for r in results), "nvml_calls": nvml.calls}

@@ -18,6 +18,9 @@ R470 (1g.6gb+me) and R525 (2g.12gb+me) per the same page. PCI device ids as mig-
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
+from typing import Any, Optional, Union
+
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _versions
 
 # Placements in memory slices, {starts}:size as ``nvidia-smi mig -lgipp`` prints them.
@@ -32,7 +35,7 @@ _LAYOUT8 = (("1g", 19, 1, 7, 0), ("1g+me", 20, 1, 1, 7), ("1g2x", 15, 1, 4, 9), 
             ("3g", 9, 3, 2, 2), ("4g", 5, 4, 1, 3), ("7g", 0, 7, 1, 4))
 
 
-def _eight(gb):
+def _eight(gb: tuple[int, int, int, int]) -> tuple[dict[str, Any], ...]:
     """Profiles of an 8-memory-slice GPU; gb = the GB figures of (1g, 1g double memory/2g, 3g/4g, 7g) names."""
     g1, g2, g4, g7 = gb
     names = {"1g": "1g.%dgb" % g1, "1g+me": "1g.%dgb+me" % g1, "1g2x": "1g.%dgb" % g2, "2g": "2g.%dgb" % g2,
@@ -56,7 +59,7 @@ _H100_NVL = _eight((12, 24, 47, 94))
 _H200 = _eight((18, 35, 71, 141))
 
 # PCI device id (device << 16 | vendor, as NVML's pciDeviceId) -> documented model.
-MODELS = {
+MODELS: dict[int, dict[str, Any]] = {
     0x20B010DE: {"family": "A100", "name": "A100-SXM4-40GB", "min_driver": "450.80.02", "profiles": _A100_40},
     0x20F110DE: {"family": "A100", "name": "A100-PCIE-40GB", "min_driver": "450.80.02", "profiles": _A100_40},
     0x20B210DE: {"family": "A100", "name": "A100-SXM4-80GB", "min_driver": "450.80.02", "profiles": _A100_80},
@@ -70,21 +73,21 @@ MODELS = {
 }
 
 
-def documented(pci_device_id):
+def documented(pci_device_id: Union[int, str]) -> Optional[dict[str, Any]]:
     """The documented model for a PCI device id (int or '0x...' string), or None."""
     if isinstance(pci_device_id, str):
         pci_device_id = int(pci_device_id, 16)
     return MODELS.get(pci_device_id)
 
 
-def _driver(version):
+def _driver(version: Optional[str]) -> Optional[_versions.DriverVersion]:
     try:
         return _versions.parse_driver_version(version)
     except _versions.VersionError:
         return None
 
 
-def documented_table(pci_device_id, driver_version=None):
+def documented_table(pci_device_id: Union[int, str], driver_version: Optional[str] = None) -> Optional[_mig.ProfileTable]:
     """A ProfileTable built from the documented model (profiles the driver branch lacks left out), or None."""
     model = documented(pci_device_id)
     if model is None:
@@ -96,7 +99,7 @@ def documented_table(pci_device_id, driver_version=None):
     return _mig.ProfileTable(profiles)
 
 
-def below_minimum(pci_device_id, driver_version):
+def below_minimum(pci_device_id: Union[int, str], driver_version: Optional[str]) -> Optional[str]:
     """A sentence when the driver is older than NVIDIA's documented minimum for MIG on this model, else None."""
     model = documented(pci_device_id)
     drv = _driver(driver_version)
@@ -108,7 +111,7 @@ def below_minimum(pci_device_id, driver_version):
     return None
 
 
-def missing_profiles_hint(pci_device_id, driver_version, names):
+def missing_profiles_hint(pci_device_id: Union[int, str], driver_version: Optional[str], names: Container[str]) -> str:
     """Why profiles may be missing from the live table: the model's and each profile's documented minimum driver."""
     model = documented(pci_device_id)
     if model is None:
@@ -124,7 +127,7 @@ def missing_profiles_hint(pci_device_id, driver_version, names):
     return "; ".join(parts + needs)
 
 
-def disagreements(documented_table_, live_table, names):
+def disagreements(documented_table_: _mig.ProfileTable, live_table: _mig.ProfileTable, names: Iterable[str]) -> list[str]:
     """Differences between the documented and the live table for the profiles a target uses (empty: they agree)."""
     out = []
     for name in sorted(names):

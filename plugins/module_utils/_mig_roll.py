@@ -10,6 +10,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, Optional, Union
+
 from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig
 
 OPERAND_PREFIX = "nvidia.com/gpu.deploy."
@@ -25,20 +28,20 @@ class RollError(Exception):
     """Input the roll cannot honour; the message is for the user."""
 
 
-def is_ci_profile(name):
+def is_ci_profile(name: str) -> bool:
     """'1c.3g.20gb' (a compute instance smaller than its GPU instance) but not '3g.20gb' or '7c.7g.40gb'."""
     c, g, _gb, _attrs = _mig.parse_profile_name(name)
     return c is not None and c < g
 
 
-def resource_name(profile, strategy="mixed"):
+def resource_name(profile: str, strategy: str = "mixed") -> str:
     """nvidia.com/mig-<profile> (mixed; '+' becomes '.', as the device plugin names them) or nvidia.com/gpu."""
     if strategy == "single":
         return "nvidia.com/gpu"
     return "nvidia.com/mig-" + profile.replace("+", ".")
 
 
-def expected_resources(gpus, strategy="mixed", ci_profiles_served=False):
+def expected_resources(gpus: Optional[Iterable[Mapping[str, Any]]], strategy: str = "mixed", ci_profiles_served: bool = False) -> dict[str, int]:
     """{resource: count} the device plugin advertises for a node whose GPUs are ``gpus`` (mig_geometry's results).
 
     Every GPU counts, selected or not: a GPU without MIG (or with MIG disabled) is one nvidia.com/gpu, a MIG GPU
@@ -48,9 +51,10 @@ def expected_resources(gpus, strategy="mixed", ci_profiles_served=False):
     """
     if strategy not in ("mixed", "single"):
         raise RollError("MIG strategy must be mixed or single, got %r" % (strategy,))
-    out = {}
+    out: dict[str, int] = {}
     for gpu in gpus or []:
-        after = gpu.get("after") or gpu.get("before")
+        # "enabled" below is False when there is no record, so the loop after it never sees None.
+        after: Any = gpu.get("after") or gpu.get("before")
         enabled = bool(gpu.get("mig_capable", True)) and after is not None and \
             (after.get("mig_mode") or {}).get("current") == "enabled"
         if not enabled:
@@ -64,7 +68,7 @@ def expected_resources(gpus, strategy="mixed", ci_profiles_served=False):
     return out
 
 
-def advertised_resources(allocatable):
+def advertised_resources(allocatable: Optional[Mapping[str, Any]]) -> dict[str, int]:
     """The GPU resources of a node's status.allocatable that count: nvidia.com/gpu and nvidia.com/mig-*, above 0, and
     nvidia.com/gpu.shared, the name the device plugin gives shared GPUs with renameByDefault (gpu_pools)."""
     out = {}
@@ -79,9 +83,9 @@ def advertised_resources(allocatable):
     return out
 
 
-def ci_profiles_requested(gpus):
+def ci_profiles_requested(gpus: Optional[Iterable[Mapping[str, Any]]]) -> list[str]:
     """Sorted CI profile names (C < G) that the planned geometry of the selected GPUs contains."""
-    names = set()
+    names: set[str] = set()
     for gpu in gpus or []:
         if not gpu.get("selected"):
             continue
@@ -90,10 +94,10 @@ def ci_profiles_requested(gpus):
     return sorted(names)
 
 
-def label_patch(current, wanted):
+def label_patch(current: Mapping[str, Any], wanted: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     """The part of ``wanted`` ({key: value, or None to remove}) that changes ``current``: a merge patch of
     metadata.labels that writes nothing when the node already carries every wanted value."""
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in (wanted or {}).items():
         if value is None:
             if key in current:
@@ -103,7 +107,7 @@ def label_patch(current, wanted):
     return out
 
 
-def patched_labels(current, patch):
+def patched_labels(current: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     """``current`` with a merge patch of labels applied (a None value removes the key)."""
     out = dict(current)
     for key, value in patch.items():
@@ -114,7 +118,7 @@ def patched_labels(current, patch):
     return out
 
 
-def operand_labels(node_labels, operands, phase):
+def operand_labels(node_labels: Optional[Mapping[str, str]], operands: Optional[Iterable[str]], phase: str) -> dict[str, str]:
     """Operand labels to PATCH for ``phase`` 'pause' or 'restore', as mig-manager sets them.
 
     NVIDIA/mig-parted pkg/mig/reconfigure/reconfigure.go: pause sets each operand's label to
@@ -138,14 +142,14 @@ def operand_labels(node_labels, operands, phase):
     return out
 
 
-def drain_timed_out(result):
+def drain_timed_out(result: Optional[Mapping[str, Any]]) -> bool:
     """Whether a k8s_drain result carries the wait-timeout warning (the module itself does not fail)."""
     return any(DRAIN_TIMEOUT_WARNING in str(w) for w in (result or {}).get("warnings") or [])
 
 
 # ---- the roll's schedule: waves within a disruption budget and capacity floors ---------------------------------------
 
-def scaled(value, total, what, round_up=True):
+def scaled(value: object, total: int, what: str, round_up: bool = True) -> int:
     """A count or a percentage of ``total`` ('25%'), rounded up, as Kubernetes scales IntOrString budgets
     (intstr.GetScaledValueFromIntOrPercent(..., roundUp=true), which the GPU Operator's upgrade policy uses:
     NVIDIA/k8s-operator-libs pkg/upgrade/upgrade_inplace.go ProcessUpgradeRequiredNodes). A failure budget rounds
@@ -167,7 +171,8 @@ def scaled(value, total, what, round_up=True):
     return count
 
 
-def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None, max_failures=0):
+def roll_waves(nodes: Optional[Iterable[Mapping[str, Any]]], max_parallel: Union[int, str, None] = 1, max_unavailable: Union[int, str, None] = None,
+               floors: Optional[Mapping[str, int]] = None, max_failures: Union[int, str, None] = 0) -> dict[str, Any]:
     """The waves of a roll: consecutive groups of the changing nodes, in the given order, reconfigured together.
 
     ``nodes``: every targeted node, in roll order, as dicts ``name``, ``changing`` (the plan changes it),
@@ -202,10 +207,10 @@ def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None, max_fai
         if isinstance(floor, bool) or not isinstance(floor, int) or floor < 0:
             raise RollError("capacity floor of %s must be a count of 0 or more, got %r" % (res, floor))
     down = [n["name"] for n in nodes if n.get("unavailable")]
-    done = set()
+    done: set[str] = set()
 
-    def capacity(wave):
-        out = {}
+    def capacity(wave: Collection[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
         for n in nodes:
             if n.get("unavailable") or n["name"] in wave:
                 continue
@@ -214,7 +219,7 @@ def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None, max_fai
                 out[res] = out.get(res, 0) + int((held or {}).get(res, 0))
         return out
 
-    def short(wave):
+    def short(wave: Collection[str]) -> list[tuple[str, int]]:
         have = capacity(wave)
         return [(res, have.get(res, 0)) for res in sorted(floors) if have.get(res, 0) < floors[res]]
 
@@ -226,7 +231,7 @@ def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None, max_fai
     pending = [n for n in nodes if n.get("changing")]
     waves = []
     while pending:
-        wave = []
+        wave: list[str] = []
         why = None
         for n in pending:
             if len(wave) >= parallel:
@@ -259,7 +264,7 @@ def roll_waves(nodes, max_parallel=1, max_unavailable=None, floors=None, max_fai
 
 # ---- while the roll runs ------------------------------------------------------------------------------------------
 
-def budget_spent(results, max_failures):
+def budget_spent(results: Optional[Iterable[Any]], max_failures: Union[int, str, None]) -> dict[str, Any]:
     """Whether the roll must stop starting nodes: more than ``max_failures`` of ``results`` (the per-node result
     records so far) failed. Returns ``spent``, ``failed`` (node names, sorted) and ``msg``."""
     failed = sorted(r.get("node") for r in results or [] if (r or {}).get("result") == "failed")
@@ -269,7 +274,7 @@ def budget_spent(results, max_failures):
     return dict(spent=spent, failed=failed, msg=msg)
 
 
-def running_pods(pods):
+def running_pods(pods: Optional[Iterable[Any]]) -> list[str]:
     """'<namespace>/<name>' of the pods still Running or Pending, the ones a wait for jobs waits for
     (NVIDIA/k8s-operator-libs pkg/upgrade/pod_manager.go IsPodRunningOrPending); pods being deleted count too."""
     out = []
@@ -281,7 +286,7 @@ def running_pods(pods):
     return sorted(out)
 
 
-def drain_blocking_pods(pods):
+def drain_blocking_pods(pods: Optional[Iterable[Any]]) -> list[str]:
     """'<namespace>/<name>' of the pods left on a node after a drain that are not DaemonSet pods (a drain leaves
     those, as kubectl drain --ignore-daemonsets does), in input order; a pod's first owner reference decides."""
     out = []
@@ -293,7 +298,7 @@ def drain_blocking_pods(pods):
     return out
 
 
-def pods_matching(pods, selectors):
+def pods_matching(pods: Optional[Iterable[Any]], selectors: Optional[Iterable[object]]) -> list[Any]:
     """The pods (in input order) whose labels match any of ``selectors`` ('key=value' or 'key==value',
     equality only, as the role's selector variables are written)."""
     wanted = []
@@ -315,12 +320,13 @@ def pods_matching(pods, selectors):
 BACKENDS = ("nvml", "gpu_operator")
 
 
-def nodes_named(nodes, name):
+def nodes_named(nodes: Optional[Mapping[str, Any]], name: str) -> list[Any]:
     """The Nodes of ``nodes`` (k8s_info's result) whose metadata.name is ``name``: one, or none."""
     return [n for n in (nodes or {}).get("resources") or [] if (n.get("metadata") or {}).get("name") == name]
 
 
-def node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
+def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional[str] = "", skip_label: Optional[str] = "",
+               backend: str = "nvml") -> dict[str, Any]:
     """What the plan needs from the Kubernetes node ``name`` in ``nodes`` (k8s_info's result for every Node).
 
     ``selected``: the configuration asked for by variable; empty takes the node label nvidia.com/mig.config.
@@ -350,7 +356,7 @@ def node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
                 plannable=bool(found) and bool(selected) and manager_fits, backend=backend)
 
 
-def node_error(facts, check, ci_profiles=()):
+def node_error(facts: Mapping[str, Any], check: Mapping[str, Any], ci_profiles: Iterable[str] = ()) -> str:
     """Why the node cannot be planned ('' when it can): the first of node unreadable or absent, mig-manager at odds
     with the backend, no configuration, mig_geometry's own refusal, the planned CI profiles ``ci_profiles`` that the
     device plugin does not serve."""
@@ -378,7 +384,8 @@ def node_error(facts, check, ci_profiles=()):
     return ""
 
 
-def node_plan(facts, check, strategy="mixed", ci_profiles_served=False, force=False, sharing=None):
+def node_plan(facts: Mapping[str, Any], check: Optional[Mapping[str, Any]], strategy: str = "mixed", ci_profiles_served: bool = False,
+              force: bool = False, sharing: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """The plan record of one node (``facts`` from node_facts, ``check`` mig_geometry's check-mode result, or a
     skipped task's): the configuration, the error that stops the whole roll, whether it changes (a node skipped by
     label does not), its GPUs, and the MIG resources it advertises now and once at the target.
@@ -399,7 +406,7 @@ def node_plan(facts, check, strategy="mixed", ci_profiles_served=False, force=Fa
                 if would_change else facts["advertised"])
 
 
-def previous_geometry(gpus):
+def previous_geometry(gpus: Optional[Iterable[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """The mig-parted entries that restore the GPUs a node plan changes (its ``gpus`` records, each with ``before``,
     the GPU as it was): MIG enabled with the devices it had, or MIG disabled."""
     out = []
@@ -414,7 +421,7 @@ def previous_geometry(gpus):
     return out
 
 
-def roll_summary(rows, check):
+def roll_summary(rows: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Any]]], check: bool) -> str:
     """One line for the whole roll: per host (``rows``: [(host, plan, result)], {} where a host has none) its node
     and what happened to it - the result (and reason), skipped when already at its geometry, else not reached (or
     would reconfigure, in check mode) - and how long it was cordoned."""
@@ -432,7 +439,7 @@ def roll_summary(rows, check):
     return "; ".join(parts)
 
 
-def plan_report(plans, roll, skip_label=""):
+def plan_report(plans: Optional[Iterable[Mapping[str, Any]]], roll: Optional[Mapping[str, Any]], skip_label: str = "") -> dict[str, Any]:
     """The plan as the roll shows and publishes it, once for every node (plan.yml): ``lines``, one per node in the
     plans' order, and ``nodes`` ({node: {selected, result planned|skipped, drained false}}, set_stats's record)."""
     roll = roll or {}

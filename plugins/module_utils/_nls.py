@@ -46,6 +46,8 @@ import binascii
 import datetime
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
 from urllib.parse import urlsplit
 
 
@@ -68,7 +70,7 @@ _HOST = re.compile(r"^[A-Za-z0-9._:%-]+\Z")
 _DIGITS = re.compile(r"^[0-9]+\Z")
 
 
-def _b64url_json(part, what):
+def _b64url_json(part: str, what: str) -> Any:
     """One base64url part of the JWS -> its JSON value; TokenError naming ``what`` otherwise."""
     if not _B64URL.match(part):
         raise TokenError("token %s is not base64url" % what)
@@ -90,7 +92,7 @@ def _b64url_json(part, what):
                             getattr(exc, "colno", "?"))) from None
 
 
-def _numeric_date(claims, name):
+def _numeric_date(claims: Mapping[str, Any], name: str) -> Optional[str]:
     """A JWT NumericDate claim (RFC 7519 2: seconds since the epoch) -> '2026-01-02T03:04:05Z'; None when absent."""
     value = claims.get(name)
     if value is None:
@@ -104,7 +106,7 @@ def _numeric_date(claims, name):
     return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _index(value):
+def _index(value: object) -> Optional[int]:
     """An idx / svc_port_set_idx value as int, or None when it is not a non-negative integer."""
     if isinstance(value, bool):
         return None
@@ -115,13 +117,13 @@ def _index(value):
     return None
 
 
-def _port(value):
+def _port(value: object) -> Optional[int]:
     """A svc_port_map port as int 1..65535, or None. [fdlsha] writes the secondary's port as a string."""
     number = _index(value)
     return number if number is not None and 1 <= number <= 65535 else None
 
 
-def _host(url):
+def _host(url: str) -> Optional[str]:
     """node_url_list[].url -> host name or address. Every generator read writes a bare host or IP [fdls][sjdls];
     a scheme://host[:port]/path, host:port or [IPv6] form is reduced to the host, None when nothing is left."""
     url = url.strip()
@@ -141,7 +143,7 @@ def _host(url):
     return host.lower()
 
 
-def _kind(host, d_name, cls_host_suffixes):
+def _kind(host: str, d_name: object, cls_host_suffixes: Iterable[str]) -> Optional[str]:
     """'CLS', 'DLS' or None (unknown): the host rule first ([clslog]), then the port set's d_name ([fdls])."""
     for suffix in cls_host_suffixes:
         suffix = suffix.lower().lstrip(".")
@@ -152,15 +154,15 @@ def _kind(host, d_name, cls_host_suffixes):
     return None
 
 
-def _text(value):
+def _text(value: object) -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
-def _text_list(value):
+def _text_list(value: object) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _decode_jws(text):
+def _decode_jws(text: object) -> tuple[dict[str, Any], dict[str, Any], bool]:
     """The .tok text (str or bytes) -> (header dict, claims dict, signed). No signature check (see parse_token)."""
     if isinstance(text, bytes):
         try:
@@ -186,7 +188,7 @@ def _decode_jws(text):
     return header, claims, bool(parts[2])
 
 
-def _port_sets(port_sets):
+def _port_sets(port_sets: object) -> dict[int, tuple[Any, list[tuple[str, int]]]]:
     """svc_port_set_list -> {idx: (d_name, [(service, port), ...])}."""
     if not isinstance(port_sets, list) or not port_sets:
         raise TokenError("token has no endpoints: svc_port_set_list is missing or empty")
@@ -212,7 +214,8 @@ def _port_sets(port_sets):
     return sets
 
 
-def _nodes(nodes, sets, cls_host_suffixes):
+def _nodes(nodes: object, sets: Mapping[int, tuple[Any, Iterable[tuple[str, int]]]],
+           cls_host_suffixes: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """node_url_list joined to the port sets -> (endpoints, nodes) as parse_token returns them."""
     if not isinstance(nodes, list) or not nodes:
         raise TokenError("token has no endpoints: node_url_list is missing or empty")
@@ -238,7 +241,7 @@ def _nodes(nodes, sets, cls_host_suffixes):
     return endpoints, node_out
 
 
-def parse_token(text, cls_host_suffixes=CLS_HOST_SUFFIXES):
+def parse_token(text: Union[str, bytes], cls_host_suffixes: Sequence[str] = CLS_HOST_SUFFIXES) -> dict[str, Any]:
     """The client configuration token as the .tok file holds it -> what the gate needs.
 
     Format ([fdls] ``_client_token``, [sjdls], [fdlsha]): a JWS compact serialization, three base64url parts
@@ -289,10 +292,10 @@ def parse_token(text, cls_host_suffixes=CLS_HOST_SUFFIXES):
     }
 
 
-def targets(parsed):
+def targets(parsed: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Distinct (host, port) pairs of a parse_token result in token order, each with the services it serves:
     what the gate connects to (auth and lease usually share the DLS's one port [fdls])."""
-    seen = {}
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
     for ep in parsed.get("endpoints") or []:
         key = (ep["host"], ep["port"])
         if key not in seen:
@@ -345,7 +348,7 @@ _ALIASES = {
 }
 
 
-def feature_name(value, source="nvml"):
+def feature_name(value: object, source: str = "nvml") -> Optional[str]:
     """Normalise a licence feature: a feature name, an alias, a product name, or a number (NVML feature code, or
     gridd FeatureType with source="gridd") -> a feature name; None for None; unknown strings come back lower-cased."""
     if value is None:
@@ -375,7 +378,7 @@ SERIES = ("Q", "C", "B", "A")
 NEEDS = {"Q": VWS, "C": COMPUTE, "B": VPC, "A": VAPPS}
 
 
-def profile_class(profile_name):
+def profile_class(profile_name: Optional[str]) -> Optional[str]:
     """The series letter ("Q", "C", "B", "A") of a vGPU type name, or None when the name carries none."""
     m = _PROFILE.match((profile_name or "").strip())
     if not m or m.group("series").upper() not in SERIES:
@@ -383,7 +386,7 @@ def profile_class(profile_name):
     return m.group("series").upper()
 
 
-def feature_for_profile(profile_name):
+def feature_for_profile(profile_name: Optional[str]) -> Optional[str]:
     """The licence feature a vGPU profile needs from its series letter; None when the name shows no series.
 
     Q -> vws; C -> compute (vCS up to vGPU 15, NVIDIA AI Enterprise since [aie]); B -> vpc (vws also serves it,
@@ -391,10 +394,10 @@ def feature_for_profile(profile_name):
     """
     name = (profile_name or "").strip()
     letter = name.upper() if len(name) == 1 else profile_class(name)
-    return NEEDS.get(letter)
+    return NEEDS.get(letter)  # type: ignore[arg-type]  # typeshed wants a str key; get(None) is None, as meant
 
 
-def accepted(profile_class_letter, vws_covers_c=False):
+def accepted(profile_class_letter: Optional[str], vws_covers_c: Optional[bool] = False) -> tuple[str, ...]:
     """Licence features that serve a series, the needed one first.
 
     B: vPC or vWS [lic17][cvad]. A: vApps only - no guide lists A-series under vWS [lic12][lic17]. C: compute, and
@@ -411,7 +414,8 @@ def accepted(profile_class_letter, vws_covers_c=False):
     return (NEEDS[letter],)
 
 
-def fits(feature, profile_class_letter, vws_covers_c=False, autodetect=True):
+def fits(feature: object, profile_class_letter: Optional[str], vws_covers_c: Optional[bool] = False,
+         autodetect: bool = True) -> tuple[bool, str]:
     """Whether licence ``feature`` serves a vGPU of series ``profile_class_letter`` -> (bool, reason).
 
     ``feature``: anything feature_name() reads (name, alias, product name, NVML feature code). ``profile_class_letter``:

@@ -12,11 +12,13 @@ import datetime
 import os
 import socket
 import ssl
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _nls
 
 
-def read_token(token_dir, names):
+def read_token(token_dir: str, names: Sequence[str]) -> tuple[Optional[dict[str, Any]], str]:
     """(parse_token result of the newest token file, its name) or (None, why). The guest driver reads the token
     directory too; with several files the newest is taken, as a redeployed token replaces the old one."""
     if not names:
@@ -31,7 +33,7 @@ def read_token(token_dir, names):
         return None, "%s: %s" % (os.path.basename(paths[-1]), e)
 
 
-def _not_after(cert):
+def _not_after(cert: Optional[Mapping[str, Any]]) -> Optional[str]:
     text = (cert or {}).get("notAfter")
     if not text:
         return None
@@ -39,9 +41,9 @@ def _not_after(cert):
         tzinfo=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def probe(host, port, timeout, validate_certs=False, ca_path=None):
+def probe(host: str, port: int, timeout: float, validate_certs: bool = False, ca_path: Optional[str] = None) -> dict[str, Any]:
     """{tcp, tls, tls_version, certificate_expires, error} of one endpoint."""
-    out = {"tcp": False, "tls": False, "tls_version": None, "certificate_expires": None, "error": None}
+    out: dict[str, Any] = {"tcp": False, "tls": False, "tls_version": None, "certificate_expires": None, "error": None}
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except OSError as e:
@@ -70,7 +72,8 @@ def probe(host, port, timeout, validate_certs=False, ca_path=None):
     return out
 
 
-def check_service(token_dir, names, timeout, validate_certs=False, ca_path=None):
+def check_service(token_dir: str, names: Sequence[str], timeout: float, validate_certs: bool = False,
+                  ca_path: Optional[str] = None) -> dict[str, Any]:
     """{token: {...} or None, error, endpoints: [{host, port, kind, services, tcp, tls, ...}]} for the module."""
     parsed, why = read_token(token_dir, names)
     if parsed is None:

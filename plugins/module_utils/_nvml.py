@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable, Iterable
+from typing import Any, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _sysfs
 
@@ -46,30 +48,51 @@ class StepError(NvmlError):
 class ApplyError(NvmlError):
     """A failed apply; ``restored`` tells whether the previous geometry was put back."""
 
-    def __init__(self, message, restored):
+    def __init__(self, message: str, restored: bool) -> None:
         super(ApplyError, self).__init__(message)
         self.restored = restored
 
 
-def _text(value):
+class Device:
+    """One GPU as this adapter holds it.
+
+    ``info`` is the plain description a module reports (identity, then what fill() adds: JSON-ready data only);
+    ``table`` the GI profile table NVML gave for the GPU (empty until profiles() read it). ``handle`` is NVML's
+    handle, for this adapter's calls only: callers pass the Device back instead, so no ctypes object can reach a
+    result, and rebind() renews every handle in one place after a new NVML session.
+    """
+
+    __slots__ = ("info", "table", "handle")
+
+    def __init__(self, handle: Any, info: dict[str, Any], table: Optional[_mig.ProfileTable] = None) -> None:
+        self.handle = handle
+        self.info = info
+        self.table = table if table is not None else _mig.ProfileTable([])
+
+    @property
+    def index(self) -> int:
+        return int(self.info["index"])
+
+
+def _text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return str(value)
 
 
-def _const(value):
+def _const(value: Any) -> Any:
     # nvidia-ml-py defines some constants as 1-tuples (trailing comma), e.g. NVML_GRID_LICENSE_EXPIRY_VALID.
     return value[0] if isinstance(value, tuple) else value
 
 
-def gpu_label(gpu):
+def gpu_label(gpu: dict[str, Any]) -> str:
     """How an NVML error names a GPU: index, model, UUID and PCI address, as far as they are known. The index alone
     is not enough: NVML may renumber GPUs, and a log read later must point at one physical device."""
-    known = [gpu.get(k) for k in ("model", "uuid", "pci_address") if gpu.get(k)]
+    known = [str(gpu[k]) for k in ("model", "uuid", "pci_address") if gpu.get(k)]
     return "GPU %d (%s)" % (gpu["index"], ", ".join(known)) if known else "GPU %d" % gpu["index"]
 
 
-def pci_address(bus_id):
+def pci_address(bus_id: str) -> str:
     """NVML '00000000:17:00.0' -> sysfs '0000:17:00.0'."""
     bus_id = bus_id.lower()
     domain, _sep, rest = bus_id.partition(":")
@@ -78,9 +101,9 @@ def pci_address(bus_id):
     return "%04x:%s" % (int(domain, 16) & 0xFFFF, rest)
 
 
-def pci_sysfs(root, address):
+def pci_sysfs(root: str, address: str) -> dict[str, Any]:
     """Bound kernel driver and IOMMU group of a PCI function, read under ``root`` (``/`` on a real host)."""
-    out = {"driver": None, "iommu_group": None}
+    out: dict[str, Any] = {"driver": None, "iommu_group": None}
     if not os.path.isdir(os.path.join(root, "sys", "bus", "pci", "devices", address)):
         return out
     try:
@@ -96,18 +119,18 @@ def pci_sysfs(root, address):
 class Nvml:
     """One NVML session. ``available``/``reason`` say whether NVML could be used at all."""
 
-    def __init__(self, module_name="pynvml"):
+    def __init__(self, module_name: str = "pynvml") -> None:
         self.calls = 0
-        self.call_counts = {}
+        self.call_counts: dict[str, int] = {}
         self.available = False
-        self.reason = None
-        self.nv = None
+        self.reason: Optional[str] = None
+        self.nv: Any = None  # the pynvml module once open() imported it
         self._module_name = module_name
-        self._ci_profiles = {}
+        self._ci_profiles: dict[int, list[tuple[int, Any]]] = {}
 
     # -- plumbing ---------------------------------------------------------------------------------------------
 
-    def call(self, name, *args):
+    def call(self, name: str, *args: Any) -> Any:
         self.calls += 1
         self.call_counts[name] = self.call_counts.get(name, 0) + 1
         try:
@@ -118,26 +141,26 @@ class Nvml:
                 e.gpuops_call = name
             raise
 
-    def error_name(self, err):
+    def error_name(self, err: Exception) -> str:
         code = getattr(err, "value", None)
         for attr in dir(self.nv):
             if attr.startswith("NVML_ERROR_") and getattr(self.nv, attr) == code:
                 return attr
         return "NVML_ERROR_%s" % code
 
-    def describe(self, err):
+    def describe(self, err: Exception) -> str:
         return "%s (%s)" % (_text(err), self.error_name(err))
 
-    def failure(self, err):
+    def failure(self, err: Exception) -> str:
         """An NVMLError as the message's last part: 'NVML error Invalid Argument (NVML_ERROR_INVALID_ARGUMENT) from
         nvmlDeviceGetGpuInstances'. The caller puts the GPU (gpu_label) and the step in front."""
         call = getattr(err, "gpuops_call", None)
         return "NVML error %s%s" % (self.describe(err), " from %s" % call if call else "")
 
-    def is_error(self, err, *names):
+    def is_error(self, err: BaseException, *names: str) -> bool:
         return isinstance(err, self.nv.NVMLError) and getattr(err, "value", None) in [getattr(self.nv, n, None) for n in names]
 
-    def open(self):
+    def open(self) -> bool:
         try:
             self.nv = __import__(self._module_name)
         except ImportError as e:
@@ -163,7 +186,7 @@ class Nvml:
         self.available = True
         return True
 
-    def close(self):
+    def close(self) -> None:
         if self.available:
             try:
                 self.call("nvmlShutdown")
@@ -171,7 +194,7 @@ class Nvml:
                 pass
             self.available = False
 
-    def _try(self, name, *args):
+    def _try(self, name: str, *args: Any) -> Any:
         """Optional query: None when NVML does not support it here (old driver, no such feature)."""
         try:
             return self.call(name, *args)
@@ -180,7 +203,7 @@ class Nvml:
 
     # -- system -----------------------------------------------------------------------------------------------
 
-    def system(self):
+    def system(self) -> dict[str, Optional[str]]:
         cuda = self._try("nvmlSystemGetCudaDriverVersion")
         nvml_version = self._try("nvmlSystemGetNVMLVersion")
         return {
@@ -189,16 +212,17 @@ class Nvml:
             "nvml_version": _text(nvml_version) if nvml_version is not None else None,
         }
 
-    def count(self):
+    def count(self) -> int:
         return self.call("nvmlDeviceGetCount")
 
-    def handle(self, index):
+    def handle(self, index: int) -> Any:
         return self.call("nvmlDeviceGetHandleByIndex", index)
 
     # -- one GPU ----------------------------------------------------------------------------------------------
 
-    def identity(self, index, handle=None):
-        dev = handle if handle is not None else self.handle(index)
+    def device(self, index: int) -> Device:
+        """The GPU at ``index`` with its identity (PCI, memory, UUID, name, MIG mode) in ``info``."""
+        dev = self.handle(index)
         pci = self.call("nvmlDeviceGetPciInfo", dev)
         mem = self.call("nvmlDeviceGetMemoryInfo", dev)
         info = {
@@ -221,12 +245,17 @@ class Nvml:
         else:
             info["mig_capable"] = True
             info["mig_mode"] = {"current": "enabled" if cur else "disabled", "pending": "enabled" if pend else "disabled"}
-        return dev, info
+        return Device(dev, info)
 
-    def architecture(self, dev):
-        return self._try("nvmlDeviceGetArchitecture", dev)
+    def architecture(self, device: Device) -> Optional[int]:
+        return self._try("nvmlDeviceGetArchitecture", device.handle)
 
-    def _gi_profile_info(self, dev, idx):
+    def compute_capability(self, device: Device) -> Optional[str]:
+        """CUDA compute capability as "major.minor", or None where NVML does not say."""
+        cc = self._try("nvmlDeviceGetCudaComputeCapability", device.handle)
+        return "%d.%d" % tuple(cc) if cc else None
+
+    def _gi_profile_info(self, dev: Any, idx: int) -> Any:
         try:
             return self.call("nvmlDeviceGetGpuInstanceProfileInfo", dev, idx)
         except self.nv.NVMLError as e:
@@ -234,8 +263,10 @@ class Nvml:
                 return self.call("nvmlDeviceGetGpuInstanceProfileInfo", dev, idx, 1)
             raise
 
-    def profiles(self, dev, total_memory_bytes):
-        """The GPU's GI profiles with the placements NVML reports; empty when NVML offers none."""
+    def profiles(self, device: Device) -> _mig.ProfileTable:
+        """Read the GPU's GI profiles with the placements NVML reports (empty when NVML offers none) into
+        ``device.table``, and return that table."""
+        dev, total_memory_bytes = device.handle, device.info["memory"]["total_bytes"]
         out = []
         for idx in range(self.nv.NVML_GPU_INSTANCE_PROFILE_COUNT):
             try:
@@ -258,9 +289,10 @@ class Nvml:
             if nvml_name and nvml_name != name and _mig.MIG_NAME_RE.match(nvml_name):
                 aliases.append(nvml_name)
             out.append(_mig.Profile(name, info.id, info.sliceCount, placements, info.instanceCount, int(info.memorySizeMB), aliases, idx))
-        return _mig.ProfileTable(out)
+        device.table = _mig.ProfileTable(out)
+        return device.table
 
-    def _ci_profile_info(self, gi, idx):
+    def _ci_profile_info(self, gi: Any, idx: int) -> Any:
         shared = self.nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
         try:
             return self.call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, idx, shared)
@@ -270,7 +302,7 @@ class Nvml:
                 return self.call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, idx, shared, 1)
             raise
 
-    def _ci_profiles_of(self, gi, gi_profile_id):
+    def _ci_profiles_of(self, gi: Any, gi_profile_id: int) -> list[tuple[int, Any]]:
         """[(index, info)] of the CI profiles a GI offers; the same for every GI of one profile, so cached."""
         if gi_profile_id in self._ci_profiles:
             return self._ci_profiles[gi_profile_id]
@@ -287,19 +319,21 @@ class Nvml:
         self._ci_profiles[gi_profile_id] = found
         return found
 
-    def instances(self, dev, table):
-        """Current GPU instances with placements and compute instances (plus handles under '_handle')."""
+    def instances(self, device: Device) -> list[dict[str, Any]]:
+        """Current GPU instances with placements and compute instances, for the profiles of ``device.table``."""
+        dev = device.handle
         result = []
-        for prof in table.profiles:
+        for prof in device.table.profiles:
             arr = (self.nv.c_nvmlGpuInstance_t * max(prof.max_count, 1))()
             cnt = ctypes.c_uint(0)
             self.call("nvmlDeviceGetGpuInstances", dev, prof.id, arr, ctypes.byref(cnt))
             for i in range(cnt.value):
                 gi = arr[i]
                 info = self.call("nvmlGpuInstanceGetInfo", gi)
-                entry = {"gi_id": int(info.id), "profile": prof.name, "profile_id": prof.id, "slices": prof.slices,
-                         "placement": {"start": int(info.placement.start), "size": int(info.placement.size)},
-                         "compute_instances": []}
+                entry: dict[str, Any] = {
+                    "gi_id": int(info.id), "profile": prof.name, "profile_id": prof.id, "slices": prof.slices,
+                    "placement": {"start": int(info.placement.start), "size": int(info.placement.size)},
+                    "compute_instances": []}
                 for _idx, ci_prof in self._ci_profiles_of(gi, prof.id):
                     carr = (self.nv.c_nvmlComputeInstance_t * max(ci_prof.instanceCount, 1))()
                     ccnt = ctypes.c_uint(0)
@@ -316,10 +350,11 @@ class Nvml:
         result.sort(key=lambda g: (g["placement"]["start"], g["gi_id"]))
         return result
 
-    def processes(self, dev, strict=False):
+    def processes(self, device: Device, strict: bool = False) -> list[dict[str, Any]]:
         """Processes on the GPU. ``strict``: a list NVML refuses (NO_PERMISSION, FUNCTION_NOT_FOUND, ...) raises
         NvmlError, because "no processes" would let a change destroy instances that are in use."""
-        procs = {}
+        dev = device.handle
+        procs: dict[int, dict[str, Any]] = {}
         for fn, kind in (("nvmlDeviceGetComputeRunningProcesses", "compute"), ("nvmlDeviceGetGraphicsRunningProcesses", "graphics")):
             try:
                 found = self.call(fn, dev)
@@ -339,7 +374,8 @@ class Nvml:
                 })
         return [procs[k] for k in sorted(procs)]
 
-    def virtualization(self, dev):
+    def virtualization(self, device: Device) -> dict[str, Any]:
+        dev = device.handle
         mode = self._try("nvmlDeviceGetVirtualizationMode", dev)
         out = {"mode": VIRT_MODES.get(mode, mode), "host_vgpu_mode": None}
         if mode in (3, 4):
@@ -347,7 +383,7 @@ class Nvml:
             out["host_vgpu_mode"] = HOST_VGPU_MODES.get(host, host)
         return out
 
-    def vgpu_scheduler(self, dev):
+    def vgpu_scheduler(self, device: Device) -> dict[str, Any]:
         """The vGPU scheduler a vGPU host's driver runs on this GPU, and what the GPU supports.
 
         nvidia-ml-py: nvmlDeviceGetVgpuSchedulerState (c_nvmlVgpuSchedulerGetState_t: schedulerPolicy, arrMode,
@@ -355,7 +391,8 @@ class Nvml:
         host (bare metal, passthrough, guest) or too old a driver: NOT_SUPPORTED (or FUNCTION_NOT_FOUND), reported as
         ``supported: False`` with the error, never raised. The raw state goes to _vgpu_scheduler.spec_of_nvml.
         """
-        out = {"supported": False, "error": None, "state": None, "capabilities": None}
+        dev = device.handle
+        out: dict[str, Any] = {"supported": False, "error": None, "state": None, "capabilities": None}
         state, err = self._reading("nvmlDeviceGetVgpuSchedulerState", dev)
         if err:
             out["error"] = err
@@ -385,11 +422,11 @@ class Nvml:
         }
         return out
 
-    def licence(self, dev):
-        feats = self._try("nvmlDeviceGetGridLicensableFeatures", dev)
+    def licence(self, device: Device) -> dict[str, Any]:
+        feats = self._try("nvmlDeviceGetGridLicensableFeatures", device.handle)
         if feats is None:
             return {"supported": False, "licensed": None, "features": []}
-        out = {"supported": bool(feats.isGridLicenseSupported), "licensed": None, "features": []}
+        out: dict[str, Any] = {"supported": bool(feats.isGridLicenseSupported), "licensed": None, "features": []}
         for i in range(min(int(feats.licensableFeaturesCount), len(feats.gridLicensableFeatures))):
             f = feats.gridLicensableFeatures[i]
             exp = f.licenseExpiry
@@ -409,7 +446,7 @@ class Nvml:
 
     # -- health (read-only; module_utils/_health.py judges) --------------------------------------------------------
 
-    def _reading(self, name, *args):
+    def _reading(self, name: str, *args: Any) -> tuple[Any, Optional[str]]:
         """(value, None), or (None, 'NVML_ERROR_...') when NVML does not answer: NOT_SUPPORTED is an answer too (the
         GPU or driver lacks the feature, or MIG hides it), which _health tells apart. A lost GPU is not a reading:
         that error goes on and becomes the GPU's error."""
@@ -422,17 +459,17 @@ class Nvml:
                 raise
             return None, self.error_name(e)
 
-    def health(self, dev):
+    def health(self, device: Device) -> dict[str, Any]:
         """The readings a health gate needs, each as NVML gave it (nvml.h: nvmlDeviceGetTotalEccErrors,
         nvmlDeviceGetRemappedRows, nvmlDeviceGetRetiredPagesPendingStatus, nvmlDeviceGet{Curr,Max}PcieLink*,
         nvmlDeviceGetTemperature[Threshold], nvmlDeviceGetCurrentClocksEventReasons), with the error in place of a
         value NVML did not give."""
-        nv = self.nv
-        out = {}
+        nv, dev = self.nv, device.handle
+        out: dict[str, Any] = {}
         persistence, err = self._reading("nvmlDeviceGetPersistenceMode", dev)
         out["persistence_mode"] = {"enabled": None if err else bool(persistence), "error": err}
         modes, err = self._reading("nvmlDeviceGetEccMode", dev)
-        ecc = {"enabled": None, "pending": None, "error": err}
+        ecc: dict[str, Any] = {"enabled": None, "pending": None, "error": err}
         if not err:
             ecc["enabled"], ecc["pending"] = bool(modes[0]), bool(modes[1])
             for kind, error_type in (("uncorrected", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
@@ -450,7 +487,7 @@ class Nvml:
             "failure": bool(rows[3]), "error": None}
         pending, err = self._reading("nvmlDeviceGetRetiredPagesPendingStatus", dev)
         out["retired_pages"] = {"pending": None if err else bool(pending), "error": err}
-        pcie = {}
+        pcie: dict[str, Any] = {}
         for key, name in (("gen", "nvmlDeviceGetCurrPcieLinkGeneration"), ("width", "nvmlDeviceGetCurrPcieLinkWidth"),
                           ("max_gen", "nvmlDeviceGetMaxPcieLinkGeneration"), ("max_width", "nvmlDeviceGetMaxPcieLinkWidth"),
                           ("gpu_max_gen", "nvmlDeviceGetGpuMaxPcieLinkGeneration")):
@@ -459,7 +496,7 @@ class Nvml:
             if err:
                 pcie.setdefault("errors", {})[key] = err
         out["pcie"] = pcie
-        temp = {}
+        temp: dict[str, Any] = {}
         value, err = self._reading("nvmlDeviceGetTemperature", dev, nv.NVML_TEMPERATURE_GPU)
         temp["current"] = None if err else int(value)
         for key in ("slowdown", "shutdown", "gpu_max"):
@@ -475,49 +512,60 @@ class Nvml:
         out["clock_event_reasons"] = {"mask": None if err else int(mask), "active": reasons, "error": err}
         return out
 
-    def snapshot(self, index, detail=True):
-        """Everything about one GPU that the modules use; handle under '_handle', profile table under '_table'."""
-        dev, info = self.identity(index)
-        return self.fill(dev, info, detail)
+    def snapshot(self, index: int, detail: bool = True) -> Device:
+        """Everything about one GPU that the modules use, read into a Device (see fill())."""
+        return self.fill(self.device(index), detail)
 
-    def fill(self, dev, info, detail=True, strict=False):
-        """Add MIG profiles, instances, processes (and with ``detail`` virtualization and licence) to identity().
+    def fill(self, device: Device, detail: bool = True, strict: bool = False) -> Device:
+        """Add MIG profiles (``device.table``), instances, processes (and with ``detail`` virtualization, licence and
+        vGPU scheduler) to a device() read. ``strict`` makes an unreadable process list an error (see processes()).
 
-        ``strict`` makes an unreadable process list an error (see processes())."""
-        info["_handle"] = dev
-        info["_table"] = _mig.ProfileTable([])
+        What was read stays in ``device.info`` when a later read raises."""
+        info = device.info
         info["instances"] = []
         if info["mig_capable"]:
-            info["_table"] = self.profiles(dev, info["memory"]["total_bytes"])
+            self.profiles(device)
             if info["mig_mode"]["current"] == "enabled":
-                info["instances"] = self.instances(dev, info["_table"])
-        info["processes"] = self.processes(dev, strict=strict)
+                info["instances"] = self.instances(device)
+        info["processes"] = self.processes(device, strict=strict)
         if detail:
-            info["virtualization"] = self.virtualization(dev)
-            info["license"] = self.licence(dev)
-            info["vgpu_scheduler"] = self.vgpu_scheduler(dev)
-        return info
+            info["virtualization"] = self.virtualization(device)
+            info["license"] = self.licence(device)
+            info["vgpu_scheduler"] = self.vgpu_scheduler(device)
+        return device
 
-    def refresh(self, gpu):
-        """Re-read only MIG mode and instances of a GPU read before (identity and profiles do not change)."""
-        dev = gpu["_handle"]
+    def refresh(self, device: Device) -> Device:
+        """The GPU as it is now: a new Device (same handle and profile table, a copy of ``info``) with MIG mode and
+        instances read again (identity and profiles do not change). ``device`` itself is left as it was read."""
+        dev = device.handle
         cur, pend = self.call("nvmlDeviceGetMigMode", dev)
-        gpu["mig_mode"] = {"current": "enabled" if cur else "disabled", "pending": "enabled" if pend else "disabled"}
-        gpu["instances"] = self.instances(dev, gpu["_table"]) if cur else []
-        return gpu
+        fresh = Device(dev, dict(device.info), device.table)
+        fresh.info["mig_mode"] = {"current": "enabled" if cur else "disabled", "pending": "enabled" if pend else "disabled"}
+        fresh.info["instances"] = self.instances(fresh) if cur else []
+        return fresh
+
+    def rebind(self, devices: Iterable[Device]) -> None:
+        """New handles for Devices read before reopen(); raises NvmlError when a GPU's index now holds another GPU."""
+        for device in devices:
+            dev = self.handle(device.index)
+            uuid = _text(self.call("nvmlDeviceGetUUID", dev))
+            if uuid != device.info["uuid"]:
+                raise NvmlError("GPU %d is %s after the MIG mode change, not %s: the GPUs were renumbered"
+                                % (device.index, uuid, device.info["uuid"]))
+            device.handle = dev
 
     # -- actions ----------------------------------------------------------------------------------------------
 
-    def _gi(self, dev, gi_id):
+    def _gi(self, dev: Any, gi_id: int) -> Any:
         return self.call("nvmlDeviceGetGpuInstanceById", dev, gi_id)
 
-    def _ci_profile_id(self, gi, gi_profile_id, slices):
+    def _ci_profile_id(self, gi: Any, gi_profile_id: int, slices: int) -> int:
         for _idx, info in self._ci_profiles_of(gi, gi_profile_id):
             if int(info.sliceCount) == slices:
                 return int(info.id)
         raise NvmlError("NVML offers no %d-slice compute instance profile for this GPU instance" % slices)
 
-    def _create_cis(self, gi, gi_profile_id, cis):
+    def _create_cis(self, gi: Any, gi_profile_id: int, cis: list[dict[str, Any]]) -> list[Any]:
         """Create compute instances in a GI; several share a GI, so their placements are solved, not left to NVML."""
         ids = [self._ci_profile_id(gi, gi_profile_id, c["slices"]) for c in cis]
         placements = [c.get("placement") for c in cis]
@@ -542,10 +590,10 @@ class Nvml:
                 handles.append(self.call("nvmlGpuInstanceCreateComputeInstance", gi, pid))
         return handles
 
-    def _create_gis(self, dev, actions, created):
+    def _create_gis(self, dev: Any, actions: list[dict[str, Any]], created: list[tuple[Any, list[Any]]]) -> None:
         """Run create_gi/create_ci actions; ``created`` collects (gi handle, [ci handles]) for rollback."""
-        by_ref = {}
-        cis = {}
+        by_ref: dict[Any, tuple[Any, int, tuple[Any, list[Any]], str]] = {}
+        cis: dict[Any, list[dict[str, Any]]] = {}
         for a in actions:
             if a["action"] == "create_gi":
                 p = self.nv.c_nvmlGpuInstancePlacement_t()
@@ -555,7 +603,7 @@ class Nvml:
                     gi = self.call("nvmlDeviceCreateGpuInstanceWithPlacement", dev, a["profile_id"], ctypes.byref(p))
                 except self.nv.NVMLError as e:
                     raise StepError("creating %s: %s" % (where, self.failure(e)))
-                entry = (gi, [])
+                entry: tuple[Any, list[Any]] = (gi, [])
                 created.append(entry)
                 by_ref[a["ref"]] = (gi, a["profile_id"], entry, where)
                 cis[a["ref"]] = []
@@ -573,7 +621,7 @@ class Nvml:
             except NvmlError as e:
                 raise StepError("%s: %s" % (step, e))
 
-    def _destroy(self, dev, actions, done):
+    def _destroy(self, dev: Any, actions: list[dict[str, Any]], done: list[dict[str, Any]]) -> None:
         """Run destroy actions; ``done`` collects the ones that succeeded (for a precise rollback)."""
         for a in actions:
             try:
@@ -596,7 +644,7 @@ class Nvml:
                 hint = " (%s)" % busy if self.is_error(e, "NVML_ERROR_IN_USE") else ""
                 raise StepError("destroying %s: %s%s" % (what, self.failure(e), hint))
 
-    def set_mig_mode(self, dev, enabled):
+    def set_mig_mode(self, device: Device, enabled: bool) -> Optional[str]:
         """Request a MIG mode; returns None when it is current now, else why it is still pending.
 
         ``nvmlDeviceSetMigMode`` returns SUCCESS and reports the outcome in its activation status (nvml.h): SUCCESS
@@ -604,6 +652,7 @@ class Nvml:
         (the GPU was not idle: the mode stays pending until the clients stop and the GPU is reset). mig-parted reads
         the pending state back the same way (``pkg/mig/mode/nvml.go`` ``IsMigModeChangePending``).
         """
+        dev = device.handle
         want = self.nv.NVML_DEVICE_MIG_ENABLE if enabled else self.nv.NVML_DEVICE_MIG_DISABLE
         status = None
         try:
@@ -625,7 +674,7 @@ class Nvml:
             return "in_use"
         return "reset_required"
 
-    def reopen(self):
+    def reopen(self) -> None:
         """A new NVML session: a MIG mode change may unbind or reset the device, and nvml.h expects the caller to
         query its attributes again, so handles from before are not reused."""
         try:
@@ -640,38 +689,40 @@ class Nvml:
             raise StepError("opening NVML again after the MIG mode change: %s" % self.failure(e))
         self.available = True
 
-    def apply(self, gpu, plan, after_mode=None):
+    def apply(self, device: Device, plan: dict[str, Any],
+              after_mode: Optional[Callable[[Device], list[dict[str, Any]]]] = None) -> dict[str, Any]:
         """Carry out a plan on one GPU. Returns {'reset_required', 'deferred', 'pending_reason'}.
 
         MIG mode first, then the instances (mig-parted's order: ``apply --mode-only``, then ``apply``). When the
         mode became current, ``after_mode(gpu)`` may return the create actions planned again on the GPU as it is
         now (new session, live profile table); it raises NvmlError to refuse, and the mode is rolled back.
+        ``device.info`` is the GPU as the plan saw it: a failure restores that geometry.
         Raises ApplyError after restoring; its message names the step and NVML's error (the caller adds the GPU).
         """
         actions = plan["actions"]
         destroys = [a for a in actions if a["action"] in ("destroy_ci", "destroy_gi")]
         modes = [a for a in actions if a["action"] == "set_mig_mode"]
         creates = [a for a in actions if a["action"] in ("create_gi", "create_ci")]
-        done = []
-        created = []
+        done: list[dict[str, Any]] = []
+        created: list[tuple[Any, list[Any]]] = []
         mode_set = None
         pending = None
         step = "destroying instances"
         try:
-            self._destroy(gpu["_handle"], destroys, done)
+            self._destroy(device.handle, destroys, done)
             for a in modes:
                 step = "setting MIG mode"
                 # Recorded first: when only reading the mode back fails, the change may have taken effect, and
                 # setting the previous mode again is harmless when it did not.
                 mode_set = a["mode"]
-                pending = self.set_mig_mode(gpu["_handle"], a["mode"] == "enabled")
+                pending = self.set_mig_mode(device, a["mode"] == "enabled")
             if pending and creates:
                 return {"reset_required": True, "deferred": True, "pending_reason": pending}
             if modes and not pending and after_mode is not None:
                 step = "checking the GPU after the MIG mode change"
-                creates = after_mode(gpu)
+                creates = after_mode(device)
             step = "creating instances"
-            self._create_gis(gpu["_handle"], creates, created)
+            self._create_gis(device.handle, creates, created)
         except (NvmlError, self.nv.NVMLError) as e:
             # A raw NVMLError (a read between the steps, after_mode's new session) is rolled back like the others.
             if isinstance(e, StepError):
@@ -680,12 +731,14 @@ class Nvml:
                 why = "%s: %s" % (step, e)
             else:
                 why = "%s: %s" % (step, self.failure(e))
-            restored, notes = self._restore(gpu["_handle"], gpu, created, done, mode_set, bool(pending))
+            restored, notes = self._restore(device, created, done, mode_set, bool(pending))
             raise ApplyError("%s; %s" % (why, notes), restored)
         return {"reset_required": bool(pending), "deferred": False, "pending_reason": pending}
 
-    def _restore(self, dev, gpu, created, done, mode_set, reset):
+    def _restore(self, device: Device, created: list[tuple[Any, list[Any]]], done: list[dict[str, Any]],
+                 mode_set: Optional[str], reset: bool) -> tuple[bool, str]:
         """Undo a partial apply: drop what was created, restore the mode, recreate what was destroyed."""
+        dev, gpu = device.handle, device.info
         problems = []
         gone_gis = set(a["gi_id"] for a in done if a["action"] == "destroy_gi")
         gone_cis = set((a["gi_id"], a["ci_id"]) for a in done if a["action"] == "destroy_ci")
@@ -708,7 +761,7 @@ class Nvml:
         still_pending = None
         if mode_set is not None and mode_set != before["pending"]:
             try:
-                still_pending = self.set_mig_mode(dev, before["pending"] == "enabled")
+                still_pending = self.set_mig_mode(device, before["pending"] == "enabled")
             except NvmlError as e:
                 problems.append("restoring MIG mode %s: %s" % (before["pending"], e))
             if still_pending and before["current"] == before["pending"] and removed:

@@ -10,6 +10,8 @@ Normalised forms are chosen so that two strings Proxmox VE treats the same compa
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
 
 MAX_HOSTPCI = 16  # $MAX_HOSTPCI_DEVICES in qemu-server PCI.pm
 
@@ -63,7 +65,7 @@ class PciError(ValueError):
 
 # --------------------------------------------------------------------------- addresses and ids
 
-def parse_pci_address(text):
+def parse_pci_address(text: object) -> tuple[str, str, str, Optional[str]]:
     """Parse ``[domain:]bus:dev[.fn]`` into ``(domain, bus, dev, fn)`` (lower-case hex; fn None = all functions)."""
     if not isinstance(text, str):
         raise PciError("PCI address must be a string, got %r" % (text,))
@@ -74,7 +76,7 @@ def parse_pci_address(text):
     return (domain, m.group("bus").lower().rjust(2, "0"), m.group("dev").lower().rjust(2, "0"), m.group("fn"))
 
 
-def normalize_pci_address(text, function=None):
+def normalize_pci_address(text: object, function: Optional[str] = None) -> str:
     """Full lower-case form ``dddd:bb:dd[.f]``; ``function`` ('0'..'7') adds a function where none is given."""
     domain, bus, dev, fn = parse_pci_address(text)
     if fn is None and function is not None:
@@ -83,20 +85,20 @@ def normalize_pci_address(text, function=None):
     return base if fn is None else "%s.%s" % (base, fn)
 
 
-def pci_slot(text):
+def pci_slot(text: object) -> str:
     """The device part of an address (``dddd:bb:dd``), shared by all functions of a multifunction device."""
     domain, bus, dev, dummy = parse_pci_address(text)
     return "%s:%s:%s" % (domain, bus, dev)
 
 
-def address_covers(path, device_id):
+def address_covers(path: object, device_id: object) -> bool:
     """True when ``path`` (one address, function optional) selects ``device_id`` (a full function address)."""
     p = parse_pci_address(path)
     d = parse_pci_address(device_id)
     return p[:3] == d[:3] and (p[3] is None or p[3] == (d[3] or "0"))
 
 
-def normalize_hex_id(text, what="id"):
+def normalize_hex_id(text: object, what: str = "id") -> str:
     """``0x10DE``/``10de`` -> ``10de`` (four lower-case hex digits)."""
     if isinstance(text, int):
         text = "%04x" % text
@@ -106,7 +108,7 @@ def normalize_hex_id(text, what="id"):
     return m.group(1).lower()
 
 
-def normalize_pci_id(text, what="vendor:device id"):
+def normalize_pci_id(text: object, what: str = "vendor:device id") -> str:
     """``10DE:20B0``/``0x10de:0x20b0`` -> ``10de:20b0``."""
     if not isinstance(text, str) or text.count(":") != 1:
         raise PciError("invalid %s %r (expected vvvv:dddd)" % (what, text))
@@ -117,17 +119,17 @@ def normalize_pci_id(text, what="vendor:device id"):
         raise PciError("invalid %s %r (expected vvvv:dddd)" % (what, text))
 
 
-def is_configid(text):
+def is_configid(text: object) -> bool:
     """PVE ``pve-configid`` (mapping ids): a letter, then letters, digits, ``_`` or ``-``."""
     return isinstance(text, str) and bool(_CONFIGID_RE.fullmatch(text))
 
 
-def is_node_name(text):
+def is_node_name(text: object) -> bool:
     """PVE ``pve-node``: letters, digits and inner hyphens."""
     return isinstance(text, str) and bool(_NODE_RE.fullmatch(text))
 
 
-def parse_bool(value, what="value"):
+def parse_bool(value: object, what: str = "value") -> str:
     """Proxmox VE booleans: 1|on|yes|true / 0|off|no|false (and Python bools) -> '1'/'0'."""
     if isinstance(value, bool):
         return "1" if value else "0"
@@ -141,7 +143,7 @@ def parse_bool(value, what="value"):
 
 # --------------------------------------------------------------------------- property strings
 
-def split_property_string(text):
+def split_property_string(text: object) -> list[tuple[Optional[str], str]]:
     """Split a property string into [(key or None, value)] exactly as PVE::JSONSchema::parse_property_string does.
 
     PVE splits on every comma and has no quoting; parts that are only whitespace are skipped; ``key=value`` needs a
@@ -168,7 +170,7 @@ def split_property_string(text):
     return out
 
 
-def _plain(key, value):
+def _plain(key: str, value: object) -> str:
     """A value as it goes into a property string; PVE cannot store a comma (print_property_string dies on one)."""
     value = str(value)
     if "," in value:
@@ -178,14 +180,14 @@ def _plain(key, value):
     return value
 
 
-def _norm_host(value):
+def _norm_host(value: object) -> str:
     parts = [p for p in str(value).split(";") if p.strip()]
     if not parts:
         raise PciError("empty host PCI address")
     return ";".join(normalize_pci_address(p) for p in parts)
 
 
-def _norm_value(key, kind, value, strict):
+def _norm_value(key: str, kind: str, value: object, strict: bool) -> str:
     if kind == "host":
         return _norm_host(value)
     if kind == "configid":
@@ -218,7 +220,7 @@ def _norm_value(key, kind, value, strict):
     raise PciError("unknown key %r" % key)  # pragma: no cover
 
 
-def normalize_hostpci(entry, strict=None):
+def normalize_hostpci(entry: Union[str, Mapping[str, Any]], strict: Optional[bool] = None) -> dict[str, str]:
     """Normalise a hostpciN value (string or dict of PVE keys) into a dict without defaults.
 
     ``01:00`` and ``host=0000:01:00`` give the same result; ``01:00`` (all functions) differs from ``01:00.0``.
@@ -251,7 +253,7 @@ def normalize_hostpci(entry, strict=None):
     return out
 
 
-def format_hostpci(norm):
+def format_hostpci(norm: Mapping[str, str]) -> str:
     """Canonical string of a normalised hostpci dict: device key first, then the rest sorted (as PVE prints)."""
     parts = []
     if "host" in norm:
@@ -263,19 +265,19 @@ def format_hostpci(norm):
     return ",".join(parts)
 
 
-def hostpci_equal(a, b):
+def hostpci_equal(a: Union[str, Mapping[str, Any]], b: Union[str, Mapping[str, Any]]) -> bool:
     """True when two hostpci values mean the same to Proxmox VE."""
     return normalize_hostpci(a) == normalize_hostpci(b)
 
 
-def hostpci_device_key(norm):
+def hostpci_device_key(norm: Mapping[str, str]) -> tuple[str, str]:
     """Identity of the passed device (mapping id or host address list), ignoring options."""
     if "mapping" in norm:
         return ("mapping", norm["mapping"])
     return ("host", norm["host"])
 
 
-def normalize_map_entry(entry):
+def normalize_map_entry(entry: Union[str, Mapping[str, Any]]) -> dict[str, str]:
     """Normalise one cluster mapping ``map`` item (string or dict) into a dict of PVE keys ($map_fmt of PVE::Mapping::PCI)."""
     if isinstance(entry, str):
         pairs = split_property_string(entry)
@@ -314,12 +316,12 @@ def normalize_map_entry(entry):
     return out
 
 
-def format_map_entry(norm):
+def format_map_entry(norm: Mapping[str, str]) -> str:
     """Canonical ``map`` string: keys in the order PVE prints them (sorted)."""
     return ",".join("%s=%s" % (k, _plain(k, norm[k])) for k in sorted(norm))
 
 
-def normalize_map_list(entries):
+def normalize_map_list(entries: Optional[Iterable[Union[str, Mapping[str, Any]]]]) -> list[dict[str, str]]:
     """Normalise a whole ``map`` list. Order across nodes does not matter; within a node it does (first free wins)."""
     norm = [normalize_map_entry(e) for e in entries or []]
     # sorted() is stable, so entries of one node keep their relative order.
@@ -328,7 +330,7 @@ def normalize_map_list(entries):
 
 # --------------------------------------------------------------------------- hostpci planner
 
-def hostpci_from_config(config):
+def hostpci_from_config(config: Optional[Mapping[str, Any]]) -> dict[int, dict[str, str]]:
     """``{slot: normalised dict}`` for every ``hostpciN`` key of a VM config."""
     out = {}
     for key, value in (config or {}).items():
@@ -338,7 +340,8 @@ def hostpci_from_config(config):
     return out
 
 
-def plan_hostpci(current, desired, exclusive=True):
+def plan_hostpci(current: Optional[Mapping[Any, Union[str, Mapping[str, str]]]], desired: Iterable[tuple[Any, Union[str, Mapping[str, Any]]]],
+                 exclusive: bool = True) -> dict[str, Any]:
     """Decide the hostpci slots for a VM.
 
     ``current``: ``{slot: value}`` (strings or normalised dicts). ``desired``: list of ``(slot or None, value)``.
@@ -348,7 +351,7 @@ def plan_hostpci(current, desired, exclusive=True):
     ({slot: canonical string}), ``before`` ({slot: canonical string}) and ``desired`` (the requested entries by slot).
     """
     cur = {int(s): (normalize_hostpci(v) if isinstance(v, str) else dict(v)) for s, v in (current or {}).items()}
-    want = []
+    want: list[list[Any]] = []  # [slot or None, normalised dict], the slot filled in below
     for slot, value in desired:
         norm = normalize_hostpci(value)
         if slot is not None and not 0 <= int(slot) < MAX_HOSTPCI:
@@ -362,14 +365,14 @@ def plan_hostpci(current, desired, exclusive=True):
         raise PciError("the same device is requested twice: %s" % ", ".join(
             "%s=%s" % k for k in sorted(set(k for k in keys if keys.count(k) > 1))))
 
-    assigned = {}  # slot -> norm
+    assigned: dict[int, dict[str, str]] = {}  # slot -> norm
     taken = set(explicit)
     for slot, norm in want:
         if slot is not None:
             assigned[slot] = norm
     pending = [w for w in want if w[0] is None]
 
-    def claim(matches):
+    def claim(matches: Callable[[dict[str, str], dict[str, str]], bool]) -> None:
         """Give each still unplaced entry the first free current slot whose entry ``matches`` it."""
         for w in pending:
             if w[0] is not None:
@@ -397,7 +400,7 @@ def plan_hostpci(current, desired, exclusive=True):
         taken.add(free[0])
         assigned[free[0]] = w[1]
 
-    after = {}
+    after: dict[int, dict[str, str]] = {}
     if not exclusive:
         after.update(cur)
     after.update(assigned)
@@ -416,7 +419,7 @@ def plan_hostpci(current, desired, exclusive=True):
 
 # --------------------------------------------------------------------------- hardware facts
 
-def _hex(value):
+def _hex(value: object) -> Optional[str]:
     if value is None:
         return None
     try:
@@ -425,16 +428,16 @@ def _hex(value):
         return None
 
 
-def is_gpu_class(cls):
+def is_gpu_class(cls: object) -> bool:
     """Display controllers: 0x0300 VGA, 0x0302 3D controller, 0x0380 other display."""
     return str(cls or "").lower().startswith(("0x0300", "0x0302", "0x0380"))
 
 
-def is_bridge_class(cls):
+def is_bridge_class(cls: object) -> bool:
     return str(cls or "").lower().startswith("0x0604")
 
 
-def device_facts(dev):
+def device_facts(dev: Mapping[str, Any]) -> dict[str, Any]:
     """Flatten one ``hardware/pci`` item into the collection's device facts."""
     vendor, device = _hex(dev.get("vendor")), _hex(dev.get("device"))
     svendor, sdevice = _hex(dev.get("subsystem_vendor")), _hex(dev.get("subsystem_device"))
@@ -465,7 +468,7 @@ def device_facts(dev):
     }
 
 
-def iommu_isolation(devices, dev_id):
+def iommu_isolation(devices: Sequence[Mapping[str, Any]], dev_id: str) -> tuple[bool, list[str]]:
     """(isolated, group members) for ``dev_id``: its group may hold only its own functions and bridges."""
     by_id = {d["id"]: d for d in devices}
     me = by_id.get(dev_id)
@@ -478,7 +481,9 @@ def iommu_isolation(devices, dev_id):
     return not foreign, members
 
 
-def gpu_facts(node, pci_list, mdev_types=None, mappings=None, vm_configs=None):
+def gpu_facts(node: str, pci_list: Iterable[Mapping[str, Any]], mdev_types: Optional[Mapping[str, list[Any]]] = None,
+              mappings: Optional[Sequence[Mapping[str, Any]]] = None,
+              vm_configs: Optional[Mapping[Any, Mapping[str, Any]]] = None) -> list[dict[str, Any]]:
     """Build the per-node GPU facts that pve_gpu_info returns and pve_pci_mapping selectors run over.
 
     ``pci_list``: ``hardware/pci`` items (all classes); ``mdev_types``: {device id: [mdev items]};
@@ -490,7 +495,7 @@ def gpu_facts(node, pci_list, mdev_types=None, mappings=None, vm_configs=None):
     usage = hostpci_usage(node, mappings or [], vm_configs or {})
     map_refs = mapping_refs(node, mappings or [])
 
-    def enrich(d):
+    def enrich(d: Mapping[str, Any]) -> dict[str, Any]:
         isolated, members = iommu_isolation(devices, d["id"])
         out = dict(d)
         out["node"] = node
@@ -512,9 +517,9 @@ def gpu_facts(node, pci_list, mdev_types=None, mappings=None, vm_configs=None):
     return gpus
 
 
-def mapping_refs(node, mappings):
+def mapping_refs(node: str, mappings: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """[(mapping id, path)] of every ``map`` path that a mapping defines on ``node``."""
-    refs = []
+    refs: list[tuple[str, str]] = []
     for m in mappings:
         for raw in m.get("map") or []:
             try:
@@ -526,7 +531,7 @@ def mapping_refs(node, mappings):
     return refs
 
 
-def hostpci_usage(node, mappings, vm_configs):
+def hostpci_usage(node: str, mappings: Iterable[Mapping[str, Any]], vm_configs: Mapping[Any, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """[{vmid, slot, via, mapping?, paths}] for every hostpci entry of the node's VMs (paths resolved via mappings)."""
     refs = mapping_refs(node, mappings)
     usage = []
@@ -546,7 +551,7 @@ def hostpci_usage(node, mappings, vm_configs):
     return usage
 
 
-def check_map_entry(entry, devices, mdev=None):
+def check_map_entry(entry: Mapping[str, Any], devices: Iterable[Mapping[str, Any]], mdev: Optional[bool] = None) -> list[str]:
     """Check one normalised ``map`` entry against a node's devices as PVE does when a VM starts.
 
     Follows ``PVE::Mapping::PCI::assert_valid`` (pve-guest-common): for every path the hardware's vendor:device id,
@@ -587,7 +592,7 @@ def check_map_entry(entry, devices, mdev=None):
     return problems
 
 
-def map_entry_from_device(node, dev, whole_device=False):
+def map_entry_from_device(node: str, dev: Mapping[str, Any], whole_device: bool = False) -> dict[str, str]:
     """A ``map`` entry (normalised dict) for one device fact, with every property PVE's assert_valid expects."""
     entry = {"node": node, "path": dev["slot"] if whole_device else dev["id"], "id": dev["pci_id"]}
     if dev.get("subsystem_id"):
@@ -597,7 +602,7 @@ def map_entry_from_device(node, dev, whole_device=False):
     return normalize_map_entry(entry)
 
 
-def mdev_capability(devices):
+def mdev_capability(devices: Iterable[Mapping[str, Any]]) -> Optional[bool]:
     """True/False when every device is/is not mdev capable; None when they differ (no mdev flag fits them all)."""
     flags = set(bool(d.get("mdev")) for d in devices)
     return flags.pop() if len(flags) == 1 else None
@@ -614,13 +619,13 @@ VERSION_GATED = {
 }
 
 
-def parse_pve_version(text):
+def parse_pve_version(text: object) -> Optional[tuple[int, ...]]:
     """``'8.4.1'``/``'9.0.0~11'`` -> (8, 4, 1)/(9, 0, 0); None when it is not a version."""
     m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", str(text or ""))
     return tuple(int(x or 0) for x in m.groups()) if m else None
 
 
-def version_gate(option, version):
+def version_gate(option: str, version: Optional[Sequence[int]]) -> Optional[str]:
     """None when the server (version tuple) knows ``option``, else a message naming both versions."""
     first, source = VERSION_GATED[option]
     if version is None or tuple(version[:2]) >= first:
@@ -631,7 +636,7 @@ def version_gate(option, version):
 
 # --------------------------------------------------------------------------- permissions
 
-def root_only_reasons(norm):
+def root_only_reasons(norm: Mapping[str, str]) -> list[str]:
     """Why only root@pam may set, replace or delete this hostpci value (check_hostpci_perm, qemu-server API2/Qemu.pm).
 
     A raw ``host=`` device and a ``romfile`` are root@pam's alone; an API token of root@pam is ``root@pam!<id>``,
@@ -645,7 +650,7 @@ def root_only_reasons(norm):
     return reasons
 
 
-def permission_problems(plan, current, is_root):
+def permission_problems(plan: Mapping[str, Any], current: Mapping[int, Union[str, Mapping[str, str]]], is_root: bool) -> list[str]:
     """Every hostpci change of ``plan`` that PVE would refuse for a user who is not root@pam.
 
     PVE checks the new value of a set, the old value of a replaced entry and the old value of a deleted one, one

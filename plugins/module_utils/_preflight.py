@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import datetime
 import xml.etree.ElementTree as ET
-from typing import Any, Callable, NamedTuple
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, Callable, NamedTuple, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import (
     _dra, _health, _iommu, _license, _mig_models, _nls, _versions)
@@ -58,18 +59,18 @@ class PreflightError(ValueError):
     """Invalid options; the message names the option."""
 
 
-def result(check_id, status, evidence, remedy=""):
+def result(check_id: str, status: str, evidence: str, remedy: str = "") -> dict[str, Any]:
     if status not in STATUSES:
         raise PreflightError("check %s: unknown status %r" % (check_id, status))
     return {"id": check_id, "title": TITLES.get(check_id, check_id), "status": status, "evidence": evidence,
             "remedy": remedy if status in ("fail", "warn") else ""}
 
 
-def _gpu_label(gpu):
+def _gpu_label(gpu: Mapping[str, Any]) -> str:
     return "GPU %s (%s)" % (gpu.get("index"), gpu.get("model") or gpu.get("address") or "?")
 
 
-def _source_error(facts, name, what):
+def _source_error(facts: Mapping[str, Any], name: str, what: str) -> Optional[str]:
     """Evidence when a fact source is missing or its module failed; None when usable."""
     src = facts.get(name)
     if not src:
@@ -79,14 +80,14 @@ def _source_error(facts, name, what):
     return None
 
 
-def _nvml_error(facts):
+def _nvml_error(facts: Mapping[str, Any]) -> Optional[str]:
     """Why NVML's facts cannot be used (gpu_info missing, failed, or NVML unavailable); None when they can."""
     return _health.nvml_gpus(facts)[1]
 
 
 # --- IOMMU / vfio (passthrough hosts) -----------------------------------------------------------------------------
 
-def check_iommu_active(facts, options):
+def check_iommu_active(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     err = _source_error(facts, "iommu", "IOMMU facts (iommu_info)")
     remedy = ("enable VT-d (Intel) or AMD-Vi/IOMMU in the firmware setup; on Intel with a kernel older than 6.8 add "
               "intel_iommu=on to the kernel command line, then reboot")
@@ -107,7 +108,7 @@ def check_iommu_active(facts, options):
     return result("iommu_active", "pass", "IOMMU active: %s" % detail)
 
 
-def _wanted_gpus(io_gpus, wanted):
+def _wanted_gpus(io_gpus: Sequence[Mapping[str, Any]], wanted: Any) -> tuple[list[Mapping[str, Any]], list[str]]:
     if wanted in (None, "all"):
         return list(io_gpus), []
     wanted = [str(a).lower() for a in wanted]
@@ -116,7 +117,7 @@ def _wanted_gpus(io_gpus, wanted):
     return found, missing
 
 
-def check_iommu_isolation(facts, options):
+def check_iommu_isolation(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     remedy = ("move the card to a slot whose root port isolates it (see the mainboard manual) or enable ACS in the "
               "firmware; pcie_acs_override breaks isolation between devices and is not recommended")
     err = _source_error(facts, "iommu", "IOMMU facts (iommu_info)")
@@ -141,7 +142,7 @@ def check_iommu_isolation(facts, options):
     return result("iommu_isolation", "pass", "; ".join(lines))
 
 
-def check_vfio_bound(facts, options):
+def check_vfio_bound(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     err = _source_error(facts, "iommu", "IOMMU facts (iommu_info)")
     if err:
         return result("vfio_bound", "fail", err, "check that sysfs is readable (iommu_info) and rerun")
@@ -175,7 +176,7 @@ def check_vfio_bound(facts, options):
 
 # --- driver ------------------------------------------------------------------------------------------------------------
 
-def check_driver_version(facts, options):
+def check_driver_version(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     drv = facts.get("driver") or {}
     pin = str(options.get("driver_version") or "").strip()
     installed = drv.get("installed_version")
@@ -226,7 +227,7 @@ def check_driver_version(facts, options):
 
 # --- licence ---------------------------------------------------------------------------------------------------------
 
-def _licence_needed(facts, options):
+def _licence_needed(facts: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[bool, str]:
     req = options["license_required"]
     if req in (True, False):
         return req, "required by configuration" if req else "not required by configuration"
@@ -240,7 +241,7 @@ def _licence_needed(facts, options):
         ", ".join(sorted(set(str(g.get("virtualization_mode")) for g in gpus))) or "unknown")
 
 
-def check_license(facts, options):
+def check_license(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     remedy = ("configure licensing with the gpuops.provision.nvidia_license role: FeatureType in /etc/nvidia/gridd.conf and the "
               "client configuration token in /etc/nvidia/ClientConfigToken (mode 0744), restart nvidia-gridd; on failure "
               "see journalctl -u nvidia-gridd and the CLS/DLS instance")
@@ -289,7 +290,7 @@ def check_license(facts, options):
     return result("license", "pass", "; ".join(good))
 
 
-def check_license_service(facts, options):
+def check_license_service(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     """Every endpoint of the token answers TCP and TLS; with an HA pair one that answers is enough (the client fails
     over), the other warns. The token's own expiry warns like the licence's."""
     needed, why = _licence_needed(facts, options)
@@ -325,7 +326,7 @@ def check_license_service(facts, options):
     return result("license_service", "pass", evidence)
 
 
-def check_license_feature(facts, options):
+def check_license_feature(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     """The gridd FeatureType, and the product NVML reports licensed, fit each vGPU's series (_nls.fits): a vWS licence
     for a Q profile, NVIDIA AI Enterprise / vCS for C, vPC for B, vApps for A. A mismatch is a known failure: the
     guest runs unlicensed, with reduced performance, however healthy the service is."""
@@ -339,6 +340,8 @@ def check_license_feature(facts, options):
         return result("license_feature", "fail", err, remedy)
     lic = facts["license"]
     feature_type = (lic.get("gridd") or {}).get("feature_type")
+    fails: list[str]
+    good: list[str]
     fails, good = [], []
     for g in lic.get("gpus") or []:
         series = _nls.profile_class(g.get("model") or "")
@@ -362,12 +365,12 @@ def check_license_feature(facts, options):
 
 # --- DRA (NVIDIA's DRA Driver for GPUs; the rules and their sources are module_utils/_dra.py's) ------------------------
 
-def _dra_result(check_id, decided):
+def _dra_result(check_id: str, decided: tuple[str, str, str]) -> dict[str, Any]:
     status, evidence, remedy = decided
     return result(check_id, status, evidence, remedy)
 
 
-def check_dra_driver(facts, options):
+def check_dra_driver(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     err = _nvml_error(facts)
     if err:
         return result("dra_driver", "fail", err, "install and load the NVIDIA driver (playbooks/driver_pin.yml)")
@@ -378,7 +381,7 @@ def check_dra_driver(facts, options):
         raise PreflightError("dra_driver_minimum: %s" % e)
 
 
-def check_dra_cdi(facts, options):
+def check_dra_cdi(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     specs = []
     for spec in facts.get("cdi") or []:
         if spec.get("error"):
@@ -393,7 +396,7 @@ def check_dra_cdi(facts, options):
                                                      require_toolkit_spec=options["dra_require_toolkit_spec"]))
 
 
-def check_dra_mig(facts, options):
+def check_dra_mig(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     err = _nvml_error(facts)
     if err:
         return result("dra_mig", "fail", err, "make NVML usable on the node and rerun")
@@ -403,7 +406,7 @@ def check_dra_mig(facts, options):
 
 # --- MIG -------------------------------------------------------------------------------------------------------------
 
-def check_mig_pending(facts, options):
+def check_mig_pending(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     err = _nvml_error(facts)
     if err:
         return result("mig_pending", "fail", err, "make the driver usable first (see check driver_version)")
@@ -427,7 +430,7 @@ def check_mig_pending(facts, options):
     return result("mig_pending", "pass", "; ".join("%s: MIG %s" % (_gpu_label(g), g["mig_mode"]["current"]) for g in gpus))
 
 
-def _geometry_text(geo):
+def _geometry_text(geo: Optional[Mapping[str, Any]]) -> str:
     if not geo:
         return "none"
     mode = (geo.get("mig_mode") or {}).get("current", "?")
@@ -437,7 +440,7 @@ def _geometry_text(geo):
     return "MIG enabled {%s}" % ", ".join("%s: %s" % (k, devices[k]) for k in sorted(devices))
 
 
-def check_mig_geometry(facts, options):
+def check_mig_geometry(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     remedy = ("apply the target with the mig_reconfigure workflow (drain, mig_geometry, uncordon); "
               "for a single node: gpuops.provision.mig_geometry with the same configuration")
     if not options["mig_target"]:
@@ -462,14 +465,14 @@ def check_mig_geometry(facts, options):
 
 # --- kernel command line ---------------------------------------------------------------------------------------------
 
-def parse_required_arg(text):
+def parse_required_arg(text: object) -> tuple[str, Optional[str]]:
     key, sep, value = str(text).strip().partition("=")
     if not key:
         raise PreflightError("node_preflight_kernel_args: empty entry %r" % (text,))
     return key, (value if sep else None)
 
 
-def check_kernel_args(facts, options):
+def check_kernel_args(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     required = [parse_required_arg(a) for a in options["kernel_args"] or []]
     if not required:
         return result("kernel_args", "skip", "no kernel arguments required (node_preflight_kernel_args)")
@@ -499,7 +502,7 @@ class Check(NamedTuple):
     title: str                    # the report's and the JUnit testcase's title
     roles: tuple[str, ...]        # the node roles that run it by default (DEFAULT_CHECKS); the others report it skipped
     facts: tuple[str, ...]        # what it reads (FACTS): the role gathers only what the selected checks need
-    run: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+    run: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
 
 
 PASSTHROUGH = ("passthrough_host",)
@@ -544,7 +547,7 @@ CHECKS = {c.id: c.run for c in RECORDS}
 DEFAULT_CHECKS = {role: tuple(c.id for c in RECORDS if role in c.roles) for role in NODE_ROLES}
 
 
-def needs(checks):
+def needs(checks: Optional[Collection[str]]) -> list[str]:
     """The FACTS the ``checks`` (ids) read, in FACTS order: the node_preflight role gathers these and no others."""
     wanted = {fact for c in RECORDS if c.id in (checks or ()) for fact in c.facts}
     return [fact for fact in FACTS if fact in wanted]
@@ -552,7 +555,7 @@ def needs(checks):
 
 # --- aggregation and rendering ---------------------------------------------------------------------------------------
 
-def tolerates(tolerations, key, value, effect):
+def tolerates(tolerations: Optional[Iterable[Mapping[str, Any]]], key: str, value: object, effect: str) -> bool:
     """Whether one of ``tolerations`` (core/v1 Toleration dicts) tolerates the taint key=value:effect, as
     k8s.io/api core/v1 Toleration.ToleratesTaint decides: the effect empty or the taint's, and a wildcard (no key,
     Exists), or the key with Exists, or with Equal (the default operator) and the value."""
@@ -566,7 +569,7 @@ def tolerates(tolerations, key, value, effect):
     return False
 
 
-def normalize_options(options):
+def normalize_options(options: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     opts = dict(DEFAULT_OPTIONS)
     opts.update(dict((k, v) for k, v in (options or {}).items() if v is not None or k == "checks"))
     unknown = sorted(set(opts) - set(DEFAULT_OPTIONS))
@@ -598,7 +601,7 @@ def normalize_options(options):
     return opts
 
 
-def verdict_of(checks, fail_on_warn=False):
+def verdict_of(checks: Iterable[Mapping[str, Any]], fail_on_warn: bool = False) -> str:
     statuses = [c["status"] for c in checks]
     if "fail" in statuses:
         return "fail"
@@ -607,7 +610,8 @@ def verdict_of(checks, fail_on_warn=False):
     return "pass"
 
 
-def evaluate(node, facts, options=None, generated_at=None):
+def evaluate(node: str, facts: Optional[Mapping[str, Any]], options: Optional[Mapping[str, Any]] = None,
+             generated_at: Optional[str] = None) -> dict[str, Any]:
     """The node's report: every known check (selected ones run, others skipped), counts and verdict."""
     opts = normalize_options(options)
     checks = []
@@ -632,7 +636,7 @@ def evaluate(node, facts, options=None, generated_at=None):
     }
 
 
-def missing_report(node, reason):
+def missing_report(node: str, reason: str) -> dict[str, Any]:
     """Report for a node whose facts could not be gathered (unreachable, a gathering task failed)."""
     return {"node": node, "node_role": None, "verdict": "fail", "ready": False, "generated_at": None,
             "counts": {"pass": 0, "fail": 1, "warn": 0, "skip": 0}, "failed_checks": ["facts"], "warned_checks": [],
@@ -641,7 +645,7 @@ def missing_report(node, reason):
                         "remedy": "make the node reachable and rerun the preflight"}]}
 
 
-def fleet_summary(reports):
+def fleet_summary(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Counts and one line per node for the play recap and set_stats."""
     reports = sorted(reports, key=lambda r: r["node"])
     nodes = dict((r["node"], {"verdict": r["verdict"], "ready": r["ready"], "failed_checks": r["failed_checks"],
@@ -658,7 +662,7 @@ def fleet_summary(reports):
             "not_ready": sorted(r["node"] for r in reports if not r["ready"]), "table": "\n".join(lines)}
 
 
-def junit_xml(reports, suite_name="node_preflight"):
+def junit_xml(reports: Iterable[Mapping[str, Any]], suite_name: str = "node_preflight") -> str:
     """JUnit XML: one testsuite per node, one testcase per check (fail -> failure, skip -> skipped, warn -> system-out)."""
     reports = sorted(reports, key=lambda r: r["node"])
     root = ET.Element("testsuites", name=suite_name)

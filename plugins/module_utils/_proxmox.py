@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Mapping
+from typing import Any, Literal, Optional, Union
 
 from ansible.module_utils.basic import missing_required_lib
 
@@ -36,7 +38,7 @@ class PveError(Exception):
     """An API call or task failed; ``str()`` is a message fit for fail_json."""
 
 
-def module_kwargs(argument_spec, **extra):
+def module_kwargs(argument_spec: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     """AnsibleModule kwargs with the shared Proxmox connection options merged in."""
     spec = proxmox_argument_spec()
     spec.update(argument_spec)
@@ -49,7 +51,7 @@ def module_kwargs(argument_spec, **extra):
     return kwargs
 
 
-def error_message(exc):
+def error_message(exc: BaseException) -> str:
     """Human message for a proxmoxer ResourceException: status, reason (PVE puts its message there), errors."""
     if isinstance(exc, ResourceException) and hasattr(exc, "status_code"):
         reason = (getattr(exc, "content", None) or getattr(exc, "status_message", "") or "").strip()
@@ -67,23 +69,24 @@ def error_message(exc):
 class PveClient:
     """Thin wrapper over a ProxmoxAPI object: string paths, error mapping, write-call counting."""
 
-    def __init__(self, api, task_timeout=300, poll_interval=0.5):
+    def __init__(self, api: Any, task_timeout: float = 300, poll_interval: float = 0.5) -> None:
         self.api = api
         self.task_timeout = task_timeout
         self.poll_interval = poll_interval
-        self.writes = []  # (method, path) of every write call, for results and the benchmark
-        self._nodes = None
-        self._version = False  # not read yet (None: the server did not say)
-        self.warnings = []  # for the module to show (module.warn)
+        self.writes: list[tuple[str, str]] = []  # (method, path) of every write call, for results and the benchmark
+        self._nodes: Optional[list[tuple[str, str]]] = None  # (name, status), sorted
+        self._version: Union[Literal[False], Optional[tuple[int, ...]]] = False  # not read yet (None: the server did not say)
+        self.warnings: list[str] = []  # for the module to show (module.warn)
 
     @classmethod
-    def from_params(cls, params, task_timeout=300):
+    def from_params(cls, params: Mapping[str, Any], task_timeout: float = 300) -> PveClient:
         if not HAS_PROXMOXER:
             raise PveError(missing_required_lib("proxmoxer") + "\n" + (PROXMOXER_IMPORT_ERROR or ""))
         problems = _bounds.out_of_range(params, {"api_port": _bounds.PORT, "api_timeout": _bounds.API_TIMEOUT})
         if problems:
             raise PveError("%s: %s; nothing was sent" % (params.get("api_host"), "; ".join(problems)))
-        verify, tls_warning = _bounds.tls_verify(params.get("validate_certs"), params.get("ca_path"))
+        # A caller that does not say (a script, not a module: modules default it to true) gets verification on.
+        verify, tls_warning = _bounds.tls_verify(params.get("validate_certs", True), params.get("ca_path"))
         kwargs = dict(port=params.get("api_port"), verify_ssl=verify, timeout=params.get("api_timeout"), backend="https")
         if params.get("api_token_id"):
             # Token auth is preferred: no ticket round trip, no password in the play.
@@ -101,7 +104,7 @@ class PveClient:
             client.warnings.append("%s:%s: %s" % (params["api_host"], params.get("api_port"), tls_warning))
         return client
 
-    def _call(self, method, path, params):
+    def _call(self, method: str, path: str, params: Optional[Mapping[str, Any]]) -> Any:
         params = {k: v for k, v in (params or {}).items() if v is not None}
         if method != "get":
             self.writes.append((method.upper(), path))
@@ -112,21 +115,21 @@ class PveClient:
         except Exception as exc:
             raise PveError("%s /%s failed: %s" % (method.upper(), path, exc))
 
-    def get(self, path, **params):
+    def get(self, path: str, **params: Any) -> Any:
         return self._call("get", path, params)
 
-    def post(self, path, **params):
+    def post(self, path: str, **params: Any) -> Any:
         return self._call("post", path, params)
 
-    def put(self, path, **params):
+    def put(self, path: str, **params: Any) -> Any:
         return self._call("put", path, params)
 
-    def delete(self, path, **params):
+    def delete(self, path: str, **params: Any) -> Any:
         return self._call("delete", path, params)
 
     # ----------------------------------------------------------------- tasks
 
-    def wait_task(self, node, upid, timeout=None, what="task"):
+    def wait_task(self, node: str, upid: Optional[str], timeout: Optional[float] = None, what: str = "task") -> Optional[dict[str, Any]]:
         """Poll a UPID until it stops; raise PveError with the exit status unless it is OK (or a WARN)."""
         if not upid:
             return None
@@ -144,23 +147,23 @@ class PveClient:
 
     # ----------------------------------------------------------------- lookups
 
-    def version(self):
+    def version(self) -> Optional[tuple[int, ...]]:
         """The server's release as a tuple, e.g. (8, 4, 1), read once per run (GET /version)."""
         if self._version is False:
             self._version = _pci.parse_pve_version((self.get("version") or {}).get("version"))
         return self._version
 
-    def nodes(self, online_only=False):
+    def nodes(self, online_only: bool = False) -> list[str]:
         if self._nodes is None:
             self._nodes = sorted((n["node"], n.get("status", "online")) for n in self.get("nodes") or [])
         return [name for name, status in self._nodes if status == "online" or not online_only]
 
-    def node_status(self, node):
+    def node_status(self, node: str) -> Optional[str]:
         """'online', 'offline' or 'unknown' as GET /nodes says (None for a node the cluster does not have)."""
         self.nodes()
-        return dict(self._nodes).get(node)
+        return dict(self._nodes).get(node)  # type: ignore[arg-type]  # nodes() has just read them
 
-    def require_online(self, node, why):
+    def require_online(self, node: str, why: str) -> None:
         """Raise PveError unless ``node`` is a cluster node that is online (PVE cannot proxy calls to others)."""
         status = self.node_status(node)
         if status is None:
@@ -168,39 +171,40 @@ class PveClient:
         if status != "online":
             raise PveError("node %s is %s, cannot %s" % (node, status, why))
 
-    def vm_nodes(self):
+    def vm_nodes(self) -> dict[int, Optional[str]]:
         """``{vmid: node}`` of every QEMU VM: one /cluster/resources call, which also lists the VMs of offline nodes
         (asking each node instead fails on the first offline one)."""
         return {int(item["vmid"]): item.get("node") for item in self.get("cluster/resources", type="vm") or []
                 if item.get("type") == "qemu" and item.get("vmid") is not None}
 
-    def hardware(self, node):
+    def hardware(self, node: str) -> tuple[Any, list[dict[str, Any]]]:
         """All PCI devices of a node as device facts (no class filter: bridges matter for IOMMU isolation)."""
         raw = self.get("nodes/%s/hardware/pci" % node, **{"pci-class-blacklist": ""})
         return raw, [_pci.device_facts(d) for d in raw or []]
 
-    def mdev_types(self, node, pci_or_mapping):
+    def mdev_types(self, node: str, pci_or_mapping: str) -> list[dict[str, Any]]:
         items = self.get("nodes/%s/hardware/pci/%s/mdev" % (node, pci_or_mapping)) or []
         return sorted(({"type": i.get("type"), "name": i.get("name"), "available": i.get("available"),
                         "description": i.get("description")} for i in items), key=lambda i: i["type"] or "")
 
-    def mappings(self):
+    def mappings(self) -> list[dict[str, Any]]:
         return sorted(self.get("cluster/mapping/pci") or [], key=lambda m: m.get("id", ""))
 
-    def mapping(self, mapping_id):
+    def mapping(self, mapping_id: str) -> Optional[dict[str, Any]]:
         """Stored mapping (with digest) or None if it does not exist."""
         for m in self.mappings():
             if m.get("id") == mapping_id:
                 return self.get("cluster/mapping/pci/%s" % mapping_id)
         return None
 
-    def vm_configs(self, node):
+    def vm_configs(self, node: str) -> dict[int, dict[str, Any]]:
         out = {}
         for vm in self.get("nodes/%s/qemu" % node) or []:
             out[int(vm["vmid"])] = self.get("nodes/%s/qemu/%s/config" % (node, vm["vmid"]))
         return out
 
-    def gpu_facts(self, node, gather_mdev=True, gather_vms=True, mappings=None):
+    def gpu_facts(self, node: str, gather_mdev: bool = True, gather_vms: bool = True,
+                  mappings: Optional[list[dict[str, Any]]] = None) -> list[dict[str, Any]]:
         """pve_gpu_info facts of one node (see _pci.gpu_facts)."""
         raw, devices = self.hardware(node)
         mdev = {}

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Callable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _pci
 from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
@@ -50,26 +51,26 @@ class Precheck(Exception):
 class Cluster:
     """Reads every VM of a run shares, made once: PCI hardware per node and the cluster's PCI mappings."""
 
-    def __init__(self, client):
+    def __init__(self, client: PveClient) -> None:
         self.client = client
         self._lock = threading.Lock()
-        self._hw = {}
-        self._mappings = None
+        self._hw: dict[str, list[dict[str, Any]]] = {}
+        self._mappings: Optional[dict[str, dict[str, Any]]] = None
 
-    def hw(self, node):
+    def hw(self, node: str) -> list[dict[str, Any]]:
         with self._lock:
             if node not in self._hw:
                 self._hw[node] = self.client.hardware(node)[1]
             return self._hw[node]
 
-    def mappings(self):
+    def mappings(self) -> dict[str, dict[str, Any]]:
         with self._lock:
             if self._mappings is None:
                 self._mappings = {m["id"]: m for m in self.client.mappings()}
             return self._mappings
 
 
-def pending_hostpci(items):
+def pending_hostpci(items: Optional[Iterable[Mapping[str, Any]]]) -> set[str]:
     """hostpciN keys with a pending value or a pending delete, from GET .../pending."""
     return set(item["key"] for item in items or []
                if re.match(r"^hostpci\d+\Z", item.get("key", "")) and ("pending" in item or item.get("delete")))
@@ -78,43 +79,45 @@ def pending_hostpci(items):
 class VmGpu:
     """One VM: :meth:`plan` reads and checks (no writes), :meth:`apply` writes what the plan says."""
 
-    def __init__(self, client, cluster, spec, is_root, who, check_mode):
+    def __init__(self, client: PveClient, cluster: Cluster, spec: dict[str, Any], is_root: bool, who: str, check_mode: bool) -> None:
         self.client = client
         self.cluster = cluster
         self.spec = spec  # vmid, node, gpus and the PER_VM_OPTIONS, defaults filled in
         self.vmid = spec["vmid"]
-        self.node = spec.get("node")
+        # None when no node holds the VM: plan() refuses it then, before anything uses the node.
+        self.node: str = spec.get("node")  # type: ignore[assignment]
         self.is_root = is_root
         self.who = who
         self.check_mode = check_mode
-        self.warnings = []
+        self.warnings: list[str] = []
         self.writes = 0
-        self.plan_ = None
-        self.config = None
+        # Both set by plan(); apply() and the results run only for VMs that were planned.
+        self.plan_: dict[str, Any] = None  # type: ignore[assignment]
+        self.config: dict[str, Any] = None  # type: ignore[assignment]
         self.running = False
-        self.pending_keys = set()
+        self.pending_keys: set[str] = set()
         self.restarted = False
 
     @property
-    def base(self):
+    def base(self) -> str:
         return "nodes/%s/qemu/%s" % (self.node, self.vmid)
 
-    def where(self):
+    def where(self) -> str:
         return "VM %s on node %s" % (self.vmid, self.node)
 
-    def hw(self):
+    def hw(self) -> list[dict[str, Any]]:
         return self.cluster.hw(self.node)
 
-    def _post(self, path, **params):
+    def _post(self, path: str, **params: Any) -> Any:
         self.writes += 1
         return self.client.post(path, **params)
 
-    def _wait(self, upid, what, timeout=None):
+    def _wait(self, upid: Optional[str], what: str, timeout: Optional[float] = None) -> Optional[dict[str, Any]]:
         return self.client.wait_task(self.node, upid, timeout=timeout or self.spec["timeout"], what=what)
 
     # --------------------------------------------------------------- desired entries
 
-    def desired(self):
+    def desired(self) -> list[tuple[Optional[int], dict[str, str]]]:
         out = []
         for i, g in enumerate(self.spec["gpus"]):
             label = "gpus[%d]" % i
@@ -140,7 +143,7 @@ class VmGpu:
             out.append((g.get("slot"), norm))
         return out
 
-    def resolve_vf(self, pf, index, label):
+    def resolve_vf(self, pf: str, index: int, label: str) -> str:
         try:
             pf_id = _pci.normalize_pci_address(pf, function="0")
         except _pci.PciError as exc:
@@ -155,7 +158,7 @@ class VmGpu:
 
     # --------------------------------------------------------------- pre-checks (no writes)
 
-    def precheck(self, config, entries, changing):
+    def precheck(self, config: Mapping[str, Any], entries: Iterable[tuple[int, Mapping[str, str]]], changing: Collection[int]) -> None:
         machine = str(config.get("machine") or "")
         q35 = "q35" in machine
         ovmf = str(config.get("bios") or "seabios") == "ovmf"
@@ -183,7 +186,7 @@ class VmGpu:
                     self.check_mdev(norm, paths, fail)
             self.check_iommu(norm, paths, fail, by_id)
 
-    def check_mapping(self, norm, fail, by_id):
+    def check_mapping(self, norm: Mapping[str, str], fail: str, by_id: Mapping[str, Mapping[str, Any]]) -> list[str]:
         mid = norm["mapping"]
         mapping = self.cluster.mappings().get(mid)
         if mapping is None:
@@ -202,7 +205,7 @@ class VmGpu:
             raise Precheck(fail % ("mdev is set but PCI mapping '%s' is not marked mdev" % mid))
         return [pth for e in entries for pth in e["path"].split(";")]
 
-    def check_mdev(self, norm, paths, fail):
+    def check_mdev(self, norm: Mapping[str, str], paths: Sequence[str], fail: str) -> None:
         target = norm["mapping"] if "mapping" in norm else None
         listed = []
         if target:
@@ -219,7 +222,7 @@ class VmGpu:
         if not any(int(t.get("available") or 0) > 0 for t in listed if t["type"] == norm["mdev"]):
             raise Precheck(fail % ("mdev type '%s' has no free instance on %s" % (norm["mdev"], where)))
 
-    def check_iommu(self, norm, paths, fail, by_id):
+    def check_iommu(self, norm: Mapping[str, str], paths: Iterable[str], fail: str, by_id: Mapping[str, Mapping[str, Any]]) -> None:
         hw = list(by_id.values())
         for pth in paths:
             dev = by_id[_pci.normalize_pci_address(pth, function="0")]
@@ -233,7 +236,7 @@ class VmGpu:
                 raise Precheck(fail % ("device %s shares IOMMU group %d with %s; all of them would have to go to this VM"
                                        % (dev["id"], dev["iommu_group"], ", ".join(others))))
 
-    def check_versions(self, plan):
+    def check_versions(self, plan: Mapping[str, Any]) -> None:
         """hostpci options the server's release lacks would fail the whole config call."""
         for slot, value in sorted(plan["set"].items()):
             if "driver" in _pci.normalize_hostpci(value):  # the default (vfio) is dropped, so only driver=keep is sent
@@ -241,7 +244,7 @@ class VmGpu:
                 if gate:
                     raise Precheck("%s: hostpci%d (%s): %s; nothing changed" % (self.where(), slot, value, gate))
 
-    def check_permissions(self, plan, current):
+    def check_permissions(self, plan: Mapping[str, Any], current: Mapping[int, Mapping[str, str]]) -> None:
         """check_hostpci_perm of qemu-server, for every entry set, replaced or deleted, before any write."""
         problems = _pci.permission_problems(plan, current, self.is_root)
         if problems:
@@ -250,7 +253,7 @@ class VmGpu:
 
     # --------------------------------------------------------------- plan (reads only)
 
-    def plan(self):
+    def plan(self) -> VmGpu:
         """Read the VM and decide its hostpci changes; raise Precheck or PveError before any write."""
         if self.node is None:
             raise Precheck("VM %s not found on any node" % self.vmid)
@@ -277,22 +280,22 @@ class VmGpu:
         return self
 
     @property
-    def changed_keys(self):
+    def changed_keys(self) -> list[str]:
         return ["hostpci%d" % s for s in self.plan_["set"]] + ["hostpci%d" % s for s in self.plan_["delete"]]
 
-    def _restart_for(self, pending_keys):
+    def _restart_for(self, pending_keys: Collection[str]) -> bool:
         restart = self.spec["restart"]
         return self.running and (restart == "always" or (restart == "if_needed" and bool(pending_keys)))
 
     @property
-    def needs_write(self):
+    def needs_write(self) -> bool:
         """The plan writes a config or restarts (hostpci changes of a running VM always go pending first)."""
         changed = self.changed_keys
         return bool(changed) or self._restart_for(self.pending_keys | set(changed))
 
     # --------------------------------------------------------------- apply (writes)
 
-    def apply(self):
+    def apply(self) -> dict[str, Any]:
         """Write the plan (nothing in check mode); return the VM's result."""
         plan = self.plan_
         changed_keys = self.changed_keys
@@ -315,7 +318,7 @@ class VmGpu:
         self.restarted = restart
         return self.result()
 
-    def restart(self):
+    def restart(self) -> None:
         shutdown = self.spec["shutdown_timeout"]
         upid = self._post(self.base + "/status/shutdown", forceStop=1, timeout=shutdown)
         self._wait(upid, "shutdown of %s" % self.where(), timeout=shutdown + self.spec["timeout"])
@@ -325,7 +328,7 @@ class VmGpu:
         except PveError as exc:
             raise PveError("%s (the new hostpci configuration is saved; the VM is stopped)" % exc)
 
-    def result(self):
+    def result(self) -> dict[str, Any]:
         plan = self.plan_
         pending = bool(self.running and self.pending_keys and not self.restarted)
         if pending:
@@ -347,7 +350,7 @@ class VmGpu:
             diff={"before": before, "after": after},
         )
 
-    def failed_result(self, exc):
+    def failed_result(self, exc: BaseException) -> dict[str, Any]:
         """What a VM whose write failed looks like now, read back (PVE may have written part of a config call)."""
         out = dict(vmid=self.vmid, node=self.node, changed=False, failed=True, msg=str(exc), writes=self.writes,
                    before={"hostpci%d" % s: v for s, v in self.plan_["before"].items()})
@@ -361,7 +364,7 @@ class VmGpu:
         return out
 
 
-def vm_specs(params):
+def vm_specs(params: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The VMs of a run as specs with every option filled in: the batch list ``vms``, or the single-VM form."""
     items = params["vms"] if params.get("vms") is not None else [
         dict(vmid=params["vmid"], node=params.get("node"), gpus=params["gpus"])]
@@ -380,7 +383,7 @@ def vm_specs(params):
     return specs
 
 
-def run(client, params, check_mode):
+def run(client: PveClient, params: Mapping[str, Any], check_mode: bool) -> tuple[list[dict[str, Any]], list[str]]:
     """Plan every VM, then apply those with changes; return (per-VM results, warnings).
 
     Raises BatchInvalid when any VM's plan failed (nothing is written then). A failed write is that VM's result
@@ -407,7 +410,7 @@ def run(client, params, check_mode):
 
     stop = threading.Event()
 
-    def apply(vm):
+    def apply(vm: VmGpu) -> dict[str, Any]:
         if not vm.needs_write:
             return vm.apply()  # no write: the result (and check mode's would-be changes)
         if stop.is_set():
@@ -425,7 +428,8 @@ def run(client, params, check_mode):
 
     results = pool_map(apply, vms, workers, (Precheck, PveError))
     warnings = [w for vm in vms for w in vm.warnings]
-    return results, warnings
+    # No exception comes back: apply() makes a failed write the VM's result, and a VM without writes calls nothing.
+    return results, warnings  # type: ignore[return-value]
 
 
 def module_run(params: dict[str, Any], check_mode: bool,
@@ -463,7 +467,8 @@ def module_run(params: dict[str, Any], check_mode: bool,
     return False, out, warnings
 
 
-def batch_items(vms, restart="never", new_mappings=()):
+def batch_items(vms: Optional[Iterable[Mapping[str, Any]]], restart: str = "never",
+                new_mappings: Optional[Iterable[str]] = ()) -> list[dict[str, Any]]:
     """The role's VM list as ``vms`` items for one batch task (pure).
 
     Each item keeps the keys the module takes (others, such as a comment, are dropped as the role always did);

@@ -18,6 +18,8 @@ observation, so it uses the record's renewTime: controllers whose clocks differ 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional, Union
 
 API_VERSION = "coordination.k8s.io/v1"
 NODES_ANNOTATION = "gpuops.io/roll-nodes"
@@ -30,7 +32,7 @@ class LockError(Exception):
     """Input the lock cannot work with; the message is for the user."""
 
 
-def format_time(epoch):
+def format_time(epoch: float) -> str:
     """metav1.MicroTime as the API server writes it: RFC 3339 with microseconds, UTC.
 
     Never with a zero fraction: the kubernetes client (37.x) turns a Lease given as a dict into its model, whose
@@ -42,13 +44,13 @@ def format_time(epoch):
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _micro(text):
+def _micro(text: Union[str, datetime.datetime, None]) -> Optional[str]:
     """A time read from the Lease, written back as format_time writes it (None stays None)."""
     epoch = parse_time(text)
     return None if epoch is None else format_time(epoch)
 
 
-def parse_time(text):
+def parse_time(text: Union[str, datetime.datetime, None]) -> Optional[float]:
     """Seconds since the epoch of a MicroTime or Time string (fraction optional, Z or +00:00); None if empty."""
     if not text:
         return None
@@ -73,7 +75,7 @@ def parse_time(text):
     return stamp.timestamp() + (float("0." + fraction) if fraction else 0.0)
 
 
-def record(lease):
+def record(lease: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
     """The parts of a Lease (plain dict, as the API returns it; None when absent) the decision reads."""
     if not lease:
         return None
@@ -94,7 +96,7 @@ def record(lease):
     }
 
 
-def describe(rec, now):
+def describe(rec: Mapping[str, Any], now: float) -> str:
     """'<holder> (nodes a, b; renewed <t>, expires in N s)' for messages."""
     parts = []
     if rec["nodes"]:
@@ -107,7 +109,8 @@ def describe(rec, now):
     return "%s (%s)" % (rec["holder"], "; ".join(parts)) if parts else rec["holder"]
 
 
-def _body(name, namespace, holder, ttl, nodes, acquired, renewed, transitions, resource_version=None):
+def _body(name: str, namespace: str, holder: str, ttl: int, nodes: Iterable[str], acquired: Optional[str], renewed: str,
+          transitions: int, resource_version: Optional[str] = None) -> dict[str, Any]:
     meta = {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY),
             "annotations": {NODES_ANNOTATION: ",".join(nodes)}}
     if resource_version is not None:
@@ -117,7 +120,7 @@ def _body(name, namespace, holder, ttl, nodes, acquired, renewed, transitions, r
                      "renewTime": renewed, "leaseTransitions": int(transitions)}}
 
 
-def validate(name, namespace, holder, ttl):
+def validate(name: Optional[str], namespace: Optional[str], holder: Optional[str], ttl: object) -> None:
     problems = []
     if not name or len(name) > MAX_NAME:
         problems.append("name must be 1 to %d characters, got %r" % (MAX_NAME, name))
@@ -131,7 +134,8 @@ def validate(name, namespace, holder, ttl):
         raise LockError("; ".join(problems))
 
 
-def decide(lease, state, name, namespace, holder, ttl, nodes, now):
+def decide(lease: Optional[Mapping[str, Any]], state: str, name: str, namespace: str, holder: str, ttl: int,
+           nodes: Optional[Iterable[str]], now: float) -> dict[str, Any]:
     """What to do with the Lease ``lease`` (None: absent) for ``state`` 'held' (take or renew) or 'absent' (release).
 
     Returns a dict: ``action`` (none, create, update or refuse), ``body`` (the Lease to write), ``before`` (the

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
+from typing import Any, Optional
 
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
 HEX_ID = re.compile(r"^0x[0-9a-f]+\Z")
@@ -16,11 +18,11 @@ class SysfsError(Exception):
     """Sysfs content that does not look like what the kernel writes; the message names the path."""
 
 
-def _path(root, *parts):
+def _path(root: str, *parts: str) -> str:
     return os.path.join(root, *(p.lstrip("/") for p in parts))
 
 
-def read_text(path, default=None):
+def read_text(path: str, default: Optional[str] = None) -> Optional[str]:
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read().strip()
@@ -30,7 +32,7 @@ def read_text(path, default=None):
         raise SysfsError("cannot read %s: %s" % (path, exc)) from exc
 
 
-def _hex_attr(dev_dir, name, required=True):
+def _hex_attr(dev_dir: str, name: str, required: bool = True) -> Optional[str]:
     path = os.path.join(dev_dir, name)
     value = read_text(path)
     if value is None:
@@ -43,7 +45,7 @@ def _hex_attr(dev_dir, name, required=True):
     return value
 
 
-def _link_name(path):
+def _link_name(path: str) -> Optional[str]:
     """Basename of a symlink's target (driver, iommu_group, physfn), or None if absent."""
     try:
         return os.path.basename(os.readlink(path))
@@ -55,7 +57,7 @@ def _link_name(path):
         raise SysfsError("cannot read link %s: %s" % (path, exc)) from exc
 
 
-def pci_device(root, address, dev_dir=None):
+def pci_device(root: str, address: str, dev_dir: Optional[str] = None) -> dict[str, Any]:
     """Identity and binding of one PCI function from /sys/bus/pci/devices/<address>."""
     if not PCI_ADDRESS.match(address):
         raise SysfsError("%r under %s is not a PCI address (domain:bus:slot.function)" % (address, dev_dir or root))
@@ -73,7 +75,7 @@ def pci_device(root, address, dev_dir=None):
     }
 
 
-def iommu_groups(root):
+def iommu_groups(root: str) -> list[dict[str, Any]]:
     """Every IOMMU group with its PCI functions, sorted by group number."""
     base = _path(root, "sys/kernel/iommu_groups")
     if not os.path.isdir(base):
@@ -91,12 +93,12 @@ def iommu_groups(root):
     return sorted(groups, key=lambda g: g["id"])
 
 
-def class_iommu_units(root):
+def class_iommu_units(root: str) -> list[str]:
     base = _path(root, "sys/class/iommu")
     return sorted(os.listdir(base)) if os.path.isdir(base) else []
 
 
-def intel_ecaps(root, units):
+def intel_ecaps(root: str, units: Iterable[str]) -> list[str]:
     """The ecap register of every Intel DMAR unit that exposes it."""
     values = []
     for unit in units:
@@ -110,12 +112,12 @@ def intel_ecaps(root, units):
     return values
 
 
-def unsafe_interrupts(root):
+def unsafe_interrupts(root: str) -> Optional[bool]:
     value = read_text(_path(root, "sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts"))
     return None if value is None else value in ("Y", "1")
 
 
-def kernel_cmdline(root, cmdline_path=None):
+def kernel_cmdline(root: str, cmdline_path: Optional[str] = None) -> str:
     path = cmdline_path or _path(root, "proc/cmdline")
     text = read_text(path)
     if text is None:

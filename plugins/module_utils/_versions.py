@@ -13,6 +13,8 @@ Version strings seen in the wild and accepted here:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_branches
 
@@ -45,29 +47,29 @@ class DriverVersion:
 
     __slots__ = ("branch", "minor", "patch", "text")
 
-    def __init__(self, branch, minor, patch, text):
+    def __init__(self, branch: int, minor: int, patch: Optional[int], text: str) -> None:
         self.branch = branch
         self.minor = minor
         self.patch = patch
         self.text = text
 
     @property
-    def key(self):
+    def key(self) -> tuple[int, int, int]:
         return (self.branch, self.minor, -1 if self.patch is None else self.patch)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, DriverVersion) and self.key == other.key
 
-    def __lt__(self, other):
+    def __lt__(self, other: DriverVersion) -> bool:
         return self.key < other.key
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self.key)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.text
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "DriverVersion(%r)" % self.text
 
 
@@ -76,7 +78,7 @@ class PackageVersion:
 
     __slots__ = ("epoch", "upstream", "revision", "scheme", "text", "driver")
 
-    def __init__(self, epoch, upstream, revision, scheme, text, driver):
+    def __init__(self, epoch: int, upstream: str, revision: str, scheme: str, text: str, driver: Optional[DriverVersion]) -> None:
         self.epoch = epoch
         self.upstream = upstream
         self.revision = revision
@@ -84,16 +86,16 @@ class PackageVersion:
         self.text = text
         self.driver = driver
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return dict(text=self.text, epoch=self.epoch, upstream=self.upstream, revision=self.revision,
                     scheme=self.scheme, driver_version=str(self.driver) if self.driver else None,
                     branch=self.driver.branch if self.driver else None)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "PackageVersion(%r, scheme=%r)" % (self.text, self.scheme)
 
 
-def parse_branch(value):
+def parse_branch(value: object) -> int:
     """Branch number from ``R535``, ``r535``, ``535`` or 535. Raises VersionError otherwise."""
     if isinstance(value, bool):
         raise VersionError("driver branch %r is not a branch (expected e.g. R535 or 535)" % (value,))
@@ -107,7 +109,7 @@ def parse_branch(value):
     return int(m.group("branch"))
 
 
-def parse_driver_version(value):
+def parse_driver_version(value: object) -> DriverVersion:
     """Parse a plain driver version (``535.261.03``). Package versions are not accepted here."""
     text = str(value if value is not None else "").strip()
     m = _DRIVER_RE.match(text)
@@ -117,7 +119,7 @@ def parse_driver_version(value):
     return DriverVersion(int(m.group("branch")), int(m.group("minor")), int(patch) if patch is not None else None, text)
 
 
-def _split_epoch(text):
+def _split_epoch(text: str) -> tuple[int, str]:
     if ":" in text:
         epoch, rest = text.split(":", 1)
         if not epoch.isdigit():
@@ -126,7 +128,7 @@ def _split_epoch(text):
     return 0, text
 
 
-def parse_package_version(value, scheme="deb"):
+def parse_package_version(value: object, scheme: str = "deb") -> PackageVersion:
     """Parse a package version into a PackageVersion.
 
     scheme ``deb``: revision after the last ``-`` (dpkg); ``rpm``: release after the last ``-`` (version has none).
@@ -154,7 +156,7 @@ def parse_package_version(value, scheme="deb"):
     return PackageVersion(epoch, upstream, revision, scheme, text, driver)
 
 
-def driver_version_of(value):
+def driver_version_of(value: object) -> DriverVersion:
     """The DriverVersion inside a driver version or any package version string; raises VersionError."""
     if isinstance(value, DriverVersion):
         return value
@@ -171,7 +173,7 @@ def driver_version_of(value):
     return pkg.driver
 
 
-def branch_of(value):
+def branch_of(value: object) -> int:
     """Branch number of a driver or package version: 535 for ``535.216.03-2~bpo12+1``."""
     return driver_version_of(value).branch
 
@@ -181,7 +183,7 @@ def branch_of(value):
 _DIGITS = "0123456789"
 
 
-def _deb_order(char):
+def _deb_order(char: str) -> int:
     if char in _DIGITS:
         return 0
     if char.isascii() and char.isalpha():
@@ -191,7 +193,7 @@ def _deb_order(char):
     return ord(char) + 256
 
 
-def _deb_verrevcmp(a, b):
+def _deb_verrevcmp(a: str, b: str) -> int:
     i = j = 0
     la, lb = len(a), len(b)
     while i < la or j < lb:
@@ -221,11 +223,11 @@ def _deb_verrevcmp(a, b):
     return 0
 
 
-def _sign(value):
+def _sign(value: int) -> int:
     return (value > 0) - (value < 0)
 
 
-def compare_debian(a, b):
+def compare_debian(a: object, b: object) -> int:
     """dpkg --compare-versions: -1, 0 or 1. ``~`` sorts before everything, even the end of the string."""
     pa = a if isinstance(a, PackageVersion) else parse_package_version(a, "deb")
     pb = b if isinstance(b, PackageVersion) else parse_package_version(b, "deb")
@@ -239,11 +241,11 @@ def compare_debian(a, b):
 
 # --- rpm ordering (rpmio/rpmvercmp.c) -------------------------------------------------------------
 
-def _rpm_alnum(char):
+def _rpm_alnum(char: str) -> bool:
     return char.isascii() and char.isalnum()
 
 
-def _rpmvercmp(a, b):
+def _rpmvercmp(a: str, b: str) -> int:
     if a == b:
         return 0
     i = j = 0
@@ -300,7 +302,7 @@ def _rpmvercmp(a, b):
     return -1 if i >= la else 1
 
 
-def compare_rpm(a, b):
+def compare_rpm(a: object, b: object) -> int:
     """rpm EVR comparison: -1, 0 or 1 (epoch, then version, then release when both have one)."""
     pa = a if isinstance(a, PackageVersion) else parse_package_version(a, "rpm")
     pb = b if isinstance(b, PackageVersion) else parse_package_version(b, "rpm")
@@ -312,7 +314,7 @@ def compare_rpm(a, b):
     return _rpmvercmp(pa.revision, pb.revision)
 
 
-def compare_versions(a, b, scheme="deb"):
+def compare_versions(a: object, b: object, scheme: str = "deb") -> int:
     """Compare two package (or driver) versions in the given scheme: -1, 0 or 1."""
     if scheme == "deb":
         return compare_debian(a, b)
@@ -321,12 +323,12 @@ def compare_versions(a, b, scheme="deb"):
     raise VersionError("unknown version scheme %r (deb or rpm)" % (scheme,))
 
 
-def version_in_branch(version, branch):
+def version_in_branch(version: object, branch: object) -> bool:
     """True when the driver inside ``version`` belongs to ``branch`` (R535 / 535)."""
     return branch_of(version) == parse_branch(branch)
 
 
-def validate_version_branch(version, branch=None):
+def validate_version_branch(version: object, branch: object = None) -> dict[str, Any]:
     """Check a requested version (and optional branch). Returns dict(driver_version, branch); raises VersionError."""
     driver = driver_version_of(version)
     if branch not in (None, ""):
@@ -337,7 +339,7 @@ def validate_version_branch(version, branch=None):
     return dict(driver_version=str(driver), branch=driver.branch)
 
 
-def matches_pin(installed, pin, scheme="deb"):
+def matches_pin(installed: object, pin: object, scheme: str = "deb") -> bool:
     """Does an installed package version satisfy a pin?
 
     A pin with a revision (``535.261.03-1``) must match exactly (same epoch, upstream and revision in the scheme's
@@ -351,7 +353,7 @@ def matches_pin(installed, pin, scheme="deb"):
     return compare_versions(installed, pin_text, scheme) == 0
 
 
-def select_version(available, requested, scheme="deb"):
+def select_version(available: Optional[Iterable[object]], requested: object, scheme: str = "deb") -> Optional[str]:
     """Pick the exact package version for ``requested`` from the versions a repository offers.
 
     ``requested`` is either a full package version (must be offered as is) or a driver version (the highest
@@ -373,14 +375,14 @@ def select_version(available, requested, scheme="deb"):
     return best.text
 
 
-def _is_lts(row):
+def _is_lts(row: Mapping[str, Any]) -> bool:
     """Whether a table row is a long-term support branch: ``kind`` LTSB, or an older-shape row's ``lts``."""
     if "lts" in row:
         return bool(row["lts"])
     return row.get("kind") == "LTSB"
 
 
-def _kind(row):
+def _kind(row: Mapping[str, Any]) -> str:
     """A row's kind; rows of the older shape (``branch``/``vgpu``/``lts``) are vGPU releases: LTSB or PB."""
     if _is_lts(row):
         return "LTSB"
@@ -388,13 +390,13 @@ def _kind(row):
     return kind if kind in ("PB", "NFB") else "PB"
 
 
-def _is_vgpu_branch(row):
+def _is_vgpu_branch(row: Mapping[str, Any]) -> bool:
     """Whether NVIDIA vGPU software is built on the branch: any branch that is not a new feature branch, or one
     whose row names a vGPU release. NFBs never are the "previous branch" of a vGPU manager."""
     return _kind(row) != "NFB" or row.get("vgpu") is not None
 
 
-def branch_info(branch, branches=BRANCHES):
+def branch_info(branch: object, branches: Iterable[Mapping[str, Any]] = BRANCHES) -> Optional[dict[str, Any]]:
     """The table row for a branch (a copy, with ``kind`` and ``lts`` filled in), or None."""
     number = parse_branch(branch)
     for row in branches:
@@ -406,7 +408,7 @@ def branch_info(branch, branches=BRANCHES):
     return None
 
 
-def vgpu_compatibility(host, guest, branches=BRANCHES):
+def vgpu_compatibility(host: object, guest: object, branches: Iterable[Mapping[str, Any]] = BRANCHES) -> dict[str, Any]:
     """vGPU manager (host) vs guest driver compatibility by branch.
 
     ``host``/``guest``: driver versions, package versions or branches. Compatible combinations (NVIDIA vGPU 19.0
@@ -416,9 +418,9 @@ def vgpu_compatibility(host, guest, branches=BRANCHES):
     skipped). ``branches``: the table (default BRANCHES from _driver_branches.py).
     Returns dict(compatible, reason, host_branch, guest_branch).
     """
-    hb = _as_branch(host)
-    gb = _as_branch(guest)
-    result = dict(host_branch=hb, guest_branch=gb, compatible=False)
+    hb = as_branch(host)
+    gb = as_branch(guest)
+    result: dict[str, Any] = dict(host_branch=hb, guest_branch=gb, compatible=False)
     rows = {int(r["branch"]): r for r in branches}
     if gb == hb:
         result.update(compatible=True, reason="same branch")
@@ -445,7 +447,8 @@ def vgpu_compatibility(host, guest, branches=BRANCHES):
     return result
 
 
-def _as_branch(value):
+def as_branch(value: object) -> int:
+    """The branch number of a branch (R535, 535) or of a driver version (535.261.03); VersionError otherwise."""
     if isinstance(value, int) and not isinstance(value, bool):
         return parse_branch(value)
     text = str(value if value is not None else "").strip()

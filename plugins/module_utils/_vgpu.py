@@ -9,6 +9,8 @@ Nothing here talks to vSphere; plugins/module_utils/_vsphere.py gathers the data
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _drift
 
@@ -31,7 +33,7 @@ _PROFILE_RE = re.compile(r"^(?P<prefix>[a-z]+)_(?P<board>[a-z0-9]+?)-(?:(?P<slic
 #   [67u3]  The rule this collection shipped first (NVIDIA vGPU user guide, "vGPUs that support multiple vGPUs assigned
 #           to a single VM", vSphere 6.7 U3 and 7.x): up to 4, all the same full-framebuffer Q- or C-series profile,
 #           no MIG-backed vGPUs.
-MULTI_VGPU_RULES = (
+MULTI_VGPU_RULES: tuple[dict[str, Any], ...] = (
     dict(name="current", min_esxi=(8, 0, 0), min_driver=(550,), max_vgpus=8, mixed_sizes=True, mig_backed=True,
          source="NVIDIA AI Enterprise 8.1 Multi-vGPU; vGPU 17 (R550) mixed sizes; vSphere 8: 8 vGPUs per VM"),
     dict(name="vsphere8", min_esxi=(8, 0, 0), min_driver=None, max_vgpus=8, mixed_sizes=False, mig_backed=True,
@@ -69,7 +71,7 @@ class VgpuError(Exception):
     """Invalid input; the message names the object and the reason."""
 
 
-def parse_profile(name):
+def parse_profile(name: Optional[str]) -> Optional[dict[str, Any]]:
     """Split a vGPU profile name into board, framebuffer (GiB), series letter and MIG slices; None if unknown."""
     m = _PROFILE_RE.match(name or "")
     if not m:
@@ -78,9 +80,9 @@ def parse_profile(name):
                 series=m.group("series").lower(), mig_slices=int(m.group("slices")) if m.group("slices") else None)
 
 
-def max_framebuffer(offered):
+def max_framebuffer(offered: Iterable[str]) -> dict[str, int]:
     """Largest framebuffer per board among the offered time-sliced profiles: {board: GiB}."""
-    best = {}
+    best: dict[str, int] = {}
     for name in offered:
         p = parse_profile(name)
         if p and p["mig_slices"] is None:
@@ -88,13 +90,13 @@ def max_framebuffer(offered):
     return best
 
 
-def parse_version(text):
+def parse_version(text: object) -> Optional[tuple[int, ...]]:
     """(8, 0, 3) from '8.0.3' or '8.0.3.0', (550, 90, 5) from '550.90.05'; None when there is no number."""
     nums = re.findall(r"\d+", str(text or ""))
     return tuple(int(n) for n in nums[:3]) if nums else None
 
 
-def multi_vgpu_rules(choice="auto", esxi_version=None, driver_version=None):
+def multi_vgpu_rules(choice: str = "auto", esxi_version: Optional[str] = None, driver_version: Optional[str] = None) -> dict[str, Any]:
     """The multi-vGPU rule set for a host (an entry of MULTI_VGPU_RULES plus ``basis``, why it applies)."""
     if choice not in MULTI_VGPU_CHOICES:
         raise VgpuError("multi_vgpu_rules must be one of %s, got %r" % (", ".join(MULTI_VGPU_CHOICES), choice))
@@ -115,7 +117,8 @@ def multi_vgpu_rules(choice="auto", esxi_version=None, driver_version=None):
     return rules
 
 
-def multi_vgpu_errors(profiles, offered, max_vgpus=None, rules=None):
+def multi_vgpu_errors(profiles: Sequence[str], offered: Iterable[str], max_vgpus: Optional[int] = None,
+                      rules: Optional[Mapping[str, Any]] = None) -> list[str]:
     """Reasons why this list cannot be attached to one VM together (empty when fine).
 
     rules: from multi_vgpu_rules(); default the "legacy" rules. max_vgpus overrides the rules' limit.
@@ -159,13 +162,14 @@ def multi_vgpu_errors(profiles, offered, max_vgpus=None, rules=None):
     return errors
 
 
-def hosts_offering(profiles, host_offers):
+def hosts_offering(profiles: Iterable[str], host_offers: Mapping[str, Optional[Iterable[str]]]) -> list[str]:
     """Names of hosts that offer every profile in the list; host_offers is {host: [profile, ...]}."""
     wanted = set(profiles)
     return sorted(h for h, offered in host_offers.items() if wanted <= set(offered or []))
 
 
-def validate_profiles(vm, profiles, host, host_offers, placement="host", max_vgpus=None, host_rules=None):
+def validate_profiles(vm: str, profiles: Sequence[str], host: str, host_offers: Mapping[str, Sequence[str]], placement: str = "host",
+                      max_vgpus: Optional[int] = None, host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None) -> list[str]:
     """Check a desired vGPU list for a VM against what its host (or cluster) offers.
 
     host_rules: {host: multi_vgpu_rules(...)}; hosts not in it get the "legacy" rules.
@@ -208,7 +212,7 @@ def validate_profiles(vm, profiles, host, host_offers, placement="host", max_vgp
     return eligible
 
 
-def diff_vgpus(current, desired):
+def diff_vgpus(current: Iterable[Mapping[str, Any]], desired: Iterable[str]) -> dict[str, Any]:
     """Plan the device changes that turn the VM's vGPU list into exactly ``desired``.
 
     current: list of dicts with ``key`` and ``profile`` (the VM's VirtualPCIPassthrough vGPU devices).
@@ -227,7 +231,7 @@ def diff_vgpus(current, desired):
     return dict(keep=keep, remove=remove, add=remaining)
 
 
-def plan_extra_config(current, use_64bit_mmio=None, mmio_size_gb=None):
+def plan_extra_config(current: Mapping[str, Any], use_64bit_mmio: Optional[bool] = None, mmio_size_gb: Optional[int] = None) -> dict[str, str]:
     """extraConfig changes for large-BAR devices; None options leave the VM as it is. Returns {key: value}."""
     want = {}
     if use_64bit_mmio is not None:
@@ -245,7 +249,7 @@ def plan_extra_config(current, use_64bit_mmio=None, mmio_size_gb=None):
     return changes
 
 
-def plan_power(vm, power_state, needs_change, policy):
+def plan_power(vm: str, power_state: Optional[str], needs_change: bool, policy: str) -> dict[str, Any]:
     """Decide how to get a VM into a reconfigurable state.
 
     Returns dict(power_off=None|'hard'|'guest', power_on_after=bool); raises VgpuError when policy forbids it.
@@ -262,20 +266,21 @@ def plan_power(vm, power_state, needs_change, policy):
     return dict(power_off="hard" if policy == "power_off" else "guest", power_on_after=True)
 
 
-def next_power_of_two(n):
+def next_power_of_two(n: int) -> int:
     p = 1
     while p < n:
         p *= 2
     return p
 
 
-def c_series_mmio_gb(profiles):
+def c_series_mmio_gb(profiles: Iterable[str]) -> int:
     """Default pciPassthru.64bitMMIOSizeGB for a VM with these vGPUs (see C_SERIES_MIN_MMIO_GB)."""
     total = sum(p["fb_gb"] for p in (parse_profile(n) for n in profiles) if p)
     return max(C_SERIES_MIN_MMIO_GB, next_power_of_two(2 * total))
 
 
-def plan_c_series(vm, profiles, firmware, extra_config, use_64bit_mmio=None, mmio_size_gb=None):
+def plan_c_series(vm: str, profiles: Sequence[str], firmware: Optional[str], extra_config: Mapping[str, Any],
+                  use_64bit_mmio: Optional[bool] = None, mmio_size_gb: Optional[int] = None) -> tuple[Optional[bool], Optional[int]]:
     """What C-series vGPUs need of the VM: EFI firmware, 64-bit MMIO and enough MMIO space.
 
     Returns (use_64bit_mmio, mmio_size_gb) for plan_extra_config: the caller's values, or for C-series lists the
@@ -306,9 +311,11 @@ def plan_c_series(vm, profiles, firmware, extra_config, use_64bit_mmio=None, mmi
     return True, (None if have is not None and have >= need else need)
 
 
-def plan_vm(vm, host, current_devices, desired, host_offers, power_state, memory_locked, extra_config,
-            placement="host", reserve_all_memory=True, use_64bit_mmio=None, mmio_size_gb=None,
-            power_policy="fail", max_vgpus=None, host_rules=None, firmware=None):
+def plan_vm(vm: str, host: str, current_devices: Sequence[Mapping[str, Any]], desired: Sequence[str],
+            host_offers: Mapping[str, Sequence[str]], power_state: Optional[str], memory_locked: bool, extra_config: Mapping[str, Any],
+            placement: str = "host", reserve_all_memory: bool = True, use_64bit_mmio: Optional[bool] = None,
+            mmio_size_gb: Optional[int] = None, power_policy: str = "fail", max_vgpus: Optional[int] = None,
+            host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None, firmware: Optional[str] = None) -> dict[str, Any]:
     """Full plan for one VM; pure, raises VgpuError on invalid input before anything is touched."""
     eligible = validate_profiles(vm, desired, host, host_offers, placement, max_vgpus, host_rules)
     use_64bit_mmio, mmio_size_gb = plan_c_series(vm, desired, firmware, extra_config, use_64bit_mmio, mmio_size_gb)
@@ -330,8 +337,9 @@ def plan_vm(vm, host, current_devices, desired, host_offers, power_state, memory
     )
 
 
-def plan_graphics(host, current, default_graphics_type=None, assignment_policy=None, devices=None, known_devices=None,
-                  vgpu_mode_unsupported=None):
+def plan_graphics(host: str, current: Mapping[str, Any], default_graphics_type: Optional[str] = None,
+                  assignment_policy: Optional[str] = None, devices: Optional[Iterable[Mapping[str, Any]]] = None,
+                  known_devices: Optional[Sequence[str]] = None, vgpu_mode_unsupported: Optional[str] = None) -> dict[str, Any]:
     """Plan a HostGraphicsConfig change.
 
     current: dict(default_graphics_type, assignment_policy, devices={pci_id: graphics_type}, vgpu_modes={pci_id: mode}).
@@ -346,7 +354,7 @@ def plan_graphics(host, current, default_graphics_type=None, assignment_policy=N
     if assignment_policy is not None and assignment_policy not in ASSIGNMENT_POLICIES:
         raise VgpuError("host %s: assignment_policy must be one of %s" % (host, ", ".join(ASSIGNMENT_POLICIES)))
 
-    def state(src):
+    def state(src: Mapping[str, Any]) -> dict[str, Any]:
         return dict(default_graphics_type=src.get("default_graphics_type"),
                     assignment_policy=src.get("assignment_policy"),
                     devices=dict(src.get("devices") or {}), vgpu_modes=dict(src.get("vgpu_modes") or {}))
@@ -356,7 +364,7 @@ def plan_graphics(host, current, default_graphics_type=None, assignment_policy=N
         after["default_graphics_type"] = default_graphics_type
     if assignment_policy is not None:
         after["assignment_policy"] = assignment_policy
-    seen = {}
+    seen: dict[str, int] = {}
     for dev in devices or []:
         pci = normalize_pci_id(dev.get("pci_id"))
         # The same device twice: the last entry used to win silently, whatever the first one said.
@@ -384,7 +392,7 @@ def plan_graphics(host, current, default_graphics_type=None, assignment_policy=N
     return dict(host=host, changed=before != after, before=before, after=after)
 
 
-def normalize_pci_id(pci_id):
+def normalize_pci_id(pci_id: object) -> str:
     """vSphere writes PCI ids as 0000:3b:00.0; accept 3b:00.0 and upper case too."""
     if not pci_id:
         raise VgpuError("pci_id is required for every device entry")
@@ -397,13 +405,13 @@ def normalize_pci_id(pci_id):
 _DRIVER_VERSION_RE = re.compile(r"(?<![\d.])(\d{3,}\.\d+(?:\.\d+)?)")
 
 
-def driver_version(vib_version):
+def driver_version(vib_version: Optional[str]) -> Optional[str]:
     """NVIDIA driver version (e.g. 535.154.02) from a VIB version such as 535.154.02-1OEM.800.1.0.20613240."""
     m = _DRIVER_VERSION_RE.search(vib_version or "")
     return m.group(1) if m else None
 
 
-def match_driver_vib(packages, name_regex):
+def match_driver_vib(packages: Iterable[Mapping[str, Any]], name_regex: str) -> Optional[Mapping[str, Any]]:
     """Pick the NVIDIA host driver from a list of dicts(name, vendor, version). Returns the package or None."""
     rx = re.compile(name_regex)
     found = [p for p in packages if rx.search(p.get("name") or "") or rx.search(p.get("vendor") or "")]
@@ -412,7 +420,7 @@ def match_driver_vib(packages, name_regex):
     return found[0] if found else None
 
 
-def parse_sensor_component(sensor_name):
+def parse_sensor_component(sensor_name: Optional[str]) -> Optional[dict[str, str]]:
     """Parse a 'Software Components' health sensor name '<vendor> <name> <version> <date>'."""
     parts = (sensor_name or "").split()
     if len(parts) < 3:
@@ -420,10 +428,16 @@ def parse_sensor_component(sensor_name):
     return dict(vendor=parts[0], name=parts[1], version=parts[2])
 
 
-def drift_report(host_versions):
+def drift_report(host_versions: Mapping[str, Optional[str]]) -> dict[str, Any]:
     """Group GPU hosts by NVIDIA driver version.
 
     host_versions: {host: version or None}. Returns dict(consistent, versions={version: [hosts]}, missing=[hosts]).
     A host without a driver counts as drift: it cannot run vGPU VMs that the others can.
     """
     return _drift.drift_report(host_versions)   # the one drift rule; ties go to the version first as text
+
+
+def is_gpu_host(row: Mapping[str, Any]) -> bool:
+    """Whether a host row (the properties _vsphere.HOST_PROPS reads) has a graphics device or offers vGPU types."""
+    return bool(row.get("config.graphicsInfo") or row.get("config.sharedPassthruGpuTypes")
+                or row.get("config.sharedGpuCapabilities"))

@@ -38,6 +38,8 @@ Sources (read 2026-12-04):
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NoReturn, Optional
 
 POLICIES = ("best_effort", "equal_share", "fixed_share")
 SPEC_KEYS = ("policy", "arr", "timeslice_ms", "frequency_hz", "averaging_factor")
@@ -66,12 +68,12 @@ class SchedulerError(ValueError):
     """A vGPU scheduler spec or value that cannot be applied; the message names the host."""
 
 
-def _fail(host, reason):
+def _fail(host: Optional[str], reason: str) -> NoReturn:
     where = "host %s: " % host if host else ""
     raise SchedulerError("%svGPU scheduler: %s" % (where, reason))
 
 
-def _int_in(spec, key, bounds, host):
+def _int_in(spec: Mapping[str, Any], key: str, bounds: tuple[int, int], host: Optional[str]) -> Optional[int]:
     value = spec.get(key)
     if value is None:
         return None
@@ -84,7 +86,7 @@ def _int_in(spec, key, bounds, host):
     return value
 
 
-def normalize(spec, host=None):
+def normalize(spec: object, host: Optional[str] = None) -> dict[str, Any]:
     """Validate a user spec and return it with every key of SPEC_KEYS (None = the driver's default).
 
     ``{"policy": "fixed_share", "timeslice_ms": 3}`` -> arr False (a time slice is only read with ARR disabled
@@ -130,7 +132,7 @@ def normalize(spec, host=None):
     return out
 
 
-def rmpvmrl(spec):
+def rmpvmrl(spec: object) -> int:
     """The RmPVMRL DWORD for a spec [reg]; best effort is 0."""
     s = normalize(spec)
     if s["policy"] == "best_effort":
@@ -144,7 +146,7 @@ def rmpvmrl(spec):
     return value
 
 
-def strtoul(text):
+def strtoul(text: object) -> int:
     """os_strtoul(text, NULL, 0) as the driver parses a registry value [opt]: prefix digits, 32 bits."""
     t = str(text).strip().lower()
     if t.startswith("0x"):
@@ -161,7 +163,7 @@ def strtoul(text):
     return n & 0xFFFFFFFF
 
 
-def spec_of_rmpvmrl(value):
+def spec_of_rmpvmrl(value: object) -> dict[str, Any]:
     """Inverse of rmpvmrl(): what the driver runs for a RmPVMRL value (int, or text as written in modprobe).
 
     Out-of-range fields are clamped the way [ug] says the driver does; 0 fields mean the driver default (None).
@@ -188,8 +190,9 @@ def spec_of_rmpvmrl(value):
 
 # ---- module option strings -------------------------------------------------------------------------------------
 
-def _split_options(option_string):
+def _split_options(option_string: Optional[str]) -> list[str]:
     """Split a module option string like the kernel's next_arg(): whitespace outside double quotes."""
+    cur: list[str]
     tokens, cur, quoted = [], [], False
     for ch in option_string or "":
         if ch == '"':
@@ -205,7 +208,7 @@ def _split_options(option_string):
     return tokens
 
 
-def _param(token):
+def _param(token: str) -> tuple[str, Optional[str]]:
     """(name with '-' as '_', unquoted value or None) of one option token."""
     name, eq, value = token.partition("=")
     if not eq:
@@ -215,7 +218,7 @@ def _param(token):
     return name.replace("-", "_"), value
 
 
-def _last_param(option_string, wanted):
+def _last_param(option_string: Optional[str], wanted: str) -> Optional[tuple[int, str]]:
     found = None
     for i, tok in enumerate(_split_options(option_string)):
         name, value = _param(tok)
@@ -224,15 +227,15 @@ def _last_param(option_string, wanted):
     return found
 
 
-def registry_dwords(option_string):
+def registry_dwords(option_string: Optional[str]) -> str:
     """The NVreg_RegistryDwords value in a module option string ('' when absent); the kernel keeps the last one."""
     found = _last_param(option_string, REGISTRY_DWORDS)
     return found[1] if found else ""
 
 
-def _entries(dwords):
+def _entries(dwords: str) -> list[tuple[str, Optional[str], Optional[str]]]:
     """[(raw entry, name or None, value text or None)] of a registry dwords string [opt]."""
-    out = []
+    out: list[tuple[str, Optional[str], Optional[str]]] = []
     for raw in dwords.split(";"):
         compact = "".join(raw.split())
         parts = compact.split("=")
@@ -243,7 +246,7 @@ def _entries(dwords):
     return out
 
 
-def configured_rmpvmrl(option_string):
+def configured_rmpvmrl(option_string: Optional[str]) -> Optional[str]:
     """The RmPVMRL text the driver would read from an option string (the last entry wins [opt]), or None."""
     value = None
     for _raw, name, text in _entries(registry_dwords(option_string)):
@@ -252,33 +255,36 @@ def configured_rmpvmrl(option_string):
     return value
 
 
-def configured_spec(option_string):
+def configured_spec(option_string: Optional[str]) -> dict[str, Any]:
     """The scheduler spec an option string configures (best effort when RmPVMRL is absent)."""
     text = configured_rmpvmrl(option_string)
     return spec_of_rmpvmrl(text if text is not None else 0)
 
 
-def per_device_rmpvmrl(option_string):
+def per_device_rmpvmrl(option_string: Optional[str]) -> dict[str, str]:
     """{pci address: RmPVMRL text} from NVreg_RegistryDwordsPerDevice ("pci=<bdf>;key=value;pci=..."), which
     overrides the host-wide key for those GPUs (per-GPU registry entries are looked up first [opt])."""
     found = _last_param(option_string, REGISTRY_DWORDS_PER_DEVICE)
+    out: dict[str, str]
+    device: Optional[str]
     out, device = {}, None
+    # _entries gives a name and a text together or neither, so text is a str wherever name is.
     for _raw, name, text in _entries(found[1] if found else ""):
         if name is None:
             continue
         if name.lower() == "pci":
-            device = text.lower()
+            device = text.lower()  # type: ignore[union-attr]
         elif name.lower() == KEY.lower() and device is not None:
-            out[device] = text
+            out[device] = text  # type: ignore[assignment]
     return out
 
 
-def format_value(value):
+def format_value(value: int) -> str:
     """As the user guide writes values: 0x11 for the short ones, 0x00030003 once a field above bit 7 is set."""
     return "0x%08x" % value if value > 0xFF else "0x%02x" % value
 
 
-def options_with_policy(option_string, spec):
+def options_with_policy(option_string: Optional[str], spec: object) -> str:
     """The option string with RmPVMRL set to the spec; every other key and parameter kept.
 
     Returns the input unchanged when the driver would already run the spec (whatever the value's spelling), so
@@ -311,13 +317,13 @@ def options_with_policy(option_string, spec):
             del tokens[found[0]]
     else:
         # No dwords token means best effort, returned above as already so: new_token is set here.
-        tokens.append(new_token)
+        tokens.append(new_token)  # type: ignore[arg-type]
     return " ".join(tokens)
 
 
 # ---- NVML ------------------------------------------------------------------------------------------------------
 
-def timeslice_ms(raw):
+def timeslice_ms(raw: Optional[float]) -> Optional[float]:
     """A scheduler time slice from NVML in ms.
 
     The NVML reference says ns; older tools print us. The ranges cannot overlap (ms 1-30 -> us 1000-30000 ->
@@ -332,7 +338,7 @@ def timeslice_ms(raw):
     return float(raw)
 
 
-def spec_of_nvml(state):
+def spec_of_nvml(state: Mapping[str, Any]) -> dict[str, Any]:
     """The running scheduler from what _nvml.scheduler_state() reads for one GPU.
 
     ``state``: {"scheduler_policy": NVML_VGPU_SCHEDULER_POLICY_* (int) or its name, "arr_mode":
@@ -341,7 +347,8 @@ def spec_of_nvml(state):
     derived from the slice.
     """
     pol = state.get("scheduler_policy")
-    policy = pol if isinstance(pol, str) else NVML_POLICY.get(pol, "unknown")
+    # A missing (None) or unknown id is simply not a key: get() answers "unknown" for it.
+    policy = pol if isinstance(pol, str) else NVML_POLICY.get(pol, "unknown")  # type: ignore[arg-type]
     out = dict.fromkeys(SPEC_KEYS)
     out["policy"] = policy
     ts = timeslice_ms(state.get("timeslice") or 0)
@@ -358,7 +365,7 @@ def spec_of_nvml(state):
     return out
 
 
-def matches(spec, observed):
+def matches(spec: object, observed: Mapping[str, Any]) -> bool:
     """Whether an observed scheduler (spec_of_nvml or spec_of_rmpvmrl) runs the spec.
 
     None in the spec means any value (driver default). None in the observation means "not reported": NVML
@@ -380,7 +387,7 @@ def matches(spec, observed):
     return True
 
 
-def unsupported_reason(spec, capabilities):
+def unsupported_reason(spec: object, capabilities: Optional[Mapping[str, Any]]) -> Optional[str]:
     """Why a GPU cannot run the spec according to NVML's capabilities, or None.
 
     ``capabilities``: {"supported_policies": [names], "arr_supported": bool, "min_timeslice"/"max_timeslice":
@@ -400,7 +407,7 @@ def unsupported_reason(spec, capabilities):
     return None
 
 
-def describe(spec):
+def describe(spec: Mapping[str, Any]) -> str:
     """One line for messages and reports: 'fixed_share (arr, default slice)', 'equal_share (3 ms)'."""
     if spec.get("policy") not in ("equal_share", "fixed_share"):
         return str(spec.get("policy"))
@@ -425,20 +432,20 @@ MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/modprobe.
                  "/lib/modprobe.d")
 
 
-def _modprobe_name(path):
+def _modprobe_name(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _modprobe_dir_rank(path):
+def _modprobe_dir_rank(path: str) -> int:
     for rank, d in enumerate(MODPROBE_DIRS):
         if ("/" + path.lstrip("/")).rsplit("/", 1)[0].endswith(d):
             return rank
     return len(MODPROBE_DIRS)
 
 
-def modprobe_files_in_order(files):
+def modprobe_files_in_order(files: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """[{path, content}] -> the files modprobe reads, in its order (hidden names and non-.conf files dropped)."""
-    chosen = {}
+    chosen: dict[str, Mapping[str, Any]] = {}
     for f in files:
         name = _modprobe_name(f["path"])
         if not name.endswith(".conf"):
@@ -448,7 +455,7 @@ def modprobe_files_in_order(files):
     return [chosen[n] for n in sorted(chosen)]
 
 
-def module_options(content, module="nvidia"):
+def module_options(content: Optional[str], module: str = "nvidia") -> list[str]:
     """The option strings of ``options <module> ...`` lines in one modprobe.d file."""
     want = module.replace("-", "_")
     out = []
@@ -459,18 +466,18 @@ def module_options(content, module="nvidia"):
     return out
 
 
-def _sets_dwords(options):
+def _sets_dwords(options: Iterable[str]) -> bool:
     return any(_param(tok)[0] == REGISTRY_DWORDS for opt in options for tok in _split_options(opt))
 
 
-def render_conf(dwords, module="nvidia"):
+def render_conf(dwords: str, module: str = "nvidia") -> str:
     """The role's modprobe.d file for a registry dwords value."""
     return ("# Managed by gpuops.provision (pve_gpu_host, vGPU scheduler). The NVIDIA host driver reads RmPVMRL when\n"
             "# the %s module loads: a module reload or a reboot applies a change.\n"
             'options %s %s="%s"\n' % (module, module, REGISTRY_DWORDS, dwords))
 
 
-def modprobe_plan(files, spec, path, host=None, module="nvidia"):
+def modprobe_plan(files: Iterable[Mapping[str, Any]], spec: object, path: str, host: Optional[str] = None, module: str = "nvidia") -> dict[str, Any]:
     """What the role writes to ``path`` so the driver loads ``spec``, from the modprobe.d files now on the host.
 
     ``files``: [{path, content}] of every modprobe.d file (the role's own included when it exists). The new file
@@ -512,20 +519,20 @@ def modprobe_plan(files, spec, path, host=None, module="nvidia"):
     }
 
 
-def _gpu_name(gpu):
+def _gpu_name(gpu: Mapping[str, Any]) -> str:
     return "GPU %s (%s)" % (gpu.get("pci_address") or gpu.get("pci_bus_id") or gpu.get("index"), gpu.get("uuid"))
 
 
-def _vgpu_gpus(gpus):
+def _vgpu_gpus(gpus: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [g for g in gpus if (g.get("vgpu_scheduler") or {}).get("supported")]
 
 
-def running(gpus):
+def running(gpus: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """{address, running} of each GPU that answers the vGPU scheduler queries: what the role reports as running."""
     return [{"address": g.get("pci_address"), "running": g["vgpu_scheduler"].get("description")} for g in _vgpu_gpus(gpus)]
 
 
-def precheck(gpus, spec, host=None):
+def precheck(gpus: Iterable[Mapping[str, Any]], spec: object, host: Optional[str] = None) -> list[str]:
     """Problems that stop the role before it writes, from gpu_info's GPUs: a GPU whose capabilities exclude the spec."""
     s = normalize(spec, host)
     out = []
@@ -536,7 +543,7 @@ def precheck(gpus, spec, host=None):
     return out
 
 
-def mismatches(gpus, spec, host=None):
+def mismatches(gpus: Sequence[Mapping[str, Any]], spec: object, host: Optional[str] = None) -> list[str]:
     """One message per vGPU-host GPU whose running scheduler (gpu_info) is not the spec; a message too when no GPU
     answers the scheduler queries (not a vGPU host, or the vGPU manager is not loaded)."""
     s = normalize(spec, host)

@@ -16,6 +16,8 @@ import ssl
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 try:
     from pyVmomi import VmomiSupport, vim, vmodl
@@ -47,7 +49,7 @@ class VsphereError(Exception):
     """An API or lookup failure; the message is ready for fail_json."""
 
 
-def fault_message(fault):
+def fault_message(fault: Any) -> str:
     """Readable text of a vmodl fault (localizedMessage, else faultMessage, else the class name)."""
     msg = getattr(fault, "localizedMessage", None) or getattr(fault, "msg", None)
     if not msg:
@@ -56,7 +58,7 @@ def fault_message(fault):
     return "%s%s" % (type(fault).__name__.split(".")[-1], (": " + msg) if msg else "")
 
 
-def ssl_context(validate_certs, ca_path=None):
+def ssl_context(validate_certs: bool, ca_path: Optional[str] = None) -> ssl.SSLContext:
     """Verifying context (CA file or system store); an unverified one only when validate_certs is false.
 
     The same rule as the Proxmox modules (_bounds.tls_verify): ca_path counts only while verifying."""
@@ -73,13 +75,13 @@ def ssl_context(validate_certs, ca_path=None):
 class CallCounter:
     """Counts SOAP round trips on one stub (method calls and property fetches both go through InvokeMethod)."""
 
-    def __init__(self, stub):
+    def __init__(self, stub: Any) -> None:
         self.calls = 0
-        self.by_method = {}
+        self.by_method: dict[Any, int] = {}  # pyvmomi's method name (wsdlName) -> calls
         lock = threading.Lock()  # a batch calls from several threads
         original = stub.InvokeMethod
 
-        def counting(mo, info, args, *rest, **kw):
+        def counting(mo: Any, info: Any, args: Any, *rest: Any, **kw: Any) -> Any:
             name = getattr(info, "wsdlName", None) or getattr(info, "name", "?")
             with lock:
                 self.calls += 1
@@ -92,11 +94,11 @@ class CallCounter:
 class Session:
     """One authenticated vSphere API session with bulk-read helpers."""
 
-    def __init__(self, params):
+    def __init__(self, params: Mapping[str, Any]) -> None:
         if not HAS_PYVMOMI:
             raise VsphereError("pyvmomi is required")
         self.params = params
-        self.warnings = []  # for the module to show (module.warn)
+        self.warnings: list[str] = []  # for the module to show (module.warn)
         where = "%s:%s" % (params["hostname"], params["port"])
         problems = _bounds.out_of_range(params, {"port": _bounds.PORT, "api_timeout": _bounds.API_TIMEOUT})
         if problems:
@@ -135,19 +137,19 @@ class Session:
         # The version pyvmomi speaks on this session: it leaves out fields newer than that when it sends objects.
         self.wire_version = getattr(self.si._stub, "version", None)
 
-    def speaks(self, data_type, field):
+    def speaks(self, data_type: Any, field: str) -> bool:
         """Whether this session sends and receives ``data_type.field`` (False for fields newer than the session)."""
         info = [p for p in data_type._GetPropertyList() if p.name == field]  # pylint: disable=protected-access
         return bool(info and self.wire_version and VmomiSupport.IsChildVersion(self.wire_version, info[0].version))
 
-    def host_props(self, props=None):
+    def host_props(self, props: Optional[Sequence[str]] = None) -> list[str]:
         """Host property paths this API version can return (pyvmomi cannot decode fields newer than the session)."""
         props = list(props or HOST_PROPS)
         if self.api_version < (6, 7):
             props = [p for p in props if p not in NEWER_HOST_PROPS]
         return props
 
-    def close(self):
+    def close(self) -> None:
         try:
             Disconnect(self.si)
         except Exception:  # pylint: disable=broad-except
@@ -157,15 +159,16 @@ class Session:
             with open(path, "a") as f:
                 f.write("%d\n" % self.counter.calls)
 
-    def __enter__(self):
+    def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     # ---- PropertyCollector -------------------------------------------------------------------------------------
 
-    def collect(self, obj_type, props, container=None, objects=None):
+    def collect(self, obj_type: Any, props: Sequence[str], container: Any = None,
+                objects: Optional[Sequence[Any]] = None) -> list[dict[str, Any]]:
         """Read ``props`` of every ``obj_type`` below ``container`` (or of ``objects``) in one retrieval.
 
         Returns a list of dicts: the property values plus ``obj`` (the managed object) and ``moid``.
@@ -188,7 +191,7 @@ class Session:
             result = pc.RetrievePropertiesEx([spec], vmodl.query.PropertyCollector.RetrieveOptions())
             while result:
                 for oc in result.objects:
-                    row = {p: None for p in props}
+                    row: dict[str, Any] = {p: None for p in props}
                     row.update({dp.name: dp.val for dp in oc.propSet})
                     row["obj"] = oc.obj
                     row["moid"] = oc.obj._moId
@@ -201,13 +204,13 @@ class Session:
                 view.Destroy()
         return out
 
-    def find_one(self, obj_type, name, container=None, what=None):
+    def find_one(self, obj_type: Any, name: str, container: Any = None, what: Optional[str] = None) -> Any:
         rows = [r for r in self.collect(obj_type, ["name"], container) if r["name"] == name]
         if not rows:
             raise VsphereError("%s %s not found" % (what or obj_type.__name__, name))
         return rows[0]["obj"]
 
-    def scope_container(self, datacenter=None, cluster=None):
+    def scope_container(self, datacenter: Optional[str] = None, cluster: Optional[str] = None) -> Any:
         # An empty name would read as "no filter" and widen the scope to the whole vCenter: it names nothing.
         for what, value in (("datacenter", datacenter), ("cluster", cluster)):
             if value is not None and not str(value).strip():
@@ -219,7 +222,8 @@ class Session:
             container = self.find_one(vim.ClusterComputeResource, cluster, container, what="cluster")
         return container
 
-    def hosts(self, datacenter=None, cluster=None, names=None, props=None):
+    def hosts(self, datacenter: Optional[str] = None, cluster: Optional[str] = None, names: Optional[Sequence[str]] = None,
+              props: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
         """Hosts in scope (one retrieval); missing names fail naming them; an empty list selects no host and fails."""
         if names is not None and not names:
             # It used to mean "no filter": vsphere_host_graphics then changed every GPU host in scope.
@@ -233,12 +237,13 @@ class Session:
             rows = [r for r in rows if r["name"] in wanted]
         return sorted(rows, key=lambda r: r["name"])
 
-    def vms(self, container=None, props=None, objects=None):
+    def vms(self, container: Any = None, props: Optional[Sequence[str]] = None,
+            objects: Optional[Sequence[Any]] = None) -> list[dict[str, Any]]:
         return self.collect(vim.VirtualMachine, props or VM_PROPS, container, objects)
 
     # ---- tasks --------------------------------------------------------------------------------------------------
 
-    def wait_task(self, task, what, timeout=600):
+    def wait_task(self, task: Any, what: str, timeout: float = 600) -> Any:
         """Poll a task until it ends; a failed task raises VsphereError naming ``what`` and the fault."""
         delay, deadline = 0.05, time.monotonic() + timeout
         while True:
@@ -252,7 +257,7 @@ class Session:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
-    def call_task(self, what, method, *args, **kwargs):
+    def call_task(self, what: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             task = method(*args, **kwargs)
         except vmodl.MethodFault as e:
@@ -263,14 +268,14 @@ class Session:
 # ---- conversions (pyvmomi objects -> plain data) -------------------------------------------------------------
 
 
-def graphics_devices(graphics_info):
+def graphics_devices(graphics_info: Any) -> list[dict[str, Any]]:
     return [dict(device_name=g.deviceName, vendor_name=g.vendorName, pci_id=g.pciId, graphics_type=g.graphicsType,
                  vgpu_mode=getattr(g, "vgpuMode", None), memory_mb=(g.memorySizeInKB or 0) // 1024,
                  vms=sorted(v._moId for v in (g.vm or [])))
             for g in (graphics_info or [])]
 
 
-def graphics_config(cfg):
+def graphics_config(cfg: Any) -> dict[str, Any]:
     """Plain HostGraphicsConfig: per-device graphics types, and vGPU modes where the server reports them (8.0.3.0+)."""
     if cfg is None:
         return dict(default_graphics_type=None, assignment_policy=None, devices={}, vgpu_modes={})
@@ -280,7 +285,7 @@ def graphics_config(cfg):
                             if getattr(d, "vgpuMode", None)})
 
 
-def edit_graphics_config(cfg, after):
+def edit_graphics_config(cfg: Any, after: Mapping[str, Any]) -> Any:
     """The fetched HostGraphicsConfig with the planned values written into it.
 
     Working on a copy of what the host returned keeps every field this code does not set (vgpuMode of devices it
@@ -304,7 +309,7 @@ def edit_graphics_config(cfg, after):
     return new
 
 
-def vgpu_mode_unsupported(session, row):
+def vgpu_mode_unsupported(session: Session, row: Mapping[str, Any]) -> Optional[str]:
     """None when vgpuMode can be read and set on this host, else why not.
 
     HostGraphicsConfigDeviceType.vgpuMode is "Since vSphere API Release 8.0.3.0": vCenter, the host and this
@@ -323,18 +328,18 @@ def vgpu_mode_unsupported(session, row):
     return ", ".join(old) or None
 
 
-def esxi_version(row):
+def esxi_version(row: Mapping[str, Any]) -> Optional[str]:
     return row.get("config.product.version")
 
 
-def host_offer(row):
+def host_offer(row: Mapping[str, Any]) -> list[str]:
     """Profiles a host offers: sharedPassthruGpuTypes plus sharedGpuCapabilities (community.vmware reads the latter)."""
     names = set(row.get("config.sharedPassthruGpuTypes") or [])
     names.update(c.vgpu for c in (row.get("config.sharedGpuCapabilities") or []) if c.vgpu)
     return sorted(names)
 
 
-def vm_vgpus(devices):
+def vm_vgpus(devices: Any) -> list[dict[str, Any]]:
     """vGPU devices of a VM: VirtualPCIPassthrough with a VMIOP backing."""
     out = []
     for d in devices or []:
@@ -345,14 +350,15 @@ def vm_vgpus(devices):
     return out
 
 
-def public_vgpu(dev):
+def public_vgpu(dev: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in dev.items() if k != "device"}
 
 
 # ---- driver version -----------------------------------------------------------------------------------------
 
 
-def host_packages(session, row, warnings=None):
+def host_packages(session: Session, row: Mapping[str, Any],
+                  warnings: Optional[list[str]] = None) -> tuple[list[dict[str, Any]], str]:
     """NVIDIA-relevant software inventory of a host.
 
     FetchSoftwarePackages is the real API; hosts where the image config manager is not available
@@ -388,7 +394,7 @@ def host_packages(session, row, warnings=None):
     return pkgs, "health_sensors"
 
 
-def missing_privileges(fault):
+def missing_privileges(fault: Any) -> str:
     """Privilege ids a NoPermission fault names (missingPrivileges since 7.0.3.2, else privilegeId)."""
     ids = [i for ep in (getattr(fault, "missingPrivileges", None) or []) for i in (ep.privilegeIds or [])]
     if not ids and getattr(fault, "privilegeId", None):
@@ -396,17 +402,13 @@ def missing_privileges(fault):
     return ", ".join(sorted(set(ids)))
 
 
-def host_driver(session, row, name_regex=DEFAULT_DRIVER_REGEX, warnings=None):
+def host_driver(session: Session, row: Mapping[str, Any], name_regex: str = DEFAULT_DRIVER_REGEX,
+                warnings: Optional[list[str]] = None) -> dict[str, Any]:
     pkgs, source = host_packages(session, row, warnings)
     vib = _vgpu.match_driver_vib(pkgs, name_regex)
     if not vib:
         return dict(vib=None, vib_version=None, version=None, source=source)
     return dict(vib=vib["name"], vib_version=vib["version"], version=_vgpu.driver_version(vib["version"]), source=source)
-
-
-def is_gpu_host(row):
-    return bool(row.get("config.graphicsInfo") or row.get("config.sharedPassthruGpuTypes")
-                or row.get("config.sharedGpuCapabilities"))
 
 
 # ---- kernel module options (vGPU scheduler) ------------------------------------------------------------------
@@ -415,7 +417,7 @@ def is_gpu_host(row):
 SCHEDULER_HOST_PROPS = ["configManager.kernelModuleSystem", "summary.rebootRequired", "runtime.bootTime"]
 
 
-def module_option_string(row, module):
+def module_option_string(row: Mapping[str, Any], module: str) -> Optional[str]:
     """The option string configured for kernel ``module`` on the host of ``row``; None when the host has no such
     module (NotFound) or no HostKernelModuleSystem. Needs Host.Config.Settings."""
     kms = row.get("configManager.kernelModuleSystem")
@@ -432,23 +434,20 @@ def module_option_string(row, module):
         raise VsphereError("host %s: QueryConfiguredModuleOptionString(%s) failed: %s" % (row["name"], module, fault_message(e)))
 
 
-def set_module_option_string(row, module, options):
+def set_module_option_string(row: Mapping[str, Any], module: str, options: str) -> None:
     """Replace the option string of kernel ``module``; the module loads it at the next host reboot."""
     kms = row.get("configManager.kernelModuleSystem")
     try:
-        kms.UpdateModuleOptionString(module, options)
+        # Only hosts whose options were read (module_option_string: not None) are planned for a write, so it has one.
+        kms.UpdateModuleOptionString(module, options)  # type: ignore[union-attr]
     except vmodl.MethodFault as e:
         raise VsphereError("host %s: UpdateModuleOptionString(%s) failed: %s" % (row["name"], module, fault_message(e)))
-
-
-def iso_time(value):
-    return value.isoformat() if value is not None else None
 
 
 # ---- DRS per-VM overrides -----------------------------------------------------------------------------------
 
 
-def cluster_drs(session, objects=None, container=None):
+def cluster_drs(session: Session, objects: Optional[Sequence[Any]] = None, container: Any = None) -> dict[Any, dict[str, Any]]:
     """{cluster moid: DRS facts} of the given clusters (or all below ``container``), in one retrieval.
 
     Facts: ``name``, ``enabled``, ``default_behavior`` (drsConfig), ``overrides_enabled``
@@ -470,7 +469,7 @@ def cluster_drs(session, objects=None, container=None):
     return out
 
 
-def host_clusters(rows):
+def host_clusters(rows: Iterable[Mapping[str, Any]]) -> list[Any]:
     """The distinct clusters the host rows belong to (standalone hosts' compute resources left out)."""
     out = {}
     for row in rows:
@@ -480,13 +479,15 @@ def host_clusters(rows):
     return list(out.values())
 
 
-def set_drs_overrides(session, cluster_obj, cluster_name, changes):
+def set_drs_overrides(session: Session, cluster_obj: Any, cluster_name: str,
+                      changes: Iterable[tuple[str, Any, Optional[str], Optional[bool]]]) -> None:
     """One ReconfigureComputeResource_Task(modify=True) for the cluster's overrides.
 
     ``changes``: [(operation "add"|"edit", vm object, behavior or None, enabled or None)]."""
     specs = []
     for operation, vm_obj, behavior, enabled in changes:
-        info = vim.cluster.DrsVmConfigInfo(key=vm_obj)
+        # Any: pyvmomi's stubs type behavior as its DrsBehavior enum, whose values are the plain strings passed here.
+        info: Any = vim.cluster.DrsVmConfigInfo(key=vm_obj)
         if behavior is not None:
             info.behavior = behavior
         if enabled is not None:
@@ -497,11 +498,11 @@ def set_drs_overrides(session, cluster_obj, cluster_name, changes):
                       spec=spec, modify=True)
 
 
-def cluster_names(session, container=None):
+def cluster_names(session: Session, container: Any = None) -> dict[str, str]:
     return {r["moid"]: r["name"] for r in session.collect(vim.ClusterComputeResource, ["name"], container)}
 
 
-def valid_regex(pattern):
+def valid_regex(pattern: str) -> str:
     try:
         re.compile(pattern)
     except re.error as e:

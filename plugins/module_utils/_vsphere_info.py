@@ -32,7 +32,7 @@ def gather(session: Any, params: Dict[str, Any], warnings: List[str]) -> Dict[st
             connection_state=row.get("runtime.connectionState"),
             in_maintenance_mode=bool(row.get("runtime.inMaintenanceMode")),
             esxi_version=_vsphere.esxi_version(row),
-            gpu_host=_vsphere.is_gpu_host(row),
+            gpu_host=_vgpu.is_gpu_host(row),
             gpus=_vsphere.graphics_devices(row.get("config.graphicsInfo")),
             graphics_config=_vsphere.graphics_config(row.get("config.graphicsConfig")),
             profiles=_vsphere.host_offer(row),
@@ -43,7 +43,7 @@ def gather(session: Any, params: Dict[str, Any], warnings: List[str]) -> Dict[st
             entry["driver"] = _vsphere.host_driver(session, row, params["driver_vib_regex"], warnings)
         out.append(entry)
         by_moid[row["moid"]] = entry
-    result = dict(hosts=out)
+    result: Dict[str, Any] = dict(hosts=out)
     host_cluster = {row["moid"]: row["parent"]._moId for row in hosts if row.get("parent") is not None}
     if params["gather_vgpu_vms"]:
         container = session.scope_container(params["datacenter"], params["cluster"])

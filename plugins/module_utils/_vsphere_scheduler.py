@@ -1,10 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vGPU scheduler policy of ESXi hosts: the ``nvidia`` kernel module's option string.
+"""The vGPU scheduler policy of ESXi hosts: the ``nvidia`` kernel module's option string (pure: no I/O).
 
-Pure part first (specs per host, option strings, plans, verification), then :func:`run`, which reads every host,
-plans all of them and only then writes, through the HostKernelModuleSystem helpers of _vsphere.py.
+Everything that decides, over the host rows ``_vsphere.Session.hosts`` returns, the option string each host has
+configured and the task's parameters: which hosts are skipped or refused, the spec of each host, the option string to
+write, the warnings, the verification and the per-host results. ``_vsphere_scheduler_apply.run`` reads the hosts and
+their option strings, writes what :func:`plan` says, in its order, and returns what :func:`results` builds.
 
 Sources:
   - NVIDIA vGPU software user guide, "Changing Scheduling Behavior for Time-Sliced vGPUs" (VMware vSphere):
@@ -20,17 +22,40 @@ Sources:
 
 from __future__ import annotations
 
+import datetime
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Optional
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu
 from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu_scheduler as vs
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
 
 MODULE = "nvidia"
 SPEC_OPTIONS = vs.SPEC_KEYS
 _QUOTED_DWORDS = re.compile(r'^(%s)="([^"\s]*)"$' % re.escape(vs.REGISTRY_DWORDS))
 
+# A host as _vsphere.Session.hosts returns it: property path -> value, plus name, moid and obj.
+Row = Mapping[str, Any]
+Spec = dict[str, Any]
 
-def host_specs(params, host_names):
+
+class HostPlan(NamedTuple):
+    """One host the task sets or verifies: its row, its normalized spec and :func:`plan_host`'s plan."""
+    row: Row
+    spec: Spec
+    plan: dict[str, Any]
+
+
+class Plan(NamedTuple):
+    """What a run does: the hosts it sets or verifies (in host order), the results of the hosts it skips, its
+    warnings, and the (host row, option string) writes, in the order they are made."""
+    hosts: list[HostPlan]
+    skipped: list[dict[str, Any]]
+    warnings: list[str]
+    writes: list[tuple[Row, str]]
+
+
+def host_specs(params: Mapping[str, Any], host_names: Sequence[str]) -> dict[str, tuple[Spec, bool]]:
     """{host: (normalized spec, production flag)} for the hosts of a run; every spec is validated here.
 
     The task's spec (policy and its options) applies to every host; ``host_policies[host]`` replaces it for that
@@ -42,7 +67,7 @@ def host_specs(params, host_names):
     if unknown:
         raise vs.SchedulerError("host_policies names host(s) not in scope: %s; nothing changed" % ", ".join(unknown))
     task_spec = {k: params.get(k) for k in SPEC_OPTIONS if params.get(k) is not None}
-    out = {}
+    out: dict[str, tuple[Spec, bool]] = {}
     for host in host_names:
         raw = per_host.get(host)
         if raw is None:
@@ -59,7 +84,7 @@ def host_specs(params, host_names):
     return out
 
 
-def esxi_option_string(option_string, spec):
+def esxi_option_string(option_string: Optional[str], spec: Spec) -> str:
     """``option_string`` with RmPVMRL set for ``spec`` (the shared editor), in ESXi's unquoted spelling.
 
     The shared editor quotes the NVreg_RegistryDwords value, as modprobe.d files do; NVIDIA's ESXi command sets it
@@ -67,7 +92,7 @@ def esxi_option_string(option_string, spec):
     would already run the spec, so a re-run writes nothing.
     """
     before = option_string or ""
-    after = vs.options_with_policy(before, spec)
+    after: str = vs.options_with_policy(before, spec)
     if after == before:
         return before
     tokens = []
@@ -77,11 +102,12 @@ def esxi_option_string(option_string, spec):
     return " ".join(tokens)
 
 
-def plan_host(host, configured, spec, production=False):
-    """The plan of one host: the option strings before and after, and the warnings it deserves (pure)."""
-    after = esxi_option_string(configured, spec)
+def plan_host(host: str, configured: Optional[str], spec: Spec, production: bool = False) -> dict[str, Any]:
+    """The plan of one host: the option strings before and after, and the warnings it deserves."""
+    before = configured or ""
+    after = esxi_option_string(before, spec)
     warnings = []
-    overrides = vs.per_device_rmpvmrl(configured or "")
+    overrides: dict[str, str] = vs.per_device_rmpvmrl(before)
     if overrides:
         warnings.append("host %s: NVreg_RegistryDwordsPerDevice sets RmPVMRL for %s, which takes precedence over the "
                         "host-wide policy on those GPUs" % (host, ", ".join(sorted(overrides))))
@@ -89,80 +115,96 @@ def plan_host(host, configured, spec, production=False):
         warnings.append("host %s carries production tenants and is set to best_effort: a vGPU's share of the GPU then "
                         "depends on its neighbours' load; fixed_share is the only policy with a stable per-tenant "
                         "share" % host)
-    return dict(host=host, before=configured or "", after=after, changed=after != (configured or ""),
-                policy=vs.describe(spec), policy_before=vs.describe(vs.configured_spec(configured or "")),
-                per_device_overrides=overrides, warnings=warnings)
+    return dict(host=host, before=before, after=after, changed=after != before, policy=vs.describe(spec),
+                policy_before=vs.describe(vs.configured_spec(before)), per_device_overrides=overrides, warnings=warnings)
 
 
-def verify_host(host, spec, configured, reboot_required):
-    """None when the host is configured for ``spec`` and has no reboot pending, else why not (pure)."""
-    observed = vs.configured_spec(configured or "")
+def verify_host(host: str, spec: Spec, configured: Optional[str], reboot_required: Any) -> Optional[str]:
+    """None when the host is configured for ``spec`` and has no reboot pending, else why not."""
+    current = configured or ""
+    observed = vs.configured_spec(current)
     if not vs.matches(spec, observed):
         return "host %s: the nvidia module is configured for %s, not %s (option string %r)" % (
-            host, vs.describe(observed), vs.describe(spec), configured or "")
+            host, vs.describe(observed), vs.describe(spec), current)
     if reboot_required:
         return "host %s: configured for %s but the host reports a reboot pending, so the driver may still run " \
                "the previous policy" % (host, vs.describe(spec))
     return None
 
 
-def run(session, params, check_mode):
-    """Read, validate and plan every host in scope, then update the option string where it differs.
+def check_hosts(rows: Sequence[Row], configured: Sequence[Optional[str]],
+                params: Mapping[str, Any]) -> tuple[list[tuple[Row, str]], list[dict[str, Any]]]:
+    """([(row, configured option string)] of the hosts to set, [results of the hosts skipped]), in host order.
 
-    Returns (per-host results, warnings). Raises SchedulerError or VsphereError, naming the host, before the first
-    write when any host is invalid or cannot be read; a failed write names the hosts already changed.
+    ``configured[i]`` is the option string of ``rows[i]``, None when the host has no nvidia module; only the hosts
+    with one are looked at (so a caller whose read failed can ask about the hosts before it). A host without GPUs
+    and without the module is skipped (unless skip_non_gpu_hosts is false). Raises SchedulerError naming the first
+    host that cannot be set: a GPU host without the module (no NVIDIA vGPU host driver), or a host not connected.
     """
-    rows = session.hosts(params.get("datacenter"), params.get("cluster"), params.get("esxi_hostname"),
-                         props=_vsphere.HOST_PROPS + _vsphere.SCHEDULER_HOST_PROPS)
-    warnings = []
-    candidates, results = [], []
-    for row in rows:
-        configured = _vsphere.module_option_string(row, MODULE)
-        if configured is None:
-            if _vsphere.is_gpu_host(row) or not params.get("skip_non_gpu_hosts", True):
+    candidates: list[tuple[Row, str]] = []
+    skipped: list[dict[str, Any]] = []
+    for row, option_string in zip(rows, configured):
+        if option_string is None:
+            if _vgpu.is_gpu_host(row) or not params.get("skip_non_gpu_hosts", True):
                 raise vs.SchedulerError("host %s: vGPU scheduler: the %s kernel module is not installed (no NVIDIA vGPU "
                                         "host driver); nothing changed" % (row["name"], MODULE))
-            results.append(dict(name=row["name"], skipped=True, changed=False, before=None, after=None,
+            skipped.append(dict(name=row["name"], skipped=True, changed=False, before=None, after=None,
                                 reboot_required=bool(row.get("summary.rebootRequired"))))
             continue
         if row.get("runtime.connectionState") != "connected":
             raise vs.SchedulerError("host %s: vGPU scheduler: host is %s; nothing changed"
                                     % (row["name"], row.get("runtime.connectionState")))
-        candidates.append((row, configured))
-    specs = host_specs(params, [row["name"] for row, dummy in candidates])
-    plans = []
-    for row, configured in candidates:
+        candidates.append((row, option_string))
+    return candidates, skipped
+
+
+def plan(rows: Sequence[Row], configured: Sequence[Optional[str]], params: Mapping[str, Any]) -> Plan:
+    """Validate and plan every host in scope before anything is written.
+
+    Raises SchedulerError, naming the host, when a host cannot be set (:func:`check_hosts`), a spec is invalid
+    (:func:`host_specs`) or, with ``verify``, a host is not configured for its spec or has a reboot pending (one
+    message per such host, joined by "; "). With ``verify`` nothing is written.
+    """
+    candidates, skipped = check_hosts(rows, configured, params)
+    specs = host_specs(params, [row["name"] for row, _option_string in candidates])
+    hosts: list[HostPlan] = []
+    warnings: list[str] = []
+    for row, option_string in candidates:
         spec, production = specs[row["name"]]
-        plan = plan_host(row["name"], configured, spec, production)
-        warnings.extend(plan.pop("warnings"))
-        plans.append((row, spec, plan))
-
+        host_plan = plan_host(row["name"], option_string, spec, production)
+        warnings.extend(host_plan.pop("warnings"))
+        hosts.append(HostPlan(row, spec, host_plan))
     if params.get("verify"):
-        problems = [verify_host(row["name"], spec, plan["before"], row.get("summary.rebootRequired"))
-                    for row, spec, plan in plans]
-        problems = [p for p in problems if p]
-        if problems:
-            raise vs.SchedulerError("; ".join(problems))
+        problems = [verify_host(h.row["name"], h.spec, h.plan["before"], h.row.get("summary.rebootRequired"))
+                    for h in hosts]
+        found = [p for p in problems if p]
+        if found:
+            raise vs.SchedulerError("; ".join(found))
+        return Plan(hosts, skipped, warnings, [])
+    return Plan(hosts, skipped, warnings, [(h.row, h.plan["after"]) for h in hosts if h.plan["changed"]])
 
-    done = []
-    for row, spec, plan in plans:
+
+def _iso_time(value: Optional[datetime.datetime]) -> Optional[str]:
+    return value.isoformat() if value is not None else None
+
+
+def results(the_plan: Plan, params: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """(per-host results sorted by host name, warnings) of a plan whose writes were made (or, in check mode, would
+    have been: the results are the same)."""
+    verify = params.get("verify")
+    out = list(the_plan.skipped)
+    for row, _spec, host_plan in the_plan.hosts:
         pending = bool(row.get("summary.rebootRequired"))
-        if plan["changed"] and not params.get("verify"):
-            if not check_mode:
-                try:
-                    _vsphere.set_module_option_string(row, MODULE, plan["after"])
-                except _vsphere.VsphereError as e:
-                    raise _vsphere.VsphereError("%s (already changed: %s)" % (e, ", ".join(done) or "none"))
-                done.append(row["name"])
+        if host_plan["changed"] and not verify:
             # the driver reads RmPVMRL when the module loads: a reboot applies it (NVIDIA vGPU user guide)
             pending = True
-        result = dict(name=row["name"], skipped=False, changed=plan["changed"] and not params.get("verify"),
-                      before=plan["before"], after=plan["after"] if not params.get("verify") else plan["before"],
-                      policy=plan["policy"], policy_before=plan["policy_before"],
-                      per_device_overrides=plan["per_device_overrides"], reboot_required=pending,
-                      boot_time=_vsphere.iso_time(row.get("runtime.bootTime")))
-        if params.get("verify"):
+        result = dict(name=row["name"], skipped=False, changed=host_plan["changed"] and not verify,
+                      before=host_plan["before"], after=host_plan["after"] if not verify else host_plan["before"],
+                      policy=host_plan["policy"], policy_before=host_plan["policy_before"],
+                      per_device_overrides=host_plan["per_device_overrides"], reboot_required=pending,
+                      boot_time=_iso_time(row.get("runtime.bootTime")))
+        if verify:
             result["verified"] = True
-        results.append(result)
-    results.sort(key=lambda r: r["name"])
-    return results, warnings
+        out.append(result)
+    out.sort(key=lambda r: r["name"])
+    return out, the_plan.warnings

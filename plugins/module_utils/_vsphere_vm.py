@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _vgpu, _vsphere
 from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
@@ -34,12 +35,12 @@ DRS_BEHAVIORS = ("manual", "partiallyAutomated", "fullyAutomated")
 KEYS = ("name", "uuid", "moid")
 
 
-def label(spec):
+def label(spec: Mapping[str, Any]) -> str:
     key = next(k for k in KEYS if spec.get(k))
     return spec[key] if key == "name" else "%s %s" % (key, spec[key])
 
 
-def vm_specs(params):
+def vm_specs(params: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The VMs of a run with every option filled in: the batch list ``vms``, or the single-VM form."""
     items = params["vms"] if params.get("vms") is not None else [
         {k: params[k] for k in KEYS + ("profiles",)}]
@@ -66,16 +67,16 @@ def vm_specs(params):
 class Inventory:
     """Bulk reads shared by the VMs of a run: VM names, VM properties, hosts, clusters, host driver rules."""
 
-    def __init__(self, session, datacenter=None):
+    def __init__(self, session: _vsphere.Session, datacenter: Optional[str] = None) -> None:
         self.session = session
         self.datacenter = datacenter
-        self._names = None
-        self.hosts = {}     # host moid -> row
-        self.clusters = {}  # cluster moid -> {host name: row} of its connected hosts
-        self.rules = {}     # (host name, rules choice) -> multi-vGPU rules (the driver is read once per host)
-        self.drs = {}       # cluster moid -> DRS facts (_vsphere.cluster_drs), for the VMs that set an override
+        self._names: Optional[dict[str, list[dict[str, Any]]]] = None
+        self.hosts: dict[str, dict[str, Any]] = {}  # host moid -> row
+        self.clusters: dict[str, dict[str, dict[str, Any]]] = {}  # cluster moid -> {host name: row} of its connected hosts
+        self.rules: dict[tuple[str, str], dict[str, Any]] = {}  # (host name, rules choice) -> multi-vGPU rules (the driver is read once per host)
+        self.drs: dict[Any, dict[str, Any]] = {}  # cluster moid -> DRS facts (_vsphere.cluster_drs), for the VMs that set an override
 
-    def by_name(self, name):
+    def by_name(self, name: str) -> Any:
         if self._names is None:
             container = self.session.scope_container(self.datacenter) if self.datacenter else None
             self._names = {}
@@ -89,7 +90,7 @@ class Inventory:
                                         % (name, ", ".join(sorted(r["moid"] for r in rows))))
         return rows[0]["obj"]
 
-    def find(self, spec):
+    def find(self, spec: Mapping[str, Any]) -> Any:
         if spec.get("moid"):
             return vim.VirtualMachine(spec["moid"], self.session.si._stub)  # checked by the bulk read
         if spec.get("uuid"):
@@ -99,7 +100,7 @@ class Inventory:
             return vm
         return self.by_name(spec["name"])
 
-    def read_vms(self, objects):
+    def read_vms(self, objects: Sequence[Any]) -> dict[str, dict[str, Any]]:
         """{moid: row} of VM_READ for ``objects`` in one retrieval. A moid vCenter does not know fails the whole
         retrieval (ManagedObjectNotFound), so then each is read alone to name the missing ones."""
         try:
@@ -113,18 +114,19 @@ class Inventory:
                     pass
             return out
 
-    def read_hosts(self, host_objs):
+    def read_hosts(self, host_objs: Iterable[Any]) -> None:
         new = [h for h in {h._moId: h for h in host_objs}.values() if h._moId not in self.hosts]
         for row in self.session.collect(vim.HostSystem, self.session.host_props(OFFER_PROPS), objects=new):
             self.hosts[row["moid"]] = row
 
-    def cluster(self, cluster_obj):
+    def cluster(self, cluster_obj: Any) -> dict[str, dict[str, Any]]:
         if cluster_obj._moId not in self.clusters:
             rows = self.session.collect(vim.HostSystem, self.session.host_props(OFFER_PROPS), container=cluster_obj)
             self.clusters[cluster_obj._moId] = {r["name"]: r for r in rows if r.get("runtime.connectionState") == "connected"}
         return self.clusters[cluster_obj._moId]
 
-    def rules_of(self, rows, profiles, choice, warnings):
+    def rules_of(self, rows: Mapping[str, Mapping[str, Any]], profiles: Sequence[str], choice: str,
+                 warnings: list[str]) -> dict[str, dict[str, Any]]:
         """{host: multi-vGPU rules} for the hosts that offer every profile; the driver is read only where it matters."""
         if len(profiles) < 2:
             return {}
@@ -142,7 +144,8 @@ class Inventory:
         return out
 
 
-def plan_drs(vm_name, host_name, cluster, current, behavior, enabled):
+def plan_drs(vm_name: str, host_name: str, cluster: Optional[Mapping[str, Any]], current: Optional[Mapping[str, Any]],
+             behavior: Optional[str], enabled: Optional[bool]) -> Optional[dict[str, Any]]:
     """The per-VM DRS override a VM needs (pure); None when neither ``behavior`` nor ``enabled`` is asked for.
 
     ``cluster``: the VM's cluster facts (_vsphere.cluster_drs) or None for a standalone host; ``current``: the VM's
@@ -156,7 +159,7 @@ def plan_drs(vm_name, host_name, cluster, current, behavior, enabled):
                               % (vm_name, host_name))
     if behavior is not None and behavior not in DRS_BEHAVIORS:
         raise _vgpu.VgpuError("VM %s: drs_behavior %r is not one of %s" % (vm_name, behavior, ", ".join(DRS_BEHAVIORS)))
-    after = dict(current) if current else dict(behavior=None, enabled=None)
+    after: dict[str, Any] = dict(current) if current else dict(behavior=None, enabled=None)
     if behavior is not None:
         after["behavior"] = behavior
     if enabled is not None:
@@ -166,12 +169,12 @@ def plan_drs(vm_name, host_name, cluster, current, behavior, enabled):
                 operation=operation, changed=operation is not None)
 
 
-def drs_action(drs):
+def drs_action(drs: Mapping[str, Any]) -> str:
     fields = ", ".join("%s=%s" % (k, drs["after"][k]) for k in ("behavior", "enabled") if drs["after"].get(k) is not None)
     return "drs_override %s (cluster %s)" % (fields, drs["cluster"])
 
 
-def build_spec(plan):
+def build_spec(plan: Mapping[str, Any]) -> Any:
     changes = []
     for dev in plan["remove"]:
         changes.append(vim.vm.device.VirtualDeviceSpec(operation="remove", device=dev["device"]))
@@ -189,7 +192,7 @@ def build_spec(plan):
     return spec
 
 
-def actions_of(plan):
+def actions_of(plan: Mapping[str, Any]) -> list[str]:
     acts = []
     if plan["power"]["power_off"]:
         acts.append("shutdown_guest" if plan["power"]["power_off"] == "guest" else "power_off")
@@ -206,24 +209,27 @@ def actions_of(plan):
 class VmVgpu:
     """One VM: :meth:`plan` decides from the bulk-read rows (no writes), :meth:`apply` reconfigures."""
 
-    def __init__(self, session, inventory, spec, params, warnings):
+    def __init__(self, session: _vsphere.Session, inventory: Inventory, spec: dict[str, Any], params: Mapping[str, Any],
+                 warnings: list[str]) -> None:
         self.session = session
         self.inv = inventory
         self.spec = spec
         self.params = params
         self.warnings = warnings
-        self.obj = None
-        self.row = None
-        self.plan_ = None
-        self.drs = None
-        self.result = None
+        self.obj: Any = None  # the VirtualMachine, once found
+        self.row: Optional[dict[str, Any]] = None  # its properties (VM_READ), once read
+        # Both set by plan(); run() reads them only for VMs it planned.
+        self.plan_: dict[str, Any] = None  # type: ignore[assignment]
+        self.drs: Optional[dict[str, Any]] = None
+        self.result: dict[str, Any] = None  # type: ignore[assignment]
 
     @property
-    def name(self):
+    def name(self) -> str:
         return (self.row or {}).get("name") or label(self.spec)
 
-    def plan(self):
-        spec, vm = self.spec, self.row
+    def plan(self) -> VmVgpu:
+        spec = self.spec
+        vm: dict[str, Any] = self.row  # type: ignore[assignment]  # run() plans only the VMs it read
         if vm.get("config.template"):
             # vSphere changes only a template's name and annotation (govmomi simulator/virtual_machine.go
             # ReconfigVMTask answers NotSupported, as vCenter does).
@@ -240,7 +246,7 @@ class VmVgpu:
         current = _vsphere.vm_vgpus(vm.get("config.hardware.device"))
         extra = {o.key: o.value for o in (vm.get("config.extraConfig") or [])}
 
-        def plan_with(rows):
+        def plan_with(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
             offers = {n: _vsphere.host_offer(r) for n, r in rows.items()}
             scope = rows if spec["placement"] == "cluster" else {host_name: rows[host_name]}
             host_rules = self.inv.rules_of(scope, spec["profiles"], spec["multi_vgpu_rules"], self.warnings)
@@ -263,7 +269,7 @@ class VmVgpu:
             rows.update({k: v for k, v in self.inv.cluster(parent).items() if k != host_name})
             plan = plan_with(rows)
         self.plan_ = plan
-        cluster = self.inv.drs.get(parent._moId) if is_cluster else None
+        cluster = self.inv.drs.get(parent._moId) if is_cluster else None  # type: ignore[union-attr]  # is_cluster: it is one
         self.drs = plan_drs(vm["name"], host_name, cluster, (cluster or {}).get("overrides", {}).get(vm["moid"]),
                             spec.get("drs_behavior"), spec.get("drs_enabled"))
         before, after, actions = plan["before"], plan["after"], actions_of(plan)
@@ -278,7 +284,7 @@ class VmVgpu:
                            vgpus=[_vsphere.public_vgpu(d) for d in current])
         return self
 
-    def apply(self):
+    def apply(self) -> VmVgpu:
         """Power off if the plan says so, reconfigure, power on again; VsphereError names the VM and the step."""
         plan, name, session = self.plan_, self.name, self.session
         if plan["power"]["power_off"]:
@@ -296,7 +302,7 @@ class VmVgpu:
         return self
 
 
-def power_off(session, vm_obj, name, mode, timeout):
+def power_off(session: _vsphere.Session, vm_obj: Any, name: str, mode: str, timeout: float) -> None:
     if mode == "hard":
         session.call_task("VM %s: power off" % name, vm_obj.PowerOffVM_Task)
         return
@@ -312,14 +318,14 @@ def power_off(session, vm_obj, name, mode, timeout):
     raise _vsphere.VsphereError("VM %s: guest did not shut down within %ss; nothing was changed" % (name, timeout))
 
 
-def run(session, params, check_mode):
+def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) -> tuple[list[dict[str, Any]], list[str]]:
     """Find, read and plan every VM, then apply the changed ones; return (per-VM results, warnings).
 
     Raises BatchInvalid when any VM cannot be found or planned (nothing is written then). A failed write is that
     VM's result (``failed: true``, its vGPUs read back); the others go on unless ``stop_on_error``.
     """
     specs = vm_specs(params)
-    warnings = []
+    warnings: list[str] = []
     inv = Inventory(session, params.get("datacenter"))
     vms = [VmVgpu(session, inv, s, params, warnings) for s in specs]
     problems = {}  # VM index -> why it cannot be done, reported in the task's order
@@ -354,7 +360,7 @@ def run(session, params, check_mode):
             problems[i] = str(e)
     if problems:
         raise BatchInvalid([problems[i] for i in sorted(problems)])
-    by_cluster = {}
+    by_cluster: dict[str, list[VmVgpu]] = {}
     for vm in vms:
         if vm.drs and vm.drs["changed"]:
             by_cluster.setdefault(vm.drs["cluster_moid"], []).append(vm)
@@ -367,16 +373,18 @@ def run(session, params, check_mode):
                                ", ".join(vm.name for vm in members)))
         if not check_mode:
             # One reconfigure per cluster, before any VM is touched: a VM about to be power-cycled is already pinned.
-            _vsphere.set_drs_overrides(session, facts["obj"], name,
-                                       [(vm.drs["operation"], vm.obj, vm.drs["after"]["behavior"] if vm.spec.get("drs_behavior") else None,
-                                         vm.spec.get("drs_enabled")) for vm in members])
+            # (members: VMs with a DRS override, so vm.drs is set.)
+            _vsphere.set_drs_overrides(
+                session, facts["obj"], name,
+                [(vm.drs["operation"], vm.obj, vm.drs["after"]["behavior"] if vm.spec.get("drs_behavior") else None,  # type: ignore[index]
+                  vm.spec.get("drs_enabled")) for vm in members])
     writes = [vm for vm in vms if vm.plan_["changed"]]
     if check_mode or not writes:
         return [vm.result for vm in vms], warnings
 
     stop = threading.Event()
 
-    def apply(vm):
+    def apply(vm: VmVgpu) -> VmVgpu:
         # the DRS overrides were set for every VM before any reconfigure, and stay
         kept = dict(vm.result["before"], drs_override=vm.drs["after"]) if vm.drs else vm.result["before"]
         drs_done = [drs_action(vm.drs)] if vm.drs and vm.drs["changed"] else []
@@ -412,7 +420,7 @@ def run(session, params, check_mode):
 
 # ---- around run(): option bounds before the session, the module result after it -----------------------------------
 
-def bounds_message(params: Dict[str, Any]) -> Optional[str]:
+def bounds_message(params: dict[str, Any]) -> Optional[str]:
     """The failure message when a numeric option (of the task or of a batch item) is out of range, else None."""
     bounds = {"max_vgpus": _bounds.MAX_VGPUS, "mmio_size_gb": _bounds.MMIO_SIZE_GB}
     problems = _bounds.out_of_range(params, dict(bounds, shutdown_timeout=_bounds.TASK_TIMEOUT,
@@ -425,14 +433,14 @@ def bounds_message(params: Dict[str, Any]) -> Optional[str]:
     return "%s: %s; nothing changed" % (where, "; ".join(problems))
 
 
-def failure(batch: bool, error: Exception) -> Dict[str, Any]:
+def failure(batch: bool, error: Exception) -> dict[str, Any]:
     """The failed result for an error raised before any write (BatchInvalid lists each VM's problem)."""
     if isinstance(error, BatchInvalid):
         return dict(msg=_batch.invalid_message(error, batch), problems=error.problems)
     return dict(msg=str(error))
 
 
-def outcome(results: List[Dict[str, Any]], batch: bool, diff: bool) -> Tuple[Dict[str, Any], bool]:
+def outcome(results: list[dict[str, Any]], batch: bool, diff: bool) -> tuple[dict[str, Any], bool]:
     """(module result, failed) from the per-VM results: one VM's result as it is, or the batch summary."""
     if not batch:
         result = results[0]

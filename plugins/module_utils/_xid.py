@@ -25,6 +25,8 @@ https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html (table "Xid
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
 
 CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 
@@ -112,7 +114,7 @@ _KMSG_RE = re.compile(r"^\d+,\d+,(?P<us>\d+),[^;]*;")
 _UNKNOWN = ("<unknown>", "'<unknown>'")
 
 
-def _text(text):
+def _text(text: object) -> str:
     if text is None:
         return ""
     if isinstance(text, (bytes, bytearray)):
@@ -122,7 +124,7 @@ def _text(text):
     return text
 
 
-def _time(prefix):
+def _time(prefix: str) -> Optional[float]:
     stamp = _STAMP_RE.search(prefix)
     if stamp:
         return float(stamp.group("s"))
@@ -132,7 +134,7 @@ def _time(prefix):
     return None
 
 
-def _process(rest):
+def _process(rest: str) -> tuple[Optional[int], Optional[str], str]:
     """(pid, process, message) from what follows "<code>,"."""
     rest = rest[1:] if rest.startswith(" ") else rest
     pid = name = None
@@ -150,7 +152,7 @@ def _process(rest):
     return pid, name, rest.rstrip()
 
 
-def parse(text):
+def parse(text: object) -> list[dict[str, Any]]:
     """The Xid events of a kernel log (dmesg, dmesg --notime, journalctl -k, /dev/kmsg), one dict per line.
 
     Keys: xid, pci (lower-case, as printed: "0000:17:00"), pid and process (None when the driver printed none or
@@ -178,12 +180,12 @@ def parse(text):
     return events
 
 
-def slot_of(pci_address):
+def slot_of(pci_address: Optional[str]) -> str:
     """The part of a GPU's PCI address an Xid line names ("0000:17:00.0" -> "0000:17:00", as ``parse`` gives it)."""
     return str(pci_address or "").lower().rsplit(".", 1)[0]
 
 
-def classify(code, message=None):
+def classify(code: int, message: Optional[str] = None) -> str:
     """What an Xid means for its node: "node", "app" or "unknown".
 
     "node": the node must leave service (its immediate action is in NODE_ACTIONS); "app": it may stay (the
@@ -199,11 +201,11 @@ def classify(code, message=None):
     return "node" if row[2] in NODE_ACTIONS else "app"
 
 
-def summary(events):
+def summary(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per PCI address: {"codes": sorted codes, "count": events, "node_codes": sorted codes classified "node",
     "last": the last event}. Of several Xid 154 events only the last counts: it is the driver's current verdict."""
-    out = {}
-    last154 = {}
+    out: dict[str, dict[str, Any]] = {}
+    last154: dict[str, Mapping[str, Any]] = {}
     for event in events:
         entry = out.setdefault(event["pci"], {"codes": set(), "count": 0, "node_codes": set(), "last": None})
         entry["codes"].add(event["xid"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: node_release
 short_description: Hand a Kubernetes node back after a GPU change, once it advertises the expected resources
-version_added: 0.4.0
+version_added: 0.1.0
 description:
   - The steps that follow a change of a node's GPUs (a MIG geometry, a sharing mode), in one API session and in this
     order, as NVIDIA's mig-manager takes them (C(mig-parted pkg/mig/reconfigure/reconfigure.go) C(Run)).

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: roll_lock
 short_description: Take, renew or release a roll's lock, a Kubernetes Lease with a time-to-live
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Keeps one C(coordination.k8s.io/v1) Lease per roll, so that two runs (two AWX jobs, two operators) cannot roll
     the same nodes at once. The Lease names its holder, the nodes of the roll (annotation C(gpuops.io/roll-nodes))

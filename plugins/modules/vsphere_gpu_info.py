@@ -138,10 +138,9 @@ from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vs
 
 def main():
     spec = _auth.vsphere_argument_spec()
+    # the shared host scope without required_one_of: no scope reads every host
+    spec.update(_auth.vsphere_host_scope_spec())
     spec.update(
-        datacenter=dict(type="str"),
-        cluster=dict(type="str"),
-        esxi_hostname=dict(type="list", elements="str"),
         driver_vib_regex=dict(type="str", default=_vsphere.DEFAULT_DRIVER_REGEX),
         gather_driver=dict(type="bool", default=True),
         gather_vgpu_vms=dict(type="bool", default=True),

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: vsphere_host_vgpu_scheduler
 short_description: Set the NVIDIA vGPU scheduler policy of ESXi hosts
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Sets the time-sliced vGPU scheduler (best effort, equal share or fixed share, with the time slice or the adaptive
     round-robin parameters where the driver allows them) of every host in scope, through the C(RmPVMRL) key in
@@ -157,7 +157,7 @@ reboot_required:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu_scheduler, _vsphere, _vsphere_module, _vsphere_scheduler
+from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu_scheduler, _vsphere, _vsphere_module, _vsphere_scheduler_apply
 
 
 def main():
@@ -176,7 +176,7 @@ def main():
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
     hosts = _vsphere_module.run(module, lambda session, warnings: _vsphere_module.keep(
-        warnings, _vsphere_scheduler.run(session, module.params, module.check_mode)),
+        warnings, _vsphere_scheduler_apply.run(session, module.params, module.check_mode)),
         errors=(_vsphere.VsphereError, _vgpu_scheduler.SchedulerError))
     module.exit_json(**_vsphere_module.host_result(
         hosts, module._diff, reboot_required=[h["name"] for h in hosts if h.get("reboot_required")]))

@@ -6,9 +6,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 
-def plain(value):
+def plain(value: Any) -> Any:
     """Ansible's tagged/lazy containers as plain dicts, lists and strs: the pure code compares types, and
     json.dumps must not see Ansible's wrappers."""
     if isinstance(value, Mapping):

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import tempfile
+from typing import Any
 
 
 # When a report was made is not what it says: a re-run over an unchanged fleet keeps the files (changed=false).
@@ -16,7 +17,7 @@ _JSON_TIME_KEY = "generated_at"
 _XML_TIME_ATTR = re.compile(r' timestamp="[^"]*"')
 
 
-def _without_times(value):
+def _without_times(value: Any) -> Any:
     if isinstance(value, dict):
         return dict((k, _without_times(v)) for k, v in value.items() if k != _JSON_TIME_KEY)
     if isinstance(value, list):
@@ -24,7 +25,7 @@ def _without_times(value):
     return value
 
 
-def same_report(old_text, new_text):
+def same_report(old_text: str, new_text: str) -> bool:
     """Whether two report files say the same thing, generation times aside (JSON, JUnit XML or plain text)."""
     if old_text == new_text:
         return True
@@ -34,7 +35,7 @@ def same_report(old_text, new_text):
         return _XML_TIME_ATTR.sub("", old_text) == _XML_TIME_ATTR.sub("", new_text)
 
 
-def write_report(path, text, check_mode):
+def write_report(path: str, text: str, check_mode: bool) -> bool:
     """Atomic write unless the file already says the same; returns whether it (would have) changed."""
     try:
         with open(path, encoding="utf-8") as fh:

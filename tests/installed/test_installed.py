@@ -35,6 +35,9 @@ def test_the_manifest_declares_galaxy_yml_dependencies_and_they_were_installed(i
     # Nothing of the source tree's development material came along.
     for dev in ("lab", "bench", "molecule", "tools", "build", "inventories/lab"):
         assert not os.path.exists(os.path.join(installed.path, dev)), dev
+    # Nor any tool's hidden state (hypothesis' .hypothesis/ database, caches, dotfiles).
+    hidden = [os.path.join(folder, n) for folder, dirs, files in os.walk(installed.path) for n in dirs + files if n.startswith(".")]
+    assert hidden == []
 
 
 def test_the_tarball_alone_does_not_resolve_without_its_dependencies(installed, tmp_path):

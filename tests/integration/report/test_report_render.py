@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.filter import report as R
+from ansible_collections.gpuops.provision.plugins.plugin_utils import _report as R
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_lab import chromium, png_info, pixel, screenshot  # noqa: E402  pylint: disable=import-error,wrong-import-position

@@ -213,7 +213,7 @@ def test_filter_module_exports_and_wraps_errors():
     filters = F.FilterModule().filters()
     assert {"driver_drift", "driver_drift_table", "driver_host_state", "driver_branch", "driver_version_compare",
             "driver_version_select", "driver_vgpu_compat", "driver_validate", "driver_repo_versions",
-            "driver_resolve"} <= set(filters)
+            "driver_resolve", "driver_unavailable_message", "driver_off_pin_message"} <= set(filters)
     assert filters["driver_branch"]("535.216.03-2~bpo12+1") == 535
     assert filters["driver_version_compare"](BPO, PIN) == -1
     assert filters["driver_version_select"]([PIN, BPO], "535.216.03") == BPO

@@ -48,8 +48,7 @@ def test_pci_sysfs_absent_device_and_bad_tree(tmp_path):
 
 def test_counts_every_call_and_reads_placements_from_nvml(sim):
     nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled"}]})
-    gpu = nvml.snapshot(0, detail=False)
-    table = gpu["_table"]
+    table = nvml.snapshot(0, detail=False).table
     assert table.get("1g.10gb").placements == ((0, 2), (2, 2), (4, 2), (6, 2))
     assert table.get("3g.20gb").placements == ((0, 4), (4, 4))
     assert table.memory_slices == 8
@@ -59,11 +58,12 @@ def test_counts_every_call_and_reads_placements_from_nvml(sim):
 
 def test_apply_plan_and_refresh(sim):
     nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled"}]})
-    gpu = nvml.snapshot(0, detail=False)
+    device = nvml.snapshot(0, detail=False)
+    gpu = device.info
     entry = {"mig_enabled": True, "mig_devices": {"1c.7g.40gb": 1, "2c.7g.40gb": 1, "4c.7g.40gb": 1}}
-    plan = _mig.plan_gpu(gpu["_table"], gpu["mig_mode"], gpu["instances"], entry)
-    assert nvml.apply(gpu, plan) == {"reset_required": False, "deferred": False, "pending_reason": None}
-    nvml.refresh(gpu)
+    plan = _mig.plan_gpu(device.table, gpu["mig_mode"], gpu["instances"], entry)
+    assert nvml.apply(device, plan) == {"reset_required": False, "deferred": False, "pending_reason": None}
+    gpu = nvml.refresh(device).info
     (seven,) = gpu["instances"]
     # Three CIs share one GI: their placements were solved, not left to NVML.
     assert sorted((c["slices"], c["placement"]["start"]) for c in seven["compute_instances"]) == [(1, 6), (2, 4), (4, 0)]
@@ -76,29 +76,28 @@ def test_set_mig_mode_reports_why_the_change_is_pending(sim):
                          {"model": A100, "mig_mode": "disabled", "reset_supported": False},
                          {"model": A100, "mig_mode": "disabled"}]})
     busy, vm, idle = (nvml.snapshot(i, detail=False) for i in range(3))
-    assert nvml.set_mig_mode(busy["_handle"], True) == "in_use"
-    assert nvml.set_mig_mode(vm["_handle"], True) == "reset_required"
-    assert nvml.set_mig_mode(idle["_handle"], True) is None
-    assert [nvml.refresh(g)["mig_mode"] for g in (busy, vm, idle)] == [
+    assert nvml.set_mig_mode(busy, True) == "in_use"
+    assert nvml.set_mig_mode(vm, True) == "reset_required"
+    assert nvml.set_mig_mode(idle, True) is None
+    assert [nvml.refresh(g).info["mig_mode"] for g in (busy, vm, idle)] == [
         {"current": "disabled", "pending": "enabled"}] * 2 + [{"current": "enabled", "pending": "enabled"}]
 
 
 def test_set_mig_mode_failure_is_explained(sim):
     nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled", "gpu_instances": [{"profile_id": 0}]}]})
-    gpu = nvml.snapshot(0, detail=False)
+    device = nvml.snapshot(0, detail=False)
     with pytest.raises(_nvml.StepError, match=r"^setting MIG mode disabled: NVML error In use by another client "
                                               r"\(NVML_ERROR_IN_USE\) from nvmlDeviceSetMigMode \(GPU instances"):
-        nvml.set_mig_mode(gpu["_handle"], False)
+        nvml.set_mig_mode(device, False)
 
 
 def test_strict_process_list_refuses_to_guess(sim):
     nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled"}],
                 "faults": {"fail_processes_after": 0, "fail_processes_error": "NO_PERMISSION"}})
-    dev, info = nvml.identity(0)
     with pytest.raises(_nvml.NvmlError, match="cannot list the processes.*NVML_ERROR_NO_PERMISSION"):
-        nvml.fill(dev, dict(info), detail=False, strict=True)
+        nvml.fill(nvml.device(0), detail=False, strict=True)
     # Reporting (gpu_info) keeps going: no list is not an error there.
-    assert nvml.fill(dev, dict(info), detail=False)["processes"] == []
+    assert nvml.fill(nvml.device(0), detail=False).info["processes"] == []
 
 
 def test_licence_expiry_constant_is_a_tuple_in_nvidia_ml_py(monkeypatch):
@@ -115,7 +114,56 @@ def test_licence_expiry_constant_is_a_tuple_in_nvidia_ml_py(monkeypatch):
 def test_licensed_and_unlicensed(sim):
     nvml = sim({"gpus": [{"model": A100, "license": {"feature": "compute", "licensed": False}},
                          {"model": A100, "license": {"feature": "compute", "licensed": True}}]})
-    unlicensed = nvml.licence(nvml.handle(0))
-    licensed = nvml.licence(nvml.handle(1))
+    unlicensed = nvml.licence(nvml.device(0))
+    licensed = nvml.licence(nvml.device(1))
     assert unlicensed["supported"] and unlicensed["licensed"] is False
     assert licensed["licensed"] is True and licensed["features"][0]["expiry_status"] == "permanent"
+
+
+def test_refresh_reads_the_gpu_again_into_a_new_device(sim):
+    # The run keeps the geometry it planned from (the undo restores it); refresh() must not overwrite it.
+    nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    device = nvml.snapshot(0, detail=False)
+    planned = json.dumps(device.info, sort_keys=True)
+    plan = _mig.plan_gpu(device.table, device.info["mig_mode"], device.info["instances"],
+                         {"mig_enabled": True, "mig_devices": {"3g.20gb": 2}})
+    nvml.apply(device, plan)
+    fresh = nvml.refresh(device)
+    assert json.dumps(device.info, sort_keys=True) == planned
+    assert fresh is not device and fresh.handle is device.handle and fresh.table is device.table
+    assert _mig.current_counts(fresh.info["instances"]) == {"3g.20gb": 2} and fresh.info["uuid"] == device.info["uuid"]
+
+
+def test_rebind_renews_handles_and_refuses_renumbered_gpus(sim):
+    nvml = sim({"gpus": [{"model": A100, "uuid": "GPU-%08d-0000-0000-0000-000000000000" % i} for i in range(2)]})
+    devices = [nvml.device(0), nvml.device(1)]
+    nvml.reopen()
+    nvml.rebind(devices)
+    assert [d.info["uuid"] for d in devices] == [_nvml._text(nvml.call("nvmlDeviceGetUUID", d.handle)) for d in devices]
+    # Another GPU now answers at index 0 (the first two swapped places across the reset).
+    state = json.loads(sim.path.read_text())
+    state["gpus"].reverse()
+    sim.path.write_text(json.dumps(state))
+    nvml.reopen()
+    with pytest.raises(_nvml.NvmlError, match=r"^GPU 0 is %s after the MIG mode change, not %s: the GPUs were renumbered$"
+                       % (devices[1].info["uuid"], devices[0].info["uuid"])):
+        nvml.rebind(devices)
+
+
+def test_only_the_adapter_holds_nvml_handles():
+    # Workflows get Devices and pass them back: no NVML handle (a ctypes object) in a dict that may reach a result,
+    # no adapter state in keys the callers write and pop (the former _handle/_table keys).
+    import ast
+    root = os.path.join(os.path.dirname(_nvml.__file__), "..")
+    offenders = []
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            for node in ast.walk(ast.parse(open(path).read())):
+                if isinstance(node, ast.Attribute) and node.attr == "handle" and name != "_nvml.py":
+                    offenders.append("%s:%d .handle" % (name, node.lineno))
+                if isinstance(node, ast.Constant) and node.value in ("_handle", "_table", "_entry", "_plan", "_table_source"):
+                    offenders.append("%s:%d %r" % (name, node.lineno, node.value))
+    assert offenders == []

@@ -31,7 +31,7 @@ def sim(monkeypatch, tmp_path):
 
 
 def read(nvml, index=0):
-    return nvml.vgpu_scheduler(nvml.call("nvmlDeviceGetHandleByIndex", index))
+    return nvml.vgpu_scheduler(nvml.device(index))
 
 
 def test_bare_metal_gpu_is_not_supported_not_an_error(sim):
@@ -87,9 +87,9 @@ def test_older_nvidia_ml_py_without_the_functions(sim, monkeypatch):
 
 def test_lost_gpu_is_raised_not_reported(sim):
     nvml = sim({"gpus": [HOST]})
-    dev = nvml.call("nvmlDeviceGetHandleByIndex", 0)
+    device = nvml.device(0)
     st = json.loads(open(nvml.nv._state.state_path()).read())  # pylint: disable=protected-access
     st["gpus"][0]["lost"] = True
     open(nvml.nv._state.state_path(), "w").write(json.dumps(st))  # pylint: disable=protected-access
     with pytest.raises(nvml.nv.NVMLError_GpuIsLost):
-        nvml.vgpu_scheduler(dev)
+        nvml.vgpu_scheduler(device)

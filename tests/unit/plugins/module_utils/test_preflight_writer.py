@@ -60,5 +60,8 @@ def test_filters():
     assert got[1]["failed_checks"] == ["facts"] and got[2]["verdict"] == "fail"
     assert F.preflight_summary(got)["not_ready"] == ["node-c", "node-d"]
     assert F.preflight_junit(got).startswith("<?xml")
+    assert F.FilterModule().filters()["preflight_not_ready_message"](got[1], "node-c") == (
+        "node-c is NOT READY: facts failed.  [facts] no preflight report: gathering facts failed or the host was unreachable"
+        " -- remedy: make the node reachable and rerun the preflight ")
     with pytest.raises(AnsibleFilterError, match="unknown check"):
         F.preflight_report({}, "n", {"checks": ["bogus"]})

@@ -32,6 +32,10 @@ def test_session_verification_on_by_default_and_can_be_disabled():
     assert auth.verify_ssl is True
     auth = PveClient.from_params(_params(api_token_id="a", api_token_secret="b", validate_certs=False)).api._store["session"].auth  # noqa: E501 pylint: disable=protected-access
     assert auth.verify_ssl is False
+    params = _params(api_token_id="a", api_token_secret="b")
+    del params["validate_certs"]
+    auth = PveClient.from_params(params).api._store["session"].auth  # pylint: disable=protected-access
+    assert auth.verify_ssl is True
 
 
 def test_password_login_failure_is_a_clear_error():

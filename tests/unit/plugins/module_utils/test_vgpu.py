@@ -771,3 +771,16 @@ def test_validate_profiles_cluster_rejection_names_the_requested_host_when_it_is
     offers = {"esx1": A100, "esx2": A100}
     with pytest.raises(VgpuError, match=r"^VM vm1 on host esx2: "):
         _vgpu.validate_profiles("vm1", ["grid_a100-4c"] * 2, "esx2", offers, placement="cluster")
+
+
+@pytest.mark.parametrize("row,gpu", [
+    ({"config.graphicsInfo": [{"deviceName": "NVIDIA A100"}]}, True),
+    ({"config.sharedPassthruGpuTypes": ["grid_a100-4c"]}, True),
+    ({"config.sharedGpuCapabilities": [{"vgpu": "grid_a100-40c"}]}, True),
+    # The properties are read on every host: present but empty is a host without GPUs.
+    ({"config.graphicsInfo": [], "config.sharedPassthruGpuTypes": [], "config.sharedGpuCapabilities": []}, False),
+    ({"config.graphicsInfo": None, "name": "esx1"}, False),
+    ({}, False),
+])
+def test_is_gpu_host_on_any_one_of_the_three_properties(row, gpu):
+    assert _vgpu.is_gpu_host(row) is gpu

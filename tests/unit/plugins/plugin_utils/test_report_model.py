@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
-"""Fleet report model and HTML rendering (plugins/filter/report.py): facts in, slice blocks and verdicts out."""
+"""Fleet report model and HTML rendering (plugins/plugin_utils/_report.py, behind the report_model filter and the
+fleet_report action): facts in, slice blocks and verdicts out."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.filter import report as R
+from ansible_collections.gpuops.provision.plugins.filter import report as report_filter
+from ansible_collections.gpuops.provision.plugins.plugin_utils import _report as R
 
 from health_readings import healthy  # pylint: disable=import-error  # tests/helpers
 
@@ -211,7 +213,7 @@ def test_changes_from_run_log_and_model_is_json():
 def test_bad_input_is_a_clear_error():
     with pytest.raises(AnsibleFilterError, match="hosts must be a mapping"):
         R.fleet_model(["n1"])
-    assert R.FilterModule().filters()["report_model"]({"x": {}})["summary"]["hosts"] == 1
+    assert report_filter.FilterModule().filters()["report_model"]({"x": {}})["summary"]["hosts"] == 1
 
 
 def test_report_files_are_kept_when_only_generation_times_differ(tmp_path):

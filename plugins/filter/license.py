@@ -1,0 +1,23 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side NVIDIA licensing filters (thin: the message is in plugin_utils/_role_messages.py).
+
+Documentation of each filter is in the ``<filter>.yml`` file next to this one.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
+from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
+
+
+def license_timeout_message(state, host, timeout, token_dir, service):
+    return M.license_timeout(_plain(state), _plain(host), _plain(timeout), _plain(token_dir), _plain(service))
+
+
+class FilterModule:
+    """gpuops.provision licensing filters."""
+
+    def filters(self):
+        return {"license_timeout_message": license_timeout_message}
