@@ -74,6 +74,11 @@ class Device:
         return int(self.info["index"])
 
 
+def _mig_mode(current: Any, pending: Any) -> dict[str, str]:
+    """nvmlDeviceGetMigMode's (current, pending) as the GPU dicts report it."""
+    return {"current": "enabled" if current else "disabled", "pending": "enabled" if pending else "disabled"}
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
@@ -244,7 +249,7 @@ class Nvml:
                 raise
         else:
             info["mig_capable"] = True
-            info["mig_mode"] = {"current": "enabled" if cur else "disabled", "pending": "enabled" if pend else "disabled"}
+            info["mig_mode"] = _mig_mode(cur, pend)
         return Device(dev, info)
 
     def architecture(self, device: Device) -> Optional[int]:
@@ -540,7 +545,7 @@ class Nvml:
         dev = device.handle
         cur, pend = self.call("nvmlDeviceGetMigMode", dev)
         fresh = Device(dev, dict(device.info), device.table)
-        fresh.info["mig_mode"] = {"current": "enabled" if cur else "disabled", "pending": "enabled" if pend else "disabled"}
+        fresh.info["mig_mode"] = _mig_mode(cur, pend)
         fresh.info["instances"] = self.instances(fresh) if cur else []
         return fresh
 
