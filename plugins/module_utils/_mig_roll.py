@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig
+from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig, _node_roll
 
 OPERAND_PREFIX = "nvidia.com/gpu.deploy."
 PAUSED = "paused-for-mig-change"
@@ -259,7 +259,8 @@ def roll_waves(nodes: Optional[Iterable[Mapping[str, Any]]], max_parallel: Union
     # of the wave's own nodes.
     return dict(waves=waves, sizes=[len(w) for w in waves], max_parallel=parallel, max_unavailable=unavailable_max,
                 max_failures=failures_max, unavailable_before=down, min_capacity=lowest,
-                wave_of={name: i for i, wave in enumerate(waves) for name in wave})
+                wave_of={name: i for i, wave in enumerate(waves) for name in wave},
+                order={name: i for i, name in enumerate(n for wave in waves for n in wave)})
 
 
 # ---- while the roll runs ------------------------------------------------------------------------------------------
@@ -318,6 +319,8 @@ def pods_matching(pods: Optional[Iterable[Any]], selectors: Optional[Iterable[ob
 # ---- the plan of one node (plan.yml) ------------------------------------------------------------------------------
 
 BACKENDS = ("nvml", "gpu_operator")
+# The roll name on the nodes (_node_roll.ROLL): the mig_reconfigure role and gpu_pools, which rolls through it.
+ROLL_NAME = "mig_reconfigure"
 
 
 def nodes_named(nodes: Optional[Mapping[str, Any]], name: str) -> list[Any]:
@@ -331,9 +334,11 @@ def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional
 
     ``selected``: the configuration asked for by variable; empty takes the node label nvidia.com/mig.config.
     ``skip_label``: 'key=value' (or 'key', matching an empty value) that keeps the node out of the roll.
-    Returns the node's ``labels``, ``mig_manager`` (its nvidia.com/gpu.deploy.mig-manager label), ``was_cordoned``,
-    ``unavailable`` (cordoned or not Ready), ``advertised`` MIG resources, ``selected``, ``skip`` and ``plannable``
-    (whether mig_geometry plans it: found, a configuration, and mig-manager as ``backend`` needs it).
+    Returns the node's ``labels``, ``mig_manager`` (its nvidia.com/gpu.deploy.mig-manager label), ``was_cordoned``
+    (by an operator, before any roll of ours), ``unavailable`` (cordoned or not Ready), ``advertised`` MIG resources,
+    ``selected``, ``skip``, ``resume`` (the phase an earlier, unfinished run of the roll left on the node, '' when
+    none: ``_node_roll.resume_from``) and ``plannable`` (whether mig_geometry plans it: found, a configuration, and
+    mig-manager as ``backend`` needs it).
     """
     if backend not in BACKENDS:
         raise RollError("backend must be one of %s, got %r" % (", ".join(BACKENDS), backend))
@@ -344,12 +349,14 @@ def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional
     spec, status = node.get("spec") or {}, node.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
     cordoned = bool(spec.get("unschedulable"))
+    roll = _node_roll.state(node, ROLL_NAME)
     skip_key, _sep, skip_value = (skip_label or "").partition("=")
     mig_manager = labels.get("nvidia.com/gpu.deploy.mig-manager", "")
     selected = selected or labels.get("nvidia.com/mig.config", "")
     manager_fits = mig_manager in ("", "false") if backend == "nvml" else mig_manager == "true"
     return dict(node=name, failed=bool(nodes.get("failed")), msg=nodes.get("msg") or "", found=bool(found),
-                labels=labels, mig_manager=mig_manager, was_cordoned=cordoned,
+                labels=labels, mig_manager=mig_manager, was_cordoned=roll["was_cordoned"],
+                resume=_node_roll.resume_from(roll, selected),
                 unavailable=cordoned or (ready[0] if ready else "False") != "True",
                 advertised=advertised_resources(status.get("allocatable")), selected=selected,
                 skip=bool(skip_key) and skip_key in labels and labels[skip_key] == skip_value,
@@ -397,9 +404,12 @@ def node_plan(facts: Mapping[str, Any], check: Optional[Mapping[str, Any]], stra
     would_change = bool(check.get("changed")) or bool(force)
     served = bool(ci_profiles_served)
     error = node_error(facts, check, () if served else ci_profiles_requested(gpus))
+    # A node an earlier run of the roll left unfinished (cordoned, drained, applied, failed) is finished, whatever
+    # its geometry and its skip label say: it is still cordoned or paused by us.
+    resume = facts.get("resume") or ""
     return dict(node=facts["node"], selected=facts["selected"], error=error,
-                changed=not error and would_change and not facts["skip"],
-                skipped_by_label=facts["skip"] and would_change,
+                changed=not error and (would_change and not facts["skip"] or bool(resume)), resume=resume,
+                skipped_by_label=facts["skip"] and would_change and not resume,
                 reset_required=bool(check.get("reset_required")), gpus=gpus, unavailable=facts["unavailable"],
                 current=facts["advertised"],
                 target=_gpu_pools.share_resources(expected_resources(gpus, strategy, served), sharing)
@@ -443,13 +453,14 @@ def plan_report(plans: Optional[Iterable[Mapping[str, Any]]], roll: Optional[Map
     """The plan as the roll shows and publishes it, once for every node (plan.yml): ``lines``, one per node in the
     plans' order, and ``nodes`` ({node: {selected, result planned|skipped, drained false}}, set_stats's record)."""
     roll = roll or {}
-    count = len(roll.get("sizes") or [])
+    count = len(roll.get("order") or {})
     lines, nodes = [], {}
     for p in plans or []:
         if p.get("changed"):
-            what = "reconfigure to %s%s in wave %d of %d" % (
+            what = "%s %s%s, %d of %d in roll order" % (
+                "finish the interrupted roll (phase %s) to" % p["resume"] if p.get("resume") else "reconfigure to",
                 p["selected"], " (MIG mode change, needs a GPU reset)" if p.get("reset_required") else "",
-                (roll.get("wave_of") or {})[p["node"]] + 1, count)
+                (roll.get("order") or {}).get(p["node"], 0) + 1, count)
         elif p.get("skipped_by_label"):
             what = "skipped by %s (not drained)" % skip_label
         else:
