@@ -648,6 +648,9 @@ class Sim:
                 raise PveError("Either 'host' or 'mapping' must be set.\n")
             if schema.parse_boolean(dev.get("pcie", "0")) and not q35:
                 raise PveError("q35 machine model is not enabled")
+            # qemu-server PCI.pm parse_hostpci: each map entry of the node is one alternative (a pool), and the
+            # ';'-separated paths of an entry, like those of a host= value, are ONE alternative whose functions all go
+            # to the VM as one multifunction device (SysFSTools::lspci of each part); mdev on more than one function dies.
             alternatives = []
             if dev.get("mapping"):
                 mid = dev["mapping"]
@@ -658,20 +661,27 @@ class Sim:
                         self.assert_valid(mid, parsed)
                     except PveError as exc:
                         raise PveError(f"PCI device mapping invalid (hardware probably changed): {exc.message}") from None
-                    alternatives.extend(parsed["path"].split(";"))
+                    alternatives.append(parsed["path"].split(";"))
             else:
-                alternatives = dev["host"].split(";")
+                alternatives = [dev["host"].split(";")]
+            mdev = dev.get("mdev")
             candidates = []
             for alt in alternatives:
-                funcs = self.functions(node, alt)
-                if not funcs:
-                    raise PveError(f"no PCI device found for '{alt}'\n")
-                candidates.append(funcs)
-            mdev = dev.get("mdev")
-            chosen, reason = None, None
-            for funcs in candidates:
+                funcs = []
+                for part in alt:
+                    found = self.functions(node, part)
+                    if not found:
+                        raise PveError(f"no PCI device found for '{part}'\n")
+                    funcs.extend(found)
                 if mdev and len(funcs) > 1:
                     raise PveError("cannot use mediated device with multifunction device\n")
+                candidates.append(funcs)
+            chosen, reason = None, None
+            for funcs in candidates:
+                mine = [f for f in funcs if f in claimed]
+                if mine and len(candidates) == 1:
+                    # choose_hostpci_devices: $add_used_device dies for a function this VM was already given
+                    raise PveError(f"device '{mine[0]}' assigned more than once\n")
                 taken = dict(used, **claimed)
                 holders = [(f, self._holder(node, f, taken, mdev_holders, whole=not mdev)) for f in funcs]
                 holders = [(f, h) for f, h in holders if h is not None]

@@ -59,8 +59,9 @@ def state_of(mid: str, stored: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def entries_from_map(mid: str, items: list[dict[str, Any]], hw: Hardware) -> list[Entry]:
-    """Entries from O(map): ids, subsystem id and IOMMU group of the first path filled from the node's hardware,
-    because PVE's assert_valid refuses a VM start when the hardware has one of them and the entry does not."""
+    """Entries from O(map): one entry per device of an item's paths (the functions of one device joined with ``;``,
+    see _pci.group_functions), with ids, subsystem id and IOMMU group of the entry's first path filled from the node's
+    hardware, because PVE's assert_valid refuses a VM start when the hardware has one of them and the entry does not."""
     entries = []
     for item in items:
         node = item["node"]
@@ -70,22 +71,31 @@ def entries_from_map(mid: str, items: list[dict[str, Any]], hw: Hardware) -> lis
         if not item["path"]:
             raise _pci.PciError("%s: path must not be empty" % where)
         try:
-            first = _pci.normalize_pci_address(item["path"][0], function="0")
+            # An SR-IOV virtual function is a device of its own: each one is an entry (a pool), never joined.
+            vfs = [p for p in item["path"] if _pci.normalize_pci_address(p, function="0") in
+                   {d["id"] for d in hw(node) if d["physfn"]}]
+            groups = _pci.group_functions(item["path"], separate=vfs)
         except _pci.PciError as exc:
             raise _pci.PciError("%s: %s" % (where, exc))
-        dev = next((d for d in hw(node) if d["id"] == first), None)
-        if dev is None:
-            raise _pci.PciError("%s has no PCI device %s" % (where, item["path"][0]))
-        raw = {"node": node, "path": ";".join(item["path"]),
-               "id": item.get("pci_id") or dev["pci_id"],
-               "subsystem-id": item.get("subsystem_id") or dev["subsystem_id"],
-               "iommugroup": item["iommu_group"] if item.get("iommu_group") is not None
-               else (dev["iommu_group"] if dev["iommu_group"] >= 0 else None),
-               "description": item.get("description")}
-        try:
-            entries.append(_pci.normalize_map_entry(raw))
-        except _pci.PciError as exc:
-            raise _pci.PciError("%s: %s" % (where, exc))
+        if len(groups) > 1 and item.get("iommu_group") is not None:
+            raise _pci.PciError("%s: iommu_group %s is given for paths of %d devices (%s); each device has its own "
+                                "group, give them as separate map items" % (where, item["iommu_group"], len(groups),
+                                                                         ", ".join(groups)))
+        for group in groups:
+            first = _pci.normalize_pci_address(group.split(";")[0], function="0")
+            dev = next((d for d in hw(node) if d["id"] == first), None)
+            if dev is None:
+                raise _pci.PciError("%s has no PCI device %s" % (where, group.split(";")[0]))
+            raw = {"node": node, "path": group,
+                   "id": item.get("pci_id") or dev["pci_id"],
+                   "subsystem-id": item.get("subsystem_id") or dev["subsystem_id"],
+                   "iommugroup": item["iommu_group"] if item.get("iommu_group") is not None
+                   else (dev["iommu_group"] if dev["iommu_group"] >= 0 else None),
+                   "description": item.get("description")}
+            try:
+                entries.append(_pci.normalize_map_entry(raw))
+            except _pci.PciError as exc:
+                raise _pci.PciError("%s: %s" % (where, exc))
     return entries
 
 
@@ -255,6 +265,14 @@ def apply(client: PveClient, p: dict[str, Any], check_mode: bool) -> Outcome:
             problems.extend("node %s: %s" % (e["node"], msg) for msg in _pci.check_map_entry(e, hw(e["node"]), mdev=want_mdev))
         if problems:
             raise Refused("mapping %s does not match the hardware, nothing changed: %s" % (mid, "; ".join(problems)))
+
+    joined = ["node %s path %s" % (e["node"], e["path"]) for e in entries if ";" in e["path"]]
+    if want_mdev and joined:
+        # The mdev flag is for devices that provide vGPUs, one function each: pve-manager's mdev scan skips a ';' path
+        # (Hardware/PCI.pm mdevscan) and qemu-server's parse_hostpci dies on one with mdev=.
+        raise Refused("mapping %s: mdev is set but %s joins several functions into one multifunction device, which "
+                      "cannot provide a mediated device ('cannot use mediated device with multifunction device'); "
+                      "a vGPU pool is one map entry per virtual function; nothing changed" % (mid, ", ".join(joined)))
 
     want_lm = p["live_migration_capable"]
     if want_lm is None:

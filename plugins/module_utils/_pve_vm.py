@@ -172,15 +172,20 @@ class VmGpu:
                 self.warnings.append("%s: %s: GPUs usually work best with bios=ovmf (the VM uses %s)"
                                      % (self.where(), label, config.get("bios") or "seabios"))
             if "mapping" in norm:
-                paths = self.check_mapping(norm, fail, by_id)
+                alternatives = self.check_mapping(norm, fail, by_id)
             else:
-                paths = norm["host"].split(";")
-                for path in paths:
+                alternatives = [norm["host"]]
+                for path in norm["host"].split(";"):
                     if _pci.normalize_pci_address(path, function="0") not in by_id:
                         raise Precheck(fail % ("no PCI device %s on the node" % path))
+            paths = [pth for alt in alternatives for pth in alt.split(";")]
             if norm.get("mdev"):
-                if any(_pci.parse_pci_address(pth)[3] is None for pth in paths) and "host" in norm:
-                    raise Precheck(fail % "cannot use mediated device with multifunction device (give the function, e.g. .0)")
+                for alt in alternatives:
+                    # parse_hostpci (qemu-server PCI.pm): an alternative of more than one function cannot carry mdev
+                    funcs = _pci.path_functions(alt, by_id.values())
+                    if len(funcs) > 1:
+                        raise Precheck(fail % ("cannot use mediated device with multifunction device: %s is %d functions "
+                                               "(%s); give one function" % (alt, len(funcs), ", ".join(funcs))))
                 if slot in changing:
                     # A running VM already holds its unchanged mdev, which then no longer counts as available.
                     self.check_mdev(norm, paths, fail)
@@ -203,7 +208,7 @@ class VmGpu:
             raise Precheck(fail % ("PCI mapping '%s' does not match the hardware of node %s: %s" % (mid, self.node, "; ".join(problems))))
         if norm.get("mdev") and not is_mdev:
             raise Precheck(fail % ("mdev is set but PCI mapping '%s' is not marked mdev" % mid))
-        return [pth for e in entries for pth in e["path"].split(";")]
+        return [e["path"] for e in entries]
 
     def check_mdev(self, norm: Mapping[str, str], paths: Sequence[str], fail: str) -> None:
         target = norm["mapping"] if "mapping" in norm else None

@@ -57,7 +57,8 @@ options:
     type: bool
   map:
     description:
-      - The exact list of per-node entries. Several entries for one node form a pool (the first free one is used at VM start).
+      - The exact list of per-node entries. Several entries for one node form a pool: at VM start Proxmox VE takes the
+        first entry none of whose functions is in use.
       - Mutually exclusive with O(build_from).
     type: list
     elements: dict
@@ -69,7 +70,10 @@ options:
       path:
         description:
           - PCI address(es), C(0000:01:00.0) or C(01:00.0); without function the whole multifunction device is mapped.
-          - A list makes a C(;)-separated alternative list.
+          - Each device of the list becomes a map entry of its own, so a list of several devices (or SR-IOV virtual
+            functions) is a pool. Functions of one device (C(01:00.0), C(01:00.1)) are joined with C(;) into one entry,
+            which Proxmox VE passes to the VM together as one multifunction device; C(;) never means alternatives.
+          - A joined entry cannot provide mediated devices, so with O(mdev=true) it fails before any write.
         type: list
         elements: str
         required: true
@@ -82,7 +86,7 @@ options:
       iommu_group:
         description:
           - Expected IOMMU group of the first path. Read from the node's hardware when not given (Proxmox VE refuses a VM
-            start when the hardware has a group and the entry has none).
+            start when the hardware has a group and the entry has none). Given for paths of several devices, it fails.
         type: int
       description:
         description:

@@ -60,7 +60,10 @@ options:
         type: str
       host:
         description:
-          - Raw PCI address (C(0000:01:00.0), C(01:00.0); C(01:00) passes all functions), or C(;)-separated alternatives.
+          - Raw PCI address (C(0000:01:00.0), C(01:00.0); C(01:00) passes all functions). C(;) joins functions of one
+            device (C(01:00.0;01:00.1)), which all reach the VM as one multifunction device; addresses of different
+            devices, a function named twice, or C(;) with O(gpus[].mdev) fail before any write. For a pool of devices
+            use a mapping (M(gpuops.provision.pve_pci_mapping) writes one map entry per device).
           - With O(gpus[].vf), the physical function whose virtual function to use.
           - Proxmox VE only lets C(root@pam) with a password (not a token) set raw addresses, and replace or delete an
             entry that has one; the module checks this for every entry it would set, replace or delete before any write.

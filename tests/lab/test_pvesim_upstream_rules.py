@@ -1,0 +1,112 @@
+"""pvesim rules of issue 39, each against the upstream function it follows (the model, without HTTPS: lab/pvesim/state.py).
+
+- ';' in a host= value or a map path: one multifunction device; alternatives only from separate map entries
+  (qemu-server src/PVE/QemuServer/PCI.pm parse_hostpci, choose_hostpci_devices; the someNic fixture of
+  src/test/run_config2command_tests.pl).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+LAB = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "lab")
+if LAB not in sys.path:
+    sys.path.insert(0, LAB)
+
+from pvesim.state import Sim  # noqa: E402  pylint: disable=wrong-import-position
+
+NV = "0x10de"
+L40S_TYPES = [{"type": "nvidia-1155", "name": "NVIDIA L40S-4Q", "max": 12}]
+
+
+def dev(id_, cls, group, device="0x20b5", **extra):
+    return dict({"id": id_, "class": cls, "vendor": NV, "device": device, "iommugroup": group,
+                 "subsystem_vendor": NV, "subsystem_device": "0x1533"}, **extra)
+
+
+def fixture(**extra):
+    """pve1: two GPUs (01:00 with its audio function, 02:00), an L40S PF with two VFs; VMs 100-102 (q35, stopped)."""
+    fx = {
+        "version": {"version": "9.1.1", "release": "9.1", "repoid": "0"},
+        "nodes": {"pve1": {"pci": [
+            dev("0000:01:00.0", "0x030000", 1), dev("0000:01:00.1", "0x040300", 1, device="0x1aef"),
+            dev("0000:02:00.0", "0x030200", 2),
+            dev("0000:41:00.0", "0x030200", 40, device="0x26b9", vgpu_types=L40S_TYPES, nvidia=1),
+            dev("0000:41:00.4", "0x030200", 41, device="0x26b9", physfn="0000:41:00.0"),
+            dev("0000:41:00.5", "0x030200", 42, device="0x26b9", physfn="0000:41:00.0"),
+        ]}},
+        "mappings": {},
+        "vms": {str(v): {"node": "pve1", "status": "stopped", "config": {"machine": "q35"}} for v in (100, 101, 102)},
+    }
+    fx.update(extra)
+    return fx
+
+
+def entry(path, device="20b5", group=None):
+    """A map entry as assert_valid wants it for the first path of ``path``."""
+    text = f"node=pve1,path={path},id=10de:{device},subsystem-id=10de:1533"
+    return text + (f",iommugroup={group}" if group is not None else "")
+
+
+def start(sim, vmid, **config):
+    """Set the VM's config as root@pam and start it; returns the start task's exit status."""
+    sim.vm_update("pve1", vmid, {k: str(v) for k, v in config.items()}, "root@pam")
+    upid = sim.vm_power("pve1", vmid, "start", "root@pam")
+    return sim.task_status("pve1", upid)["exitstatus"]
+
+
+# ---------------------------------------------------------------------------------------- ';' = one device
+
+def test_semicolon_host_is_one_multifunction_device_not_alternatives():
+    # parse_hostpci: push $alternatives->@*, [split(/;/, $host)] -- one alternative holding every listed function.
+    sim = Sim(fixture())
+    assert start(sim, 100, hostpci0="0000:01:00.0;0000:02:00.0") == "OK"
+    assert sim.vms[100]["devices"] == ["0000:01:00.0", "0000:02:00.0"]
+
+
+def test_map_entries_are_the_alternatives_and_a_semicolon_entry_is_one_device():
+    # parse_hostpci: one alternative per map entry of the node (the someNic fixture: two map entries, one chosen);
+    # choose_hostpci_devices takes the first alternative none of whose functions is used.
+    sim = Sim(fixture(mappings={
+        "pool": {"map": [entry("0000:01:00.0", group=1), entry("0000:02:00.0", group=2)]},
+        "both": {"map": [entry("0000:01:00.0;0000:02:00.0", group=1)]},
+    }))
+    assert start(sim, 100, hostpci0="mapping=pool") == "OK"
+    assert start(sim, 101, hostpci0="mapping=pool") == "OK"
+    assert (sim.vms[100]["devices"], sim.vms[101]["devices"]) == (["0000:01:00.0"], ["0000:02:00.0"])
+    assert start(sim, 102, hostpci0="mapping=pool") == "could not find a free device for 'hostpci0'"
+    for vmid in (100, 101):
+        sim.vm_power("pve1", vmid, "stop", "root@pam")
+    assert start(sim, 102, hostpci0="mapping=both") == "OK"
+    assert sim.vms[102]["devices"] == ["0000:01:00.0", "0000:02:00.0"]
+
+
+@pytest.mark.parametrize("mapping,hostpci", [
+    (None, "0000:41:00.4;0000:41:00.5,mdev=nvidia-1155"),
+    ({"mdev": 1, "map": [entry("0000:41:00.4;0000:41:00.5", device="26b9", group=41)]}, "mapping=vfs,mdev=nvidia-1155"),
+    (None, "0000:01:00,mdev=nvidia-1155"),  # a path without function is every function of the device
+])
+def test_mdev_on_more_than_one_function_dies(mapping, hostpci):
+    # parse_hostpci: "cannot use mediated device with multifunction device" when an alternative has > 1 function.
+    sim = Sim(fixture(mappings={"vfs": mapping} if mapping else {}))
+    assert start(sim, 100, hostpci0=hostpci) == "cannot use mediated device with multifunction device"
+    assert sim.vms[100]["status"] == "stopped"
+
+
+def test_a_function_twice_on_one_vm_dies():
+    # choose_hostpci_devices: $add_used_device dies "device '<id>' assigned more than once".
+    sim = Sim(fixture())
+    assert start(sim, 100, hostpci0="0000:02:00.0", hostpci1="0000:02:00.0,pcie=1") == (
+        "device '0000:02:00.0' assigned more than once")
+
+
+def test_mdev_scan_of_a_mapping_skips_semicolon_paths():
+    # pve-manager PVE/API2/Hardware/PCI.pm mdevscan: "next if $id =~ m/;/" (mdev not supported for multifunction)
+    sim = Sim(fixture(mappings={"vfs": {"mdev": 1, "map": [entry("0000:41:00.4;0000:41:00.5", device="26b9", group=41),
+                                                          entry("0000:41:00.5", device="26b9", group=42)]}}))
+    assert [t["type"] for t in sim.mdev_scan("pve1", "vfs")] == ["nvidia-1155"]
+    sim.mappings["vfs"]["map"].pop()
+    assert sim.mdev_scan("pve1", "vfs") == []
