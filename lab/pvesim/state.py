@@ -92,7 +92,12 @@ class Sim:
                 "devices": [],
                 "mdevs": [],
                 "started": None,
+                # HA resource vm:<id> (ha-manager): the requested state and the CRM's service state
+                "ha": ({"state": vm["ha"].get("state", "started"), "service": None, "due": None}
+                       if vm.get("ha") is not None else None),
             }
+        # How long the HA stack (CRM + LRM rounds, ~10 s each on a real cluster) takes to act on a queued request.
+        self.ha_seconds = float(fixture.get("ha_seconds", 1.0))
         self.tasks = {}
         self.task_log = {}
         self.pid = 4000
@@ -104,6 +109,9 @@ class Sim:
                     self._do_start(int(vmid), apply_pending=False)
                 except PveError as exc:
                     raise ValueError(f"fixture: VM {vmid} cannot be running: {exc.message.strip()}") from None
+        for vm in self.vms.values():
+            if vm["ha"] is not None:
+                vm["ha"]["service"] = "started" if vm["status"] == "running" else "stopped"
 
     # ---------------------------------------------------------------- hardware
     def _link_sriov(self):
@@ -375,7 +383,52 @@ class Sim:
             self.mappings.pop(mid, None)
 
     # ---------------------------------------------------------------- VMs
+    # ---------------------------------------------------------------- HA (pve-ha-manager)
+    def _ha_tick(self):
+        """Carry out the HA requests whose time has come, as the CRM/LRM rounds of pve-ha-manager do after a start or
+        stop only queued one (src/PVE/HA/Manager.pm next_state_started: crm command 'stop' -> request_stop and the
+        resource's state set to 'stopped'; next_state_stopped: state 'started' -> request_start -> started).
+        A start that fails puts the service into 'error' (the relocation policy's retries on other nodes are not
+        modelled: each node of a real cluster would fail the same check)."""
+        now = time.monotonic()
+        for vmid, vm in self.vms.items():
+            ha = vm["ha"]
+            if ha is None or ha["due"] is None or now < ha["due"]:
+                continue
+            ha["due"] = None
+            if ha["service"] == "request_stop":
+                self._do_stop(vm)
+                ha["service"] = "stopped"
+            elif ha["service"] == "request_start":
+                try:
+                    if vm["status"] != "running":
+                        self._do_start(vmid)
+                    ha["service"] = "started"
+                except PveError as exc:
+                    ha["service"] = "error"
+                    ha["error"] = exc.message.strip()
+
+    def _ha_request(self, vmid, vm, action, user):
+        """qemu-server API2/Qemu.pm vm_start / vm_shutdown / vm_stop for a VM that PVE::HA::Config::vm_is_ha_managed:
+        the worker ('hastart'/'hastop') only runs ha-manager ('set vm:<id> --state started' / 'crm-command stop
+        vm:<id> <timeout>') and ends at once; the VM's state changes when HA acts on it."""
+        ha = vm["ha"]
+        if action == "start":
+            ha["state"] = "started"
+            if ha["service"] in ("stopped", "request_stop", "error"):
+                ha["service"] = "request_start"
+                ha["due"] = time.monotonic() + self.ha_seconds
+                ha.pop("error", None)
+            return self.new_task(vm["node"], "hastart", str(vmid), user,
+                                 log=[f"Requesting HA start for VM {vmid}"])
+        ha["state"] = "stopped"
+        if ha["service"] in ("started", "request_start"):
+            ha["service"] = "request_stop"
+            ha["due"] = time.monotonic() + self.ha_seconds
+        return self.new_task(vm["node"], "hastop", str(vmid), user, log=[f"Requesting HA stop for VM {vmid}"])
+
     def vm(self, node, vmid):
+        self._ha_tick()
         self.node(node)
         vm = self.vms.get(vmid)
         if vm is None or vm["node"] != node:
@@ -568,7 +621,9 @@ class Sim:
             conf = vm["conf"]
             mem = int(re.match(r"(?:current=)?(\d+)", conf.get("memory", "512")).group(1)) * 1024 ** 2
             running = vm["status"] == "running"
-            out = {"vmid": vmid, "status": vm["status"], "qmpstatus": vm["status"], "ha": {"managed": 0},
+            # PVE::HA::Config::get_service_status: managed, and the CRM's service state of vm:<id>
+            ha = {"managed": 1, "state": vm["ha"]["service"]} if vm["ha"] is not None else {"managed": 0}
+            out = {"vmid": vmid, "status": vm["status"], "qmpstatus": vm["status"], "ha": ha,
                    "cpus": int(conf.get("cores", 1)) * int(conf.get("sockets", 1)), "maxmem": mem,
                    "mem": mem // 2 if running else 0, "uptime": int(time.time() - vm["started"]) if running else 0,
                    "maxdisk": 0, "cpu": 0, "diskread": 0, "diskwrite": 0, "netin": 0, "netout": 0}
@@ -760,6 +815,8 @@ class Sim:
             ttype = {"start": "qmstart", "stop": "qmstop", "shutdown": "qmshutdown", "reboot": "qmreboot"}[action]
             if action == "reboot" and vm["status"] != "running":
                 raise PveError(f"VM {vmid} not running\n")  # checked before the worker forks
+            if vm["ha"] is not None and action in ("start", "stop", "shutdown"):
+                return self._ha_request(vmid, vm, action, user)
             try:
                 if action == "start":
                     self._do_start(vmid)
@@ -797,12 +854,15 @@ class Sim:
     def dump(self):
         """Whole state as plain JSON (for "check mode changed nothing" assertions)."""
         with self.lock:
+            self._ha_tick()
             vms = {}
             for vmid, vm in sorted(self.vms.items()):
                 vms[str(vmid)] = {"node": vm["node"], "status": vm["status"], "config": dict(vm["conf"]),
                                   "pending": dict(vm["pending"]), "pending_delete": list(vm["pending_delete"]),
                                   "devices": list(vm["devices"]), "mdevs": [list(m) for m in vm["mdevs"]],
                                   "digest": self.vm_digest(vm)}
+                if vm["ha"] is not None:
+                    vms[str(vmid)]["ha"] = {k: v for k, v in vm["ha"].items() if k != "due"}
             nodes = {}
             for name, node in self.nodes.items():
                 nodes[name] = {"status": node["status"], "iommu": node["iommu"],

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _pci, _pve_rules
 from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
 from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError
 
@@ -95,6 +96,7 @@ class VmGpu:
         self.plan_: dict[str, Any] = None  # type: ignore[assignment]
         self.config: dict[str, Any] = None  # type: ignore[assignment]
         self.running = False
+        self.ha = False  # an HA resource: start/shutdown only queue a request to ha-manager
         self.pending_keys: set[str] = set()
         self.restarted = False
 
@@ -264,8 +266,9 @@ class VmGpu:
             raise Precheck("VM %s not found on any node" % self.vmid)
         self.client.require_online(self.node, "change VM %s" % self.vmid)
         self.config = self.client.get(self.base + "/config")  # pending values applied
-        status = (self.client.get(self.base + "/status/current") or {}).get("status")
-        self.running = status == "running"
+        status = self.client.get(self.base + "/status/current") or {}
+        self.running = status.get("status") == "running"
+        self.ha = _pve_rules.ha_managed(status)
         if self.running:
             self.pending_keys = pending_hostpci(self.client.get(self.base + "/pending"))
         try:
@@ -327,11 +330,33 @@ class VmGpu:
         shutdown = self.spec["shutdown_timeout"]
         upid = self._post(self.base + "/status/shutdown", forceStop=1, timeout=shutdown)
         self._wait(upid, "shutdown of %s" % self.where(), timeout=shutdown + self.spec["timeout"])
+        if self.ha:
+            # The task only queued 'ha-manager crm-command stop' (qemu-server vm_shutdown): wait for the VM itself.
+            self._wait_state("stopped", shutdown + self.spec["timeout"], "")
         upid = self._post(self.base + "/status/start")
+        saved = " (the new hostpci configuration is saved; the VM is stopped)"
         try:
             self._wait(upid, "start of %s" % self.where())
         except PveError as exc:
-            raise PveError("%s (the new hostpci configuration is saved; the VM is stopped)" % exc)
+            raise PveError("%s%s" % (exc, saved))
+        if self.ha:
+            self._wait_state("running", self.spec["timeout"], saved)
+
+    def _wait_state(self, want: str, timeout: float, saved: str) -> None:
+        """Poll the HA-managed VM until it is ``want``; raise PveError when HA will not get it there in time."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.client.get(self.base + "/status/current") or {}
+            verdict = _pve_rules.ha_verdict(status, want)
+            if verdict is None:
+                return
+            if verdict:
+                raise PveError("%s (HA-managed) did not become %s: %s%s" % (self.where(), want, verdict, saved))
+            if time.monotonic() >= deadline:
+                raise PveError("%s (HA-managed) did not become %s within %ss: it is %s, HA service state %s%s"
+                               % (self.where(), want, timeout, status.get("status"),
+                                  (status.get("ha") or {}).get("state"), saved))
+            time.sleep(self.client.poll_interval)
 
     def result(self) -> dict[str, Any]:
         plan = self.plan_
@@ -351,6 +376,7 @@ class VmGpu:
             deleted=["hostpci%d" % s for s in plan["delete"]],
             pending=pending,
             restarted=self.restarted,
+            ha_managed=self.ha,
             writes=self.writes,
             diff={"before": before, "after": after},
         )
@@ -358,6 +384,7 @@ class VmGpu:
     def failed_result(self, exc: BaseException) -> dict[str, Any]:
         """What a VM whose write failed looks like now, read back (PVE may have written part of a config call)."""
         out = dict(vmid=self.vmid, node=self.node, changed=False, failed=True, msg=str(exc), writes=self.writes,
+                   ha_managed=self.ha,
                    before={"hostpci%d" % s: v for s, v in self.plan_["before"].items()})
         try:
             now = _pci.hostpci_from_config(self.client.get(self.base + "/config"))

@@ -169,6 +169,8 @@ options:
       - V(never) leaves changes of a running VM pending (RV(pending) says so).
       - V(if_needed) restarts a running VM when hostpci changes are pending (made now or before).
       - V(always) restarts a running VM on every run. A stopped VM is never started.
+      - An HA-managed VM is restarted through HA: the module waits until HA has stopped it (up to O(shutdown_timeout) +
+        O(timeout)) and until it runs again with the service state C(started) (up to O(timeout)).
     type: str
     choices: [never, if_needed, always]
     default: never
@@ -242,7 +244,17 @@ pending:
   returned: with O(vmid)
   type: bool
 restarted:
-  description: The module restarted (or in check mode would restart) the VM.
+  description:
+    - The module restarted (or in check mode would restart) the VM. For an HA-managed VM (RV(ha_managed)) the module
+      waited until HA had stopped it and then had it running with the service state C(started).
+  returned: with O(vmid)
+  type: bool
+ha_managed:
+  description:
+    - The VM is an HA resource (C(status/current) C(ha.managed)). Proxmox VE then only queues a start or shutdown with
+      ha-manager and its task ends at once, so the module restarts it through HA and polls the VM's state (and HA's
+      service state) until it is there; an HA service that ends in C(error) (or C(fence), C(recovery), C(freeze))
+      fails the VM naming that state.
   returned: with O(vmid)
   type: bool
 vms:

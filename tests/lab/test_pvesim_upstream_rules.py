@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import time
 import sys
 
 import pytest
@@ -110,3 +111,45 @@ def test_mdev_scan_of_a_mapping_skips_semicolon_paths():
     assert [t["type"] for t in sim.mdev_scan("pve1", "vfs")] == ["nvidia-1155"]
     sim.mappings["vfs"]["map"].pop()
     assert sim.mdev_scan("pve1", "vfs") == []
+
+
+# ---------------------------------------------------------------------------------------- HA-managed VMs
+
+def ha_sim(**extra):
+    fx = fixture(ha_seconds=0.2, **extra)
+    fx["vms"]["100"].update(status="running", ha={"state": "started"})
+    return Sim(fx)
+
+
+def test_ha_start_and_shutdown_only_queue_a_request_and_the_state_follows_later():
+    # qemu-server API2/Qemu.pm vm_shutdown / vm_start: PVE::HA::Config::vm_is_ha_managed -> fork_worker('hastop'|
+    # 'hastart') running ha-manager, which ends at once; pve-ha-manager Manager.pm next_state_started/_stopped act later.
+    sim = ha_sim()
+    assert sim.vm_status("pve1", 100)["ha"] == {"managed": 1, "state": "started"}
+    assert sim.vm_status("pve1", 101)["ha"] == {"managed": 0}
+    upid = sim.vm_power("pve1", 100, "shutdown", "root@pam")
+    task = sim.task_status("pve1", upid)
+    assert (task["type"], task["status"], task["exitstatus"]) == ("hastop", "stopped", "OK")
+    assert sim.vm_status("pve1", 100)["status"] == "running"  # the task is done, the VM still runs
+    assert sim.vm_status("pve1", 100)["ha"]["state"] == "request_stop"
+    time.sleep(0.25)
+    assert sim.vm_status("pve1", 100)["status"] == "stopped"
+    assert sim.vm_status("pve1", 100)["ha"] == {"managed": 1, "state": "stopped"}
+    upid = sim.vm_power("pve1", 100, "start", "root@pam")
+    assert sim.task_status("pve1", upid)["type"] == "hastart"
+    assert (sim.vm_status("pve1", 100)["status"], sim.vm_status("pve1", 100)["ha"]["state"]) == ("stopped", "request_start")
+    time.sleep(0.25)
+    assert (sim.vm_status("pve1", 100)["status"], sim.vm_status("pve1", 100)["ha"]["state"]) == ("running", "started")
+
+
+def test_ha_start_that_fails_leaves_the_service_in_error():
+    # Manager.pm: a start the LRM reports as failed ends, after the relocation policy, in service state 'error'.
+    sim = ha_sim()
+    sim.vm_update("pve1", 100, {"hostpci0": "0000:02:00.0,pcie=1", "machine": "pc"}, "root@pam")
+    sim.vm_power("pve1", 100, "stop", "root@pam")
+    time.sleep(0.25)
+    sim.vm_power("pve1", 100, "start", "root@pam")
+    time.sleep(0.25)
+    status = sim.vm_status("pve1", 100)
+    assert (status["status"], status["ha"]) == ("stopped", {"managed": 1, "state": "error"})
+    assert sim.dump()["vms"]["100"]["ha"] == {"state": "started", "service": "error", "error": "q35 machine model is not enabled"}
