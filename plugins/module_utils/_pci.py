@@ -678,7 +678,17 @@ VERSION_GATED = {
     "live-migration-capable": ((8, 4), "libpve-guest-common-perl 5.1.7, pve-guest-common commit ef051db "
                                        "'mapping: pci: add live-migration-capable flag'"),
     "driver": ((9, 1), "qemu-server 9.0.25, commit aa47045f 'pci: add driver option'"),
+    # Not an option: from this release assert_valid compares a mapping's mdev flag with the hardware at VM start.
+    "mdev-check": ((8, 4), "libpve-guest-common-perl 5.1.7, pve-guest-common commit 57cd454 "
+                           "'mapping: pci: check the mdev configuration on the device too'"),
 }
+
+
+def mdev_checked(version: Optional[Sequence[int]], mdev: bool) -> Optional[bool]:
+    """The mdev flag to compare with the hardware (check_map_entry's ``mdev``) on a server of ``version``: None on
+    releases before 8.4, whose assert_valid does not compare it (they start such mappings); an unknown version is
+    taken as current."""
+    return None if version_gate("mdev-check", version) else mdev
 
 
 def parse_pve_version(text: object) -> Optional[tuple[int, ...]]:

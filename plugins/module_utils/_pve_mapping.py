@@ -262,7 +262,8 @@ def apply(client: PveClient, p: dict[str, Any], check_mode: bool) -> Outcome:
     if p["validate_hardware"]:
         problems: list[str] = []
         for e in checkable:
-            problems.extend("node %s: %s" % (e["node"], msg) for msg in _pci.check_map_entry(e, hw(e["node"]), mdev=want_mdev))
+            problems.extend("node %s: %s" % (e["node"], msg) for msg in _pci.check_map_entry(
+                e, hw(e["node"]), mdev=_pci.mdev_checked(client.version(), want_mdev)))
         if problems:
             raise Refused("mapping %s does not match the hardware, nothing changed: %s" % (mid, "; ".join(problems)))
 

@@ -204,11 +204,13 @@ class VmGpu:
         is_mdev = bool(int(_pci.parse_bool(mapping.get("mdev") or 0)))
         problems = []
         for e in entries:
-            # mdev both ways, as PVE 8.4+ checks it at start (assert_valid gets the mapping's global mdev flag).
-            problems.extend(_pci.check_map_entry(e, list(by_id.values()), mdev=is_mdev))
+            # mdev both ways, as PVE 8.4+ checks it at start (assert_valid gets the mapping's global mdev flag);
+            # older releases start such a mapping, so it is not refused there.
+            problems.extend(_pci.check_map_entry(e, list(by_id.values()),
+                                                 mdev=_pci.mdev_checked(self.client.version(), is_mdev)))
         if problems:
             raise Precheck(fail % ("PCI mapping '%s' does not match the hardware of node %s: %s" % (mid, self.node, "; ".join(problems))))
-        if norm.get("mdev") and not is_mdev:
+        if norm.get("mdev") and not is_mdev and _pci.mdev_checked(self.client.version(), True):
             raise Precheck(fail % ("mdev is set but PCI mapping '%s' is not marked mdev" % mid))
         return [e["path"] for e in entries]
 

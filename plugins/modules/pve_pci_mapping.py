@@ -48,6 +48,8 @@ options:
       - Devices provide mediated devices (vGPU). Proxmox VE 8.4 and newer compare this flag with every mapped device at
         VM start, both ways, so a GPU or VF that can provide mediated devices needs V(true) even for whole-device passthrough.
       - When not given, it follows the hardware of the mapped devices on the online nodes; devices that differ fail.
+      - Proxmox VE 8.0-8.3 do not compare the flag with the hardware and start such mappings, so on those servers
+        (C(GET /version)) a flag unlike the hardware is not refused.
     type: bool
   live_migration_capable:
     description:

@@ -938,3 +938,12 @@ def test_strict_hostpci_refuses_joined_devices_and_mdev_on_several_functions():
     assert _pci.normalize_hostpci({"host": "01:00.4;01:00.5"}) == {"host": "0000:01:00.4;0000:01:00.5"}
     assert _pci.normalize_hostpci({"host": "01:00.4", "mdev": "nvidia-1"}) == {"host": "0000:01:00.4", "mdev": "nvidia-1"}
     assert _pci.normalize_hostpci({"mapping": "mm", "mdev": "nvidia-1"}) == {"mapping": "mm", "mdev": "nvidia-1"}
+
+
+@pytest.mark.parametrize("version,mdev,expected", [
+    ((8, 3, 4), True, None), ((8, 0, 0), False, None), ((8, 4, 0), True, True), ((8, 4, 1), False, False),
+    ((9, 0, 0), True, True), (None, False, False),
+])
+def test_mdev_checked_only_from_8_4(version, mdev, expected):
+    # pve-guest-common 57cd454 (libpve-guest-common-perl 5.1.7, PVE 8.4) added the mdev comparison to assert_valid.
+    assert _pci.mdev_checked(version, mdev) is expected
