@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci, _pve_rules
 from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError
 
 try:
@@ -86,6 +86,12 @@ def entries_from_map(mid: str, items: list[dict[str, Any]], hw: Hardware) -> lis
             dev = next((d for d in hw(node) if d["id"] == first), None)
             if dev is None:
                 raise _pci.PciError("%s has no PCI device %s" % (where, group.split(";")[0]))
+            if not item.get("allow_non_gpu"):
+                foreign = _pve_rules.non_gpu_functions(group, hw(node))
+                if foreign:
+                    raise _pci.PciError("%s: path %s is not an NVIDIA GPU: %s; a typo? Set allow_non_gpu: true on this "
+                                        "map item to map other devices; nothing changed"
+                                        % (where, group, "; ".join(foreign)))
             raw = {"node": node, "path": group,
                    "id": item.get("pci_id") or dev["pci_id"],
                    "subsystem-id": item.get("subsystem_id") or dev["subsystem_id"],

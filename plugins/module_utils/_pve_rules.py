@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+
 # --------------------------------------------------------------------------- HA-managed VMs
 
 # Service states of pve-ha-manager (src/PVE/HA/Manager.pm) in which the CRM will not bring the VM to the requested
@@ -41,3 +43,101 @@ def ha_verdict(status: Mapping[str, Any], want: str) -> Optional[str]:
     if want == "stopped":
         return None if current == "stopped" else ""
     return None if current == "running" and state in ("started", "") else ""
+
+
+# --------------------------------------------------------------------------- devices that collide
+
+def entry_alternatives(norm: Mapping[str, str], node: str, mappings: Mapping[str, Mapping[str, Any]],
+                       devices: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """The functions a normalised hostpci entry can take on ``node``, one list per alternative: each map entry of the
+    node for a mapping (a pool), the one ``host=`` value otherwise (qemu-server PCI.pm parse_hostpci, with
+    SysFSTools::lspci of each part: _pci.path_functions). A mapping PVE would not find gives no alternative."""
+    if "mapping" in norm:
+        mapping = mappings.get(norm["mapping"]) or {}
+        paths = []
+        for raw in mapping.get("map") or []:
+            try:
+                entry = _pci.normalize_map_entry(raw)
+            except _pci.PciError:
+                continue  # get_node_mapping warns and skips an entry it cannot parse
+            if entry["node"] == node:
+                paths.append(entry["path"])
+    else:
+        paths = [norm["host"]]
+    return [funcs for funcs in (_pci.path_functions(p, devices) for p in paths) if funcs]
+
+
+def _clash(a: str, b: str, physfn: Mapping[str, str], same: bool) -> Optional[str]:
+    """How functions ``a`` and ``b`` exclude each other: the same function (when ``same`` counts), or a physical
+    function and one of its virtual functions (handing the PF to vfio-pci removes its VFs)."""
+    if a == b:
+        return "the same function %s" % a if same else None
+    if physfn.get(b) == a:
+        return "%s, the physical function of virtual function %s" % (a, b)
+    if physfn.get(a) == b:
+        return "%s, a virtual function of physical function %s" % (a, b)
+    return None
+
+
+def collision(a_alts: Sequence[Sequence[str]], b_alts: Sequence[Sequence[str]], physfn: Mapping[str, str],
+              same: bool = True) -> Optional[str]:
+    """Why two entries can never be given out together (None when some choice of alternatives fits): every
+    alternative of ``a`` clashes with every alternative of ``b`` (choose_hostpci_devices skips a used alternative of
+    a pool). ``physfn``: {VF id: PF id}. Names the first clash."""
+    if not a_alts or not b_alts:
+        return None
+    first = None
+    for a in a_alts:
+        for b in b_alts:
+            found = next((c for c in (_clash(x, y, physfn, same) for x in a for y in b) if c), None)
+            if found is None:
+                return None
+            first = first or found
+    return first
+
+
+def vm_collisions(entries: Mapping[int, Sequence[Sequence[str]]], labels: Mapping[int, str],
+                  physfn: Mapping[str, str]) -> list[str]:
+    """Entries of one VM that name one device twice, or a PF and one of its VFs (issue 39 point 9): PVE would write
+    both and the start would fail ('assigned more than once', or the VFs gone with their PF)."""
+    out = []
+    slots = sorted(entries)
+    for i, a in enumerate(slots):
+        for b in slots[i + 1:]:
+            why = collision(entries[a], entries[b], physfn)
+            if why:
+                out.append("%s and %s both reach %s" % (labels[a], labels[b], why))
+    return out
+
+
+def cross_vm_collisions(mine: Mapping[int, Sequence[Sequence[str]]], labels: Mapping[int, str],
+                        others: Iterable[tuple[str, str, Sequence[Sequence[str]]]], physfn: Mapping[str, str]) -> list[str]:
+    """Entries of a VM whose device is the PF of a VF another VM of the node has, or one of the VFs of a PF another
+    VM has (``others``: (VM description, its entry label, alternatives)). One of them could never start while the
+    other runs ('already in use by VMID'), and handing the PF to vfio-pci removes the VFs. The same device in two
+    VMs' configurations is not refused: only one of them runs at a time, which PVE checks at start."""
+    out = []
+    for slot in sorted(mine):
+        for who, label, alts in others:
+            why = collision(mine[slot], alts, physfn, same=False)
+            if why:
+                out.append("%s reaches %s, which %s has in %s" % (labels[slot], why, who, label))
+    return out
+
+
+def non_gpu_functions(path: str, devices: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The functions of a map path that are neither an NVIDIA display or 3D controller nor another function of such
+    a GPU's device (its HDMI audio, USB-C controller), each described with its class and ids; a mapping of GPUs that
+    lists anything else is most likely a typo (an NVMe controller's address, a NIC)."""
+    funcs = _pci.path_functions(path, devices)
+    by_id = {d["id"]: d for d in devices}
+    gpu_slots = {d["slot"] for d in devices
+                 if d.get("vendor_id") == "10de" and _pci.is_gpu_class(d.get("class"))}
+    out = []
+    for fid in funcs:
+        dev = by_id[fid]
+        if dev["slot"] in gpu_slots:
+            continue
+        out.append("%s (class %s, %s%s)" % (fid, dev.get("class"), dev.get("pci_id"),
+                                            ", " + dev["device_name"] if dev.get("device_name") else ""))
+    return out

@@ -57,6 +57,7 @@ class Cluster:
         self._lock = threading.Lock()
         self._hw: dict[str, list[dict[str, Any]]] = {}
         self._mappings: Optional[dict[str, dict[str, Any]]] = None
+        self._vms: dict[str, dict[int, dict[str, Any]]] = {}
 
     def hw(self, node: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -69,6 +70,28 @@ class Cluster:
             if self._mappings is None:
                 self._mappings = {m["id"]: m for m in self.client.mappings()}
             return self._mappings
+
+    def vms(self, node: str) -> dict[int, dict[str, Any]]:
+        """{vmid: {status, config}} of the node's VMs that this session may see (PVE lists only those with VM.Audit)."""
+        with self._lock:
+            if node not in self._vms:
+                listing = self.client.get("nodes/%s/qemu" % node) or []
+                self._vms[node] = {int(v["vmid"]): {"status": v.get("status"),
+                                                    "config": self.client.get("nodes/%s/qemu/%s/config" % (node, v["vmid"]))}
+                                   for v in listing}
+            return self._vms[node]
+
+    def physfn(self, node: str) -> dict[str, str]:
+        """{VF id: PF id} of the node's SR-IOV virtual functions."""
+        return {d["id"]: d["physfn"] for d in self.hw(node) if d["physfn"]}
+
+    def alternatives(self, node: str, entries: Mapping[int, Any]) -> dict[int, list[list[str]]]:
+        """_pve_rules.entry_alternatives of each hostpci entry ({slot: value}) of a VM on ``node``."""
+        out = {}
+        for slot, value in entries.items():
+            norm = _pci.normalize_hostpci(value) if isinstance(value, str) else value
+            out[int(slot)] = _pve_rules.entry_alternatives(norm, node, self.mappings(), self.hw(node))
+        return out
 
 
 def pending_hostpci(items: Optional[Iterable[Mapping[str, Any]]]) -> set[str]:
@@ -286,8 +309,40 @@ class VmGpu:
         self.check_permissions(plan, current)
         if self.spec["precheck"]:
             self.precheck(self.config, [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
+            if plan["set"]:
+                problems = _pve_rules.vm_collisions(self.cluster.alternatives(self.node, plan["after"]),
+                                                    self.labels(plan["after"]), self.cluster.physfn(self.node))
+                if problems:
+                    raise Precheck("%s: %s; nothing changed" % (self.where(), "; ".join(problems)))
         self.plan_ = plan
         return self
+
+    @staticmethod
+    def labels(entries: Mapping[int, str]) -> dict[int, str]:
+        return {int(s): "hostpci%s (%s)" % (s, v) for s, v in entries.items()}
+
+    def neighbour_problems(self, planned: Mapping[int, VmGpu]) -> list[str]:
+        """Entries this plan sets that collide with another VM of the node (_pve_rules.cross_vm_collisions): the
+        other VMs' configurations as read (pending applied), or, for VMs of this batch, as planned."""
+        if not self.spec["precheck"] or not self.plan_["set"]:
+            return []
+        others = []
+        for vmid, info in sorted(self.cluster.vms(self.node).items()):
+            if vmid == int(self.vmid):
+                continue
+            other = planned.get(vmid)
+            try:
+                entries = (other.plan_["after"] if other is not None and other.node == self.node
+                           else {s: _pci.format_hostpci(n) for s, n in _pci.hostpci_from_config(info["config"]).items()})
+            except _pci.PciError:
+                continue  # a configuration PVE itself could not start is that VM's own problem
+            alts = self.cluster.alternatives(self.node, entries)
+            for slot, label in self.labels(entries).items():
+                others.append(("VM %s (%s)" % (vmid, info["status"] or "unknown"), label, alts[slot]))
+        mine = self.cluster.alternatives(self.node, self.plan_["set"])
+        problems = _pve_rules.cross_vm_collisions(mine, self.labels(self.plan_["set"]), others,
+                                                  self.cluster.physfn(self.node))
+        return ["%s: %s; nothing changed" % (self.where(), p) for p in problems]
 
     @property
     def changed_keys(self) -> list[str]:
@@ -439,6 +494,13 @@ def run(client: PveClient, params: Mapping[str, Any], check_mode: bool) -> tuple
     workers = params.get("max_concurrent") or 1
     planned = pool_map(lambda vm: vm.plan(), vms, workers, (Precheck, PveError))
     problems = [str(p) for p in planned if isinstance(p, Exception)]
+    if problems:
+        raise BatchInvalid(problems)
+    by_vmid = {int(vm.vmid): vm for vm in vms}
+    try:
+        problems = [p for vm in vms for p in vm.neighbour_problems(by_vmid)]
+    except PveError as exc:
+        raise BatchInvalid([str(exc)])
     if problems:
         raise BatchInvalid(problems)
 

@@ -95,6 +95,12 @@ options:
           - Description of this node's entry; one line, at most 4096 characters, no comma (the entry is a Proxmox VE
             property string, which has no quoting).
         type: str
+      allow_non_gpu:
+        description:
+          - Map devices that are not NVIDIA GPUs. Without it, a path whose function is neither an NVIDIA display or 3D
+            controller nor another function of such a GPU (its audio) fails naming the device, before any write.
+        type: bool
+        default: false
   build_from:
     description: Build the entries from discovered hardware. Mutually exclusive with O(map).
     type: dict
@@ -198,6 +204,7 @@ def main():
                 subsystem_id=dict(type="str"),
                 iommu_group=dict(type="int"),
                 description=dict(type="str"),
+                allow_non_gpu=dict(type="bool", default=False),
             )),
             build_from=dict(type="dict", options=dict(
                 selector=dict(type="str", required=True),

@@ -45,3 +45,87 @@ def test_ha_verdict_names_a_stuck_service(state, want):
     assert R.ha_verdict({"vmid": 7, "status": "stopped", "ha": {"managed": 1, "state": state}}, want) == (
         "HA service vm:7 is in state '%s' (ha-manager status shows why)" % state)
     assert R.ha_verdict({"status": "stopped", "ha": {"state": state}}, want).startswith("HA service vm:? is in state")
+
+
+# --------------------------------------------------------------------------- devices that collide
+
+def _d(id_, cls="0x030200", vendor="0x10de", device="0x26b9", physfn=None, name=None):
+    from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+    raw = {"id": id_, "class": cls, "vendor": vendor, "device": device, "iommugroup": 1}
+    if physfn:
+        raw["physfn"] = physfn
+    if name:
+        raw["device_name"] = name
+    return _pci.device_facts(raw)
+
+
+DEVS = [_d("0000:01:00.0"), _d("0000:01:00.1", cls="0x040300", device="0x22ba"), _d("0000:41:00.0"),
+        _d("0000:41:00.4", physfn="0000:41:00.0"), _d("0000:41:00.5", physfn="0000:41:00.0"),
+        _d("0000:03:00.0", cls="0x010802", vendor="0x144d", device="0xa80a", name="NVMe SSD"),
+        _d("0000:05:00.0", cls="0x030000", vendor="0x1002", device="0x73bf")]
+PHYSFN = {"0000:41:00.4": "0000:41:00.0", "0000:41:00.5": "0000:41:00.0"}
+MAPPINGS = {"pool": {"map": ["node=pve1,path=0000:41:00.4,id=10de:26b9", "node=pve2,path=0000:41:00.9,id=10de:26b9",
+                             "bad", "node=pve1,path=0000:41:00.5,id=10de:26b9", "node=pve1,path=0000:77:00.0,id=10de:26b9"]},
+            "none": {}}
+
+
+def test_entry_alternatives_of_mappings_and_host_values():
+    assert R.entry_alternatives({"mapping": "pool"}, "pve1", MAPPINGS, DEVS) == [["0000:41:00.4"], ["0000:41:00.5"]]
+    assert R.entry_alternatives({"mapping": "pool"}, "pve3", MAPPINGS, DEVS) == []
+    assert R.entry_alternatives({"mapping": "none"}, "pve1", MAPPINGS, DEVS) == []
+    assert R.entry_alternatives({"mapping": "gone"}, "pve1", MAPPINGS, DEVS) == []
+    assert R.entry_alternatives({"host": "0000:01:00"}, "pve1", MAPPINGS, DEVS) == [["0000:01:00.0", "0000:01:00.1"]]
+    assert R.entry_alternatives({"host": "0000:01:00.1;0000:41:00.0"}, "pve1", MAPPINGS, DEVS) == [
+        ["0000:01:00.1", "0000:41:00.0"]]
+    assert R.entry_alternatives({"host": "0000:99:00.0"}, "pve1", MAPPINGS, DEVS) == []
+
+
+@pytest.mark.parametrize("a,b,same,why", [
+    ([["x"]], [["x"]], True, "the same function x"),
+    ([["x"]], [["x"]], False, None),
+    ([["0000:41:00.0"]], [["0000:41:00.4"]], False, "0000:41:00.0, the physical function of virtual function 0000:41:00.4"),
+    ([["0000:41:00.5"]], [["0000:41:00.0"]], True, "0000:41:00.5, a virtual function of physical function 0000:41:00.0"),
+    ([["0000:41:00.4"]], [["0000:41:00.5"]], True, None),
+    ([["0000:41:00.4"]], [["0000:41:00.4"], ["0000:41:00.5"]], True, None),  # the pool has a free alternative
+    ([["0000:41:00.4"], ["0000:41:00.5"]], [["0000:41:00.0"]], True,
+     "0000:41:00.4, a virtual function of physical function 0000:41:00.0"),
+    ([["a", "0000:41:00.4"]], [["0000:41:00.0", "b"]], True,
+     "0000:41:00.4, a virtual function of physical function 0000:41:00.0"),
+    ([], [["x"]], True, None),
+    ([["x"]], [], True, None),
+])
+def test_collision(a, b, same, why):
+    assert R.collision(a, b, PHYSFN, same=same) == why
+
+
+def test_collision_defaults_to_counting_the_same_function():
+    assert R.collision([["x"]], [["x"]], {}) == "the same function x"
+
+
+def test_vm_collisions_names_both_entries():
+    entries = {2: [["0000:41:00.0"]], 0: [["0000:01:00.0"]], 1: [["0000:01:00.0"]], 3: [["0000:41:00.4"]]}
+    labels = {0: "hostpci0 (a)", 1: "hostpci1 (b)", 2: "hostpci2 (c)", 3: "hostpci3 (d)"}
+    assert R.vm_collisions(entries, labels, PHYSFN) == [
+        "hostpci0 (a) and hostpci1 (b) both reach the same function 0000:01:00.0",
+        "hostpci2 (c) and hostpci3 (d) both reach 0000:41:00.0, the physical function of virtual function 0000:41:00.4"]
+    assert R.vm_collisions({0: [["0000:01:00.0"]]}, {0: "x"}, PHYSFN) == []
+
+
+def test_cross_vm_collisions_count_pf_and_vf_only():
+    mine = {1: [["0000:41:00.0"]], 0: [["0000:01:00.0"]]}
+    others = [("VM 7 (running)", "hostpci0 (p)", [["0000:41:00.5"]]), ("VM 8 (stopped)", "hostpci2 (q)", [["0000:01:00.0"]]),
+              ("VM 9 (stopped)", "hostpci1 (r)", [["0000:41:00.4"]])]
+    assert R.cross_vm_collisions(mine, {0: "hostpci0 (a)", 1: "hostpci1 (b)"}, others, PHYSFN) == [
+        "hostpci1 (b) reaches 0000:41:00.0, the physical function of virtual function 0000:41:00.5, which VM 7 (running) "
+        "has in hostpci0 (p)",
+        "hostpci1 (b) reaches 0000:41:00.0, the physical function of virtual function 0000:41:00.4, which VM 9 (stopped) "
+        "has in hostpci1 (r)"]
+    assert R.cross_vm_collisions(mine, {0: "a", 1: "b"}, [], PHYSFN) == []
+
+
+def test_non_gpu_functions():
+    assert R.non_gpu_functions("0000:01:00", DEVS) == []  # the GPU's audio goes with it
+    assert R.non_gpu_functions("0000:41:00.4", DEVS) == []
+    assert R.non_gpu_functions("0000:03:00.0", DEVS) == ["0000:03:00.0 (class 0x010802, 144d:a80a, NVMe SSD)"]
+    assert R.non_gpu_functions("0000:05:00.0;0000:01:00.1", DEVS) == ["0000:05:00.0 (class 0x030000, 1002:73bf)"]
+    assert R.non_gpu_functions("0000:09:00.0", DEVS) == []

@@ -164,3 +164,14 @@ def test_validate_hardware_false_writes_what_was_given(sim, run):
     assert res["changed"] is True, res
     assert res["mapping"]["map"] == ["id=10de:2330,iommugroup=1,node=pve1,path=0000:01:00.0,subsystem-id=10de:1533"]
     assert sim.mappings["gpu"]["map"] == res["mapping"]["map"]
+
+
+def test_a_path_that_is_not_an_nvidia_gpu_is_refused_unless_the_item_says_so(sim, run):
+    # issue 39 point 4: a typo mapped an NVMe controller with no warning. 0000:04:00.0 of pve1 is an Intel NIC.
+    res = run({"id": "gpu", "map": [{"node": "pve1", "path": ["04:00.0"]}]})
+    assert res["failed"] is True and writes(sim) == 0, res
+    assert res["msg"] == ("mapping gpu: node pve1: path 0000:04:00.0 is not an NVIDIA GPU: 0000:04:00.0 (class 0x020000, "
+                          "8086:1533); a typo? Set allow_non_gpu: true on this map item to map other devices; nothing changed")
+    res = run({"id": "nic", "map": [{"node": "pve1", "path": ["04:00.0"], "allow_non_gpu": True}], "validate_hardware": False},
+              check_mode=True)
+    assert res.get("failed") is not True and res["changed"] is True, res
