@@ -151,6 +151,23 @@ def hardware_mdev(mid: str, entries: list[Entry], hw: Hardware) -> bool | None:
     return flag
 
 
+def refuse_if_used(client: PveClient, mid: str) -> list[str]:
+    """Raise Refused when a VM of an online node uses the mapping; return warnings for the nodes that could not be read."""
+    configs, warnings = {}, []
+    for node in client.nodes():
+        if client.node_status(node) != "online":
+            warnings.append("mapping %s: node %s is %s; its VMs were not checked for the mapping before the delete"
+                            % (mid, node, client.node_status(node)))
+            continue
+        configs[node] = client.vm_configs(node)
+    users = _pve_rules.mapping_users(mid, configs)
+    if users:
+        raise Refused("mapping %s is used by %s; without it they cannot start (\"PCI device mapping not found\"); remove "
+                      "it from their hostpci entries first, or set force: true; nothing changed" % (mid, ", ".join(users)),
+                      users=users)
+    return warnings
+
+
 def write_params(client: PveClient, before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, Any]:
     """Parameters of the POST/PUT: only what changes, and options the server knows (GET /version)."""
     version = client.version()
@@ -239,10 +256,12 @@ def apply(client: PveClient, p: dict[str, Any], check_mode: bool) -> Outcome:
     stored = client.mapping(mid)
     before = state_of(mid, stored)
     if p["state"] == "absent":
+        if stored is not None and not p["force"]:
+            warnings.extend(refuse_if_used(client, mid))
         if stored is not None and not check_mode:
             client.delete("cluster/mapping/pci/%s" % mid)
         return False, dict(changed=stored is not None, before=before, mapping=None, writes=len(client.writes),
-                           diff={"before": before or {}, "after": {}}), list(client.warnings)
+                           diff={"before": before or {}, "after": {}}), client.warnings + warnings
 
     hw_cache: dict[str, list[dict[str, Any]]] = {}
 

@@ -141,3 +141,20 @@ def non_gpu_functions(path: str, devices: Sequence[Mapping[str, Any]]) -> list[s
         out.append("%s (class %s, %s%s)" % (fid, dev.get("class"), dev.get("pci_id"),
                                             ", " + dev["device_name"] if dev.get("device_name") else ""))
     return out
+
+
+def mapping_users(mid: str, configs: Mapping[str, Mapping[Any, Mapping[str, Any]]]) -> list[str]:
+    """The VMs whose configuration (pending changes applied: what their next start uses) has a hostpci entry with
+    ``mapping=<mid>``, as "VM <id> on <node> (hostpciN)"; ``configs``: {node: {vmid: config}}. Without the mapping
+    such a VM cannot start (qemu-server parse_hostpci: "PCI device mapping not found for '<mid>'")."""
+    out = []
+    for node in sorted(configs):
+        for vmid in sorted(configs[node], key=int):
+            try:
+                entries = _pci.hostpci_from_config(configs[node][vmid])
+            except _pci.PciError:
+                continue
+            slots = ["hostpci%d" % s for s, n in sorted(entries.items()) if n.get("mapping") == mid]
+            if slots:
+                out.append("VM %s on %s (%s)" % (vmid, node, ", ".join(slots)))
+    return out

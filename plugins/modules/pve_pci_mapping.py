@@ -136,6 +136,13 @@ options:
     description: Check the entries against the nodes' hardware before writing.
     type: bool
     default: true
+  force:
+    description:
+      - With O(state=absent), delete the mapping even when VMs use it. Without it, a mapping that a VM of an online node
+        has in a C(hostpciN) entry (pending changes included) is not deleted and the run fails naming the VMs, since
+        they could not start without it. VMs of nodes that are not online cannot be read: a warning names those nodes.
+    type: bool
+    default: false
 requirements:
   - jmespath (for O(build_from))
 """
@@ -181,6 +188,11 @@ writes:
   description: Number of write calls made (0 in check mode and when nothing changed).
   returned: always
   type: int
+users:
+  description: With O(state=absent) and no O(force), the VMs that use the mapping (when the run fails for them).
+  returned: on failure
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -216,6 +228,7 @@ def main():
                                     removed_from_collection="gpuops.provision"),
             )),
             validate_hardware=dict(type="bool", default=True),
+            force=dict(type="bool", default=False),
         ),
         mutually_exclusive=[("map", "build_from")],
         supports_check_mode=True,

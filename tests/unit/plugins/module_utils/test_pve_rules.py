@@ -129,3 +129,12 @@ def test_non_gpu_functions():
     assert R.non_gpu_functions("0000:03:00.0", DEVS) == ["0000:03:00.0 (class 0x010802, 144d:a80a, NVMe SSD)"]
     assert R.non_gpu_functions("0000:05:00.0;0000:01:00.1", DEVS) == ["0000:05:00.0 (class 0x030000, 1002:73bf)"]
     assert R.non_gpu_functions("0000:09:00.0", DEVS) == []
+
+
+def test_mapping_users():
+    configs = {"pve2": {"10": {"hostpci3": "mapping=gpu", "hostpci1": "mapping=gpu,pcie=1"}},
+               "pve1": {"101": {"hostpci0": "mapping=gpu2"}, "9": {"hostpci0": "mapping=gpu"}, "8": {"hostpci0": "bad=1"},
+                        "7": {"name": "x"}}}
+    assert R.mapping_users("gpu", configs) == ["VM 9 on pve1 (hostpci0)", "VM 10 on pve2 (hostpci1, hostpci3)"]
+    assert R.mapping_users("gpu3", configs) == []
+    assert R.mapping_users("gpu", {}) == []

@@ -175,3 +175,23 @@ def test_a_path_that_is_not_an_nvidia_gpu_is_refused_unless_the_item_says_so(sim
     res = run({"id": "nic", "map": [{"node": "pve1", "path": ["04:00.0"], "allow_non_gpu": True}], "validate_hardware": False},
               check_mode=True)
     assert res.get("failed") is not True and res["changed"] is True, res
+
+
+def test_absent_refuses_a_mapping_that_vms_use_unless_forced(monkeypatch, run):
+    # issue 39 point 7: a deleted mapping leaves its VMs unable to start ("PCI device mapping not found").
+    fx = cluster(pve2_status="offline")
+    fx["vms"]["102"]["config"]["hostpci1"] = "mapping=a100,pcie=1"
+    fx["vms"]["101"]["pending"] = {"hostpci0": "mapping=a100"}  # its next start uses it too
+    sim = use_pvesim(monkeypatch, fx)
+    for check_mode in (True, False):
+        res = run({"id": "a100", "state": "absent"}, check_mode=check_mode)
+        assert res["failed"] is True and writes(sim) == 0 and "a100" in sim.mappings, res
+        assert res["msg"] == ("mapping a100 is used by VM 101 on pve1 (hostpci0), VM 102 on pve1 (hostpci1); without it "
+                              "they cannot start (\"PCI device mapping not found\"); remove it from their hostpci entries "
+                              "first, or set force: true; nothing changed")
+        assert res["users"] == ["VM 101 on pve1 (hostpci0)", "VM 102 on pve1 (hostpci1)"]
+    res = run({"id": "a100", "state": "absent", "force": True})
+    assert res["changed"] is True and "a100" not in sim.mappings, res
+    res = run({"id": "l40s-vgpu", "state": "absent"})
+    assert res["changed"] is True and warnings(res) == [
+        "mapping l40s-vgpu: node pve2 is offline; its VMs were not checked for the mapping before the delete"], res
