@@ -196,9 +196,12 @@ PARAMS = {
     ("/nodes/{node}/tasks/{upid}/status", "GET"): {"node": NODE, "upid": {"type": "string"}},
     # outside the subset: proxmox_kvm looks VMs up through /cluster/resources
     ("/cluster/resources", "GET"): {"type": _o(type="string", enum=["vm", "storage", "node", "sdn"])},
+    # outside the subset: the caller's own effective privileges (pve-access-control API2/AccessControl.pm permissions)
+    ("/access/permissions", "GET"): {"userid": _o(type="string"), "path": _o(type="string")},
 }
 # Routes that are not part of pve-api-subset.json (the conformance test skips them).
-EXTRA_ROUTES = {("/nodes/{node}/qemu/{vmid}/status/reboot", "POST"), ("/cluster/resources", "GET")}
+EXTRA_ROUTES = {("/nodes/{node}/qemu/{vmid}/status/reboot", "POST"), ("/cluster/resources", "GET"),
+                ("/access/permissions", "GET")}
 
 
 class ParamError(Exception):

@@ -496,16 +496,16 @@ class Sim:
     def _hostpci_perm(self, user, privs, vmid, key, value):
         """check_hostpci_perm (qemu-server API2/Qemu.pm): root@pam passes; raw host devices are root@pam's alone
         (an API token is 'root@pam!<id>', not root@pam); mappings need Mapping.Use on /mapping/pci/<id> and
-        VM.Config.HWType; a romfile is root@pam's alone. privs None = all privileges."""
+        VM.Config.HWType; a romfile is root@pam's alone. privs: httpd.Privs of the caller (None = all privileges)."""
         if user == "root@pam":
             return
         dev = schema.parse_property_string(schema.hostpci_fmt(self.release), value)
         if dev.get("host"):
             raise PveError(f"only root can set '{key}' config for non-mapped devices\n")
         if dev.get("mapping"):
-            if privs is not None and "Mapping.Use" not in privs:
+            if privs is not None and not privs.has(f"/mapping/pci/{dev['mapping']}", "Mapping.Use"):
                 raise PveError(f"Permission check failed (/mapping/pci/{dev['mapping']}, Mapping.Use)", 403)
-            if privs is not None and "VM.Config.HWType" not in privs:
+            if privs is not None and not privs.has(f"/vms/{vmid}", "VM.Config.HWType"):
                 raise PveError(f"Permission check failed (/vms/{vmid}, VM.Config.HWType)", 403)
         else:
             raise PveError("either 'host' or 'mapping' must be set.\n")

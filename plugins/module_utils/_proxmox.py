@@ -12,7 +12,7 @@ from typing import Any, Literal, Optional, Union
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci, _pve_rules
 from ansible_collections.gpuops.provision.plugins.module_utils._auth import (
     PROXMOX_REQUIRED_ONE_OF,
     PROXMOX_REQUIRED_TOGETHER,
@@ -111,7 +111,9 @@ class PveClient:
         try:
             return getattr(self.api(path), method)(**params)
         except ResourceException as exc:
-            raise PveError("%s /%s failed: %s" % (method.upper(), path, error_message(exc)))
+            msg = "%s /%s failed: %s" % (method.upper(), path, error_message(exc))
+            hint = _pve_rules.forbidden_hint(method, path) if getattr(exc, "status_code", None) == 403 else ""
+            raise PveError(msg + ("; %s (docs/proxmox.md, privileges)" % hint if hint else ""))
         except Exception as exc:
             raise PveError("%s /%s failed: %s" % (method.upper(), path, exc))
 
@@ -146,6 +148,11 @@ class PveClient:
             time.sleep(self.poll_interval)
 
     # ----------------------------------------------------------------- lookups
+
+    def permissions(self, acl_path: str) -> dict[str, Any]:
+        """This session's own privileges on ``acl_path`` (GET /access/permissions, allowed to every user for itself):
+        {path: {privilege: propagate}}."""
+        return self._call("get", "access/permissions", {"path": acl_path}) or {}
 
     def version(self) -> Optional[tuple[int, ...]]:
         """The server's release as a tuple, e.g. (8, 4, 1), read once per run (GET /version)."""

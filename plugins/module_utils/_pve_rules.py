@@ -8,6 +8,7 @@ privileges each call needs. Pure logic, no I/O: the workflows in ``_pve_vm`` and
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
@@ -157,4 +158,48 @@ def mapping_users(mid: str, configs: Mapping[str, Mapping[Any, Mapping[str, Any]
             slots = ["hostpci%d" % s for s, n in sorted(entries.items()) if n.get("mapping") == mid]
             if slots:
                 out.append("VM %s on %s (%s)" % (vmid, node, ", ".join(slots)))
+    return out
+
+
+# --------------------------------------------------------------------------- privileges
+
+# What each call of the modules needs (the `permissions` of the upstream API method) and what the collection makes it
+# for: docs/proxmox.md's privilege table is this list. (method, route pattern, ACL path, any of these privileges, why)
+PRIVILEGES = (
+    ("GET", "nodes/*/hardware/pci", "/", ("Sys.Audit", "Sys.Modify"),
+     "the hardware read: pve_gpu_info, pve_pci_mapping (validate_hardware, build_from, map without ids), "
+     "pve_vm_gpu (precheck)"),
+    ("GET", "nodes/*/hardware/pci/*/mdev", "/", ("Sys.Audit", "Sys.Modify"),
+     "the mdev types: pve_gpu_info (gather_mdev), pve_vm_gpu (precheck of an entry with mdev)"),
+    ("GET", "cluster/mapping/pci*", "/mapping/pci/<id>", ("Mapping.Audit", "Mapping.Use", "Mapping.Modify"),
+     "reading a mapping (the list shows only those with one of these)"),
+    ("POST", "cluster/mapping/pci", "/mapping/pci", ("Mapping.Modify",), "pve_pci_mapping creating a mapping"),
+    ("PUT", "cluster/mapping/pci/*", "/mapping/pci/<id>", ("Mapping.Modify",), "pve_pci_mapping changing a mapping"),
+    ("DELETE", "cluster/mapping/pci/*", "/mapping/pci", ("Mapping.Modify",), "pve_pci_mapping state=absent"),
+    ("GET", "nodes/*/qemu*", "/vms/<vmid>", ("VM.Audit",),
+     "reading a VM (pve_vm_gpu; pve_gpu_info gather_vms; pve_pci_mapping state=absent looks for VMs using it): "
+     "VMs without it are not listed"),
+    ("POST", "nodes/*/qemu/*/config", "/vms/<vmid> and /mapping/pci/<id>", ("VM.Config.HWType", "Mapping.Use"),
+     "pve_vm_gpu writing hostpciN: VM.Config.HWType on the VM and Mapping.Use on every mapping set, replaced or "
+     "deleted (raw host= entries and romfile: root@pam with a password only)"),
+    ("POST", "nodes/*/qemu/*/status/*", "/vms/<vmid>", ("VM.PowerMgmt",), "pve_vm_gpu restart"),
+)
+
+
+def forbidden_hint(method: str, path: str) -> str:
+    """What the collection needed the refused call for, from PRIVILEGES ('' when the call is not listed)."""
+    for meth, pattern, acl, privs, why in PRIVILEGES:
+        if meth == method.upper() and fnmatch.fnmatchcase(path.strip("/"), pattern):
+            return "this needs %s on %s, for %s" % ("|".join(privs), acl, why)
+    return ""
+
+
+def missing_privileges(needed: Iterable[tuple[str, str, str]], have: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The (ACL path, privilege, why) of ``needed`` that ``have`` (GET /access/permissions answers, merged:
+    {path: {privilege: propagate}}) lacks, each as "<privilege> on <path> (<why>)", in order, once each."""
+    out: list[str] = []
+    for path, priv, why in needed:
+        text = "%s on %s (%s)" % (priv, path, why)
+        if priv not in (have.get(path) or {}) and text not in out:
+            out.append(text)
     return out

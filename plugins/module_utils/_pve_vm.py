@@ -283,6 +283,33 @@ class VmGpu:
             raise Precheck("%s: only root@pam with a password may set, replace or delete raw host devices and romfiles "
                            "(this run is %s): %s; use a PCI mapping; nothing changed" % (self.where(), self.who, "; ".join(problems)))
 
+    def check_privileges(self, plan: Mapping[str, Any], current: Mapping[int, Mapping[str, str]]) -> None:
+        """The privileges the writes will need, read for this session (GET /access/permissions) before any write:
+        Proxmox VE's update_vm_api writes each delete before it checks the next option, so a refusal part-way would
+        leave deletes behind."""
+        if self.is_root:
+            return
+        changing = sorted(set(plan["set"]) | set(plan["delete"]))
+        needed = []
+        vm_path = "/vms/%s" % self.vmid
+        if changing:
+            needed.append((vm_path, "VM.Config.HWType", "to write hostpci entries"))
+        for slot in changing:
+            for value in ([plan["set"][slot]] if slot in plan["set"] else []) + ([current[slot]] if slot in current else []):
+                norm = _pci.normalize_hostpci(value) if isinstance(value, str) else value
+                if "mapping" in norm:
+                    needed.append(("/mapping/pci/%s" % norm["mapping"], "Mapping.Use",
+                                   "hostpci%d %s mapping %s" % (slot, "sets" if value is plan["set"].get(slot) else "replaces or deletes", norm["mapping"])))
+        if self._restart_for(self.pending_keys | set("hostpci%d" % s for s in changing)):
+            needed.append((vm_path, "VM.PowerMgmt", "to restart it (restart=%s)" % self.spec["restart"]))
+        have: dict[str, Any] = {}
+        for path in sorted(set(n[0] for n in needed)):
+            have.update(self.client.permissions(path))
+        missing = _pve_rules.missing_privileges(needed, have)
+        if missing:
+            raise Precheck("%s: this session (%s) lacks %s; nothing was sent, nothing changed"
+                           % (self.where(), self.who, "; ".join(missing)))
+
     # --------------------------------------------------------------- plan (reads only)
 
     def plan(self) -> VmGpu:
@@ -307,6 +334,7 @@ class VmGpu:
             raise Precheck("%s: %s" % (self.where(), exc))
         self.check_versions(plan)
         self.check_permissions(plan, current)
+        self.check_privileges(plan, current)
         if self.spec["precheck"]:
             self.precheck(self.config, [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
             if plan["set"]:

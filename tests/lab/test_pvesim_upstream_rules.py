@@ -153,3 +153,21 @@ def test_ha_start_that_fails_leaves_the_service_in_error():
     status = sim.vm_status("pve1", 100)
     assert (status["status"], status["ha"]) == ("stopped", {"managed": 1, "state": "error"})
     assert sim.dump()["vms"]["100"]["ha"] == {"state": "started", "service": "error", "error": "q35 machine model is not enabled"}
+
+
+# ---------------------------------------------------------------------------------------- privileges by ACL path
+
+def test_privileges_propagate_down_acl_paths_and_access_permissions_reports_them():
+    # PVE::RPCEnvironment: an ACL entry (propagate=1) holds for its path and everything below; a token with privilege
+    # separation has the intersection with its user; GET /access/permissions dumps the caller's own (pve-access-control
+    # API2/AccessControl.pm permissions).
+    from pvesim.httpd import Privs  # pylint: disable=import-outside-toplevel
+    privs = Privs({"/": ["Sys.Audit"], "/vms/102": ["VM.Audit", "VM.Config.HWType"], "/mapping/pci": ["Mapping.Use"]},
+                  {"/": ["Sys.Audit", "VM.Audit", "Mapping.Use"]})
+    assert privs.at("/vms/102") == {"Sys.Audit", "VM.Audit"}
+    assert privs.at("/vms/1021") == {"Sys.Audit"}
+    assert privs.at("/mapping/pci/a100") == {"Sys.Audit", "Mapping.Use"}
+    assert privs.has("/vms/102", "VM.Audit") and not privs.has("/vms/102", "VM.Config.HWType")
+    assert privs.dump("/vms/102") == {"/vms/102": {"Sys.Audit": 1, "VM.Audit": 1}}
+    assert Privs(None).at("/x") is None and Privs(None).has("/x", "VM.Audit")
+    assert Privs(["VM.Audit"]).at("/vms/1") == {"VM.Audit"}

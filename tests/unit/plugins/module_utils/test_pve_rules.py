@@ -138,3 +138,33 @@ def test_mapping_users():
     assert R.mapping_users("gpu", configs) == ["VM 9 on pve1 (hostpci0)", "VM 10 on pve2 (hostpci1, hostpci3)"]
     assert R.mapping_users("gpu3", configs) == []
     assert R.mapping_users("gpu", {}) == []
+
+
+# --------------------------------------------------------------------------- privileges
+
+@pytest.mark.parametrize("method,path,hint", [
+    ("get", "nodes/pve1/hardware/pci", "this needs Sys.Audit|Sys.Modify on /, for the hardware read: pve_gpu_info"),
+    ("GET", "/nodes/pve1/hardware/pci/0000:01:00.0/mdev", "this needs Sys.Audit|Sys.Modify on /, for the mdev types"),
+    ("get", "cluster/mapping/pci/a100", "this needs Mapping.Audit|Mapping.Use|Mapping.Modify on /mapping/pci/<id>, for reading"),
+    ("post", "cluster/mapping/pci", "this needs Mapping.Modify on /mapping/pci, for pve_pci_mapping creating a mapping"),
+    ("put", "cluster/mapping/pci/a100", "this needs Mapping.Modify on /mapping/pci/<id>, for pve_pci_mapping changing"),
+    ("delete", "cluster/mapping/pci/a100", "this needs Mapping.Modify on /mapping/pci, for pve_pci_mapping state=absent"),
+    ("get", "nodes/pve1/qemu/100/config", "this needs VM.Audit on /vms/<vmid>, for reading a VM"),
+    ("post", "nodes/pve1/qemu/100/config", "this needs VM.Config.HWType|Mapping.Use on /vms/<vmid> and /mapping/pci/<id>"),
+    ("post", "nodes/pve1/qemu/100/status/start", "this needs VM.PowerMgmt on /vms/<vmid>, for pve_vm_gpu restart"),
+    ("get", "version", ""),
+    ("post", "nodes/pve1/hardware/pci", ""),
+])
+def test_forbidden_hint(method, path, hint):
+    got = R.forbidden_hint(method, path)
+    assert (got.startswith(hint) and bool(got) == bool(hint)), got
+
+
+def test_missing_privileges():
+    needed = [("/vms/1", "VM.Config.HWType", "to write"), ("/mapping/pci/a", "Mapping.Use", "sets a"),
+              ("/mapping/pci/a", "Mapping.Use", "sets a"), ("/vms/1", "VM.PowerMgmt", "restart")]
+    assert R.missing_privileges(needed, {"/vms/1": {"VM.Config.HWType": 1, "VM.PowerMgmt": 0}}) == [
+        "Mapping.Use on /mapping/pci/a (sets a)"]
+    assert R.missing_privileges(needed, {}) == ["VM.Config.HWType on /vms/1 (to write)", "Mapping.Use on /mapping/pci/a (sets a)",
+                                                "VM.PowerMgmt on /vms/1 (restart)"]
+    assert R.missing_privileges([], {}) == []
