@@ -32,10 +32,10 @@ def run(run_module):
 def test_ha_vm_is_restarted_for_real_before_restarted_is_reported(sim, run):
     res = run({"vmid": 100, "gpus": [{"mapping": "a100", "pcie": True}], "restart": "if_needed"})
     assert res.get("failed") is not True, res
-    assert (res["restarted"], res["pending"], res["ha_managed"]) == (True, False, True), res
     vm = sim.vms[100]
     # The new hostpci entry reached the running VM: it went through a real stop and start.
     assert vm["status"] == "running" and vm["pending"] == {} and vm["devices"] == ["0000:01:00.0"], vm
+    assert (res["restarted"], res["pending"], res["ha_managed"]) == (True, False, True), res
     assert vm["ha"]["service"] == "started"
     types = [t["type"] for t in sim.tasks.values()]
     assert types.count("hastop") == 1 and types.count("hastart") == 1 and "qmstart" not in types, types
