@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 import traceback
 from collections.abc import Mapping
@@ -66,6 +67,16 @@ def error_message(exc: BaseException) -> str:
     return "%s: %s" % (type(exc).__name__, exc)
 
 
+def check_ca_path(ca_path: str, host: Any) -> None:
+    """Load ``ca_path`` as the TLS stack will, so a missing or malformed file fails naming the option, not as an
+    OpenSSL error from deep inside requests."""
+    try:
+        ssl.create_default_context(cafile=ca_path)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        raise PveError("%s: ca_path %s cannot be used as the CA to verify the server with (%s: %s); give a PEM file "
+                       "of the CA certificate(s); nothing was sent" % (host, ca_path, type(exc).__name__, exc))
+
+
 class PveClient:
     """Thin wrapper over a ProxmoxAPI object: string paths, error mapping, write-call counting."""
 
@@ -87,6 +98,8 @@ class PveClient:
             raise PveError("%s: %s; nothing was sent" % (params.get("api_host"), "; ".join(problems)))
         # A caller that does not say (a script, not a module: modules default it to true) gets verification on.
         verify, tls_warning = _bounds.tls_verify(params.get("validate_certs", True), params.get("ca_path"))
+        if isinstance(verify, str):
+            check_ca_path(verify, params.get("api_host"))
         kwargs = dict(port=params.get("api_port"), verify_ssl=verify, timeout=params.get("api_timeout"), backend="https")
         if params.get("api_token_id"):
             # Token auth is preferred: no ticket round trip, no password in the play.

@@ -201,6 +201,12 @@ def check_params(p: dict[str, Any]) -> None:
         if len(desc) > _pci.MAX_DESCRIPTION or "\n" in desc or "\r" in desc:
             raise Refused("mapping %s: description must be one line of at most %d characters (got %d characters%s)"
                           % (mid, _pci.MAX_DESCRIPTION, len(desc), " with a line break" if ("\n" in desc or "\r" in desc) else ""))
+    for where, text in [("description", desc)] + [("map[%d].description" % i, item.get("description"))
+                                                    for i, item in enumerate(p["map"] or [])]:
+        bad = sorted(set("%r" % ch for ch in text or "" if (ord(ch) < 32 and ch not in "\n\r") or ord(ch) == 127))
+        if bad:
+            raise Refused("mapping %s: %s holds control characters (%s), which a Proxmox VE config file cannot keep; "
+                          "nothing changed" % (mid, where, ", ".join(bad)))
     problems = [msg for item in (p["map"] or []) for msg in _bounds.out_of_range(
         item, {"iommu_group": _bounds.PVE_IOMMU_GROUP}, "node %s: map entry " % item["node"])]
     if problems:

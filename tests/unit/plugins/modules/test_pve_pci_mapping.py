@@ -195,3 +195,25 @@ def test_absent_refuses_a_mapping_that_vms_use_unless_forced(monkeypatch, run):
     res = run({"id": "l40s-vgpu", "state": "absent"})
     assert res["changed"] is True and warnings(res) == [
         "mapping l40s-vgpu: node pve2 is offline; its VMs were not checked for the mapping before the delete"], res
+
+
+@pytest.mark.parametrize("args,where", [
+    ({"description": "GPU\x07 pool"}, "description holds control characters ('\\x07')"),
+    ({"map": [{"node": "pve1", "path": ["01:00.0"], "description": "a\x1bb\x7f"}]},
+     "map[0].description holds control characters ('\\x1b', '\\x7f')"),
+])
+def test_control_characters_in_descriptions_name_the_option(sim, run, args, where):
+    # issue 39 point 9 (a NUL byte still fails earlier, in ansible-core's own syslog logging of the arguments)
+    res = run(dict({"id": "gpu", "map": [{"node": "pve1", "path": ["01:00.0"]}]}, **args))
+    assert res["failed"] is True and writes(sim) == 0, res
+    assert res["msg"] == "mapping gpu: %s, which a Proxmox VE config file cannot keep; nothing changed" % where
+
+
+def test_a_malformed_ca_path_names_the_option(sim, run, tmp_path):
+    bad = tmp_path / "ca.pem"
+    bad.write_text("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+    for path in (str(bad), str(tmp_path / "missing.pem")):
+        res = run({"id": "gpu", "state": "absent", "ca_path": path})
+        assert res["failed"] is True and writes(sim) == 0, res
+        assert res["msg"].startswith("mapping gpu: pve.test: ca_path %s cannot be used as the CA to verify the server with (" % path), res
+        assert res["msg"].endswith("give a PEM file of the CA certificate(s); nothing was sent"), res
