@@ -130,7 +130,7 @@ def require(privs, acl, needed):
 
 
 # The privileges pvesim's routes check (a user without a `privs` list has them all, like root@pam).
-ALL_PRIVS = ("Mapping.Audit", "Mapping.Modify", "Mapping.Use", "Sys.Audit", "Sys.Modify", "VM.Audit",
+ALL_PRIVS = ("Datastore.AllocateSpace", "Mapping.Audit", "Mapping.Modify", "Mapping.Use", "Sys.Audit", "Sys.Modify", "VM.Audit",
              "VM.Config.CPU", "VM.Config.Disk", "VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network",
              "VM.Config.Options", "VM.PowerMgmt")
 

@@ -203,3 +203,56 @@ def missing_privileges(needed: Iterable[tuple[str, str, str]], have: Mapping[str
         if priv not in (have.get(path) or {}) and text not in out:
             out.append(text)
     return out
+
+
+# --------------------------------------------------------------------------- VM-side settings for a GPU
+
+# The VM settings pve_vm_gpu makes on request, as pve-docs qm-pci-passthrough.adoc recommends for a passed-through
+# GPU (machine q35 and OVMF with an EFI disk; vga none when the GPU is the VM's display) (module option -> config key).
+VM_SETTING_KEYS = ("machine", "bios", "vga", "efidisk0")
+
+
+def _default_value(text: Any) -> str:
+    """The default-key value of a property string (``machine``: type, ``vga``: type): "std,memory=32" -> "std"."""
+    for part in str(text or "").split(","):
+        key, sep, value = part.partition("=")
+        if not sep:
+            return key.strip()
+        if key.strip() == "type":
+            return value.strip()
+    return ""
+
+
+def machine_is(current: Any, want: str) -> bool:
+    """Whether the VM's ``machine`` (its type, e.g. "pc-q35-9.2+pve1"; empty = i440fx) is the requested kind: "q35"
+    matches every q35 version, "pc"/"i440fx" every i440fx one, anything else only itself."""
+    kind = _default_value(current)
+    if want == "q35":
+        return "q35" in kind
+    if want in ("pc", "i440fx"):
+        return "q35" not in kind and not kind.startswith("virt")
+    return kind == want
+
+
+def plan_vm_settings(config: Mapping[str, Any], want: Optional[Mapping[str, Any]]) -> tuple[dict[str, str], list[str]]:
+    """The config keys to write for the requested VM settings (``want``: machine, bios, vga, efidisk_storage) and the
+    problems that keep them from working. A bios of ovmf needs an EFI disk to keep its settings (without one OVMF
+    starts with temporary variables and forgets the boot entries): one is created on ``efidisk_storage`` when the VM
+    has none ("<storage>:1,efitype=4m", which Proxmox VE allocates)."""
+    want = {k: v for k, v in (want or {}).items() if v is not None}
+    sets: dict[str, str] = {}
+    problems = []
+    if "machine" in want and not machine_is(config.get("machine"), want["machine"]):
+        sets["machine"] = want["machine"]
+    if "bios" in want and str(config.get("bios") or "seabios") != want["bios"]:
+        sets["bios"] = want["bios"]
+    if "vga" in want and _default_value(config.get("vga")) != want["vga"]:
+        sets["vga"] = want["vga"]
+    ovmf = sets.get("bios", str(config.get("bios") or "seabios")) == "ovmf"
+    if ovmf and not config.get("efidisk0") and ("bios" in want or "efidisk_storage" in want):
+        if want.get("efidisk_storage"):
+            sets["efidisk0"] = "%s:1,efitype=4m" % want["efidisk_storage"]
+        else:
+            problems.append("bios ovmf needs an EFI disk and the VM has none: give vm_settings.efidisk_storage "
+                            "(the storage Proxmox VE creates it on)")
+    return sets, problems

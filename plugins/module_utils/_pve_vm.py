@@ -30,7 +30,14 @@ _KIND_SPEC: dict[str, dict[str, Any]] = {
 }
 
 # Options a batch item may set for itself; the task's value is the default.
-PER_VM_OPTIONS = ("exclusive", "restart", "precheck", "shutdown_timeout", "timeout")
+PER_VM_OPTIONS = ("exclusive", "restart", "precheck", "shutdown_timeout", "timeout", "vm_settings")
+
+
+def vm_settings_spec() -> dict[str, Any]:
+    """Argument spec of ``vm_settings`` (the VM settings _pve_rules.plan_vm_settings plans)."""
+    return dict(type="dict", options=dict(
+        machine=dict(type="str"), bios=dict(type="str", choices=["seabios", "ovmf"]), vga=dict(type="str"),
+        efidisk_storage=dict(type="str")))
 
 
 def gpu_options_spec() -> dict[str, dict[str, Any]]:
@@ -95,9 +102,11 @@ class Cluster:
 
 
 def pending_hostpci(items: Optional[Iterable[Mapping[str, Any]]]) -> set[str]:
-    """hostpciN keys with a pending value or a pending delete, from GET .../pending."""
+    """hostpciN keys (and the VM settings this module makes) with a pending value or a pending delete, from
+    GET .../pending."""
     return set(item["key"] for item in items or []
-               if re.match(r"^hostpci\d+\Z", item.get("key", "")) and ("pending" in item or item.get("delete")))
+               if (re.match(r"^hostpci\d+\Z", item.get("key", "")) or item.get("key") in _pve_rules.VM_SETTING_KEYS)
+               and ("pending" in item or item.get("delete")))
 
 
 class VmGpu:
@@ -122,6 +131,7 @@ class VmGpu:
         self.ha = False  # an HA resource: start/shutdown only queue a request to ha-manager
         self.pending_keys: set[str] = set()
         self.restarted = False
+        self.settings: dict[str, str] = {}  # VM settings (machine, bios, vga, efidisk0) the plan writes
 
     @property
     def base(self) -> str:
@@ -300,7 +310,16 @@ class VmGpu:
                 if "mapping" in norm:
                     needed.append(("/mapping/pci/%s" % norm["mapping"], "Mapping.Use",
                                    "hostpci%d %s mapping %s" % (slot, "sets" if value is plan["set"].get(slot) else "replaces or deletes", norm["mapping"])))
-        if self._restart_for(self.pending_keys | set("hostpci%d" % s for s in changing)):
+        # qemu-server API2/Qemu.pm: machine and vga are hardware options, bios a general one, an EFI disk a disk
+        # allocated on a storage.
+        for key, priv in (("machine", "VM.Config.HWType"), ("vga", "VM.Config.HWType"), ("bios", "VM.Config.Options"),
+                          ("efidisk0", "VM.Config.Disk")):
+            if key in self.settings:
+                needed.append((vm_path, priv, "to set %s" % key))
+        if "efidisk0" in self.settings:
+            storage = self.settings["efidisk0"].split(":", 1)[0]
+            needed.append(("/storage/%s" % storage, "Datastore.AllocateSpace", "to create the EFI disk on %s" % storage))
+        if self._restart_for(self.pending_keys | set("hostpci%d" % s for s in changing) | set(self.settings)):
             needed.append((vm_path, "VM.PowerMgmt", "to restart it (restart=%s)" % self.spec["restart"]))
         have: dict[str, Any] = {}
         for path in sorted(set(n[0] for n in needed)):
@@ -332,11 +351,16 @@ class VmGpu:
             plan = _pci.plan_hostpci(current, desired, exclusive=self.spec["exclusive"])
         except _pci.PciError as exc:
             raise Precheck("%s: %s" % (self.where(), exc))
+        self.settings, problems = _pve_rules.plan_vm_settings(self.config, self.spec.get("vm_settings"))
+        if problems:
+            raise Precheck("%s: %s; nothing changed" % (self.where(), "; ".join(problems)))
         self.check_versions(plan)
         self.check_permissions(plan, current)
         self.check_privileges(plan, current)
         if self.spec["precheck"]:
-            self.precheck(self.config, [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
+            # Checked against the settings as they will be (a q35 machine requested with pcie=1 is fine).
+            self.precheck(dict(self.config, **self.settings),
+                          [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
             if plan["set"]:
                 problems = _pve_rules.vm_collisions(self.cluster.alternatives(self.node, plan["after"]),
                                                     self.labels(plan["after"]), self.cluster.physfn(self.node))
@@ -374,7 +398,8 @@ class VmGpu:
 
     @property
     def changed_keys(self) -> list[str]:
-        return ["hostpci%d" % s for s in self.plan_["set"]] + ["hostpci%d" % s for s in self.plan_["delete"]]
+        return (["hostpci%d" % s for s in self.plan_["set"]] + ["hostpci%d" % s for s in self.plan_["delete"]]
+                + sorted(self.settings))
 
     def _restart_for(self, pending_keys: Collection[str]) -> bool:
         restart = self.spec["restart"]
@@ -394,6 +419,7 @@ class VmGpu:
         changed_keys = self.changed_keys
         if changed_keys and not self.check_mode:
             params = {"hostpci%d" % s: v for s, v in plan["set"].items()}
+            params.update(self.settings)
             if plan["delete"]:
                 params["delete"] = ",".join("hostpci%d" % s for s in plan["delete"])
             upid = self._post(self.base + "/config", digest=self.config.get("digest"), **params)
@@ -451,6 +477,12 @@ class VmGpu:
                                  % (self.where(), ", ".join(sorted(self.pending_keys))))
         before = {"hostpci%d" % s: v for s, v in plan["before"].items()}
         after = {"hostpci%d" % s: v for s, v in plan["after"].items()}
+        diff_before, diff_after = dict(before), dict(after)
+        for key in sorted(self.spec.get("vm_settings") and _pve_rules.VM_SETTING_KEYS or ()):
+            if self.config.get(key) is not None:
+                diff_before[key] = str(self.config[key])
+            if self.settings.get(key, self.config.get(key)) is not None:
+                diff_after[key] = str(self.settings.get(key, self.config.get(key)))
         return dict(
             vmid=self.vmid,
             node=self.node,
@@ -462,8 +494,9 @@ class VmGpu:
             pending=pending,
             restarted=self.restarted,
             ha_managed=self.ha,
+            vm_settings=dict(self.settings),
             writes=self.writes,
-            diff={"before": before, "after": after},
+            diff={"before": diff_before, "after": diff_after},
         )
 
     def failed_result(self, exc: BaseException) -> dict[str, Any]:

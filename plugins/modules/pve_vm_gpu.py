@@ -147,6 +147,23 @@ options:
       timeout:
         description: O(timeout) for this VM.
         type: int
+      vm_settings:
+        description: O(vm_settings) for this VM (replaces the task's).
+        type: dict
+        suboptions: &vm_settings_suboptions
+          machine:
+            description: Machine type; V(q35) is met by every q35 version, V(pc) or V(i440fx) by every i440fx one.
+            type: str
+          bios:
+            description: Firmware. V(ovmf) needs an EFI disk; one is created on O(vm_settings.efidisk_storage) when the VM has none.
+            type: str
+            choices: [seabios, ovmf]
+          vga:
+            description: Display type; V(none) when the passed-through GPU is the VM's primary display.
+            type: str
+          efidisk_storage:
+            description: Storage on which Proxmox VE creates the EFI disk (C(<storage>:1,efitype=4m)) of an OVMF VM that has none.
+            type: str
   max_concurrent:
     description:
       - Batch form. How many VMs are read, and then written, at the same time (each write is one config task, plus a
@@ -186,6 +203,17 @@ options:
     description: Run the hardware pre-checks (mapping, mdev type, IOMMU group, machine type). Turn off only to force a configuration.
     type: bool
     default: true
+  vm_settings:
+    description:
+      - VM settings a passed-through GPU wants, made on request in the same config call as the hostpci entries and planned
+        with them before any write (pve-docs qm-pci-passthrough - C(machine) q35, C(bios) ovmf with an EFI disk, C(vga)
+        none where the GPU is the primary display). A setting the VM already has is not written; a running VM gets
+        them at its next start like the hostpci entries (O(restart)).
+      - The pre-checks judge the VM as it will be (C(pcie) with a q35 machine requested here is fine).
+      - Needs VM.Config.HWType (machine, vga), VM.Config.Options (bios), VM.Config.Disk and Datastore.AllocateSpace on the
+        storage (EFI disk).
+    type: dict
+    suboptions: *vm_settings_suboptions
 """
 
 EXAMPLES = r"""
@@ -249,6 +277,11 @@ restarted:
       waited until HA had stopped it and then had it running with the service state C(started).
   returned: with O(vmid)
   type: bool
+vm_settings:
+  description: The VM settings written (or that would be in check mode), config key to value.
+  returned: with O(vmid)
+  type: dict
+  sample: {machine: q35, bios: ovmf, efidisk0: "local-lvm:1,efitype=4m"}
 ha_managed:
   description:
     - The VM is an HA resource (C(status/current) C(ha.managed)). Proxmox VE then only queues a start or shutdown with
@@ -317,6 +350,7 @@ def main():
         precheck=dict(type="bool"),
         shutdown_timeout=dict(type="int"),
         timeout=dict(type="int"),
+        vm_settings=_pve_vm.vm_settings_spec(),
     )
     module = AnsibleModule(**module_kwargs(
         dict(
@@ -331,6 +365,7 @@ def main():
             shutdown_timeout=dict(type="int", default=180),
             timeout=dict(type="int", default=300),
             precheck=dict(type="bool", default=True),
+            vm_settings=_pve_vm.vm_settings_spec(),
         ),
         supports_check_mode=True,
         required_one_of=[("vmid", "vms")],

@@ -168,3 +168,33 @@ def test_missing_privileges():
     assert R.missing_privileges(needed, {}) == ["VM.Config.HWType on /vms/1 (to write)", "Mapping.Use on /mapping/pci/a (sets a)",
                                                 "VM.PowerMgmt on /vms/1 (restart)"]
     assert R.missing_privileges([], {}) == []
+
+
+# --------------------------------------------------------------------------- VM-side settings
+
+@pytest.mark.parametrize("current,want,same", [
+    ("q35", "q35", True), ("pc-q35-9.2+pve1", "q35", True), ("type=pc-q35-8.1,viommu=intel", "q35", True),
+    ("", "q35", False), (None, "q35", False), ("pc-i440fx-9.2", "q35", False),
+    ("", "pc", True), ("pc-i440fx-9.2", "i440fx", True), ("q35", "pc", False), ("virt", "pc", False),
+    ("pc-q35-9.2", "pc-q35-9.2", True), ("q35", "pc-q35-9.2", False),
+])
+def test_machine_is(current, want, same):
+    assert R.machine_is(current, want) is same
+
+
+@pytest.mark.parametrize("config,want,sets,problems", [
+    ({}, {"machine": "q35", "bios": "ovmf", "vga": "none", "efidisk_storage": "local-lvm"},
+     {"machine": "q35", "bios": "ovmf", "vga": "none", "efidisk0": "local-lvm:1,efitype=4m"}, []),
+    ({"machine": "pc-q35-9.2+pve1", "bios": "ovmf", "vga": "none,clipboard=vnc", "efidisk0": "local-lvm:vm-1-disk-0,size=4M"},
+     {"machine": "q35", "bios": "ovmf", "vga": "none", "efidisk_storage": "local-lvm"}, {}, []),
+    ({"vga": "std,memory=32"}, {"vga": "none", "machine": None}, {"vga": "none"}, []),
+    ({}, {"bios": "ovmf"}, {"bios": "ovmf"},
+     ["bios ovmf needs an EFI disk and the VM has none: give vm_settings.efidisk_storage (the storage Proxmox VE creates it on)"]),
+    ({"bios": "ovmf"}, {"efidisk_storage": "ceph"}, {"efidisk0": "ceph:1,efitype=4m"}, []),
+    ({"bios": "ovmf"}, {"vga": "none"}, {"vga": "none"}, []),  # not asked about the BIOS: no EFI disk demanded
+    ({"bios": "ovmf", "efidisk0": "x"}, {"bios": "seabios"}, {"bios": "seabios"}, []),
+    ({}, {"efidisk_storage": "ceph"}, {}, []),  # SeaBIOS needs none
+    ({}, None, {}, []),
+])
+def test_plan_vm_settings(config, want, sets, problems):
+    assert R.plan_vm_settings(config, want) == (sets, problems)
