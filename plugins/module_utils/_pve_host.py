@@ -82,6 +82,11 @@ def passthrough_problems(iommu: dict[str, Any], kernel_args: list[str], selected
     out = []
     if not iommu["active"]:
         out.append("IOMMU is not active (no IOMMU unit in /sys/class/iommu or no IOMMU groups)")
+    # VFIO refuses to assign a device without interrupt remapping unless vfio_iommu_type1 allow_unsafe_interrupts=1
+    # (pve-docs qm-pci-passthrough.adoc), which is reported (the host's facts), not hidden in a warning.
+    if iommu.get("interrupt_remapping") is False and not iommu.get("allow_unsafe_interrupts"):
+        out.append("interrupt remapping is off (firmware, or intremap=off): VFIO refuses passthrough; enable it in the "
+                   "firmware, or accept the risk with 'options vfio_iommu_type1 allow_unsafe_interrupts=1'")
     running = iommu["cmdline"].split()
     out.extend("kernel argument %s is not on the running command line" % arg for arg in kernel_args if arg not in running)
     by_address: dict[str, dict[str, Any]] = {}

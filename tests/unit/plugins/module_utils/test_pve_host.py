@@ -206,3 +206,14 @@ def test_helper_done_and_passthrough_files():
     assert H.passthrough_files(files) == ["/a", "/b"]
     slurped = [{"item": "/a", "content": "b3B0aW9ucyB2ZmlvLXBjaSBpZHM9MTBkZToyNmI5Cg=="}, {"item": "/x", "failed": True}]
     assert F.pve_host_passthrough_files(slurped) == ["/a"]
+
+
+@pytest.mark.parametrize("remapping,unsafe,problem", [
+    (False, False, True), (False, None, True), (False, True, False), (True, False, False), (None, False, False),
+])
+def test_passthrough_problems_gate_on_interrupt_remapping(remapping, unsafe, problem):
+    iommu = {"active": True, "cmdline": "intel_iommu=on", "gpus": [_gpu("0000:17:00.0")],
+             "interrupt_remapping": remapping, "allow_unsafe_interrupts": unsafe}
+    expected = ["interrupt remapping is off (firmware, or intremap=off): VFIO refuses passthrough; enable it in the "
+                "firmware, or accept the risk with 'options vfio_iommu_type1 allow_unsafe_interrupts=1'"]
+    assert H.passthrough_problems(iommu, ["intel_iommu=on"], ["0000:17:00.0"]) == (expected if problem else [])
