@@ -17,6 +17,7 @@ import time
 from . import schema
 
 DEFAULT_BLACKLIST = "05;06;0b"
+DEFAULT_ROMFILES = ("efi-e1000.rom", "efi-virtio.rom", "pxe-e1000.rom", "pxe-virtio.rom", "vgabios-stdvga.bin")
 # Options PVE applies at once even on a running VM ($fast_plug_option in qemu-server); the default hotplug
 # set (network,disk,usb) is treated as hot-pluggable too. Everything else (hostpci, machine, memory ...) goes pending.
 FAST_PLUG = {"name", "description", "onboot", "protection", "tags", "lock", "hookscript", "vmstatestorage", "startup"}
@@ -76,6 +77,9 @@ class Sim:
                 "maxcpu": node.get("maxcpu", 64),
                 "maxmem": node.get("maxmem", 512 * 1024 ** 3),
                 "pci": devices,
+                # files in /usr/share/kvm (pve-qemu-kvm ships the option ROMs of its emulated NICs; a GPU ROM is
+                # copied there by hand)
+                "romfiles": list(node.get("romfiles", DEFAULT_ROMFILES)),
             }
         self._link_sriov()
         self.mappings = {}
@@ -752,6 +756,12 @@ class Sim:
                 break
             if chosen is None:
                 raise PveError(reason if len(candidates) == 1 else f"could not find a free device for '{key}'\n")
+            romfile = dev.get("romfile")
+            if romfile and romfile not in self.nodes[node]["romfiles"]:
+                # qemu-server PCI.pm print_hostpci_devices passes romfile=/usr/share/kvm/<romfile>; QEMU's vfio-pci
+                # (hw/pci/pci.c pci_add_option_rom) fails the start when the file is not there.
+                raise PveError(f"start failed: QEMU exited with code 1 (kvm: -device vfio-pci,host={chosen[0]},"
+                               f"romfile=/usr/share/kvm/{romfile}: failed to find romfile \"/usr/share/kvm/{romfile}\")\n")
             if mdev:
                 mdevs.append((chosen[0], mdev))
             # NVIDIA VFs are passed through whole; classic mdevs share the parent device.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pve_host, _pve_vm
+from ansible_collections.gpuops.provision.plugins.module_utils import _pve_host, _pve_rules, _pve_vm
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 
@@ -61,6 +61,10 @@ def pve_host_passthrough_files(slurped):
     return _pve_host.passthrough_files(files)
 
 
+def pve_vm_romfiles(vms, node_hosts=None, folder=_pve_rules.ROMFILE_DIR):
+    return _pve_rules.romfile_checks(_plain(vms), _plain(node_hosts or {}), _plain(folder))
+
+
 class FilterModule:
     """gpuops.provision Proxmox VE filters."""
 
@@ -70,4 +74,4 @@ class FilterModule:
                 "pve_host_problems": pve_host_problems, "pve_host_vgpu_evidence": pve_host_vgpu_evidence,
                 "pve_host_vgpu_conflicts": pve_host_vgpu_conflicts, "pve_host_vgpu_problems": pve_host_vgpu_problems,
                 "pve_host_vgpu_helper_done": pve_host_vgpu_helper_done,
-                "pve_host_passthrough_files": pve_host_passthrough_files}
+                "pve_host_passthrough_files": pve_host_passthrough_files, "pve_vm_romfiles": pve_vm_romfiles}

@@ -256,3 +256,31 @@ def plan_vm_settings(config: Mapping[str, Any], want: Optional[Mapping[str, Any]
             problems.append("bios ovmf needs an EFI disk and the VM has none: give vm_settings.efidisk_storage "
                             "(the storage Proxmox VE creates it on)")
     return sets, problems
+
+
+# --------------------------------------------------------------------------- ROM files
+
+ROMFILE_DIR = "/usr/share/kvm"  # qemu-server PCI.pm print_hostpci_devices: romfile=/usr/share/kvm/<romfile>
+
+
+def romfile_checks(vms: Iterable[Mapping[str, Any]], node_hosts: Optional[Mapping[str, str]],
+                   folder: str = ROMFILE_DIR) -> dict[str, list[Any]]:
+    """The ROM files the VMs' gpus name, each to be found on the VM's node before anything is written (QEMU fails
+    the start when /usr/share/kvm/<romfile> is missing there, and the API cannot see that folder): {checks: [{vmid,
+    node, host, romfile, missing (the message when it is not there)}], problems: [...]}. ``host`` is the inventory host of the node (``node_hosts``, else the
+    node's name); a VM with a romfile but no node cannot be checked and is a problem."""
+    checks, problems = [], []
+    for vm in vms or []:
+        files = sorted({str(g["romfile"]) for g in vm.get("gpus") or [] if isinstance(g, Mapping) and g.get("romfile")})
+        if not files:
+            continue
+        node = vm.get("node")
+        if not node:
+            problems.append("VM %s names romfile %s but no node: give its node so that the file can be checked there"
+                            % (vm.get("vmid"), ", ".join(files)))
+            continue
+        host = (node_hosts or {}).get(node, node)
+        checks.extend({"vmid": vm.get("vmid"), "node": node, "host": host, "romfile": f,
+                       "missing": "VM %s: romfile %s is not in %s on node %s (QEMU would fail its start)"
+                       % (vm.get("vmid"), f, folder, node)} for f in files)
+    return {"checks": checks, "problems": problems}

@@ -171,3 +171,16 @@ def test_privileges_propagate_down_acl_paths_and_access_permissions_reports_them
     assert privs.dump("/vms/102") == {"/vms/102": {"Sys.Audit": 1, "VM.Audit": 1}}
     assert Privs(None).at("/x") is None and Privs(None).has("/x", "VM.Audit")
     assert Privs(["VM.Audit"]).at("/vms/1") == {"VM.Audit"}
+
+
+# ---------------------------------------------------------------------------------------- ROM files
+
+def test_a_romfile_missing_from_usr_share_kvm_fails_the_start():
+    # qemu-server PCI.pm print_hostpci_devices: romfile=/usr/share/kvm/<romfile>; QEMU fails without the file.
+    fx = fixture()
+    fx["nodes"]["pve1"]["romfiles"] = ["a100.rom"]
+    sim = Sim(fx)
+    assert start(sim, 100, hostpci0="0000:02:00.0,romfile=gone.rom") == (
+        'start failed: QEMU exited with code 1 (kvm: -device vfio-pci,host=0000:02:00.0,romfile=/usr/share/kvm/gone.rom: '
+        'failed to find romfile "/usr/share/kvm/gone.rom")')
+    assert start(sim, 101, hostpci0="0000:02:00.0,romfile=a100.rom") == "OK"
