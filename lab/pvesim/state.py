@@ -189,8 +189,11 @@ class Sim:
         used_dev = self._users_of(node)
         use = self._mdev_use(node, extra)
         if dev.get("nvidia") and dev.get("physfn"):
-            # NVIDIA >= 6.8 interface: a free VF lists the types its PF can still create, available always 1.
-            if dev["id"] in used_dev:
+            # NVIDIA >= 6.8 interface (qemu-server PCI/Mdev.pm get_mdev_types): the types the PF can still create,
+            # available always 1. Before qemu-server 9.1.11 they came from the VF's own nvidia/creatable_vgpu_types,
+            # empty while the VF holds a vGPU; from then on from NVML for the parent GPU whatever the VF's state
+            # (commit 008475ca).
+            if dev["id"] in used_dev and not schema.has_feature(self.release, "vf-types-from-parent"):
                 return []
             parent = self.nodes[node]["pci"].get(dev["physfn"], {})
             in_use = use.get(dev["physfn"], {})

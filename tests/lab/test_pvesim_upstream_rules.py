@@ -2,7 +2,14 @@
 
 - ';' in a host= value or a map path: one multifunction device; alternatives only from separate map entries
   (qemu-server src/PVE/QemuServer/PCI.pm parse_hostpci, choose_hostpci_devices; the someNic fixture of
-  src/test/run_config2command_tests.pl).
+  src/test/run_config2command_tests.pl); pve-manager PVE/API2/Hardware/PCI.pm mdevscan skips ';' paths.
+- HA-managed VMs: start/shutdown only queue an ha-manager request (qemu-server src/PVE/API2/Qemu.pm vm_start,
+  vm_shutdown; pve-ha-manager src/PVE/HA/Manager.pm next_state_started/next_state_stopped; Config.pm
+  get_service_status for status/current's ha).
+- Privileges by ACL path (pve-access-control RPCEnvironment, API2/AccessControl.pm permissions).
+- romfile presence (qemu-server PCI.pm print_hostpci_devices passes /usr/share/kvm/<romfile> to QEMU).
+- NVIDIA VF vGPU types from the parent GPU whatever the VF's state from qemu-server 9.1.11 (PCI/Mdev.pm get_mdev_types,
+  commit 008475ca).
 """
 
 from __future__ import annotations
@@ -184,3 +191,17 @@ def test_a_romfile_missing_from_usr_share_kvm_fails_the_start():
         'start failed: QEMU exited with code 1 (kvm: -device vfio-pci,host=0000:02:00.0,romfile=/usr/share/kvm/gone.rom: '
         'failed to find romfile "/usr/share/kvm/gone.rom")')
     assert start(sim, 101, hostpci0="0000:02:00.0,romfile=a100.rom") == "OK"
+
+
+# ---------------------------------------------------------------------------------------- NVIDIA VF types
+
+@pytest.mark.parametrize("version,listed", [("9.1.1", []), ("9.2.0", ["nvidia-1155"])])
+def test_a_busy_vf_lists_its_parents_types_from_9_2(version, listed):
+    # qemu-server PCI/Mdev.pm get_mdev_types: since 008475ca (9.1.11) through NVML for the physfn, whatever the VF's
+    # state; before, the VF's own creatable_vgpu_types, empty while it holds a vGPU.
+    fx = fixture()
+    fx["version"] = {"version": version, "release": version[:3], "repoid": "0"}
+    sim = Sim(fx)
+    assert start(sim, 100, hostpci0="0000:41:00.4,mdev=nvidia-1155") == "OK"
+    assert [t["type"] for t in sim.mdev_types("pve1", "0000:41:00.4")] == listed
+    assert [t["type"] for t in sim.mdev_types("pve1", "0000:41:00.5")] == ["nvidia-1155"]
