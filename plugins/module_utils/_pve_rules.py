@@ -26,7 +26,7 @@ def ha_managed(status: Optional[Mapping[str, Any]]) -> bool:
     """Whether ``GET .../status/current`` says the VM is an HA resource (``ha.managed``, from
     PVE::HA::Config::get_service_status)."""
     ha = (status or {}).get("ha") or {}
-    return str(ha.get("managed") or 0) not in ("0", "")
+    return str(ha.get("managed") or 0) != "0"
 
 
 def ha_verdict(status: Mapping[str, Any], want: str) -> Optional[str]:
@@ -85,9 +85,7 @@ def collision(a_alts: Sequence[Sequence[str]], b_alts: Sequence[Sequence[str]], 
     """Why two entries can never be given out together (None when some choice of alternatives fits): every
     alternative of ``a`` clashes with every alternative of ``b`` (choose_hostpci_devices skips a used alternative of
     a pool). ``physfn``: {VF id: PF id}. Names the first clash."""
-    if not a_alts or not b_alts:
-        return None
-    first = None
+    first = None  # no alternative on one side: nothing to clash with
     for a in a_alts:
         for b in b_alts:
             found = next((c for c in (_clash(x, y, physfn, same) for x in a for y in b) if c), None)
@@ -248,7 +246,7 @@ def plan_vm_settings(config: Mapping[str, Any], want: Optional[Mapping[str, Any]
         sets["bios"] = want["bios"]
     if "vga" in want and _default_value(config.get("vga")) != want["vga"]:
         sets["vga"] = want["vga"]
-    ovmf = sets.get("bios", str(config.get("bios") or "seabios")) == "ovmf"
+    ovmf = sets.get("bios", config.get("bios")) == "ovmf"
     if ovmf and not config.get("efidisk0") and ("bios" in want or "efidisk_storage" in want):
         if want.get("efidisk_storage"):
             sets["efidisk0"] = "%s:1,efitype=4m" % want["efidisk_storage"]

@@ -150,6 +150,8 @@ def test_vgpu_evidence():
                               "0000:41:00.4": ["nvidia/creatable_vgpu_types (NVIDIA vGPU driver)", "is an SR-IOV virtual function"]},
                   "manager": ["/usr/lib/systemd/system/nvidia-vgpu-mgr.service"]}
     assert H.vgpu_evidence(["/x/0000:65:00.0/sriov_numvfs:0"], []) == {"devices": {}, "manager": []}
+    assert H.vgpu_evidence(["/x/0000:65:00.0/sriov_numvfs:1"], []) == {
+        "devices": {"0000:65:00.0": ["1 SR-IOV virtual functions enabled"]}, "manager": []}
     assert F.pve_host_vgpu_evidence(VGPU_LINES, []) == H.vgpu_evidence(VGPU_LINES, [])
 
 
@@ -192,6 +194,13 @@ def test_vgpu_host_problems():
         "driver loaded?)"]
     assert H.vgpu_host_problems([_fn("0000:03:00.0", vendor="0x144d")], good) == ["no NVIDIA GPU found"]
     assert H.vgpu_host_problems([_fn("0000:21:00.0")], ["/r/0000:21:00.0/nvidia/creatable_vgpu_types"]) == []
+    # a function without a class is no GPU; one virtual function is SR-IOV too
+    assert H.vgpu_host_problems([{"address": "0000:07:00.0", "vendor": "0x10de"}, _fn("0000:21:00.0")],
+                                ["/r/0000:21:00.0/mdev_supported_types"]) == []
+    assert H.vgpu_host_problems([_fn("0000:21:00.0")], ["/r/0000:21:00.0/sriov_totalvfs:1",
+                                                       "/r/0000:21:00.0/mdev_supported_types"]) == [
+        "GPU 0000:21:00.0: SR-IOV capable (1 virtual functions) but none enabled (pve-nvidia-sriov@ALL.service runs "
+        "sriov-manage -e ALL)"]
 
 
 def test_helper_done_and_passthrough_files():

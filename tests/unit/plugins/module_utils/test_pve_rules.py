@@ -129,13 +129,15 @@ def test_non_gpu_functions():
     assert R.non_gpu_functions("0000:03:00.0", DEVS) == ["0000:03:00.0 (class 0x010802, 144d:a80a, NVMe SSD)"]
     assert R.non_gpu_functions("0000:05:00.0;0000:01:00.1", DEVS) == ["0000:05:00.0 (class 0x030000, 1002:73bf)"]
     assert R.non_gpu_functions("0000:09:00.0", DEVS) == []
+    assert R.non_gpu_functions("0000:01:00.1;0000:03:00.0", DEVS) == ["0000:03:00.0 (class 0x010802, 144d:a80a, NVMe SSD)"]
 
 
 def test_mapping_users():
     configs = {"pve2": {"10": {"hostpci3": "mapping=gpu", "hostpci1": "mapping=gpu,pcie=1"}},
                "pve1": {"101": {"hostpci0": "mapping=gpu2"}, "9": {"hostpci0": "mapping=gpu"}, "8": {"hostpci0": "bad=1"},
-                        "7": {"name": "x"}}}
-    assert R.mapping_users("gpu", configs) == ["VM 9 on pve1 (hostpci0)", "VM 10 on pve2 (hostpci1, hostpci3)"]
+                        "7": {"name": "x"}, "10": {"hostpci2": "mapping=gpu"}}}
+    assert R.mapping_users("gpu", configs) == ["VM 9 on pve1 (hostpci0)", "VM 10 on pve1 (hostpci2)",
+                                               "VM 10 on pve2 (hostpci1, hostpci3)"]
     assert R.mapping_users("gpu3", configs) == []
     assert R.mapping_users("gpu", {}) == []
 
@@ -195,6 +197,8 @@ def test_machine_is(current, want, same):
     ({"bios": "ovmf", "efidisk0": "x"}, {"bios": "seabios"}, {"bios": "seabios"}, []),
     ({}, {"efidisk_storage": "ceph"}, {}, []),  # SeaBIOS needs none
     ({}, None, {}, []),
+    ({}, {"bios": "seabios"}, {}, []),  # SeaBIOS is the default
+    ({"bios": "seabios"}, {"efidisk_storage": "ceph"}, {}, []),
 ])
 def test_plan_vm_settings(config, want, sets, problems):
     assert R.plan_vm_settings(config, want) == (sets, problems)
@@ -214,3 +218,11 @@ def test_romfile_checks():
                                           "its start)")
     assert R.romfile_checks(vms[3:], None, "/x")["checks"][0]["missing"].startswith("VM 104: romfile z.rom is not in /x on")
     assert R.romfile_checks([], {}) == {"checks": [], "problems": []}
+
+
+@pytest.mark.parametrize("text,value", [
+    (None, ""), ("", ""), ("std,memory=32", "std"), ("type=none,clipboard=vnc", "none"), ("memory=32,type=qxl", "qxl"),
+    ("memory=32", ""), ("pc-q35-9.2+pve1", "pc-q35-9.2+pve1"),
+])
+def test_default_value_of_a_property_string(text, value):
+    assert R._default_value(text) == value  # pylint: disable=protected-access
