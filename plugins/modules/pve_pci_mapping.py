@@ -59,7 +59,7 @@ options:
     type: bool
   map:
     description:
-      - The exact list of per-node entries. Several entries for one node form a pool: at VM start Proxmox VE takes the
+      - The exact list of per-node entries. Several entries for one node form a pool; at VM start Proxmox VE takes the
         first entry none of whose functions is in use.
       - Mutually exclusive with O(build_from).
     type: list
@@ -140,7 +140,7 @@ options:
     description:
       - With O(state=absent), delete the mapping even when VMs use it. Without it, a mapping that a VM of an online node
         has in a C(hostpciN) entry (pending changes included) is not deleted and the run fails naming the VMs, since
-        they could not start without it. VMs of nodes that are not online cannot be read: a warning names those nodes.
+        they could not start without it. VMs of nodes that are not online cannot be read; a warning names those nodes.
     type: bool
     default: false
 requirements:

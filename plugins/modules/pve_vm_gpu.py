@@ -186,7 +186,7 @@ options:
       - V(never) leaves changes of a running VM pending (RV(pending) says so).
       - V(if_needed) restarts a running VM when hostpci changes are pending (made now or before).
       - V(always) restarts a running VM on every run. A stopped VM is never started.
-      - An HA-managed VM is restarted through HA: the module waits until HA has stopped it (up to O(shutdown_timeout) +
+      - An HA-managed VM is restarted through HA, the module waiting until HA has stopped it (up to O(shutdown_timeout) +
         O(timeout)) and until it runs again with the service state C(started) (up to O(timeout)).
     type: str
     choices: [never, if_needed, always]
