@@ -79,8 +79,8 @@ def entries_from_map(mid: str, items: list[dict[str, Any]], hw: Hardware) -> lis
             raise _pci.PciError("%s: %s" % (where, exc))
         if len(groups) > 1 and item.get("iommu_group") is not None:
             raise _pci.PciError("%s: iommu_group %s is given for paths of %d devices (%s); each device has its own "
-                                "group, give them as separate map items" % (where, item["iommu_group"], len(groups),
-                                                                         ", ".join(groups)))
+                                "group, give them as separate map items"
+                                % (where, item["iommu_group"], len(groups), ", ".join(groups)))
         for group in groups:
             first = _pci.normalize_pci_address(group.split(";")[0], function="0")
             dev = next((d for d in hw(node) if d["id"] == first), None)
@@ -201,8 +201,9 @@ def check_params(p: dict[str, Any]) -> None:
         if len(desc) > _pci.MAX_DESCRIPTION or "\n" in desc or "\r" in desc:
             raise Refused("mapping %s: description must be one line of at most %d characters (got %d characters%s)"
                           % (mid, _pci.MAX_DESCRIPTION, len(desc), " with a line break" if ("\n" in desc or "\r" in desc) else ""))
-    for where, text in [("description", desc)] + [("map[%d].description" % i, item.get("description"))
-                                                    for i, item in enumerate(p["map"] or [])]:
+    texts = [("description", desc)] + [("map[%d].description" % i, item.get("description"))
+                                       for i, item in enumerate(p["map"] or [])]
+    for where, text in texts:
         bad = sorted(set("%r" % ch for ch in text or "" if (ord(ch) < 32 and ch not in "\n\r") or ord(ch) == 127))
         if bad:
             raise Refused("mapping %s: %s holds control characters (%s), which a Proxmox VE config file cannot keep; "

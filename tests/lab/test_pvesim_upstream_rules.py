@@ -113,8 +113,8 @@ def test_a_function_twice_on_one_vm_dies():
 
 def test_mdev_scan_of_a_mapping_skips_semicolon_paths():
     # pve-manager PVE/API2/Hardware/PCI.pm mdevscan: "next if $id =~ m/;/" (mdev not supported for multifunction)
-    sim = Sim(fixture(mappings={"vfs": {"mdev": 1, "map": [entry("0000:41:00.4;0000:41:00.5", device="26b9", group=41),
-                                                          entry("0000:41:00.5", device="26b9", group=42)]}}))
+    entries = [entry("0000:41:00.4;0000:41:00.5", device="26b9", group=41), entry("0000:41:00.5", device="26b9", group=42)]
+    sim = Sim(fixture(mappings={"vfs": {"mdev": 1, "map": entries}}))
     assert [t["type"] for t in sim.mdev_scan("pve1", "vfs")] == ["nvidia-1155"]
     sim.mappings["vfs"]["map"].pop()
     assert sim.mdev_scan("pve1", "vfs") == []

@@ -197,8 +197,8 @@ def test_vgpu_host_problems():
     # a function without a class is no GPU; one virtual function is SR-IOV too
     assert H.vgpu_host_problems([{"address": "0000:07:00.0", "vendor": "0x10de"}, _fn("0000:21:00.0")],
                                 ["/r/0000:21:00.0/mdev_supported_types"]) == []
-    assert H.vgpu_host_problems([_fn("0000:21:00.0")], ["/r/0000:21:00.0/sriov_totalvfs:1",
-                                                       "/r/0000:21:00.0/mdev_supported_types"]) == [
+    one_vf = ["/r/0000:21:00.0/sriov_totalvfs:1", "/r/0000:21:00.0/mdev_supported_types"]
+    assert H.vgpu_host_problems([_fn("0000:21:00.0")], one_vf) == [
         "GPU 0000:21:00.0: SR-IOV capable (1 virtual functions) but none enabled (pve-nvidia-sriov@ALL.service runs "
         "sriov-manage -e ALL)"]
 

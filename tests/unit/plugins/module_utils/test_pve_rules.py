@@ -205,8 +205,8 @@ def test_plan_vm_settings(config, want, sets, problems):
 
 
 def test_romfile_checks():
-    vms = [{"vmid": 101, "node": "pve1", "gpus": [{"mapping": "a", "romfile": "b.rom"}, {"host": "01:00.0", "romfile": "a.rom"},
-                                                   {"mapping": "c", "romfile": "a.rom"}]},
+    gpus = [{"mapping": "a", "romfile": "b.rom"}, {"host": "01:00.0", "romfile": "a.rom"}, {"mapping": "c", "romfile": "a.rom"}]
+    vms = [{"vmid": 101, "node": "pve1", "gpus": gpus},
            {"vmid": 102, "gpus": [{"mapping": "a", "romfile": "x.rom"}, {"mapping": "b", "romfile": "w.rom"}]},
            {"vmid": 103, "node": "pve2", "gpus": [{"mapping": "a"}, "not a dict"]},
            {"vmid": 104, "node": "pve2", "gpus": [{"mapping": "a", "romfile": "z.rom"}]}]
@@ -214,8 +214,8 @@ def test_romfile_checks():
     assert got["problems"] == ["VM 102 names romfile w.rom, x.rom but no node: give its node so that the file can be checked there"]
     assert [(c["vmid"], c["node"], c["host"], c["romfile"]) for c in got["checks"]] == [
         (101, "pve1", "pve1.example.com", "a.rom"), (101, "pve1", "pve1.example.com", "b.rom"), (104, "pve2", "pve2", "z.rom")]
-    assert got["checks"][0]["missing"] == ("VM 101: romfile a.rom is not in /usr/share/kvm on node pve1 (QEMU would fail "
-                                          "its start)")
+    assert got["checks"][0]["missing"] == (
+        "VM 101: romfile a.rom is not in /usr/share/kvm on node pve1 (QEMU would fail its start)")
     assert R.romfile_checks(vms[3:], None, "/x")["checks"][0]["missing"].startswith("VM 104: romfile z.rom is not in /x on")
     assert R.romfile_checks([], {}) == {"checks": [], "problems": []}
 

@@ -55,8 +55,8 @@ def test_devices_in_one_path_list_become_entries_and_functions_of_one_device_joi
 
 
 def test_mdev_mapping_with_a_semicolon_entry_is_refused(sim, mapping):
-    sim.nodes["pve1"]["pci"]["0000:01:00.1"] = {"id": "0000:01:00.1", "class": "0x040300", "vendor": "0x10de",
-                                                 "device": "0x1aef", "iommugroup": 1}
+    audio = {"id": "0000:01:00.1", "class": "0x040300", "vendor": "0x10de", "device": "0x1aef", "iommugroup": 1}
+    sim.nodes["pve1"]["pci"]["0000:01:00.1"] = audio
     res = mapping({"id": "mf", "mdev": True, "validate_hardware": False,
                    "map": [{"node": "pve1", "path": ["01:00.0", "01:00.1"]}]})
     assert res["failed"] is True and writes(sim) == 0, res
