@@ -9,7 +9,6 @@ and mappings the token may see, and answers GET /access/permissions (pve-access-
 
 from __future__ import annotations
 
-
 from ansible_collections.gpuops.provision.plugins.modules import pve_gpu_info, pve_vm_gpu
 
 from pvesim_inproc import cluster, module_runner, use_pvesim, writes  # pylint: disable=import-error
