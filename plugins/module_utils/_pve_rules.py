@@ -267,7 +267,8 @@ def romfile_checks(vms: Iterable[Mapping[str, Any]], node_hosts: Optional[Mappin
     the start when /usr/share/kvm/<romfile> is missing there, and the API cannot see that folder): {checks: [{vmid,
     node, host, romfile, missing (the message when it is not there)}], problems: [...]}. ``host`` is the inventory host of the node (``node_hosts``, else the
     node's name); a VM with a romfile but no node cannot be checked and is a problem."""
-    checks, problems = [], []
+    checks: list[dict[str, Any]] = []
+    problems: list[str] = []
     for vm in vms or []:
         files = sorted({str(g["romfile"]) for g in vm.get("gpus") or [] if isinstance(g, Mapping) and g.get("romfile")})
         if not files:
