@@ -169,10 +169,13 @@ def hosts_offering(profiles: Iterable[str], host_offers: Mapping[str, Optional[I
 
 
 def validate_profiles(vm: str, profiles: Sequence[str], host: str, host_offers: Mapping[str, Sequence[str]], placement: str = "host",
-                      max_vgpus: Optional[int] = None, host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None) -> list[str]:
+                      max_vgpus: Optional[int] = None, host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                      host_errors: Optional[Mapping[str, Sequence[str]]] = None) -> list[str]:
     """Check a desired vGPU list for a VM against what its host (or cluster) offers.
 
     host_rules: {host: multi_vgpu_rules(...)}; hosts not in it get the "legacy" rules.
+    host_errors: {host: [why its GPUs cannot take these vGPUs]} (_vsphere_placement.gpu_errors); such hosts are not
+    eligible.
     Returns the sorted list of hosts that could run the VM; raises VgpuError naming VM, host, profile and reason.
     """
     if placement not in ("host", "cluster"):
@@ -203,8 +206,10 @@ def validate_profiles(vm: str, profiles: Sequence[str], host: str, host_offers: 
     for h in offering:
         rules = (host_rules or {}).get(h) or multi_vgpu_rules("legacy")
         multi = multi_vgpu_errors(list(profiles), offered, max_vgpus, rules)
-        if multi:
-            rejected[h] = "%s (multi-vGPU rules %s: %s)" % ("; ".join(multi), rules["name"], rules["basis"])
+        why = ["%s (multi-vGPU rules %s: %s)" % ("; ".join(multi), rules["name"], rules["basis"])] if multi else []
+        why += list((host_errors or {}).get(h) or [])
+        if why:
+            rejected[h] = "; ".join(why)
     eligible = [h for h in offering if h not in rejected]
     if not eligible:
         shown = host if host in rejected else sorted(rejected)[0]
@@ -315,19 +320,30 @@ def plan_vm(vm: str, host: str, current_devices: Sequence[Mapping[str, Any]], de
             host_offers: Mapping[str, Sequence[str]], power_state: Optional[str], memory_locked: bool, extra_config: Mapping[str, Any],
             placement: str = "host", reserve_all_memory: bool = True, use_64bit_mmio: Optional[bool] = None,
             mmio_size_gb: Optional[int] = None, power_policy: str = "fail", max_vgpus: Optional[int] = None,
-            host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None, firmware: Optional[str] = None) -> dict[str, Any]:
-    """Full plan for one VM; pure, raises VgpuError on invalid input before anything is touched."""
-    eligible = validate_profiles(vm, desired, host, host_offers, placement, max_vgpus, host_rules)
+            host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None, firmware: Optional[str] = None,
+            host_errors: Optional[Mapping[str, Sequence[str]]] = None, upgrade: Optional[Mapping[str, Any]] = None,
+            restore: bool = False) -> dict[str, Any]:
+    """Full plan for one VM; pure, raises VgpuError on invalid input before anything is touched.
+
+    upgrade: the hardware upgrade the vGPUs need (_vsphere_placement.plan_hardware), done while the VM is off.
+    restore: an earlier run powered the VM off and did not power it on again (its marker is on the VM): the VM is
+    powered on when it is off, and the marker goes either way.
+    """
+    eligible = validate_profiles(vm, desired, host, host_offers, placement, max_vgpus, host_rules, host_errors)
     use_64bit_mmio, mmio_size_gb = plan_c_series(vm, desired, firmware, extra_config, use_64bit_mmio, mmio_size_gb)
     devices = diff_vgpus(current_devices, desired)
     extra = plan_extra_config(extra_config, use_64bit_mmio, mmio_size_gb)
     lock_memory = bool(desired) and reserve_all_memory and not memory_locked
-    needs_change = bool(devices["remove"] or devices["add"] or extra or lock_memory)
+    reconfigure = bool(devices["remove"] or devices["add"] or extra or lock_memory)
+    needs_change = reconfigure or upgrade is not None
     power = plan_power(vm, power_state, needs_change, power_policy)
+    if restore and power_state == "poweredOff":
+        power = dict(power, power_on_after=True)
     before = sorted(d["profile"] for d in current_devices)
     after = sorted(desired)
     return dict(
-        vm=vm, host=host, eligible_hosts=eligible, changed=needs_change,
+        vm=vm, host=host, eligible_hosts=eligible, changed=needs_change or restore, reconfigure=reconfigure,
+        upgrade=upgrade, restore=restore,
         remove=devices["remove"], add=devices["add"], keep=devices["keep"],
         lock_memory=lock_memory, extra_config=extra, power=power,
         before=dict(profiles=before, memory_reservation_locked_to_max=memory_locked,

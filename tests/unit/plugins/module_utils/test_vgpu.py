@@ -575,8 +575,8 @@ def test_plan_vm_returns_every_field():
                          ["grid_a100-40c", "grid_a100-40c"], {"esx1": A100, "esx2": A100}, "poweredOn", False, mmio,
                          placement="cluster", power_policy="shutdown_guest", firmware="efi")
     assert plan == dict(
-        vm="vm1", host="esx1", eligible_hosts=["esx1", "esx2"], changed=True,
-        remove=[dev(201, "grid_a100-4c")], add=["grid_a100-40c"], keep=[dev(200, "grid_a100-40c")],
+        vm="vm1", host="esx1", eligible_hosts=["esx1", "esx2"], changed=True, reconfigure=True, upgrade=None,
+        restore=False, remove=[dev(201, "grid_a100-4c")], add=["grid_a100-40c"], keep=[dev(200, "grid_a100-40c")],
         lock_memory=True, extra_config={_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "256"},
         power=dict(power_off="guest", power_on_after=True),
         before=dict(profiles=["grid_a100-40c", "grid_a100-4c"], memory_reservation_locked_to_max=False,
@@ -784,3 +784,36 @@ def test_validate_profiles_cluster_rejection_names_the_requested_host_when_it_is
 ])
 def test_is_gpu_host_on_any_one_of_the_three_properties(row, gpu):
     assert _vgpu.is_gpu_host(row) is gpu
+
+
+# ---- issue 40: hosts whose GPUs cannot take the vGPUs, hardware upgrade, restore after a cut run -------------------
+
+def test_hosts_with_gpu_errors_are_not_eligible_and_the_reason_is_named():
+    offers = {"esx1": A100, "esx2": A100}
+    assert _vgpu.validate_profiles("vm1", ["grid_a100-40c"], "esx1", offers, "cluster",
+                                   host_errors={"esx1": ["host esx1: vSGA"]}) == ["esx2"]
+    with pytest.raises(_vgpu.VgpuError, match=r"^VM vm1 on host esx1: host esx1: vSGA; second$"):
+        _vgpu.validate_profiles("vm1", ["grid_a100-40c"], "esx1", offers, "host",
+                                host_errors={"esx1": ["host esx1: vSGA", "second"]})
+    # a host failing both the multi-vGPU rules and its GPUs names both
+    with pytest.raises(_vgpu.VgpuError, match=r"multi-vGPU rules legacy: .*\); gpu reason$"):
+        _vgpu.validate_profiles("vm1", ["grid_a100-20c", "grid_a100-20c"], "esx1", {"esx1": A100}, "host",
+                                host_errors={"esx1": ["gpu reason"]})
+
+
+def test_plan_vm_upgrade_is_a_change_that_needs_the_vm_off():
+    plan = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_a100-40c")] * 1, ["grid_a100-40c"], {"esx1": A100}, "poweredOn",
+                         True, {_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "128"}, power_policy="power_off",
+                         upgrade={"before": "vmx-13"})
+    assert (plan["changed"], plan["reconfigure"], plan["upgrade"]) == (True, False, {"before": "vmx-13"})
+    assert plan["power"] == dict(power_off="hard", power_on_after=True)
+
+
+@pytest.mark.parametrize("power, power_on", [("poweredOff", True), ("poweredOn", False)])
+def test_plan_vm_restore_powers_on_a_vm_an_earlier_run_left_off(power, power_on):
+    plan = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_l40s-48q")], ["grid_l40s-48q"], {"esx1": L40S}, power, True, {},
+                         restore=True)
+    assert (plan["changed"], plan["reconfigure"], plan["restore"]) == (True, False, True)
+    assert plan["power"] == dict(power_off=None, power_on_after=power_on)
+    quiet = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_l40s-48q")], ["grid_l40s-48q"], {"esx1": L40S}, power, True, {})
+    assert (quiet["changed"], quiet["restore"], quiet["power"]["power_on_after"]) == (False, False, False)
