@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 )
 
@@ -83,7 +84,8 @@ func (f *faultInjector) match(method string, body []byte) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, rule := range f.rules {
-		if rule.Method != method || rule.Fired >= rule.Times || (rule.Contains != "" && !bytes.Contains(body, []byte(rule.Contains))) {
+		// pyVmomi sends some methods under their lower-case wire names (fetchSoftwarePackages)
+		if !strings.EqualFold(rule.Method, method) || rule.Fired >= rule.Times || (rule.Contains != "" && !bytes.Contains(body, []byte(rule.Contains))) {
 			continue
 		}
 		if rule.Skip > 0 {

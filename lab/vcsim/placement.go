@@ -527,11 +527,13 @@ func installPlacement() {
 
 // profileInfo is VirtualMachineVgpuProfileInfo for a profile; stunTimeEstimates from API 8.0.2.0. The
 // estimates are ours (frame buffer over the vMotion link), not VMware's model.
-func profileInfo(p string, withStun bool) types.VirtualMachineVgpuProfileInfo {
+// deviceVendorId "concatenates the 16-bit PCI vendor id in lower bits followed by 16-bit PCI device id"
+// (VirtualMachineVgpuProfileInfo): the device of the host's GPU model that offers the profile.
+func profileInfo(p string, device int16, withStun bool) types.VirtualMachineVgpuProfileInfo {
 	f, _ := factsOf(p)
 	info := types.VirtualMachineVgpuProfileInfo{
 		VirtualMachineTargetInfo: types.VirtualMachineTargetInfo{Name: p},
-		ProfileName:              p, DeviceVendorId: 0x10de, FbSizeInGib: f.fbGiB,
+		ProfileName:              p, DeviceVendorId: 0x10de | int64(uint16(device))<<16, FbSizeInGib: f.fbGiB,
 		ProfileSharing: f.sharing, ProfileClass: f.class,
 	}
 	if withStun {
@@ -564,11 +566,26 @@ func (m *graphicsManager) RetrieveVgpuProfileInfo(ctx *simulator.Context, req *t
 		return body
 	}
 	var out []types.VirtualMachineVgpuProfileInfo
+	g := gpuHostsByMoid[m.host.Self.Value]
 	for _, p := range m.host.Config.SharedPassthruGpuTypes {
-		out = append(out, profileInfo(p, apiAtLeast(m.host.Config.Product.Version, [3]int{8, 0, 2})))
+		var device int16
+		for _, d := range gpuDefs(g) {
+			if allowedOn([]string{p}, gpuDef{model: d.model, mig: false})[p] || allowedOn([]string{p}, gpuDef{model: d.model, mig: true})[p] {
+				device = d.model.DeviceID
+				break
+			}
+		}
+		out = append(out, profileInfo(p, device, apiAtLeast(m.host.Config.Product.Version, [3]int{8, 0, 2})))
 	}
 	body.Res = &types.RetrieveVgpuProfileInfoResponse{Returnval: out}
 	return body
+}
+
+func gpuDefs(g *gpuHost) []gpuDef {
+	if g == nil {
+		return nil
+	}
+	return g.gpus
 }
 
 // RetrieveVgpuDeviceInfo (HostGraphicsManager, vSphere API 7.0.3.0): the host's vGPU-capable devices.

@@ -316,7 +316,9 @@ class VmVgpu:
                                  power_policy=spec["power_policy"], max_vgpus=spec["max_vgpus"], host_rules=host_rules,
                                  firmware=vm.get("config.firmware"),
                                  host_errors=self.inv.gpu_errors(scope, spec["profiles"], self.warnings),
-                                 upgrade=upgrade, restore=placement.restore_pending(extra, OWNER))
+                                 upgrade=upgrade, restore=placement.restore_pending(extra, OWNER),
+                                 facts={n: self.inv.facts(r, spec["profiles"], self.warnings)
+                                        for n, r in scope.items() if len(spec["profiles"]) > 1})
             rules = host_rules.get(host_name)
             plan["rules"] = dict(name=rules["name"], basis=rules["basis"]) if rules else None
             return plan

@@ -117,7 +117,7 @@ def test_vgpu_profile_info_comes_from_the_graphics_manager(lab_factory):
     lab = lab_factory(hosts=1, vms=0, fixture={"hosts": {"DC0_C0_H0": {"model": "a100-40", "mig_gpus": ["0000:3b:00.0"]}}})
     infos = {i.profileName: i for i in lab.host("DC0_C0_H0").configManager.graphicsManager.RetrieveVgpuProfileInfo()}
     mig, sliced = infos["grid_a100-3-20c"], infos["grid_a100-8c"]
-    assert (mig.fbSizeInGib, mig.profileSharing, mig.profileClass, mig.deviceVendorId) == (20, "mig", "compute", 0x10de)
+    assert (mig.fbSizeInGib, mig.profileSharing, mig.profileClass, mig.deviceVendorId) == (20, "mig", "compute", 0x20f110de)
     assert (sliced.fbSizeInGib, sliced.profileSharing) == (8, "timeSliced")
     assert [t.migrationBW for t in sliced.stunTimeEstimates] == [10, 25, 100]  # 8.0.2.0 field
     devices = lab.host("DC0_C0_H0").configManager.graphicsManager.RetrieveVgpuDeviceInfo()

@@ -42,8 +42,8 @@ def test_host_role_fails_on_drift_before_changing_then_applies(vcsim_factory, an
     book.write_text(PLAYBOOK.format(role="vsphere_vgpu_host"))
     rc, out = ansible.playbook(str(book), dict(conn(sim, "vsphere_vgpu_host"), vsphere_vgpu_host_cluster="DC0_C0"))
     tasks = ansible.tasks(out)
-    assert rc != 0 and tasks["Fail on NVIDIA driver drift between GPU hosts"]["failed"]
-    assert "535.154.02" in tasks["Fail on NVIDIA driver drift between GPU hosts"]["msg"]
+    assert rc != 0 and tasks["Fail on NVIDIA driver drift between the GPU hosts of a cluster"]["failed"]
+    assert "535.154.02" in tasks["Fail on NVIDIA driver drift between the GPU hosts of a cluster"]["msg"]
     assert set(graphics(sim).values()) == {"shared"}
 
     hosts = ["DC0_C0_H0", "DC0_C0_H2"]

@@ -817,3 +817,51 @@ def test_plan_vm_restore_powers_on_a_vm_an_earlier_run_left_off(power, power_on)
     assert plan["power"] == dict(power_off=None, power_on_after=power_on)
     quiet = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_l40s-48q")], ["grid_l40s-48q"], {"esx1": L40S}, power, True, {})
     assert (quiet["changed"], quiet["restore"], quiet["power"]["power_on_after"]) == (False, False, False)
+
+
+def test_vsga_involved_is_any_device_in_shared_mode_before_or_after():
+    direct = dict(default_graphics_type="sharedDirect", devices={})
+    shared = dict(default_graphics_type="shared", devices={})
+    pcis = ["0000:3b:00.0", "3b:00.1"]
+    assert not _vgpu.vsga_involved(direct, direct, pcis)
+    assert _vgpu.vsga_involved(shared, direct, pcis)
+    assert _vgpu.vsga_involved(direct, shared, pcis)
+    one = dict(default_graphics_type="sharedDirect", devices={"0000:3b:00.1": "shared"})
+    assert _vgpu.vsga_involved(direct, one, pcis)  # the entry counts (ids normalized)
+    assert not _vgpu.vsga_involved(direct, one, ["0000:3b:00.0"])  # not a device of this host
+    override = dict(default_graphics_type="shared", devices={"0000:3b:00.0": "sharedDirect"})
+    assert not _vgpu.vsga_involved(override, direct, ["0000:3b:00.0"])
+    assert not _vgpu.vsga_involved(shared, shared, [])  # no graphics device at all
+
+
+def test_drift_is_judged_per_cluster_and_names_the_drifting_ones():
+    versions = {"a1": "550.90.05", "a2": "550.90.05", "b1": "535.154.02", "b2": "535.154.02", "c1": "550.90.05",
+                "c2": None, "s1": "535.154.02"}
+    clusters = {"a1": "A", "a2": "A", "b1": "B", "b2": "B", "c1": "C", "c2": "C", "s1": None}
+    out = _vgpu.drift_by_cluster(versions, clusters)
+    assert out["consistent"] is False and out["drifting_clusters"] == ["C"]
+    assert out["clusters"]["A"] == dict(consistent=True, versions={"550.90.05": ["a1", "a2"]}, missing=[], majority="550.90.05")
+    assert out["clusters"]["C"] == dict(consistent=False, versions={"550.90.05": ["c1"]}, missing=["c2"], majority="550.90.05")
+    assert out["clusters"]["standalone host s1"]["consistent"] is True
+    assert list(out["clusters"]) == ["A", "B", "C", "standalone host s1"]
+    # the whole scope's groups are still reported
+    assert out["versions"] == {"535.154.02": ["b1", "b2", "s1"], "550.90.05": ["a1", "a2", "c1"]} and out["missing"] == ["c2"]
+    assert out["majority"] == "535.154.02"
+    del versions["c2"]
+    assert _vgpu.drift_by_cluster(versions, clusters)["consistent"] is True
+    assert _vgpu.drift_by_cluster({}, {}) == dict(consistent=True, versions={}, missing=[], majority=None, clusters={},
+                                                  drifting_clusters=[])
+
+
+def test_vcenter_profile_facts_win_over_the_name_for_the_multi_vgpu_rules():
+    api = dict(name="odd", board="device-7", fb_gb=4, series="q", mig=False, source="api")
+    assert _vgpu.facts_as_parsed(api) == dict(name="odd", board="device-7", fb_gb=4, series="q", mig_slices=None)
+    assert _vgpu.facts_as_parsed(dict(api, mig=True))["mig_slices"] == 1
+    assert _vgpu.facts_as_parsed(dict(api, source="name")) is None
+    assert _vgpu.facts_as_parsed(dict(api, fb_gb=None)) is None
+    assert _vgpu.facts_as_parsed({}) is None
+    # the name alone cannot prove "odd" allows several vGPUs; vCenter's facts can
+    assert _vgpu.multi_vgpu_errors(["odd", "odd"], ["odd"]) == [
+        "profile odd: unrecognised name, cannot prove it allows multiple vGPUs"]
+    assert _vgpu.multi_vgpu_errors(["odd", "odd"], ["odd"], facts={"odd": api}) == []
+    assert _vgpu.validate_profiles("vm", ["odd", "odd"], "h", {"h": ["odd"]}, facts={"h": {"odd": api}}) == ["h"]
