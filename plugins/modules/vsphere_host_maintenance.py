@@ -103,7 +103,7 @@ hosts:
   contains:
     name: {description: Host name., type: str}
     changed: {description: Whether the host was (or in check mode would be) changed., type: bool}
-    actions: {description: What was (or would be) done, in order., type: list, elements: str}
+    actions: {description: "What was (or would be) done, in order.", type: list, elements: str}
     before: {description: "C(in_maintenance_mode) before.", type: dict}
     after: {description: "C(in_maintenance_mode) after.", type: dict}
     vms:
