@@ -48,3 +48,31 @@ func installHooks() {
 		return nil, nil
 	}
 }
+
+// vmHook, hostHook, clusterHook: addHook for one kind of simulator object.
+func vmHook(method string, wrap func(*simulator.VirtualMachine) mo.Reference) {
+	addHook("VirtualMachine", method, func(obj mo.Reference) mo.Reference {
+		if vm, ok := obj.(*simulator.VirtualMachine); ok {
+			return wrap(vm)
+		}
+		return nil
+	})
+}
+
+func hostHook(method string, wrap func(*simulator.HostSystem) mo.Reference) {
+	addHook("HostSystem", method, func(obj mo.Reference) mo.Reference {
+		if h, ok := obj.(*simulator.HostSystem); ok {
+			return wrap(h)
+		}
+		return nil
+	})
+}
+
+func clusterHook(method string, wrap func(*simulator.ClusterComputeResource) mo.Reference) {
+	addHook("ClusterComputeResource", method, func(obj mo.Reference) mo.Reference {
+		if c, ok := obj.(*simulator.ClusterComputeResource); ok {
+			return wrap(c)
+		}
+		return nil
+	})
+}

@@ -203,10 +203,5 @@ func (h *rebootableHost) RebootHostTask(ctx *simulator.Context, req *types.Reboo
 
 // installRebootHandler routes RebootHost_Task on hosts to rebootableHost (hooks.go).
 func installRebootHandler() {
-	addHook("HostSystem", "RebootHost_Task", func(obj mo.Reference) mo.Reference {
-		if h, ok := obj.(*simulator.HostSystem); ok {
-			return &rebootableHost{h}
-		}
-		return nil
-	})
+	hostHook("RebootHost_Task", func(h *simulator.HostSystem) mo.Reference { return &rebootableHost{h} })
 }

@@ -280,16 +280,6 @@ func sortedClusterNames(m map[string]ClusterSpec) []string {
 }
 
 func installMaintenance() {
-	addHook("HostSystem", "EnterMaintenanceMode_Task", func(obj mo.Reference) mo.Reference {
-		if h, ok := obj.(*simulator.HostSystem); ok {
-			return &maintainableHost{h}
-		}
-		return nil
-	})
-	addHook("ClusterComputeResource", "ReconfigureComputeResource_Task", func(obj mo.Reference) mo.Reference {
-		if c, ok := obj.(*simulator.ClusterComputeResource); ok {
-			return &drsCluster{c}
-		}
-		return nil
-	})
+	hostHook("EnterMaintenanceMode_Task", func(h *simulator.HostSystem) mo.Reference { return &maintainableHost{h} })
+	clusterHook("ReconfigureComputeResource_Task", func(c *simulator.ClusterComputeResource) mo.Reference { return &drsCluster{c} })
 }

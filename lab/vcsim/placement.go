@@ -503,24 +503,9 @@ func (v *upgradableVM) UpgradeVMTask(ctx *simulator.Context, req *types.UpgradeV
 }
 
 func installPlacement() {
-	addHook("VirtualMachine", "UpgradeVM_Task", func(obj mo.Reference) mo.Reference {
-		if vm, ok := obj.(*simulator.VirtualMachine); ok {
-			return &upgradableVM{vm}
-		}
-		return nil
-	})
-	addHook("VirtualMachine", "PowerOnVM_Task", func(obj mo.Reference) mo.Reference {
-		if vm, ok := obj.(*simulator.VirtualMachine); ok {
-			return &placedVM{vm}
-		}
-		return nil
-	})
-	addHook("VirtualMachine", "ReconfigVM_Task", func(obj mo.Reference) mo.Reference {
-		if vm, ok := obj.(*simulator.VirtualMachine); ok {
-			return &reconfiguredVM{vm}
-		}
-		return nil
-	})
+	vmHook("UpgradeVM_Task", func(vm *simulator.VirtualMachine) mo.Reference { return &upgradableVM{vm} })
+	vmHook("PowerOnVM_Task", func(vm *simulator.VirtualMachine) mo.Reference { return &placedVM{vm} })
+	vmHook("ReconfigVM_Task", func(vm *simulator.VirtualMachine) mo.Reference { return &reconfiguredVM{vm} })
 }
 
 // ---- vGPU profile and device facts (API 7.0.3.0+) ---------------------------------------------------------
@@ -557,12 +542,18 @@ func apiAtLeast(version string, want [3]int) bool {
 	return true
 }
 
+// before703 is the fault of a 7.0.3.0 method on an older host (the method does not exist there), else nil.
+func (m *graphicsManager) before703(method string) *soap.Fault {
+	if apiAtLeast(m.host.Config.Product.Version, [3]int{7, 0, 3}) {
+		return nil
+	}
+	return simulator.Fault(method+" needs ESXi 7.0.3", &types.MethodNotFound{Receiver: m.Self, Method: method})
+}
+
 // RetrieveVgpuProfileInfo (HostGraphicsManager, vSphere API 7.0.3.0): the host's vGPU profiles.
 func (m *graphicsManager) RetrieveVgpuProfileInfo(ctx *simulator.Context, req *types.RetrieveVgpuProfileInfo) soap.HasFault {
 	body := &methods.RetrieveVgpuProfileInfoBody{}
-	if !apiAtLeast(m.host.Config.Product.Version, [3]int{7, 0, 3}) {
-		body.Fault_ = simulator.Fault("RetrieveVgpuProfileInfo needs ESXi 7.0.3", &types.MethodNotFound{
-			Receiver: m.Self, Method: "RetrieveVgpuProfileInfo"})
+	if body.Fault_ = m.before703("RetrieveVgpuProfileInfo"); body.Fault_ != nil {
 		return body
 	}
 	var out []types.VirtualMachineVgpuProfileInfo
@@ -591,9 +582,7 @@ func gpuDefs(g *gpuHost) []gpuDef {
 // RetrieveVgpuDeviceInfo (HostGraphicsManager, vSphere API 7.0.3.0): the host's vGPU-capable devices.
 func (m *graphicsManager) RetrieveVgpuDeviceInfo(ctx *simulator.Context, req *types.RetrieveVgpuDeviceInfo) soap.HasFault {
 	body := &methods.RetrieveVgpuDeviceInfoBody{}
-	if !apiAtLeast(m.host.Config.Product.Version, [3]int{7, 0, 3}) {
-		body.Fault_ = simulator.Fault("RetrieveVgpuDeviceInfo needs ESXi 7.0.3", &types.MethodNotFound{
-			Receiver: m.Self, Method: "RetrieveVgpuDeviceInfo"})
+	if body.Fault_ = m.before703("RetrieveVgpuDeviceInfo"); body.Fault_ != nil {
 		return body
 	}
 	var out []types.VirtualMachineVgpuDeviceInfo

@@ -77,32 +77,26 @@ func (s *serviceSystem) start(id string) *soap.Fault {
 	return s.notFound(id)
 }
 
-func (s *serviceSystem) RestartService(ctx *simulator.Context, req *types.RestartService) soap.HasFault {
-	body := &methods.RestartServiceBody{}
+// startFault is what RestartService and StartService answer: a fault, or nil when the service runs.
+func (s *serviceSystem) startFault(ctx *simulator.Context, id string) *soap.Fault {
 	if fault := noPermission(ctx, s.host, "Host.Config.NetService"); fault != nil {
-		body.Fault_ = fault
-		return body
+		return fault
 	}
-	if fault := s.start(req.Id); fault != nil {
-		body.Fault_ = fault
-		return body
+	return s.start(id)
+}
+
+func (s *serviceSystem) RestartService(ctx *simulator.Context, req *types.RestartService) soap.HasFault {
+	if fault := s.startFault(ctx, req.Id); fault != nil {
+		return &methods.RestartServiceBody{Fault_: fault}
 	}
-	body.Res = &types.RestartServiceResponse{}
-	return body
+	return &methods.RestartServiceBody{Res: &types.RestartServiceResponse{}}
 }
 
 func (s *serviceSystem) StartService(ctx *simulator.Context, req *types.StartService) soap.HasFault {
-	body := &methods.StartServiceBody{}
-	if fault := noPermission(ctx, s.host, "Host.Config.NetService"); fault != nil {
-		body.Fault_ = fault
-		return body
+	if fault := s.startFault(ctx, req.Id); fault != nil {
+		return &methods.StartServiceBody{Fault_: fault}
 	}
-	if fault := s.start(req.Id); fault != nil {
-		body.Fault_ = fault
-		return body
-	}
-	body.Res = &types.StartServiceResponse{}
-	return body
+	return &methods.StartServiceBody{Res: &types.StartServiceResponse{}}
 }
 
 func (s *serviceSystem) StopService(ctx *simulator.Context, req *types.StopService) soap.HasFault {
