@@ -322,8 +322,8 @@ multi_vgpu_rules:
 vms:
   description:
     - Batch form. One result per VM of O(vms), in their order, with the keys of the single-VM form (RV(vm), RV(host),
-      RV(before), RV(after), RV(actions), RV(eligible_hosts), RV(vgpus), RV(power_cycled), RV(multi_vgpu_rules)) and
-      these.
+      RV(before), RV(after), RV(actions), RV(eligible_hosts), RV(start_host), RV(vgpus), RV(power_cycled),
+      RV(multi_vgpu_rules)) and these.
     - For a VM whose reconfigure failed, RV(vms[].vgpus) is what it holds, read back after the failure.
   returned: with O(vms)
   type: list
