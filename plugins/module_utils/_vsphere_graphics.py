@@ -85,8 +85,8 @@ def run(session: Any, params: Dict[str, Any], check_mode: bool, warn: Callable[[
                                             "reads the host again and finishes (already changed: %s)"
                                             % (row["name"], e, ", ".join(done) or "none"))
             done.append(row["name"])
-            if params["restart_xorg"] and _vgpu.vsga_involved(plan["before"], plan["after"], [g["pci_id"] for g in
-                                                                                            _vsphere.graphics_devices(row.get("config.graphicsInfo"))]):
+            pcis = [g["pci_id"] for g in _vsphere.graphics_devices(row.get("config.graphicsInfo"))]
+            if params["restart_xorg"] and _vgpu.vsga_involved(plan["before"], plan["after"], pcis):
                 try:
                     row["obj"].configManager.serviceSystem.RestartService(id="xorg")
                 except (vmodl.MethodFault, _vsphere.VsphereError) as e:

@@ -200,4 +200,3 @@ def outcome(fields: Mapping[str, Any], diff: bool) -> dict[str, Any]:
         result["diff"] = dict(before={h["name"]: h["before"] for h in hosts if h["changed"]},
                               after={h["name"]: h["after"] for h in hosts if h["changed"]})
     return result
-

@@ -247,8 +247,8 @@ def actions_of(plan: Mapping[str, Any]) -> list[str]:
     acts += ["set %s=%s" % kv for kv in sorted(plan["extra_config"].items())]
     if plan["power"]["power_on_after"]:
         host = plan.get("power_on_host")
-        acts.append("power_on" + (" on %s" % host if host else "") + (" (an earlier run powered it off)"
-                                                                       if plan.get("restore") and not plan["power"]["power_off"] else ""))
+        restored = plan.get("restore") and not plan["power"]["power_off"]
+        acts.append("power_on" + (" on %s" % host if host else "") + (" (an earlier run powered it off)" if restored else ""))
     elif plan.get("restore"):
         acts.append("remove the restore marker of an earlier run")
     return acts

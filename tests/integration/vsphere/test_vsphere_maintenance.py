@@ -98,7 +98,7 @@ def test_migrate_still_fails_for_a_vm_pinned_to_partially_automated(sim, run_mod
 def test_the_host_role_plans_every_maintenance_before_it_touches_a_host(vcsim_factory, ansible, tmp_path):
     sim = vcsim_factory(hosts=2, vms=1, fixture=FIXTURE)
     r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(sim.auth, name="DC0_C0_H0_VM0", profiles=["grid_a100-8c"],
-                                                              drs_behavior="partiallyAutomated", power_policy="power_off"))
+                                                                drs_behavior="partiallyAutomated", power_policy="power_off"))
     assert not r.get("failed"), r
     book = tmp_path / "host.yml"
     book.write_text("- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: gpuops.provision.vsphere_vgpu_host\n")

@@ -128,7 +128,7 @@ def test_vm_vgpu_power_cycle_policy(vsim, ansible):
     assert r["changed"] and r["power_cycled"] and r["actions"][0] == "power_off" and r["actions"][-1] == "power_on"
     # C-series: 64-bit MMIO and 2 x 40 GB rounded up to a power of two, by default (issue 14 point 9).
     assert vm_state(vsim, "DC0_C0_H0_VM0") == dict(power="poweredOn", locked=True, profiles=["grid_a100-40c"],
-                                                  extra={"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"})
+                                                   extra={"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"})
 
 
 def test_vm_vgpu_check_diff_apply_idempotent_replace_remove(vsim, ansible):

@@ -72,7 +72,7 @@ def test_a_vm_drs_will_not_place_starts_on_a_host_that_offers_its_profile(sim, r
     else:
         set_drs(sim, enabled=False)
     r = run_module(vsphere_vm_vgpu, dict(sim.auth, name=name, profiles=["grid_l40s-8q"], placement="cluster",
-                                    power_policy="power_off"))
+                                         power_policy="power_off"))
     assert not r.get("failed"), r
     assert r["start_host"] == "DC0_C0_H1" and r["actions"][-1] == "power_on on DC0_C0_H1"
     assert vm(sim, name) == dict(host="DC0_C0_H1", power="poweredOn", version="vmx-21", profiles=["grid_l40s-8q"], extra={})
@@ -83,7 +83,7 @@ def test_a_vm_drs_will_not_place_starts_on_a_host_that_offers_its_profile(sim, r
 def test_drs_places_a_vm_it_may_place_and_the_result_says_so(sim, run_module):
     name = "DC0_C0_H0_VM0"
     r = run_module(vsphere_vm_vgpu, dict(sim.auth, name=name, profiles=["grid_l40s-8q"], placement="cluster",
-                                    power_policy="power_off"))
+                                         power_policy="power_off"))
     assert not r.get("failed"), r
     assert r["start_host"] is None and r["eligible_hosts"] == ["DC0_C0_H1", "DC0_C0_H2"]
     state = vm(sim, name)
@@ -96,11 +96,11 @@ def test_hosts_in_maintenance_mode_are_not_eligible(sim, run_module):
     set_maintenance(sim, "DC0_C0_H1")
     set_maintenance(sim, "DC0_C0_H2")
     r = run_module(vsphere_vm_vgpu, dict(sim.auth, name="DC0_C0_H0_VM0", profiles=["grid_l40s-8q"], placement="cluster",
-                                    power_policy="power_off"), check_mode=True)
+                                         power_policy="power_off"), check_mode=True)
     assert r.get("failed") and "grid_l40s-8q is not offered by any host in the cluster of DC0_C0_H0" in r["msg"], r
     set_maintenance(sim, "DC0_C0_H2", on=False)
     r = run_module(vsphere_vm_vgpu, dict(sim.auth, name="DC0_C0_H0_VM0", profiles=["grid_l40s-8q"], placement="cluster",
-                                    power_policy="power_off"), check_mode=True)
+                                         power_policy="power_off"), check_mode=True)
     assert r["eligible_hosts"] == ["DC0_C0_H2"], r
 
 
@@ -109,12 +109,12 @@ def test_hosts_in_maintenance_mode_are_not_eligible(sim, run_module):
 def test_mixed_sizes_on_a_single_equal_size_gpu_are_refused_before_anything_changes(sim, run_module):
     name = "DC0_C0_H2_VM1"  # one L40S in equal-size mode, ESXi 8.0.2 (no mixed-size mode there)
     r = run_module(vsphere_vm_vgpu, dict(sim.auth, name=name, profiles=["grid_l40s-8q", "grid_l40s-16q"],
-                                    multi_vgpu_rules="current", power_policy="power_off"))
+                                         multi_vgpu_rules="current", power_policy="power_off"))
     assert r.get("failed") and "host DC0_C0_H2: vGPUs of different sizes (grid_l40s-16q, grid_l40s-8q)" in r["msg"], r
     assert vm(sim, name)["power"] == "poweredOn" and vm(sim, name)["profiles"] == []
     # two GPUs take one size each
     r = run_module(vsphere_vm_vgpu, dict(sim.auth, name="DC0_C0_H1_VM0", profiles=["grid_l40s-8q", "grid_l40s-16q"],
-                                    multi_vgpu_rules="current", power_policy="power_off"))
+                                         multi_vgpu_rules="current", power_policy="power_off"))
     assert not r.get("failed"), r
     assert vm(sim, "DC0_C0_H1_VM0")["power"] == "poweredOn"
 

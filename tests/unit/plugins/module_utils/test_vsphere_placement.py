@@ -172,7 +172,7 @@ def test_vgpu_vm_needs_both_settings():
     assert evac([VGPU_VM])[0]["why"] == SETTINGS_WHY
     assert evac([VGPU_VM], policy="migrate")[0]["fate"] == "migrate"
     assert evac([VGPU_VM], policy="shutdown")[0] == dict(name="gpu", vgpu=True, profiles=["grid_a100-8c"],
-                                                          drs_behavior="fullyAutomated", fate="shutdown", why=SETTINGS_WHY)
+                                                         drs_behavior="fullyAutomated", fate="shutdown", why=SETTINGS_WHY)
 
 
 def test_who_else_keeps_a_vm_on_the_host():
