@@ -129,7 +129,7 @@ def _result(entry: Mapping[str, Any], state: str) -> dict[str, Any]:
     return dict(name=entry["name"], changed=changed, actions=actions,
                 before=dict(in_maintenance_mode=entry["in_maintenance_mode"]),
                 after=dict(in_maintenance_mode=state == "present"),
-                vms=[{k: v for k, v in vm.items()} for vm in entry["vms"]])
+                vms=[dict(vm) for vm in entry["vms"]])
 
 
 def run(session: Any, params: Mapping[str, Any], check_mode: bool) -> dict[str, Any]:

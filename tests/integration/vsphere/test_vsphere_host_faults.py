@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
 from ansible_collections.gpuops.provision.plugins.modules import (vsphere_gpu_info, vsphere_host_graphics,
                                                                   vsphere_host_vgpu_scheduler)
 

@@ -176,7 +176,7 @@ def test_a_fault_mid_session_is_reported_and_the_next_run_finishes_with_the_vm_r
     assert r.get("failed"), r
     assert "VM %s:" % name in r["msg"] and "the VM is " in r["msg"] and "got no usable answer" in r["msg"], r
     assert sim.faults()[0]["fired"] == 1
-    for _ in range(2):
+    for dummy in range(2):
         r = run_module(vsphere_vm_vgpu, args)
         assert not r.get("failed"), r
     assert vm(sim, name) == dict(host="DC0_C0_H0", power="poweredOn", version="vmx-21", profiles=["grid_a100-8c"], extra={})

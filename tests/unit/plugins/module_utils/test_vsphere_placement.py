@@ -154,7 +154,8 @@ SETTINGS_WHY = ("vGPU VMs migrate on maintenance mode only with VgpuMMAutomation
                 "and vgpu.hotmigrate.enabled=true on vCenter (is None) (KB 88271)")
 
 
-def evac(vms, cluster=CLUSTER, option=None, hot=None, targets=None, policy="fail"):
+def evac(vms, cluster=None, option=None, hot=None, targets=None, policy="fail", standalone=False):
+    cluster = None if standalone else (cluster or CLUSTER)
     targets = {"gpu": ["h2"], "plain": ["h2"]} if targets is None else targets
     return pl.evacuation("h1", vms, cluster, option, hot, targets, policy)
 
@@ -178,7 +179,7 @@ def test_vgpu_vm_needs_both_settings():
 def test_who_else_keeps_a_vm_on_the_host():
     pinned = dict(CLUSTER, overrides={"vm-2": dict(behavior="partiallyAutomated", enabled=None)})
     assert evac([PLAIN_VM], cluster=pinned)[0]["why"] == "DRS automation level partiallyAutomated only recommends migrations"
-    assert evac([PLAIN_VM], cluster=None)[0] == dict(name="plain", vgpu=False, profiles=[], drs_behavior=None,
+    assert evac([PLAIN_VM], standalone=True)[0] == dict(name="plain", vgpu=False, profiles=[], drs_behavior=None,
                                                      fate="blocked", why="its host is not in a cluster, so DRS cannot move it")
     assert evac([PLAIN_VM], cluster=dict(CLUSTER, enabled=False))[0]["why"] == "DRS is off in cluster c1"
     off = dict(CLUSTER, overrides={"vm-2": dict(behavior=None, enabled=False)})
