@@ -180,7 +180,7 @@ def test_who_else_keeps_a_vm_on_the_host():
     pinned = dict(CLUSTER, overrides={"vm-2": dict(behavior="partiallyAutomated", enabled=None)})
     assert evac([PLAIN_VM], cluster=pinned)[0]["why"] == "DRS automation level partiallyAutomated only recommends migrations"
     assert evac([PLAIN_VM], standalone=True)[0] == dict(name="plain", vgpu=False, profiles=[], drs_behavior=None,
-                                                     fate="blocked", why="its host is not in a cluster, so DRS cannot move it")
+                                                        fate="blocked", why="its host is not in a cluster, so DRS cannot move it")
     assert evac([PLAIN_VM], cluster=dict(CLUSTER, enabled=False))[0]["why"] == "DRS is off in cluster c1"
     off = dict(CLUSTER, overrides={"vm-2": dict(behavior=None, enabled=False)})
     assert evac([PLAIN_VM], cluster=off)[0]["why"] == "DRS is off for it"
