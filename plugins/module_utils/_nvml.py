@@ -183,15 +183,19 @@ class Nvml:
         NVMLError_FunctionNotFound for a symbol the library does not export, and NVMLLibraryMismatchError (a plain
         Exception, not an NVMLError) from its unversioned wrappers under throwOnVersionMismatch; a binding older than
         the function has no attribute for it."""
-        mismatch = getattr(self.nv, "NVMLLibraryMismatchError", None)
-        return (isinstance(err, AttributeError) or (isinstance(mismatch, type) and isinstance(err, mismatch))
-                or self.is_error(err, "NVML_ERROR_FUNCTION_NOT_FOUND"))
+        # By name: older bindings have no such class, so there is none to compare with.
+        mismatch = any(c.__name__ == "NVMLLibraryMismatchError" for c in type(err).__mro__)
+        return isinstance(err, AttributeError) or mismatch or self.is_error(err, "NVML_ERROR_FUNCTION_NOT_FOUND")
+
+    def _mismatch_error(self) -> tuple[type[BaseException], ...]:
+        """nvidia-ml-py's NVMLLibraryMismatchError, where the binding has it."""
+        cls = getattr(self.nv, "NVMLLibraryMismatchError", None)
+        return (cls,) if isinstance(cls, type) and issubclass(cls, BaseException) else ()
 
     def binding_errors(self) -> tuple[type[BaseException], ...]:
         """What nvidia-ml-py raises for an answer NVML did not give: NVMLError, its NVMLLibraryMismatchError, and
         AttributeError / NotImplementedError for a function the binding lacks."""
-        mismatch = getattr(self.nv, "NVMLLibraryMismatchError", None)
-        return (self.nv.NVMLError, AttributeError, NotImplementedError) + ((mismatch,) if isinstance(mismatch, type) else ())
+        return (self.nv.NVMLError, AttributeError, NotImplementedError) + self._mismatch_error()
 
     def c_symbol(self, name: str) -> Any:
         """The driver's own C function ``name`` through nvidia-ml-py's symbol lookup (``_nvmlGetFunctionPointer``),

@@ -658,7 +658,7 @@ def test_operator_tolerations_extend_the_cluster_policy_list_keeping_others():
                                     "tolerations": [GPU_TOLERATION, POOL_TOLERATION]}],
                    "wait_taints": [POOL_TAINT], "operands": ["device-plugin"]}
     # An empty list means the assets' tolerations: the written list keeps nvidia.com/gpu.
-    out, _ = P.operator_tolerations([POOL_TAINT], "cluster-policy", {"spec": {}}, dsets, [])
+    out = P.operator_tolerations([POOL_TAINT], "cluster-policy", {"spec": {}}, dsets, [])[0]
     assert out["cluster_policy_tolerations"] == [GPU_TOLERATION, POOL_TOLERATION] and out["nfd_workers"] == []
     # Tolerated already: nothing to write; nothing at all for a soft taint.
     policy = {"spec": {"daemonsets": {"tolerations": [GPU_TOLERATION, POOL_TOLERATION]}}}
