@@ -308,12 +308,14 @@ def _wait(what, check, run_dir, names, timeout):
 
 
 def start_gpu_operator(plane, gpusim, mig_manager):
-    """Our mig-manager (gpu_operator.py) for the nodes mapped to gpusim states; ``mig_manager`` is the fixture's
-    migManager mapping (configMap, namespace, withReboot, stepDelay)."""
+    """Our GPU Operator (gpu_operator.py: the operands' rendering, the kubelet's ConfigMap volumes and mig-manager)
+    for the nodes mapped to gpusim states; ``mig_manager`` is the fixture's migManager mapping (namespace,
+    withReboot, stepDelay, configSyncPeriod, podTimeout)."""
     argv = [sys.executable, os.path.join(HERE, "gpu_operator.py"), "--kubeconfig", plane.lab_kubeconfig,
             "--run-dir", plane.run_dir, "--namespace", mig_manager.get("namespace", "gpu-operator"),
-            "--config-map", mig_manager.get("configMap", "default-mig-parted-config"),
-            "--step-delay", str(mig_manager.get("stepDelay", 0.5))]
+            "--step-delay", str(mig_manager.get("stepDelay", 0.5)),
+            "--config-sync-period", str(mig_manager.get("configSyncPeriod", 4.0)),
+            "--pod-timeout", str(mig_manager.get("podTimeout", 60.0))]
     if mig_manager.get("withReboot"):
         argv.append("--with-reboot")
     for spec in gpusim:
@@ -328,7 +330,8 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
     os.makedirs(run_dir, exist_ok=True)
     down(run_dir)
     # A new control plane is a new cluster: no state, audit log or mig-manager log from an earlier one.
-    shutil.rmtree(os.path.join(run_dir, "etcd-data"), ignore_errors=True)
+    for name in ("etcd-data", "kubelet", "mig-manager"):  # kubelet: gpu_operator.py's ConfigMap volumes
+        shutil.rmtree(os.path.join(run_dir, name), ignore_errors=True)
     for name in ("audit.jsonl", "mig-manager.jsonl"):
         try:
             os.unlink(os.path.join(run_dir, name))

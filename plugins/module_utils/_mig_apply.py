@@ -127,7 +127,7 @@ class Runner:
             gpu.update({"instances": [], "processes": []})
             if gpu["mig_capable"] and (entry is not None or gpu["mig_mode"]["current"] == "enabled"):
                 with self.at(gpu, "reading its GPU instance profiles"):
-                    self.nvml.profiles(device)
+                    device.table = _mig_models.with_documented_counts(gpu["pci_device_id"], self.nvml.profiles(device))
                 if gpu["mig_mode"]["current"] == "enabled":
                     # Also for a GPU no entry selects: still advertised by the device plugin, so reported as it is.
                     with self.at(gpu, "reading its GPU and compute instances"):
@@ -147,8 +147,11 @@ class Runner:
             error = self.plan_one(target, mode)
             if error:
                 errors.append(error)
-        # mig-parted treats a filter that matches nothing as nothing to do; a typo there would pass unseen.
         gpus = [t.gpu for t in self.targets]
+        self.notes.extend(_mig.selection_notes(entries, [
+            dict(index=g["index"], model=g["model"], pci_device_id=int(g["pci_device_id"], 16),
+                 pci_subsystem_id=int(g["pci_subsystem_id"], 16), mig_capable=g["mig_capable"]) for g in gpus]))
+        # mig-parted treats a filter that matches nothing as nothing to do; a typo there would pass unseen.
         for number, item in enumerate(entries):
             if item["device_filter"] and not any(
                     _mig.entry_matches(item, g["index"], int(g["pci_device_id"], 16), int(g["pci_subsystem_id"], 16))
@@ -217,7 +220,8 @@ class Runner:
         (target,) = [t for t in self.targets if t.device is device]
         self.nvml.reopen()
         self.nvml.rebind(t.device for t in self.targets)
-        live = self.nvml.profiles(target.device)
+        live = _mig_models.with_documented_counts(target.gpu["pci_device_id"], self.nvml.profiles(target.device))
+        target.device.table = live
         entry, plan = target.entry, target.plan
         if target.table_source == "documented":
             used = _mig.gi_profile_names(entry["mig_devices"])

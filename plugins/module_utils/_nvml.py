@@ -34,6 +34,19 @@ CLOCK_EVENT_REASONS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowe
                        "HwPowerBrakeSlowdown": 0x80, "DisplayClockSetting": 0x100}
 MAX_PLACEMENTS = 32
 NO_ID = 0xFFFFFFFF
+NVML_SUCCESS = 0
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+# Process lists, newest entry point first: nvidia-ml-py's unversioned wrapper calls the _v3 symbol (510.39.01 and
+# newer, not in 535.98) under throwOnVersionMismatch; _v2 (450.66 and newer); then the driver's original symbol,
+# which the binding does not wrap (NVIDIA's nvml.h in NVIDIA/nvidia-settings, per release).
+PROCESS_LISTS = {"compute": ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2"),
+                 "graphics": ("nvmlDeviceGetGraphicsRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses_v2")}
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    """nvml.h nvmlProcessInfo_v1_t, what the original (unversioned) process-list symbol fills in."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
 
 class NvmlError(Exception):
@@ -165,6 +178,32 @@ class Nvml:
     def is_error(self, err: BaseException, *names: str) -> bool:
         return isinstance(err, self.nv.NVMLError) and getattr(err, "value", None) in [getattr(self.nv, n, None) for n in names]
 
+    def missing_symbol(self, err: BaseException) -> bool:
+        """Whether ``err`` says the driver (or the binding) lacks the entry point called: nvidia-ml-py raises
+        NVMLError_FunctionNotFound for a symbol the library does not export, and NVMLLibraryMismatchError (a plain
+        Exception, not an NVMLError) from its unversioned wrappers under throwOnVersionMismatch; a binding older than
+        the function has no attribute for it."""
+        # By name: older bindings have no such class, so there is none to compare with.
+        mismatch = any(c.__name__ == "NVMLLibraryMismatchError" for c in type(err).__mro__)
+        return isinstance(err, AttributeError) or mismatch or self.is_error(err, "NVML_ERROR_FUNCTION_NOT_FOUND")
+
+    def _mismatch_error(self) -> tuple[type[BaseException], ...]:
+        """nvidia-ml-py's NVMLLibraryMismatchError, where the binding has it."""
+        cls = getattr(self.nv, "NVMLLibraryMismatchError", None)
+        return (cls,) if isinstance(cls, type) and issubclass(cls, BaseException) else ()
+
+    def binding_errors(self) -> tuple[type[BaseException], ...]:
+        """What nvidia-ml-py raises for an answer NVML did not give: NVMLError, its NVMLLibraryMismatchError, and
+        AttributeError / NotImplementedError for a function the binding lacks."""
+        return (self.nv.NVMLError, AttributeError, NotImplementedError) + self._mismatch_error()
+
+    def c_symbol(self, name: str) -> Any:
+        """The driver's own C function ``name`` through nvidia-ml-py's symbol lookup (``_nvmlGetFunctionPointer``),
+        for entry points the binding does not wrap: NVMLError_FunctionNotFound when the driver lacks it."""
+        self.calls += 1
+        self.call_counts[name] = self.call_counts.get(name, 0) + 1
+        return getattr(self.nv, "_nvmlGetFunctionPointer")(name)
+
     def open(self) -> bool:
         try:
             self.nv = __import__(self._module_name)
@@ -263,10 +302,26 @@ class Nvml:
     def _gi_profile_info(self, dev: Any, idx: int) -> Any:
         try:
             return self.call("nvmlDeviceGetGpuInstanceProfileInfo", dev, idx)
-        except self.nv.NVMLError as e:
-            if self.is_error(e, "NVML_ERROR_FUNCTION_NOT_FOUND"):
+        except Exception as e:  # pylint: disable=broad-except  # missing_symbol decides; anything else goes on
+            # The versioned (V) entry point exists from 510.39.01; before, the v1 call.
+            if self.missing_symbol(e):
                 return self.call("nvmlDeviceGetGpuInstanceProfileInfo", dev, idx, 1)
             raise
+
+    def _placements(self, dev: Any, profile_id: int) -> list[tuple[int, int]]:
+        """The placements NVML offers for a GI profile: nvidia-ml-py calls the _v2 symbol (470.42.01 and newer);
+        older drivers have only the original one, called directly (the binding does not wrap it)."""
+        arr = (self.nv.c_nvmlGpuInstancePlacement_t * MAX_PLACEMENTS)()
+        cnt = ctypes.c_uint(MAX_PLACEMENTS)
+        try:
+            self.call("nvmlDeviceGetGpuInstancePossiblePlacements", dev, profile_id, arr, ctypes.byref(cnt))
+        except Exception as e:  # pylint: disable=broad-except  # missing_symbol decides; anything else goes on
+            if not self.missing_symbol(e):
+                raise
+            cnt.value = MAX_PLACEMENTS
+            fn = self.c_symbol("nvmlDeviceGetGpuInstancePossiblePlacements")
+            getattr(self.nv, "_nvmlCheckReturn")(fn(dev, profile_id, arr, ctypes.byref(cnt)))
+        return [(arr[i].start, arr[i].size) for i in range(cnt.value)]
 
     def profiles(self, device: Device) -> _mig.ProfileTable:
         """Read the GPU's GI profiles with the placements NVML reports (empty when NVML offers none) into
@@ -282,10 +337,7 @@ class Nvml:
                 raise
             if not info.instanceCount:
                 continue
-            arr = (self.nv.c_nvmlGpuInstancePlacement_t * MAX_PLACEMENTS)()
-            cnt = ctypes.c_uint(0)
-            self.call("nvmlDeviceGetGpuInstancePossiblePlacements", dev, info.id, arr, ctypes.byref(cnt))
-            placements = [(arr[i].start, arr[i].size) for i in range(cnt.value)]
+            placements = self._placements(dev, info.id)
             name = _mig.gi_profile_name(info.sliceCount, info.memorySizeMB, total_memory_bytes, GI_INDEX_ATTRS.get(idx, ""))
             aliases = []
             nvml_name = _text(getattr(info, "name", b"") or b"").strip()
@@ -301,9 +353,9 @@ class Nvml:
         shared = self.nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
         try:
             return self.call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, idx, shared)
-        except self.nv.NVMLError as e:
-            # Drivers before the versioned (V) entry point only have the v1 call.
-            if self.is_error(e, "NVML_ERROR_FUNCTION_NOT_FOUND"):
+        except Exception as e:  # pylint: disable=broad-except  # missing_symbol decides; anything else goes on
+            # Drivers before the versioned (V) entry point (510.39.01) only have the v1 call.
+            if self.missing_symbol(e):
                 return self.call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, idx, shared, 1)
             raise
 
@@ -355,6 +407,27 @@ class Nvml:
         result.sort(key=lambda g: (g["placement"]["start"], g["gi_id"]))
         return result
 
+    def _process_list(self, kind: str, dev: Any) -> list[Any]:
+        """One process list through the newest entry point the driver exports (PROCESS_LISTS, then the original
+        symbol with its v1 records), as NVIDIA's own tools fall back."""
+        for name in PROCESS_LISTS[kind]:
+            try:
+                return list(self.call(name, dev) or [])
+            except Exception as e:  # pylint: disable=broad-except  # missing_symbol decides; anything else goes on
+                if not self.missing_symbol(e):
+                    raise
+        fn = self.c_symbol(PROCESS_LISTS[kind][0])
+        count = ctypes.c_uint(0)
+        ret = fn(dev, ctypes.byref(count), None)
+        if ret == NVML_SUCCESS:
+            return []
+        if ret != NVML_ERROR_INSUFFICIENT_SIZE:
+            getattr(self.nv, "_nvmlCheckReturn")(ret)
+        count.value = count.value * 2 + 5  # room for processes started meanwhile, as nvidia-ml-py sizes it
+        infos = (_ProcessInfoV1 * count.value)()
+        getattr(self.nv, "_nvmlCheckReturn")(fn(dev, ctypes.byref(count), infos))
+        return [infos[i] for i in range(count.value)]
+
     def processes(self, device: Device, strict: bool = False) -> list[dict[str, Any]]:
         """Processes on the GPU. ``strict``: a list NVML refuses (NO_PERMISSION, FUNCTION_NOT_FOUND, ...) raises
         NvmlError, because "no processes" would let a change destroy instances that are in use."""
@@ -362,8 +435,8 @@ class Nvml:
         procs: dict[int, dict[str, Any]] = {}
         for fn, kind in (("nvmlDeviceGetComputeRunningProcesses", "compute"), ("nvmlDeviceGetGraphicsRunningProcesses", "graphics")):
             try:
-                found = self.call(fn, dev)
-            except (self.nv.NVMLError, AttributeError, NotImplementedError) as e:
+                found: Optional[list[Any]] = self._process_list(kind, dev)
+            except self.binding_errors() as e:
                 if strict:
                     why = self.failure(e) if isinstance(e, self.nv.NVMLError) else "%s: %s" % (fn, e)
                     raise NvmlError("cannot list the processes on the GPU: %s" % why)
@@ -372,6 +445,8 @@ class Nvml:
                 gi_id = getattr(p, "gpuInstanceId", NO_ID)
                 ci_id = getattr(p, "computeInstanceId", NO_ID)
                 used = getattr(p, "usedGpuMemory", None)
+                if used == 2 ** 64 - 1:  # NVML_VALUE_NOT_AVAILABLE in a v1 record (the binding maps it to None)
+                    used = None
                 procs.setdefault(int(p.pid), {
                     "pid": int(p.pid), "type": kind, "used_memory_bytes": int(used) if used is not None else None,
                     "gpu_instance_id": None if gi_id in (None, NO_ID) else int(gi_id),

@@ -113,7 +113,11 @@ def test_graceful_termination_takes_the_grace_period(lab):
 
 
 def test_device_plugin_advertises_gpusim_resources(lab, plane):
-    lab.create(kh.node("gpu-dp"))
+    # The plugin serves from its DaemonSet's pod on the node (device_plugin.py): the DaemonSet as the operator
+    # renders it (seed.py: nodeSelector nvidia.com/gpu.deploy.device-plugin=true, its tolerations).
+    lab.create(kh.node("gpu-dp", labels={"nvidia.com/gpu.deploy.device-plugin": "true"}),
+               kh.seeding.workload_object("DaemonSet", {"metadata": {"name": "nvidia-device-plugin-daemonset",
+                                                                     "namespace": "gpu-operator"}}, 0))
     lab.wait_for(lambda: (lab.core.read_node("gpu-dp").status.allocatable or {}).get("nvidia.com/gpu") == "2",
                  what="two whole GPUs advertised")
     mig = {"gpus": [{"name": "NVIDIA A100-SXM4-40GB", "mig_mode": {"current": 1},

@@ -113,6 +113,8 @@ class Fleet:
                 "ansible_python_interpreter": PYTHON,
                 "mig_reconfigure_environment": {"PYTHONPATH": GPUSIM, "GPUSIM_STATE": self.states[n], "PATH": path_env},
                 "mig_reconfigure_lock_path": os.path.join(self.base, n + ".lock"),
+                # The lab's kubelet directory of this node, where gpu_operator.py keeps mig-manager's ConfigMap copy.
+                "mig_reconfigure_kubelet_root_dir": os.path.join(self.base, "k8s", "kubelet", n),
             }
             hv.update((host_vars or {}).get(n, {}))
             hosts[n] = hv

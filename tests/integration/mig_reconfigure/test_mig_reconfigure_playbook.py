@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
     A100, BALANCED_A100, BALANCED_H100, CONFIG, GPUSIM, H100_3G_X2, H100_BALANCED, ROOT, Fleet, failures, gpu)
 from requestlog import mig_allocatable, unschedulable  # noqa: E402  pylint: disable=import-error,wrong-import-position
+import seed as kube_seed  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
@@ -90,8 +91,20 @@ def counts(state, index=0):
     return sorted(g["profile_id"] for g in state["gpus"][index].get("gpu_instances", []))
 
 
+def recording_nvidia_ctk(base):
+    """A stand-in nvidia-ctk that appends its arguments, and the node whose GPUs it runs for, to a log."""
+    path = os.path.join(str(base), "bin", "nvidia-ctk")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write('#!/bin/sh\necho "$(basename "$GPUSIM_STATE" .gpusim.json) $*" >> "%s.log"\n' % path)
+    os.chmod(path, 0o755)
+    return path
+
+
 def test_roll_three_nodes_skips_the_matching_node(tmp_path):
-    fleet = Fleet(tmp_path, three_nodes(node3={"gpus": [gpu(A100, "disabled")]}))  # A100: mode change needs a GPU reset
+    ctk = recording_nvidia_ctk(tmp_path)
+    fleet = Fleet(tmp_path, three_nodes(node3={"gpus": [gpu(A100, "disabled")]}),  # A100: mode change needs a GPU reset
+                  group_vars={"mig_reconfigure_nvidia_ctk": ctk})
     with fleet.start() as lab:
         node1_before = fleet.raw("node-1")
         plugins_before = {name: device_plugin_pod(lab, name) for name in ("node-1", "node-2", "node-3")}
@@ -182,8 +195,16 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
         # loses its instances, and the installed applier, run as the unit would run it, brings them back.
         for name in ("node-1", "node-2", "node-3"):
             unit = open(os.path.join(str(tmp_path), "boot", name, "gpuops-mig-apply.service"), encoding="utf-8").read()
-            assert "Before=kubelet.service" in unit and "Type=oneshot" in unit
+            assert "Before=kubelet.service nvidia-cdi-refresh.service" in unit and "Type=oneshot" in unit
             assert 'Environment="GPUSIM_STATE=%s"' % fleet.states[name] in unit
+        # After each change, the MIG device nodes and the management CDI specification (reconfigure.go handleCDI);
+        # node-1 was not changed.
+        calls = open(ctk + ".log", encoding="utf-8").read().splitlines()
+        for name in ("node-2", "node-3"):
+            assert [c for c in calls if c.startswith(name + " ") and "--version" not in c] == [
+                name + " system create-device-nodes --control-devices",
+                name + " cdi generate --mode=management --output=/var/run/cdi/management.nvidia.com-gpu.yaml"], calls
+        assert not [c for c in calls if c.startswith("node-1 ")]
         boot = os.path.join(str(tmp_path), "boot", "node-2")
         env = dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"])
         subprocess.run([sys.executable, "-m", "gpusim", "reboot"], env=env, check=True)
@@ -361,6 +382,13 @@ def test_drain_wait_timeout_fails_the_node_and_stops_the_roll(tmp_path):
         assert out["global_custom_stats"]["mig_reconfigure"]["nodes"]["node-3"]["result"] == "not_started"
 
 
+def host_tasks(out, host):
+    """The names of the tasks that ran on ``host`` (not skipped), in the order the JSON callback reports them."""
+    # A role's task is named "<role> : <name>" (ansible-core Task.get_name).
+    return [t["task"]["name"].rpartition(" : ")[2] for play in out["plays"] for t in play["tasks"]
+            if host in t["hosts"] and not t["hosts"][host].get("skipped")]
+
+
 def refused_before_any_write(fleet, extra_vars=None):
     """Run a roll the plan must refuse: it fails and writes nothing to the cluster; returns every failure message."""
     rc, out = fleet.run(extra_vars=extra_vars)
@@ -370,14 +398,30 @@ def refused_before_any_write(fleet, extra_vars=None):
 
 def test_plan_refuses_mig_manager_nodes_and_ci_profiles_before_any_cordon(tmp_path):
     fleet = Fleet(tmp_path, three_nodes())
-    fleet.fixture["nodes"][2]["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "true"
-    with fleet.start():
-        msg = refused_before_any_write(fleet)
-        assert "[node-3] the GPU Operator deploys mig-manager on this node (nvidia.com/gpu.deploy.mig-manager=true)" in msg
+    # The operator labels every MIG-capable node for mig-manager, also with migManager disabled in the ClusterPolicy
+    # (state_manager.go addGPUStateLabels): with no mig-manager DaemonSet, the label alone does not refuse nvml.
+    for node in fleet.fixture["nodes"]:
+        node["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "true"
+    with fleet.start() as lab:
+        rc, out = fleet.run(check=True)
+        assert rc == 0, failures(out)
+        # migManager enabled again; a taint its DaemonSet does not tolerate keeps its pod off node-1 and node-2.
+        for name in ("node-1", "node-2"):
+            lab.core.patch_node(name, {"spec": {"taints": [{"key": "example.com/no-mig-manager", "effect": "NoSchedule"}]}})
+        lab.create(kube_seed.workload_object("DaemonSet", {"metadata": {"name": "nvidia-mig-manager", "namespace": "gpu-operator"}}, 0))
+        lab.wait_for(lambda: [p.spec.node_name for p in lab.running_pods("gpu-operator")
+                              if p.metadata.labels.get("app") == "nvidia-mig-manager"] == ["node-3"], what="mig-manager on node-3")
+        writes = len(fleet.writes())
+        rc, out = fleet.run()
+        assert rc != 0 and len(fleet.writes()) == writes
+        msg = " ".join(" ".join(v) for v in failures(out).values())
+        assert "[node-3] the GPU Operator's mig-manager runs on this node (pod nvidia-mig-manager-" in msg
         assert "[node-2]" not in msg
         ci = {"version": "v1", "mig-configs": {"all-balanced": [
             {"devices": "all", "mig-enabled": True, "mig-devices": {"1c.3g.40gb": 2, "3g.40gb": 1}}]}}
-        msg = refused_before_any_write(fleet, {"mig_reconfigure_config": ci, "mig_reconfigure_hosts": "node-1,node-2"})
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_config": ci, "mig_reconfigure_hosts": "node-1,node-2"})
+        assert rc != 0 and len(fleet.writes()) == writes
+        msg = " ".join(" ".join(v) for v in failures(out).values())
         assert "compute-instance profile(s) 1c.3g.40gb are not registered by the NVIDIA device plugin" in msg
 
 
@@ -480,11 +524,45 @@ def test_gpu_operator_backend_failure_goes_back_to_the_previous_config_and_stops
 
 
 def test_gpu_operator_backend_refuses_nodes_without_mig_manager(tmp_path):
+    """node-3 carries nvidia.com/gpu.deploy.mig-manager=true, but a taint mig-manager's DaemonSet does not tolerate
+    keeps its pod off (the DaemonSet controller's NodeShouldRunDaemonPod): refused before any cordon."""
     fleet = gpu_operator_fleet(tmp_path)
-    fleet.fixture["nodes"][2]["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "false"
+    fleet.fixture["nodes"][2]["spec"] = {"taints": [{"key": "example.com/no-mig-manager", "effect": "NoSchedule"}]}
     with fleet.start():
         msg = refused_before_any_write(fleet)
-        assert "[node-3] backend gpu_operator needs mig-manager of the GPU Operator on this node" in msg
+        assert ("[node-3] backend gpu_operator needs the GPU Operator's mig-manager running on this node, but no "
+                "Running app=nvidia-mig-manager pod is on it (nvidia.com/gpu.deploy.mig-manager is true;") in msg
+        assert "[node-2]" not in msg
+
+
+def test_gpu_operator_backend_refuses_a_cluster_policy_that_does_not_name_its_config_map(tmp_path):
+    """object_controls.go TransformMIGManager: without spec.migManager.config.name mig-manager runs on a config it
+    generates and never reads the role's ConfigMap: refused in the plan, before any cordon."""
+    fleet = gpu_operator_fleet(tmp_path)
+    fleet.fixture["clusterPolicy"] = {}
+    with fleet.start():
+        msg = refused_before_any_write(fleet)
+        assert ("[node-2] mig-manager does not read the ConfigMap custom-mig-parted-config: ClusterPolicy cluster-policy "
+                "names no config (spec.migManager.config.name), so mig-manager generates its configuration from the "
+                "hardware") in msg
+
+
+def test_gpu_operator_backend_rolls_to_a_new_config_name_once_mig_manager_sees_it(tmp_path):
+    """The ConfigMap has no inference-2x3g yet; the role adds it and selects it. mig-manager reads the kubelet's copy,
+    refreshed only at the kubelet's sync (configSyncPeriod 40 s here, a kubelet's is about a minute): the role waits until the copy on the node holds
+    the new content before it sets nvidia.com/mig.config."""
+    fleet = gpu_operator_fleet(tmp_path)
+    fleet.fixture["migManager"]["configSyncPeriod"] = 40
+    config = dict(CONFIG, **{"mig-configs": dict(CONFIG["mig-configs"], **{"inference-2x3g": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]})})
+    with fleet.start() as lab:
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_config": config, "mig_reconfigure_selected": "inference-2x3g",
+                                        "mig_reconfigure_hosts": "node-1"})
+        assert rc == 0, failures(out)
+        labels = fleet.node("node-1")["metadata"]["labels"]
+        assert labels[STATE] == "success" and labels["nvidia.com/mig.config"] == "inference-2x3g"
+        assert counts(fleet.state("node-1")) == [9, 9]
+        assert "failed" not in lab.mig_manager_states("node-1")
 
 
 # --- the roll's budget (issue 16 point 2): waves from the plan, refused before any cordon when it cannot hold -------
@@ -601,9 +679,25 @@ def test_within_the_failure_budget_the_roll_goes_on_and_the_run_still_fails(tmp_
         assert stats["nodes"]["node-2"]["result"] == "failed" and stats["nodes"]["node-3"]["result"] == "success"
         assert counts(fleet.state("node-2")) == [9, 9] and counts(fleet.state("node-3")) == [9, 14, 19, 19]
         assert fleet.node("node-3")["metadata"]["labels"][STATE] == "success"
-        # The failed node keeps its old boot-time geometry (none installed); the reconfigured one gets the new one.
-        assert not os.path.exists(os.path.join(str(tmp_path), "boot", "node-2", "mig-config.json"))
-        assert os.path.exists(os.path.join(str(tmp_path), "boot", "node-3", "mig-config.json"))
+        # The boot-time re-apply declared the new geometry before the MIG change (reconfigure.go persistConfigIfNeeded
+        # before applyMigModeChange), so a reboot meanwhile comes back to the new layout...
+        order = host_tasks(out, "node-2")
+        assert order.index("Read the boot-time declaration as it is before the change") < order.index("The declared geometry") < \
+            order.index("Apply the MIG geometry") < order.index("Put the boot-time declaration back as it was before the roll")
+        # ...and the rollback declared the geometry the node went back to (it had no declaration before): a reboot
+        # of the failed node and the applier, run as the unit runs it, give back its previous layout.
+        declared = json.load(open(os.path.join(str(tmp_path), "boot", "node-2", "mig-config.json"), encoding="utf-8"))
+        assert declared["selected"] == "gpuops-previous"
+        assert declared["config"]["mig-configs"]["gpuops-previous"] == [
+            {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]
+        boot = os.path.join(str(tmp_path), "boot", "node-2")
+        env = dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"])
+        subprocess.run([sys.executable, "-m", "gpusim", "reboot"], env=env, check=True)
+        applier = [sys.executable, os.path.join(boot, "lib", "gpuops_mig_apply.py"), os.path.join(boot, "mig-config.json")]
+        done = subprocess.run(applier, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0 and counts(fleet.state("node-2")) == [9, 9], done.stderr
+        assert json.load(open(os.path.join(str(tmp_path), "boot", "node-3", "mig-config.json"), encoding="utf-8"))[
+            "selected"] == "all-balanced"
         assert roll_lease(fleet)["spec"].get("holderIdentity") in (None, "")
         lease = lease_writes(fleet.lab)
         assert lease[0][1] == "POST" and lease[-1][2] == ""

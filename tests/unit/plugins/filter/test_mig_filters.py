@@ -14,7 +14,7 @@ from ansible_collections.gpuops.provision.plugins.filter import mig
 def test_filters_are_registered_and_wrap_the_pure_code():
     f = mig.FilterModule().filters()
     assert sorted(f) == ["mig_advertised_resources", "mig_ci_profiles", "mig_drain_blocking", "mig_drain_timed_out",
-                         "mig_expected_resources", "mig_invalid_plans_message", "mig_node_facts", "mig_node_plan",
+                         "mig_expected_resources", "mig_invalid_plans_message", "mig_manager_config_file", "mig_node_facts", "mig_node_plan",
                          "mig_operand_labels", "mig_plan_report", "mig_pods_matching", "mig_previous_geometry",
                          "mig_roll_budget", "mig_roll_summary", "mig_roll_waves", "mig_running_pods"]
     plans = [{"node": "n1", "selected": "all-1g", "changed": True}, {"node": "n2", "selected": "all-1g"}]
