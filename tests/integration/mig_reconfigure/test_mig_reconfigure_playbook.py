@@ -44,10 +44,13 @@ def pod_deletes(lab, prefix, node):
                      and (r["name"] or "").startswith(prefix) and r.get("node") == node and not r["subresource"])
 
 
-def lock_holder(path):
-    """Who holds the per-host MIG lock at ``path`` (the lock CLI's show: reads, never takes it), or None."""
+def lock_holder(path, kind=None):
+    """Who holds the per-host MIG lock at ``path`` (the lock CLI's show: reads, never takes it), or None; ``kind``
+    'lease' or 'run' counts only that kind of hold (the plan's check-mode runs hold it as runs, under the roll's
+    holder name too; the node's turn keeps it as a lease)."""
     out = subprocess.run([sys.executable, HOSTLOCK, "show", "--path", path], capture_output=True, text=True, check=True)
-    return (json.loads(out.stdout)["held_by"] or {}).get("holder")
+    held = json.loads(out.stdout)["held_by"] or {}
+    return held.get("holder") if kind is None or held.get("kind") == kind else None
 
 
 def roll_lease(fleet, name="gpuops-mig-reconfigure"):
@@ -329,7 +332,7 @@ def test_lock_held_by_another_run_touches_nothing(tmp_path):
 
 
 def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming_it(tmp_path):
-    # Evicted pods linger 8 s: the role is draining node-2 while holding its lock.
+    # Evicted pods linger 8 s: node-2's turn (its lease on the lock) lasts at least that long.
     fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_drain_timeout": 60})
     lock = os.path.join(str(tmp_path), "node-2.lock")
     with fleet.start(eviction_delay=8) as lab:
@@ -341,7 +344,7 @@ def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming
         while not (holder or "").startswith("gpuops.provision.mig_reconfigure "):
             assert thread.is_alive() and time.monotonic() < deadline, "the role never took node-2's lock: %s" % roll
             time.sleep(0.1)
-            holder = lock_holder(lock)
+            holder = lock_holder(lock, kind="lease")
         before = fleet.raw("node-2")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([GPUSIM, os.path.join(ROOT, "build", "collections")]),
                    GPUSIM_STATE=fleet.states["node-2"], GPUOPS_MIG_LOCK=lock)
@@ -354,7 +357,7 @@ def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming
         rc, out = roll["result"]
         assert rc == 0, failures(out)
         res = json.loads(direct.stdout)
-        assert res["failed"] is True and res["changed"] is False and untouched
+        assert res.get("failed") is True and res["changed"] is False and untouched, (direct.stdout, direct.stderr)
         assert res["msg"].startswith("another MIG run holds the per-host lock %s: %s (" % (lock, holder)), res["msg"]
         assert "node=node-2" in holder and res["lock"]["held_by"]["holder"] == holder
         # The roll went on unharmed and released the lock at the end.
