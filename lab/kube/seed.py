@@ -13,7 +13,8 @@ have come to that state: controllers own what the fixture says they own.
 - clusterPolicy: the ClusterPolicy CRD and one ClusterPolicy ``cluster-policy`` with this spec, before the operand
   DaemonSets, which are rendered from it (render_operand) as the operator would;
 - poddisruptionbudgets, configmaps, namespaces, objects: created as written.
-Pods get `terminationGracePeriodSeconds` = evictionDelaySeconds (kwok deletes them at their deletionTimestamp).
+Pods get `terminationGracePeriodSeconds` = evictionDelaySeconds (kwok deletes them at their deletionTimestamp);
+pods that a workload creates later (replacements) turn Ready podReadyDelaySeconds after they start.
 """
 from __future__ import annotations
 
@@ -94,7 +95,13 @@ def _common_labels(pods):
     return {k: v for k, v in sets[0].items() if all(s.get(k) == v for s in sets[1:])}
 
 
-def workload_object(kind, obj, grace, owned=()):
+# kwok's pod-ready Stage waits this long before a pod of the workload turns Ready (controlplane.py POD_READY_DELAY):
+# a replacement pod takes time to start on a real node, and until it is Ready its PodDisruptionBudget refuses the
+# next eviction (the disruption controller counts Ready pods, pkg/controller/disruption).
+READY_DELAY_ANNOTATION = "lab.gpuops.io/ready-delay"
+
+
+def workload_object(kind, obj, grace, owned=(), ready_delay=0):
     obj = copy.deepcopy(obj)
     obj.update(apiVersion="apps/v1", kind=kind)
     meta = obj["metadata"]
@@ -104,6 +111,8 @@ def workload_object(kind, obj, grace, owned=()):
     template = spec.setdefault("template", {})
     template.setdefault("metadata", {}).setdefault("labels", dict(spec["selector"]["matchLabels"]))
     tspec = template["spec"] = pod_spec(template.get("spec"), "10m", grace)
+    if ready_delay and kind != "DaemonSet":
+        template["metadata"].setdefault("annotations", {})[READY_DELAY_ANNOTATION] = "%ds" % int(ready_delay)
     if kind == "DaemonSet":
         selector = obj.pop("nodeSelector", None)
         if selector is None and meta["name"] in OPERAND_SELECTORS:
@@ -196,6 +205,7 @@ def seed(session, fixture):
     """Create the fixture's objects through ``session`` (kube_harness.Session); returns the fixture as loaded."""
     fx = load(fixture)
     grace = int(fx.get("evictionDelaySeconds") or 0)
+    ready_delay = int(fx.get("podReadyDelaySeconds") or 0)
     for ns in fx.get("namespaces") or []:
         session.ensure_namespace(ns if isinstance(ns, str) else ns["metadata"]["name"])
     if fx.get("clusterPolicy") is not None:  # before the operands, which the operator renders from it
@@ -206,7 +216,7 @@ def seed(session, fixture):
         for obj in fx.get(key) or []:
             owned = [p for p in pods if _owner_of(p) == (kind, obj["metadata"]["name"])
                      and p["metadata"].get("namespace") == obj["metadata"].get("namespace")]
-            obj = workload_object(kind, obj, grace, owned)
+            obj = workload_object(kind, obj, grace, owned, ready_delay)
             meta = obj["metadata"]
             if kind != "ReplicaSet":
                 session.create(obj)

@@ -497,7 +497,7 @@ def plan(pools: Any, nodes: Optional[Mapping[str, Any]], mig_config: Optional[Ma
         label_patch = dict((k, v) for k, v in pool_labels.items() if labels.get(k) != v)
         records[name] = dict(node=name, host=node.get("host"), pool=pool["name"], sharing=pool["sharing"],
                              mig_config=pool["mig_config"], config_key=pool["config_key"], labels=pool_labels,
-                             config_labels=config_labels, taints=taints,
+                             config_labels=config_labels, taints=taints, pool_taints=node_taints((), pool["taints"]),
                              taints_changed=not _same_taints(taints, node.get("taints")),
                              label_patch=label_patch, sharing_spec=sharing_spec, expected=expected, roll=roll)
     for pool in normalized:

@@ -14,7 +14,8 @@ only pynvml and the collection's module_utils, not ansible-core, so it runs on a
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn, Optional, Union
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _hostlock, _mig, _mig_models
@@ -324,7 +325,8 @@ def run(params: dict[str, Any], check_mode: bool = False, nvml: Optional[Nvml] =
     """Take the per-host lock, plan and (unless ``check_mode``) apply; returns (result, warnings) or raises RunError.
 
     ``params``: ``config`` and ``selected``, or ``devices``; ``force``; ``lock_path`` (default
-    _hostlock.default_path()), ``lock_holder`` and ``lock_timeout``.
+    _hostlock.default_path()), ``lock_holder``, ``lock_timeout`` and ``lock_supersede`` (an interrupted roll's holder,
+    whose leases are not waited for).
     """
     nvml = nvml or Nvml()
     runner = Runner(params, nvml)
@@ -337,7 +339,7 @@ def run(params: dict[str, Any], check_mode: bool = False, nvml: Optional[Nvml] =
     # with a warning.
     lock = _hostlock.HostLock(params.get("lock_path") or _hostlock.default_path(),
                               params.get("lock_holder") or DEFAULT_HOLDER, timeout=params.get("lock_timeout") or 0,
-                              shared=check_mode)
+                              shared=check_mode, supersede=params.get("lock_supersede") or "")
     try:
         lock.acquire()
     except _hostlock.LockHeld as e:
@@ -388,3 +390,21 @@ def _run_locked(runner: Runner, entries: list[dict[str, Any]], params: dict[str,
     out = {"changed": any(r["changed"] for r in results), "gpus": results,
            "reset_required": any(r["reset_required"] for r in results), "nvml_calls": nvml.calls}
     return out, runner.notes + warnings
+
+
+# ---- the boot-time re-apply's declaration (roles/mig_reconfigure boot_install.yml writes it) --------------------------
+
+def declaration(params: Mapping[str, Any]) -> dict[str, Any]:
+    """What the role writes into the boot-time re-apply's declaration for the module parameters ``params``
+    (``config``, ``selected``, ``lock_path``, ``boot_declaration.stamp``): the applier reads the first three."""
+    return {"config": params["config"], "selected": params["selected"], "lock_path": params["lock_path"],
+            "stamp": (params.get("boot_declaration") or {}).get("stamp") or ""}
+
+
+def declaration_current(path: str, expected: Mapping[str, Any]) -> bool:
+    """The file at ``path`` holds exactly ``expected`` (as JSON); a missing or unreadable file does not."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return bool(json.load(fh) == dict(expected))
+    except (OSError, ValueError):
+        return False

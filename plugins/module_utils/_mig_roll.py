@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig
+from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig, _node_roll
 
 OPERAND_PREFIX = "nvidia.com/gpu.deploy."
 PAUSED = "paused-for-mig-change"
@@ -295,7 +295,8 @@ def roll_waves(nodes: Optional[Iterable[Mapping[str, Any]]], max_parallel: Union
     # of the wave's own nodes.
     return dict(waves=waves, sizes=[len(w) for w in waves], max_parallel=parallel, max_unavailable=unavailable_max,
                 max_failures=failures_max, unavailable_before=down, min_capacity=lowest,
-                wave_of={name: i for i, wave in enumerate(waves) for name in wave})
+                wave_of={name: i for i, wave in enumerate(waves) for name in wave},
+                order={name: i for i, name in enumerate(n for wave in waves for n in wave)})
 
 
 # ---- while the roll runs ------------------------------------------------------------------------------------------
@@ -354,6 +355,8 @@ def pods_matching(pods: Optional[Iterable[Any]], selectors: Optional[Iterable[ob
 # ---- the plan of one node (plan.yml) ------------------------------------------------------------------------------
 
 BACKENDS = ("nvml", "gpu_operator")
+# The roll name on the nodes (_node_roll.ROLL): the mig_reconfigure role and gpu_pools, which rolls through it.
+ROLL_NAME = "mig_reconfigure"
 
 
 def nodes_named(nodes: Optional[Mapping[str, Any]], name: str) -> list[Any]:
@@ -448,8 +451,9 @@ def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional
     ``mig_manager``: mig_manager_config's input (backend gpu_operator).
     Returns the node's ``labels``, ``mig_manager`` (its nvidia.com/gpu.deploy.mig-manager label),
     ``mig_manager_pod`` (the Running mig-manager pod on it, or ''), ``mig_manager_config_error`` and
-    ``set_mig_manager_config`` (mig_manager_config), ``was_cordoned``, ``unavailable`` (cordoned or not Ready),
-    ``advertised`` MIG resources, ``selected``, ``skip`` and ``plannable`` (whether mig_geometry plans it: found, a
+    ``set_mig_manager_config`` (mig_manager_config), ``was_cordoned`` (by an operator, before any roll of ours), ``unavailable`` (cordoned or not Ready),
+    ``advertised`` MIG resources, ``selected``, ``skip``, ``resume`` (the phase an earlier, unfinished run of the roll
+    left on the node, '' when none: ``_node_roll.resume_from``) and ``plannable`` (whether mig_geometry plans it: found, a
     configuration, and mig-manager as ``backend`` needs it).
     """
     if backend not in BACKENDS:
@@ -461,6 +465,7 @@ def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional
     spec, status = node.get("spec") or {}, node.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
     cordoned = bool(spec.get("unschedulable"))
+    roll = _node_roll.state(node, ROLL_NAME)
     skip_key, _sep, skip_value = (skip_label or "").partition("=")
     label = labels.get("nvidia.com/gpu.deploy.mig-manager", "")
     pod = running_pod(mig_manager_pods, name)
@@ -469,7 +474,8 @@ def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional
     manager_fits = not pod if backend == "nvml" else bool(pod) and not config_error
     return dict(node=name, failed=bool(nodes.get("failed")), msg=nodes.get("msg") or "", found=bool(found),
                 labels=labels, mig_manager=label, mig_manager_pod=pod, mig_manager_config_error=config_error,
-                set_mig_manager_config=set_config, was_cordoned=cordoned,
+                set_mig_manager_config=set_config, was_cordoned=roll["was_cordoned"],
+                resume=_node_roll.resume_from(roll, selected),
                 unavailable=cordoned or (ready[0] if ready else "False") != "True",
                 advertised=advertised_resources(status.get("allocatable")), selected=selected,
                 skip=bool(skip_key) and skip_key in labels and labels[skip_key] == skip_value,
@@ -521,11 +527,14 @@ def node_plan(facts: Mapping[str, Any], check: Optional[Mapping[str, Any]], stra
     # Under single the plugin serves compute-instance profiles too (rm.go AddMIGResource("*", "gpu")).
     served = bool(ci_profiles_served) or strategy == "single"
     error = node_error(facts, check, () if served else ci_profiles_requested(gpus))
+    # A node an earlier run of the roll left unfinished (cordoned, drained, applied, failed) is finished, whatever
+    # its geometry and its skip label say: it is still cordoned or paused by us.
+    resume = facts.get("resume") or ""
     if not error and strategy == "single" and would_change:
         error = single_strategy_problem(gpus)
     return dict(node=facts["node"], selected=facts["selected"], error=error,
-                changed=not error and would_change and not facts["skip"],
-                skipped_by_label=facts["skip"] and would_change,
+                changed=not error and (would_change and not facts["skip"] or bool(resume)), resume=resume,
+                skipped_by_label=facts["skip"] and would_change and not resume,
                 reset_required=bool(check.get("reset_required")), gpus=gpus, unavailable=facts["unavailable"],
                 current=facts["advertised"],
                 target=_gpu_pools.share_resources(expected_resources(gpus, strategy, served), sharing)
@@ -569,13 +578,14 @@ def plan_report(plans: Optional[Iterable[Mapping[str, Any]]], roll: Optional[Map
     """The plan as the roll shows and publishes it, once for every node (plan.yml): ``lines``, one per node in the
     plans' order, and ``nodes`` ({node: {selected, result planned|skipped, drained false}}, set_stats's record)."""
     roll = roll or {}
-    count = len(roll.get("sizes") or [])
+    count = len(roll.get("order") or {})
     lines, nodes = [], {}
     for p in plans or []:
         if p.get("changed"):
-            what = "reconfigure to %s%s in wave %d of %d" % (
+            what = "%s %s%s, %d of %d in roll order" % (
+                "finish the interrupted roll (phase %s) to" % p["resume"] if p.get("resume") else "reconfigure to",
                 p["selected"], " (MIG mode change, needs a GPU reset)" if p.get("reset_required") else "",
-                (roll.get("wave_of") or {})[p["node"]] + 1, count)
+                (roll.get("order") or {}).get(p["node"], 0) + 1, count)
         elif p.get("skipped_by_label"):
             what = "skipped by %s (not drained)" % skip_label
         else:

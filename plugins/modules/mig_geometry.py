@@ -92,6 +92,28 @@ options:
         ignores it, with a warning naming the stale holder.
     type: str
     default: gpuops.provision.mig_geometry
+  lock_supersede:
+    description:
+      - The holder of a roll known to have been interrupted (RV(gpuops.provision.roll_lock#module:superseded) of
+        M(gpuops.provision.roll_lock)). A lease it left on the lock (its holder, or its holder followed by a space)
+        does not hold this run back; a changing run takes it over, a check-mode run ignores it, either with a warning.
+    type: str
+    default: ""
+  boot_declaration:
+    description:
+      - Compare the boot-time re-apply's declaration file (written by the C(gpuops.provision.mig_reconfigure) role) with
+        what it would hold for O(config), O(selected) and O(lock_path), and return RV(boot_declaration_current), so
+        that a roll re-installs the boot-time re-apply only where it is out of date. Read only, also in check mode.
+    type: dict
+    suboptions:
+      path:
+        description: The declaration file.
+        type: path
+        required: true
+      stamp:
+        description: The version of the applier code the role installs with it (recorded in the file).
+        type: str
+        default: ""
   lock_timeout:
     description:
       - Seconds to wait for another holder to release the lock before failing. V(0) fails at once.
@@ -163,6 +185,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+boot_declaration_current:
+  description: Whether the declaration file of O(boot_declaration) already holds this configuration, selection, lock
+    path and applier version (V(false) when it is missing or differs).
+  returned: when O(boot_declaration) and O(config) are set
+  type: bool
 gpus:
   description: One entry per GPU of the host, in NVML index order.
   returned: always
@@ -303,6 +330,9 @@ def main():
             lock_path=dict(type="path", default=_hostlock.DEFAULT_PATH, fallback=(env_fallback, [_hostlock.ENV_PATH])),
             lock_holder=dict(type="str", default=_mig_apply.DEFAULT_HOLDER),
             lock_timeout=dict(type="int", default=0),
+            lock_supersede=dict(type="str", default=""),
+            boot_declaration=dict(type="dict", options=dict(path=dict(type="path", required=True),
+                                                            stamp=dict(type="str", default=""))),
         ),
         mutually_exclusive=[("config", "devices")],
         required_one_of=[("config", "devices")],
@@ -318,6 +348,9 @@ def main():
         out, warnings = _mig_apply.run(module.params, module.check_mode)
     except _mig_apply.RunError as e:
         module.fail_json(msg=str(e), **e.result)
+    if module.params["boot_declaration"] and module.params["config"]:
+        out["boot_declaration_current"] = _mig_apply.declaration_current(module.params["boot_declaration"]["path"],
+                                                                         _mig_apply.declaration(module.params))
     for w in warnings:
         module.warn(w)
     if module._diff:

@@ -121,8 +121,6 @@ class Fleet:
         gv = {
             "mig_reconfigure_config": CONFIG,
             "mig_reconfigure_gpu_client_units": [],  # no systemd here; the pod and label side is exercised
-            "mig_reconfigure_drain_pdb_retries": 2,
-            "mig_reconfigure_drain_pdb_delay": 1,
             "mig_reconfigure_drain_grace_period": 0,
             "mig_reconfigure_drain_timeout": 30,
             "mig_reconfigure_resource_delay": 1,

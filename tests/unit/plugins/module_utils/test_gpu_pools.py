@@ -437,6 +437,7 @@ def test_plan_whole_records_and_result():
                       "labels": {"tier": "a", "gpuops.io/gpu-pool": "mps", "gpuops.io/gpu-sharing": "mps", "gpuops.io/gpu-profile": "mps-4"},
                       "config_labels": {"nvidia.com/device-plugin.config": "mps"},
                       "taints": current + [{"key": "gpuops.io/gpu-pool", "value": "mps", "effect": "NoSchedule"}],
+                      "pool_taints": [{"key": "gpuops.io/gpu-pool", "value": "mps", "effect": "NoSchedule"}],
                       "taints_changed": True,
                       "label_patch": {"tier": "a", "gpuops.io/gpu-sharing": "mps", "gpuops.io/gpu-profile": "mps-4"},
                       "sharing_spec": {"replicas": 4, "rename_by_default": True}, "expected": {"nvidia.com/gpu.shared": 8}, "roll": True},
@@ -444,6 +445,8 @@ def test_plan_whole_records_and_result():
                       "labels": {"gpuops.io/gpu-pool": "inf", "gpuops.io/gpu-sharing": "mig", "gpuops.io/gpu-profile": "all-3g"},
                       "config_labels": {"nvidia.com/device-plugin.config": "default"},
                       "taints": [{"key": "gpu", "value": "1", "effect": "NoExecute"}, {"key": "t", "effect": "NoSchedule"}],
+                      # The pool's own taints, as node_taints writes them (values as strings).
+                      "pool_taints": [{"key": "gpu", "value": "1", "effect": "NoExecute"}, {"key": "t", "effect": "NoSchedule"}],
                       "taints_changed": True,
                       "label_patch": {"gpuops.io/gpu-pool": "inf", "gpuops.io/gpu-sharing": "mig", "gpuops.io/gpu-profile": "all-3g"},
                       "sharing_spec": {}, "expected": None, "roll": False}},

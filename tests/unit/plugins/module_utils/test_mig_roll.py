@@ -198,14 +198,14 @@ def test_node_facts_pick_the_node_and_take_the_variable_before_the_label():
     assert facts == {"node": "n1", "failed": False, "msg": "", "found": True, "labels": {"nvidia.com/mig.config": "all-1g"},
                      "mig_manager": "", "mig_manager_pod": "", "mig_manager_config_error": "", "set_mig_manager_config": False,
                      "was_cordoned": False, "unavailable": False, "advertised": {"nvidia.com/mig-1g.10gb": 7},
-                     "selected": "all-1g", "skip": False, "plannable": True, "backend": "nvml"}
+                     "selected": "all-1g", "skip": False, "plannable": True, "backend": "nvml", "resume": ""}
     assert R.node_facts(nodes, "n1", selected="all-balanced")["selected"] == "all-balanced"
     # Absent: nothing selected (an empty string, as the role's messages print it), not plannable.
     assert R.node_facts(nodes, "n9") == {"node": "n9", "failed": False, "msg": "", "found": False, "labels": {},
                                          "mig_manager": "", "mig_manager_pod": "", "mig_manager_config_error": "",
                                          "set_mig_manager_config": False, "was_cordoned": False, "unavailable": True,
                                          "advertised": {}, "selected": "", "skip": False, "plannable": False,
-                                         "backend": "nvml"}
+                                         "backend": "nvml", "resume": ""}
     unreadable = R.node_facts({"failed": True, "msg": "401"}, "n1", backend="gpu_operator")
     assert unreadable["failed"] is True and unreadable["msg"] == "401" and unreadable["backend"] == "gpu_operator"
 
@@ -323,12 +323,32 @@ def test_node_plan_names_the_first_reason_a_node_cannot_roll():
     assert plan["error"] == "" and plan["changed"] and plan["target"] == {"nvidia.com/mig-1c.3g.40gb": 2, "nvidia.com/mig-2c.4g.40gb": 1}
 
 
+def test_a_node_an_interrupted_run_left_is_finished_whatever_its_geometry_and_skip_label_say():
+    # Issue 45: killed after the apply, the GPUs are at the target; the node is still cordoned by the roll.
+    left = node(allocatable={}, unschedulable=True)
+    left["metadata"]["annotations"] = {"gpuops.provision/roll": "mig_reconfigure", "gpuops.provision/roll-phase": "applied",
+                                       "gpuops.provision/cordoned-by": "gpuops.provision mig_reconfigure",
+                                       "gpuops.provision/roll-initial": '{"unschedulable": false}'}
+    left["metadata"]["labels"] = {"gpuops.io/mig-reconfigure": "skip"}
+    facts = R.node_facts({"resources": [left]}, "n1", selected="all-3g", skip_label="gpuops.io/mig-reconfigure=skip")
+    assert facts["resume"] == "applied" and facts["was_cordoned"] is False and facts["skip"] is True
+    plan = R.node_plan(facts, {"changed": False, "gpus": [gpu(devices={"3g.40gb": 2})]})
+    assert plan["changed"] is True and plan["resume"] == "applied" and plan["skipped_by_label"] is False
+    # An operator's cordon (no annotation of ours) is not the roll's: the node is not resumed.
+    operator = node(unschedulable=True)
+    facts = R.node_facts({"resources": [operator]}, "n1", selected="all-3g")
+    assert facts["resume"] == "" and facts["was_cordoned"] is True
+    assert R.node_plan(facts, {"changed": False})["changed"] is False
+    # A bad plan stays an error even on a node to finish.
+    assert R.node_plan(dict(facts, resume="drained"), {"failed": True, "msg": "bad"})["changed"] is False
+
+
 def test_node_plan_changes_skips_by_label_and_keeps_the_current_resources():
     facts = R.node_facts({"resources": [node(allocatable={"nvidia.com/mig-1g.10gb": "7"})]}, "n1", selected="all-3g")
     target = [gpu(devices={"3g.40gb": 2})]
     plan = R.node_plan(facts, {"changed": True, "reset_required": True, "gpus": target})
     assert plan == {"node": "n1", "selected": "all-3g", "error": "", "changed": True, "skipped_by_label": False,
-                    "reset_required": True, "gpus": target, "unavailable": False,
+                    "resume": "", "reset_required": True, "gpus": target, "unavailable": False,
                     "current": {"nvidia.com/mig-1g.10gb": 7}, "target": {"nvidia.com/mig-3g.40gb": 2}}
     cordoned = R.node_plan(dict(facts, unavailable=True), {"changed": True, "gpus": target})
     assert cordoned["unavailable"] is True and cordoned["reset_required"] is False
@@ -370,20 +390,23 @@ def test_plan_report_lines_and_records_for_every_kind_of_node():
     plans = [dict(node="gpu-1", selected="all-3g", changed=True, reset_required=True, skipped_by_label=False),
              dict(node="gpu-2", selected="all-3g", changed=False, skipped_by_label=True),
              dict(node="gpu-3", selected="all-3g", changed=False, skipped_by_label=False),
-             dict(node="gpu-4", selected="all-1g", changed=True, reset_required=False)]
-    roll = {"sizes": [1, 1], "wave_of": {"gpu-1": 0, "gpu-4": 1}}
+             dict(node="gpu-4", selected="all-1g", changed=True, reset_required=False),
+             dict(node="gpu-5", selected="all-1g", changed=True, resume="drained")]
+    roll = {"sizes": [1, 1, 1], "order": {"gpu-1": 0, "gpu-4": 1, "gpu-5": 2}}
     report = R.plan_report(plans, roll, "gpuops.io/mig-reconfigure=skip")
     assert report["lines"] == [
-        "gpu-1: reconfigure to all-3g (MIG mode change, needs a GPU reset) in wave 1 of 2",
+        "gpu-1: reconfigure to all-3g (MIG mode change, needs a GPU reset), 1 of 3 in roll order",
         "gpu-2: skipped by gpuops.io/mig-reconfigure=skip (not drained)",
         "gpu-3: already at all-3g, skipped (not drained)",
-        "gpu-4: reconfigure to all-1g in wave 2 of 2",
+        "gpu-4: reconfigure to all-1g, 2 of 3 in roll order",
+        "gpu-5: finish the interrupted roll (phase drained) to all-1g, 3 of 3 in roll order",
     ]
     assert report["nodes"] == {
         "gpu-1": {"selected": "all-3g", "result": "planned", "drained": False},
         "gpu-2": {"selected": "all-3g", "result": "skipped", "drained": False},
         "gpu-3": {"selected": "all-3g", "result": "skipped", "drained": False},
         "gpu-4": {"selected": "all-1g", "result": "planned", "drained": False},
+        "gpu-5": {"selected": "all-1g", "result": "planned", "drained": False},
     }
     assert R.plan_report([], {}) == {"lines": [], "nodes": {}}
 
