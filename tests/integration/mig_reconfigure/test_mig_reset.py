@@ -9,12 +9,13 @@ steps around it (roles/mig_reconfigure/tasks/reset_gpus.yml: the kubelet stopped
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mig_reconfigure_lab import A100, Fleet, failures, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from mig_reconfigure_lab import A100, VENV_BIN, Fleet, failures, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
@@ -50,3 +51,71 @@ def test_pending_gpus_are_reset_together_by_bus_id_in_the_apply_and_in_the_rollb
         # The rollback's reset runs the same steps as the apply's: the kubelet stop is decided there too (no kubelet
         # unit on this machine, so skipped both times; molecule/mig_reconfigure has one).
         assert len(task_results(out, "node-1", "Stop the kubelet while the GPUs are reset")) == 2
+
+
+# Host units without systemd: `service --status-all` for service_facts (its sysv scan) and a `systemctl` that answers
+# `show`, `is-active`, `start` and `stop` for ansible.builtin.systemd_service, over one directory of unit states. Each
+# start and stop is logged with the number of GPU reset requests gpusim has seen by then (its reset_log), so the order
+# of the kubelet's stops and starts around the resets shows (as molecule/mig_reconfigure's kubelet stand-in does).
+FAKE_SERVICE = """#!/bin/sh
+for f in "$UNITS"/*.service; do
+  [ "$(cat "$f")" = active ] && s=+ || s=-
+  echo " [ $s ]  $(basename "$f")"
+done
+"""
+FAKE_SYSTEMCTL = """#!/bin/sh
+action=$1; unit=$2
+f="$UNITS/$unit"
+[ -f "$f" ] || { [ "$action" = show ] && printf 'Id=%s\\nLoadState=not-found\\nActiveState=inactive\\n' "$unit"; exit 0; }
+case "$action" in
+  show) printf 'Id=%s\\nLoadState=loaded\\nActiveState=%s\\n' "$unit" "$(cat "$f")" ;;
+  is-active) cat "$f"; [ "$(cat "$f")" = active ] ;;
+  is-enabled) echo enabled ;;
+  start|stop)
+    [ "$action" = start ] && echo active > "$f" || echo inactive > "$f"
+    n=$(@PYTHON@ -c 'import json, sys; print(len(json.load(open(sys.argv[1])).get("reset_log", [])))' "$GPUSIM_STATE_FILE")
+    echo "$action $unit $n" >> "$UNITS/log" ;;
+esac
+"""
+
+
+def fake_units(base, units):
+    """A bin directory with the stand-ins above and the units (name -> active|inactive) they serve."""
+    bindir, unitdir = os.path.join(str(base), "fakebin"), os.path.join(str(base), "units")
+    os.makedirs(bindir)
+    os.makedirs(unitdir)
+    for name, body in (("service", FAKE_SERVICE), ("systemctl", FAKE_SYSTEMCTL.replace("@PYTHON@", os.path.join(VENV_BIN, "python")))):
+        path = os.path.join(bindir, name)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(body)
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    for name, state in units.items():
+        with open(os.path.join(unitdir, name), "w", encoding="utf-8") as fh:
+            fh.write(state + "\n")
+    return bindir, unitdir
+
+
+def test_the_rollback_stops_the_kubelet_for_its_reset_and_both_resets_wait_for_the_fabric_manager(tmp_path):
+    """mig-manager stops the kubelet whenever a mode change needs a reset (NVIDIA/mig-parted
+    pkg/mig/reconfigure/reconfigure.go checkMigModeChangeRequired) and waits for the fabric manager to settle after
+    stopping host units (reconfigure-mig.sh "sleep 30"): the rollback's reset is such a reset too."""
+    a100 = dict(gpu(A100, "disabled"), mig_mode_self_reset=False)
+    node = {"gpus": [a100, dict(a100)],
+            "faults": {"fail_gi_create_after": 1, "fail_gi_create_error": "INSUFFICIENT_RESOURCES",
+                       "fail_gi_create_times": 1}}
+    fleet = Fleet(tmp_path, {"node-1": node}, group_vars={"mig_reconfigure_fabricmanager_settle": 1})
+    bindir, unitdir = fake_units(tmp_path, {"kubelet.service": "active", "nvidia-fabricmanager.service": "active"})
+    env = {"PATH": bindir + os.pathsep + os.environ.get("PATH", ""), "UNITS": unitdir,
+           "GPUSIM_STATE_FILE": fleet.states["node-1"]}
+    with fleet.start():
+        rc, out = fleet.run(env_extra=env)
+        assert rc != 0 and "stage apply" in " ".join(failures(out)["node-1"]), out
+        with open(os.path.join(unitdir, "log"), encoding="utf-8") as fh:
+            log = fh.read().splitlines()
+        # Stopped before each of the two resets, started after each: the apply's, then the rollback's.
+        assert log == ["stop kubelet.service 0", "start kubelet.service 1",
+                       "stop kubelet.service 1", "start kubelet.service 2"], log
+        settles = task_results(out, "node-1", "Let the fabric manager settle before the reset")
+        assert [s.get("skipped", False) for s in settles] == [False, False], settles
+        assert all(s["elapsed"] >= 1 for s in settles)
+        assert len(fleet.state("node-1")["reset_log"]) == 2
