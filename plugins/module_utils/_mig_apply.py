@@ -25,7 +25,8 @@ from ansible_collections.gpuops.provision.plugins.module_utils._nvml import (
 DEFAULT_HOLDER = "gpuops.provision.mig_geometry"
 
 PENDING_WHY = {"in_use": " (the GPU was not idle: stop its clients, then reset it)",
-               "host_clients": " (host GPU clients hold it: %s; the reset runs while the driver services are stopped)",
+               "host_clients": " (host GPU clients hold it: %s; nvidia-smi -r also refuses the reset while nvidia_drm "
+                               "is loaded or DCGM runs)",
                "reset_required": " (the driver did not reset the GPU; in a pass-through VM only a reboot does)"}
 
 
