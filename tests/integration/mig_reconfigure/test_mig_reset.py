@@ -28,31 +28,6 @@ def task_results(out, host, name):
             if t["task"]["name"].split(" : ", 1)[-1] == name and host in t["hosts"]]
 
 
-def test_pending_gpus_are_reset_together_by_bus_id_in_the_apply_and_in_the_rollback(tmp_path):
-    """Two A100s whose driver leaves the mode change pending (gpusim mig_mode_self_reset=false, mig.md P1). The
-    apply resets both in one request, then creating the instances fails (an injected fault): the rollback disables
-    MIG again, which is pending too, and resets both the same way before it checks the restored geometry."""
-    a100 = dict(gpu(A100, "disabled"), mig_mode_self_reset=False)
-    node = {"gpus": [a100, dict(a100)],
-            "faults": {"fail_gi_create_after": 1, "fail_gi_create_error": "INSUFFICIENT_RESOURCES",
-                       "fail_gi_create_times": 1}}
-    fleet = Fleet(tmp_path, {"node-1": node})
-    with fleet.start():
-        rc, out = fleet.run()
-        assert rc != 0, out
-        assert "stage apply" in " ".join(failures(out)["node-1"])
-        stats = out["global_custom_stats"]["mig_reconfigure"]["nodes"]["node-1"]
-        assert stats["result"] == "failed" and stats["restored"] is True, stats
-        resets = [r for r in task_results(out, "node-1", "Reset the GPUs whose MIG mode change is pending") if "cmd" in r]
-        assert [r["cmd"] for r in resets] == [["nvidia-smi", "-r", "-i", ",".join(BUSES)]] * 2
-        state = fleet.state("node-1")
-        assert state["reset_log"] == [BUSES, BUSES]  # two requests, each with both GPUs
-        assert [(g["mig_mode"], g["mig_mode_pending"]) for g in state["gpus"]] == [(0, 0), (0, 0)]
-        # The rollback's reset runs the same steps as the apply's: the kubelet stop is decided there too (no kubelet
-        # unit on this machine, so skipped both times; molecule/mig_reconfigure has one).
-        assert len(task_results(out, "node-1", "Stop the kubelet while the GPUs are reset")) == 2
-
-
 # Host units without systemd: `service --status-all` for service_facts (its sysv scan) and a `systemctl` that answers
 # `show`, `is-active`, `start` and `stop` for ansible.builtin.systemd_service, over one directory of unit states. Each
 # start and stop is logged with the number of GPU reset requests gpusim has seen by then (its reset_log), so the order
@@ -95,10 +70,13 @@ def fake_units(base, units):
     return bindir, unitdir
 
 
-def test_the_rollback_stops_the_kubelet_for_its_reset_and_both_resets_wait_for_the_fabric_manager(tmp_path):
-    """mig-manager stops the kubelet whenever a mode change needs a reset (NVIDIA/mig-parted
-    pkg/mig/reconfigure/reconfigure.go checkMigModeChangeRequired) and waits for the fabric manager to settle after
-    stopping host units (reconfigure-mig.sh "sleep 30"): the rollback's reset is such a reset too."""
+def test_pending_gpus_are_reset_together_by_bus_id_with_the_kubelet_stopped_in_the_apply_and_in_the_rollback(tmp_path):
+    """Two A100s whose driver leaves the mode change pending (gpusim mig_mode_self_reset=false, mig.md P1). The apply
+    resets both in one request, then creating the instances fails (an injected fault): the rollback disables MIG again,
+    which is pending too, and resets both the same way before it checks the restored geometry. mig-manager stops the
+    kubelet whenever a mode change needs a reset (NVIDIA/mig-parted pkg/mig/reconfigure/reconfigure.go
+    checkMigModeChangeRequired) and waits for the fabric manager to settle after stopping host units
+    (deployments/container/reconfigure-mig.sh "sleep 30"): the rollback's reset is such a reset too."""
     a100 = dict(gpu(A100, "disabled"), mig_mode_self_reset=False)
     node = {"gpus": [a100, dict(a100)],
             "faults": {"fail_gi_create_after": 1, "fail_gi_create_error": "INSUFFICIENT_RESOURCES",
@@ -110,6 +88,13 @@ def test_the_rollback_stops_the_kubelet_for_its_reset_and_both_resets_wait_for_t
     with fleet.start():
         rc, out = fleet.run(env_extra=env)
         assert rc != 0 and "stage apply" in " ".join(failures(out)["node-1"]), out
+        stats = out["global_custom_stats"]["mig_reconfigure"]["nodes"]["node-1"]
+        assert stats["result"] == "failed" and stats["restored"] is True, stats
+        resets = [r for r in task_results(out, "node-1", "Reset the GPUs whose MIG mode change is pending") if "cmd" in r]
+        assert [r["cmd"] for r in resets] == [["nvidia-smi", "-r", "-i", ",".join(BUSES)]] * 2
+        state = fleet.state("node-1")
+        assert state["reset_log"] == [BUSES, BUSES]  # two requests, each with both GPUs
+        assert [(g["mig_mode"], g["mig_mode_pending"]) for g in state["gpus"]] == [(0, 0), (0, 0)]
         with open(os.path.join(unitdir, "log"), encoding="utf-8") as fh:
             log = fh.read().splitlines()
         # Stopped before each of the two resets, started after each: the apply's, then the rollback's.
@@ -118,4 +103,3 @@ def test_the_rollback_stops_the_kubelet_for_its_reset_and_both_resets_wait_for_t
         settles = task_results(out, "node-1", "Let the fabric manager settle before the reset")
         assert [s.get("skipped", False) for s in settles] == [False, False], settles
         assert all(s["elapsed"] >= 1 for s in settles)
-        assert len(fleet.state("node-1")["reset_log"]) == 2
