@@ -134,6 +134,44 @@ def pci_sysfs(root: str, address: str) -> dict[str, Any]:
     return out
 
 
+# Host GPU clients that hold the GPUs open without being NVML processes, so that an Ampere MIG mode change stays
+# pending (IN_USE) until they let go and the GPU is reset: nvidia-persistenced (gpu-operator#118; NVIDIA/NVSentinel
+# #1690, "persistence mode counts as an attachment"), DCGM's nv-hostengine (mig-parted deployments/systemd/hooks.sh
+# stops nvidia-dcgm.service in pre-apply-mode; DGX A100 user guide, "stop nvsm dcgm") and the nvidia_drm module
+# (mig-parted README "Known Issues", #181). /proc/<pid>/comm holds 15 characters (TASK_COMM_LEN).
+HOST_CLIENT_PROCESSES = {"nvidia-persiste": "nvidia-persistenced", "nv-hostengine": "nv-hostengine"}
+HOST_CLIENT_MODULES = ("nvidia_drm",)
+PROC_ROOT = "/proc"
+
+
+def host_gpu_clients(proc: Optional[str] = None) -> list[str]:
+    """The host GPU clients running now (names as HOST_CLIENT_PROCESSES and HOST_CLIENT_MODULES give them), read
+    from ``proc`` (default PROC_ROOT): loaded modules from ``modules`` as mig-parted reads it
+    (cmd/nvidia-mig-parted/util/nvml.go IsNvidiaModuleLoaded), processes from ``<pid>/comm``. Unreadable entries
+    (a process that ended meanwhile, a /proc without them) are skipped."""
+    proc = proc or PROC_ROOT
+    found: set[str] = set()
+    try:
+        with open(os.path.join(proc, "modules"), encoding="utf-8") as fh:
+            loaded = set(line.split()[0] for line in fh if line.strip())
+    except OSError:
+        loaded = set()
+    found.update(m for m in HOST_CLIENT_MODULES if m in loaded)
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        pids = []
+    for pid in pids:
+        try:
+            with open(os.path.join(proc, pid, "comm"), encoding="utf-8") as fh:
+                name = HOST_CLIENT_PROCESSES.get(fh.read().strip())
+        except OSError:
+            continue
+        if name:
+            found.add(name)
+    return sorted(found)
+
+
 class Nvml:
     """One NVML session. ``available``/``reason`` say whether NVML could be used at all."""
 

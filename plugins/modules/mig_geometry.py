@@ -130,8 +130,11 @@ notes:
   - The MIG mode is changed first, as mig-parted does. A mode change that takes effect at once (Hopper, or an idle
     bare-metal Ampere GPU that the driver resets itself) is followed by a new NVML session, a fresh read of the
     GPU's profile table and the instance creation, in the same run. When the change waits for a GPU reset (Ampere in
-    a pass-through VM, or a GPU that was not idle) the module reports RV(reset_required=true) with
-    RV(gpus[].pending_reason) and creates the instances on its next run after the reset.
+    a pass-through VM, a GPU with processes, or while host GPU clients hold the GPUs, namely C(nvidia-persistenced),
+    DCGM's C(nv-hostengine) or the C(nvidia_drm) module, read from C(/proc)) the plan and check mode say so, the module
+    reports RV(reset_required=true) with RV(gpus[].pending_reason) and RV(reset_bus_ids), and creates the instances
+    on its next run after the reset. C(nvidia_drm) and C(nv-hostengine) also make C(nvidia-smi -r) refuse the reset
+    (NVIDIA/mig-parted#181); stop or unload them first.
   - Drivers of the R535 branch and older do not list GPU instance profiles while MIG mode is disabled. The target is
     then validated against the profile table NVIDIA documents for the GPU model (by PCI device id), and checked
     against the driver's own table right after the mode change; if they disagree the mode is set back and the module
@@ -208,6 +211,10 @@ gpus:
       description: Product name.
       type: str
       sample: NVIDIA A100-SXM4-40GB
+    pci_bus_id:
+      description: PCI bus id as NVML reports it.
+      type: str
+      sample: "00000000:17:00.0"
     selected:
       description: Whether an entry of the configuration applies to this GPU.
       type: bool
@@ -243,14 +250,28 @@ gpus:
       type: str
       sample: nvml
     pending_reason:
-      description: Why a MIG mode change is still pending, when it is, V(in_use) (the GPU was not idle) or
-        V(reset_required) (the driver did not reset the GPU, for example in a pass-through VM).
+      description: Why a MIG mode change is still pending, when it is, V(in_use) (the GPU was not idle),
+        V(host_clients) (host GPU clients, RV(host_clients), held it) or V(reset_required) (the driver did not reset
+        the GPU, for example in a pass-through VM).
       type: str
       returned: when a mode change is pending after this run
 reset_required:
   description: Whether any GPU waits for a reset.
   returned: always
   type: bool
+reset_bus_ids:
+  description: PCI bus ids of the GPUs that wait for a reset, to reset together in one C(nvidia-smi -r -i <ids>) as
+    mig-parted does.
+  returned: when the run got past planning
+  type: list
+  elements: str
+  sample: ["00000000:17:00.0", "00000000:31:00.0"]
+host_clients:
+  description: Host GPU clients found running (C(nvidia-persistenced), C(nv-hostengine), C(nvidia_drm)); while any
+    runs, a MIG mode change on Ampere waits for a GPU reset.
+  returned: when the run got past planning
+  type: list
+  elements: str
 nvml_calls:
   description: Number of NVML calls this run made.
   returned: always

@@ -156,8 +156,9 @@ class Fleet:
     def node(self, name):
         return self.lab.get_json("/api/v1/nodes/" + name)
 
-    def run(self, extra_vars=None, check=False, timeout=900, forks=8, playbook=PLAYBOOK):
+    def run(self, extra_vars=None, check=False, timeout=900, forks=8, playbook=PLAYBOOK, env_extra=None):
         env = self.lab.ansible_env()
+        env.update(env_extra or {})
         env.update({"ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_NOCOLOR": "1",
                     "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_FORKS": str(forks),
                     "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
