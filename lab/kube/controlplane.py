@@ -439,7 +439,7 @@ def grant_product(plane):
     core, rbac = kubernetes.client.CoreV1Api(api), kubernetes.client.RbacAuthorizationV1Api(api)
     subject = [{"kind": "User", "name": PRODUCT_USER, "apiGroup": "rbac.authorization.k8s.io"}]
     with open(RBAC, encoding="utf-8") as fh:
-        docs = [d for d in yaml.safe_load_all(fh) if d]
+        docs = yaml.safe_load(fh)["items"]  # one List document (kubectl apply takes its items)
     for doc in docs:
         ns = doc["metadata"].get("namespace")
         if ns:

@@ -358,7 +358,7 @@ def set_taints(api: Any, name: str, wanted: list[Mapping[str, Any]], managed_key
     lifecycle controller, an autoscaler) changed since the read is refused with 409 and worked out again, so nobody
     else's taint is reverted. Returns (taints before, taints after, the label changes)."""
     core: Any = kubernetes.client.CoreV1Api(api)
-    for _ in range(retries):
+    for _attempt in range(retries):
         node = json.loads(core.read_node(name, _preload_content=False, _request_timeout=timeout).data)
         before = list((node.get("spec") or {}).get("taints") or [])
         after = _gpu_pools.node_taints(before, wanted, managed_keys)

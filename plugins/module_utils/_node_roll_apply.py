@@ -92,7 +92,7 @@ class RollLease:
 
     def edit_slots(self, change: Callable[[list[str]], Optional[list[str]]]) -> dict[str, Any]:
         """Read the Lease, let ``change(slots)`` return the new slot list (None: leave it), write it; again on 409."""
-        for _ in range(CONFLICT_RETRIES):
+        for _attempt in range(CONFLICT_RETRIES):
             lease = self.read()
             slots = _node_roll.lease_list(lease, _node_roll.LEASE_SLOTS)
             new = change(slots)
@@ -177,7 +177,7 @@ class NodeRoll:
 
         if lease is None:
             return decide({}, [])
-        for _ in range(CONFLICT_RETRIES):
+        for _attempt in range(CONFLICT_RETRIES):
             current = lease.read()
             slots = _node_roll.lease_list(current, _node_roll.LEASE_SLOTS)
             decision = decide(current, slots)
@@ -200,7 +200,7 @@ class NodeRoll:
                check: bool) -> dict[str, Any]:
         """Our roll state, the cordon and ``labels`` in one PATCH with the node's resourceVersion (read again on
         409). Labels already at their value are not written."""
-        for _ in range(CONFLICT_RETRIES):
+        for _attempt in range(CONFLICT_RETRIES):
             body = _node_roll.cordon_patch(node, self.roll, target, reason,
                                            _mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels))
             self.done["labels"] = body["metadata"].get("labels") or {}
@@ -260,9 +260,9 @@ class NodeRoll:
 
     # ---- the drain -------------------------------------------------------------------------------------------------
     def pods(self) -> list[dict[str, Any]]:
-        return list(_json(self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % self.name,
-                                                                 _preload_content=False,
-                                                                 _request_timeout=self.timeout))["items"])
+        pods = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % self.name,
+                                                     _preload_content=False, _request_timeout=self.timeout)
+        return list(_json(pods)["items"])
 
     def drain(self, options: Mapping[str, Any], check: bool) -> dict[str, Any]:
         """Evict the pods kubectl drain would (``_node_roll.drain_selection``), all at once, each refused eviction
@@ -382,5 +382,3 @@ def _run(roll: NodeRoll, lease: Optional[RollLease], p: Mapping[str, Any], check
         result["drain"] = roll.drain(p["drain"], check)
         roll.mark("drained", check)
     return result, node
-
-

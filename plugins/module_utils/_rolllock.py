@@ -196,7 +196,7 @@ def decide(lease: Optional[Mapping[str, Any]], state: str, name: str, namespace:
         body = _body(name, namespace, "", 1, [], _micro(rec["acquired"]), stamp, rec["transitions"],
                      rec["resource_version"], superseded=holder if interrupted else "")
         msg = "%s the roll lock %s%s" % ("would release" if check else "released", where,
-                                          ", whose holder's controller is gone" if interrupted else "")
+                                         ", whose holder's controller is gone" if interrupted else "")
         return dict(action="update", body=body, before=rec, taken_over=None, superseded="", msg=msg)
     if state != "held":
         raise LockError("state must be held or absent, got %r" % (state,))

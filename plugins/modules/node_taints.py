@@ -95,7 +95,7 @@ def main():
         argument_spec=dict(
             name=dict(type="str", required=True),
             taints=dict(type="list", elements="dict", default=[]),
-            managed_keys=dict(type="list", elements="str", default=["gpuops.io/gpu-pool"]),
+            managed_keys=dict(type="list", elements="str", default=["gpuops.io/gpu-pool"], no_log=False),
             labels=dict(type="dict", default={}),
             **_k8s.ARGUMENT_SPEC
         ),
