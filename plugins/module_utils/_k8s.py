@@ -43,6 +43,9 @@ def api_client(kubeconfig: Optional[str] = None, context: Optional[str] = None) 
     groups). TLS is verified as the kubeconfig says."""
     path = kubeconfig or os.environ.get("K8S_AUTH_KUBECONFIG")
     context = context or os.environ.get("K8S_AUTH_CONTEXT")
+    # The library says only "Invalid kube-config file. No configuration found." for a path that is not there.
+    if path and not any(os.path.isfile(os.path.expanduser(p)) for p in str(path).split(os.pathsep) if p):
+        raise kubernetes.config.ConfigException("kubeconfig %s: no such file" % path)
     try:
         return kubernetes.config.new_client_from_config(config_file=path, context=context)
     except kubernetes.config.ConfigException:

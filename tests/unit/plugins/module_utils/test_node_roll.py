@@ -329,3 +329,21 @@ def test_slim_keeps_what_a_roll_plans_with_and_nothing_else():
         "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {M3G: 2}}}
     assert R.slim({}) == {"metadata": {"name": None, "labels": {}, "annotations": {}, "resourceVersion": None},
                           "spec": {"unschedulable": False, "taints": []}, "status": {"conditions": [], "allocatable": {}}}
+
+
+def test_a_kubeconfig_path_that_is_not_there_is_named(tmp_path, monkeypatch):
+    # The kubernetes library says only "Invalid kube-config file. No configuration found." for it.
+    import kubernetes  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.module_utils import _k8s  # pylint: disable=import-outside-toplevel
+    monkeypatch.delenv("K8S_AUTH_KUBECONFIG", raising=False)
+    with pytest.raises(kubernetes.config.ConfigException, match="^kubeconfig /nonexistent/kubeconfig: no such file$"):
+        _k8s.api_client("/nonexistent/kubeconfig")
+    monkeypatch.setenv("K8S_AUTH_KUBECONFIG", str(tmp_path / "gone"))
+    with pytest.raises(kubernetes.config.ConfigException, match="gone: no such file"):
+        _k8s.api_client()
+    # A file that is there goes on to the library, which reads it.
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    with pytest.raises(kubernetes.config.ConfigException) as err:
+        _k8s.api_client(str(empty))
+    assert "no such file" not in str(err.value)
