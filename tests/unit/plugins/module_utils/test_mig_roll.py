@@ -517,3 +517,15 @@ def test_single_strategy_serves_compute_instance_profiles():
     assert R.node_plan(facts, ci, strategy="mixed")["error"].startswith("compute-instance profile(s) 1c.3g.40gb")
     assert R.expected_resources(ci["gpus"], "single") == {"nvidia.com/gpu": 3}
     assert R.expected_resources(ci["gpus"], "mixed") == {}
+
+
+def test_node_facts_resume_only_this_rolls_phase():
+    # A phase another roll (the health roll, a driver roll) left on the node is not mig_reconfigure's to finish.
+    def node(roll, phase):
+        return {"resources": [{"metadata": {"name": "n1", "labels": {"nvidia.com/mig.config": "all-1g"},
+                                            "annotations": {"gpuops.provision/roll": roll, "gpuops.provision/roll-phase": phase,
+                                                            "gpuops.provision/roll-target": "all-1g"}},
+                               "spec": {"unschedulable": True}}]}
+    assert R.node_facts(node("mig_reconfigure", "drained"), "n1")["resume"] == "drained"
+    assert R.node_facts(node("gpu_health", "drained"), "n1")["resume"] == ""
+    assert R.node_facts(node("mig_reconfigure", "released"), "n1")["resume"] == ""
