@@ -167,9 +167,11 @@ def multi_vgpu_errors(profiles: Sequence[str], offered: Iterable[str], max_vgpus
         full = max_framebuffer(offered)
         for name in sliced:
             p = parsed[name]
-            if p["board"] in full and p["fb_gb"] != full[p["board"]]:
+            # The board as the offered profiles' names give it: vCenter's facts name the device instead.
+            board = (parse_profile(name) or p)["board"]
+            if board in full and p["fb_gb"] != full[board]:
                 errors.append("profile %s: multiple vGPUs need the full-framebuffer profile (%s-%d%s)"
-                              % (name, name.split("-")[0], full[p["board"]], p["series"]))
+                              % (name, name.split("-")[0], full[board], p["series"]))
     return errors
 
 

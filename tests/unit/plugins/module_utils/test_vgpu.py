@@ -865,3 +865,17 @@ def test_vcenter_profile_facts_win_over_the_name_for_the_multi_vgpu_rules():
         "profile odd: unrecognised name, cannot prove it allows multiple vGPUs"]
     assert _vgpu.multi_vgpu_errors(["odd", "odd"], ["odd"], facts={"odd": api}) == []
     assert _vgpu.validate_profiles("vm", ["odd", "odd"], "h", {"h": ["odd"]}, facts={"h": {"odd": api}}) == ["h"]
+
+
+def test_multi_vgpu_full_framebuffer_rule_holds_with_vcenters_profile_facts():
+    # vCenter's facts name the board by its device, the offered profiles by their names: the half-size profile is
+    # still refused (it passed unchecked when the boards were compared as given).
+    api = {"grid_a100-20c": {"name": "grid_a100-20c", "board": "device-8384", "fb_gb": 20, "series": "c", "mig": False,
+                             "source": "api"},
+           "grid_a100-40c": {"name": "grid_a100-40c", "board": "device-8384", "fb_gb": 40, "series": "c", "mig": False,
+                             "source": "api"}}
+    rules = _vgpu.multi_vgpu_rules("vsphere8")
+    offered = ["grid_a100-20c", "grid_a100-40c"]
+    assert _vgpu.multi_vgpu_errors(["grid_a100-20c"] * 2, offered, rules=rules, facts=api) == [
+        "profile grid_a100-20c: multiple vGPUs need the full-framebuffer profile (grid_a100-40c)"]
+    assert _vgpu.multi_vgpu_errors(["grid_a100-40c"] * 2, offered, rules=rules, facts=api) == []
