@@ -141,7 +141,11 @@ class NodeRoll:
         start = time.monotonic()
         deadline = start + wait
         while True:
-            decision = self._claim(lease, list_nodes(self.api, self.timeout, cached=True), limits, check)
+            # While nodes before it in the roll's queue have not had their turn, the Lease alone says it waits: the
+            # cluster's nodes (a LIST of a thousand is tens of MB) are listed only once nothing is ahead of it.
+            decision = self._queued(lease, limits) if not check else None
+            if decision is None:
+                decision = self._claim(lease, list_nodes(self.api, self.timeout, cached=True), limits, check)
             if decision["take"]:
                 self.done["slot"] = True
                 self.done["waited_for_slot"] = round(time.monotonic() - start, 2)
@@ -160,20 +164,35 @@ class NodeRoll:
                                          % (self.name, wait, "; ".join(decision["reasons"])), self.done)
             time.sleep(min(SLOT_POLL, max(deadline - time.monotonic(), 0.0)))
 
+    @staticmethod
+    def _stalled(lease: Mapping[str, Any], limits: Mapping[str, Any]) -> bool:
+        """No node's turn came for turn_timeout seconds (LEASE_PROGRESS): a waiting node goes ahead."""
+        notes = (lease.get("metadata") or {}).get("annotations") or {}
+        since = _rolllock.parse_time(notes.get(_node_roll.LEASE_PROGRESS) or None)
+        return since is not None and time.time() - since > float(limits.get("turn_timeout") or 0)
+
+    def _queued(self, lease: Optional[RollLease], limits: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+        """The wait decision while the roll's queue (in the Lease) has nodes ahead of this one, else None."""
+        if lease is None:
+            return None
+        current = lease.read()
+        if self.name in _node_roll.lease_list(current, _node_roll.LEASE_SLOTS):
+            return None
+        return _node_roll.turn_decision(_node_roll.lease_list(current, _node_roll.LEASE_QUEUE),
+                                        _node_roll.lease_list(current, _node_roll.LEASE_PASSED), self.name,
+                                        self._stalled(current, limits))
+
     def _claim(self, lease: Optional[RollLease], nodes: list[dict[str, Any]], limits: Mapping[str, Any],
                check: bool) -> dict[str, Any]:
         """One decision over ``nodes`` and the Lease as read now, and the slot written when it is taken; a write
         refused with 409 (another slot moved meanwhile) reads the Lease again and decides again."""
         def decide(current: Mapping[str, Any], slots: list[str]) -> dict[str, Any]:
             targeted = _node_roll.lease_list(current, _node_roll.LEASE_NODES) or [self.name]
-            notes = (current.get("metadata") or {}).get("annotations") or {}
-            since = _rolllock.parse_time(notes.get(_node_roll.LEASE_PROGRESS) or None)
-            stalled = since is not None and time.time() - since > float(limits.get("turn_timeout") or 0)
             return _node_roll.slot_decision(
                 nodes, targeted, slots, self.name, self.roll, limits,
                 lambda n: _mig_roll.advertised_resources((n.get("status") or {}).get("allocatable")),
                 queue=_node_roll.lease_list(current, _node_roll.LEASE_QUEUE),
-                passed=_node_roll.lease_list(current, _node_roll.LEASE_PASSED), stalled=stalled)
+                passed=_node_roll.lease_list(current, _node_roll.LEASE_PASSED), stalled=self._stalled(current, limits))
 
         if lease is None:
             return decide({}, [])

@@ -221,6 +221,18 @@ def test_the_queue_keeps_the_roll_order_until_it_stalls():
     assert decide(nodes, "n1", limits={"max_parallel": 0}, queue=["n2", "n3"])["take"] is True
 
 
+def test_the_turn_is_read_from_the_queue_alone():
+    wait = {"take": False, "held": False, "wait": True, "spent": False}
+    assert R.turn_decision(["a", "b", "c"], ["a"], "c") == dict(wait, counts={}, reasons=["its turn comes after b"])
+    assert R.turn_decision(["a", "b", "c"], [], "c", counts={"failed": ["z"]}) == dict(
+        wait, counts={"failed": ["z"]}, reasons=["its turn comes after a, b"])
+    assert R.turn_decision(["a", "b", "c"], ["b", "a"], "c") is None
+    assert R.turn_decision(["a", "b"], [], "a") is None          # first in the queue
+    assert R.turn_decision(["a", "b"], [], "x") is None          # not in the queue
+    assert R.turn_decision(["a", "b"], [], "b", stalled=True) is None
+    assert R.turn_decision([], [], "b") is None
+
+
 def test_lease_lists_and_turns():
     lease = {"metadata": {"resourceVersion": "9", "annotations": {R.LEASE_NODES: "a,b,c", R.LEASE_SLOTS: "",
                                                                   R.LEASE_PASSED: "a"}}}
