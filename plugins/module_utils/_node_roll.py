@@ -169,6 +169,19 @@ def slim(node: Mapping[str, Any]) -> dict[str, Any]:
                        "allocatable": dict(status.get("allocatable") or {})}}
 
 
+def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A Pod cut down to what a plan reads of it (module node_info's ``pods``): name, namespace, labels, whether it is
+    being deleted, its node and phase."""
+    meta = pod.get("metadata") or {}
+    out: dict[str, Any] = {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
+                                        "labels": dict(meta.get("labels") or {})},
+                           "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+                           "status": {"phase": (pod.get("status") or {}).get("phase")}}
+    if meta.get("deletionTimestamp"):
+        out["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"]
+    return out
+
+
 # ---- the budget, recounted from the live cluster ------------------------------------------------------------------
 
 def lease_list(lease: Optional[Mapping[str, Any]], key: str) -> list[str]:

@@ -343,6 +343,21 @@ def test_slim_keeps_what_a_roll_plans_with_and_nothing_else():
                           "spec": {"unschedulable": False, "taints": []}, "status": {"conditions": [], "allocatable": {}}}
 
 
+def test_slim_pod_keeps_what_the_plan_reads_of_a_pod():
+    full = {"metadata": {"name": "mm-1", "namespace": "gpu-operator", "labels": {"app": "nvidia-mig-manager"},
+                         "uid": "u", "managedFields": [{"manager": "kube-controller-manager"}],
+                         "ownerReferences": [{"kind": "DaemonSet"}]},
+            "spec": {"nodeName": "gpu-a", "containers": [{"name": "mig-manager"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.9"}}
+    slim = {"metadata": {"name": "mm-1", "namespace": "gpu-operator", "labels": {"app": "nvidia-mig-manager"}},
+            "spec": {"nodeName": "gpu-a"}, "status": {"phase": "Running"}}
+    assert R.slim_pod(full) == slim
+    full["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert R.slim_pod(full) == dict(slim, metadata=dict(slim["metadata"], deletionTimestamp="2026-01-01T00:00:00Z"))
+    assert R.slim_pod({}) == {"metadata": {"name": None, "namespace": None, "labels": {}}, "spec": {"nodeName": None},
+                              "status": {"phase": None}}
+
+
 def test_a_kubeconfig_path_that_is_not_there_is_named(tmp_path, monkeypatch):
     # The kubernetes library says only "Invalid kube-config file. No configuration found." for it.
     import kubernetes  # pylint: disable=import-outside-toplevel
