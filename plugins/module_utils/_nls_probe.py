@@ -15,7 +15,7 @@ import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _nls
+from ansible_collections.gpuops.provision.plugins.module_utils import _nls, _sysfs
 
 
 def read_token(token_dir: str, names: Sequence[str]) -> tuple[Optional[dict[str, Any]], str]:
@@ -25,10 +25,11 @@ def read_token(token_dir: str, names: Sequence[str]) -> tuple[Optional[dict[str,
         return None, "no client configuration token (*.tok) in %s" % token_dir
     paths = sorted((os.path.join(token_dir, n) for n in names), key=os.path.getmtime)
     try:
-        with open(paths[-1], encoding="utf-8") as fh:
-            return _nls.parse_token(fh.read()), os.path.basename(paths[-1])
-    except (OSError, UnicodeDecodeError) as e:
-        return None, "cannot read %s: %s" % (os.path.basename(paths[-1]), e.strerror if isinstance(e, OSError) else e)
+        return _nls.parse_token(_sysfs.read_file(paths[-1])), os.path.basename(paths[-1])
+    except _sysfs.SysfsError as e:
+        return None, str(e)
+    except OSError as e:
+        return None, "cannot read %s: %s" % (os.path.basename(paths[-1]), e.strerror or e)
     except _nls.TokenError as e:
         return None, "%s: %s" % (os.path.basename(paths[-1]), e)
 
