@@ -37,6 +37,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "passthrough_gpus": "all",   # "all" or PCI addresses of the GPUs given to VMs whole
     "vfio_devices": "all",       # "all" (every function of those GPUs) or PCI addresses that must use vfio-pci
     "driver_version": "",        # the pin; empty = installed and loaded must only agree
+    "driver_mode": "host",       # host (packages) or gpu_operator (the GPU Operator's driver container)
     "license_required": "auto",  # auto: when NVML reports a vGPU guest; or True/False
     "license_min_days": 7,       # fail when the licence expires sooner
     "license_warn_days": 30,     # warn when it expires sooner (the licence, and the client configuration token)
@@ -176,9 +177,40 @@ def check_vfio_bound(facts: Mapping[str, Any], options: Mapping[str, Any]) -> di
 
 # --- driver ------------------------------------------------------------------------------------------------------------
 
+# The GPU Operator's driver container (issue 37 point 5) keeps the driver's userspace under its root on the host,
+# /run/nvidia/driver (gpu-operator's device-plugin entrypoint: /run/nvidia/validations/driver-ready -> driver root
+# /run/nvidia/driver, host-driver-ready -> /; NVIDIA/gpu-operator#178), not in the host's package list nor its library
+# path. The driver's libraries carry its version in their names, libnvidia-ml.so.<version> (how the Container
+# Toolkit finds a driver's libraries: nvidia-container-toolkit pkg/nvcdi, lib*.so.<driver version>).
+DRIVER_MODES = ("host", "gpu_operator")
+OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
+OPERATOR_VALIDATION = "/run/nvidia/validations/driver-ready"
+
+
+def driver_root_facts(paths: Optional[Iterable[str]], driver_root: str = OPERATOR_DRIVER_ROOT) -> dict[str, Any]:
+    """The driver in a driver container's root from the paths of its libnvidia-ml.so.* files: dict(installed_version,
+    lib_dir, driver_root, source). ``installed_version`` is None when no file names a driver version."""
+    found: list[tuple[_versions.DriverVersion, str]] = []
+    for path in paths or ():
+        directory, _sep, name = str(path).rpartition("/")
+        if not name.startswith("libnvidia-ml.so."):
+            continue
+        try:
+            found.append((_versions.parse_driver_version(name[len("libnvidia-ml.so."):]), directory))
+        except _versions.VersionError:
+            continue
+    out: dict[str, Any] = dict(installed_version=None, lib_dir=None, driver_root=driver_root, source="gpu_operator")
+    if found:
+        version, directory = max(found, key=lambda f: f[0].key)
+        out.update(installed_version=str(version), lib_dir=directory)
+    return out
+
+
 def check_driver_version(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     drv = facts.get("driver") or {}
     pin = str(options.get("driver_version") or "").strip()
+    if options.get("driver_mode") == "gpu_operator":
+        return _check_operator_driver(drv, facts, pin)
     installed = drv.get("installed_version")
     loaded = drv.get("loaded_version")
     gpu = facts.get("gpu") or {}
@@ -223,6 +255,44 @@ def check_driver_version(facts: Mapping[str, Any], options: Mapping[str, Any]) -
         return result("driver_version", "fail", "installed driver %s is not the pinned %s (%s)" % (installed, pin, evidence),
                       install_remedy + " then reboot")
     return result("driver_version", "pass", "installed = loaded = pinned %s (%s)" % (pin, evidence))
+
+
+def _check_operator_driver(drv: Mapping[str, Any], facts: Mapping[str, Any], pin: str) -> dict[str, Any]:
+    """The GPU Operator's driver: no host package; the driver container's root, the loaded module and NVML agree."""
+    root = drv.get("driver_root") or OPERATOR_DRIVER_ROOT
+    version = drv.get("installed_version")
+    loaded = drv.get("loaded_version")
+    nvml = (facts.get("gpu") or {}).get("nvml") or {}
+    nvml_version = nvml.get("driver_version") if nvml.get("available") else None
+    evidence = "GPU Operator driver root %s: %s, loaded %s, NVML %s, pin %s" % (
+        root, "libnvidia-ml.so.%s" % version if version else "no libnvidia-ml.so.<version>", loaded or "none",
+        nvml_version or ("unavailable: %s" % nvml.get("reason") if nvml else "not read"), pin or "none")
+    pod = "see the nvidia-driver-daemonset pod on this node (kubectl -n gpu-operator logs) and the operator's validator"
+    if not version:
+        return result("driver_version", "fail", "no driver in the GPU Operator's driver root (%s)" % evidence,
+                      "the driver container has not installed the driver yet: " + pod)
+    want = _versions.parse_driver_version(version)
+    checks = (("the kernel module", loaded), ("NVML", nvml_version))
+    for what, other in checks:
+        if other and _versions.driver_version_of(other) != want:
+            return result("driver_version", "fail", "driver container %s, but %s reports %s (%s)" % (version, what, other, evidence),
+                          "the driver container is being replaced or failed to load its module: " + pod)
+    if not loaded:
+        return result("driver_version", "fail", "the kernel module is not loaded (%s)" % evidence, pod)
+    if nvml and not nvml.get("available"):
+        return result("driver_version", "fail", "NVML through the driver root is not usable: %s (%s)" % (nvml.get("reason"), evidence), pod)
+    if not pin:
+        return result("driver_version", "warn", "driver container = loaded = %s, but no pinned version is declared (%s)" % (version, evidence),
+                      "declare the fleet's pin in node_preflight_driver_version (the ClusterPolicy's driver.version)")
+    try:
+        on_pin = _versions.matches_pin(version, pin)
+    except _versions.VersionError as e:
+        raise PreflightError("node_preflight_driver_version: %s" % e)
+    if not on_pin:
+        return result("driver_version", "fail", "the GPU Operator's driver %s is not the pinned %s (%s)" % (version, pin, evidence),
+                      "set the ClusterPolicy's driver.version (or the NVIDIADriver resource) to the pin; the operator "
+                      "rolls its driver containers")
+    return result("driver_version", "pass", "driver container = loaded = pinned %s (%s)" % (pin, evidence))
 
 
 # --- licence ---------------------------------------------------------------------------------------------------------
@@ -582,6 +652,8 @@ def normalize_options(options: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     bad = [c for c in opts["checks"] if c not in CHECKS]
     if bad:
         raise PreflightError("unknown check(s) %s; known: %s" % (", ".join(map(str, bad)), ", ".join(CHECK_IDS)))
+    if opts["driver_mode"] not in DRIVER_MODES:
+        raise PreflightError("driver_mode must be %s, not %r" % (" or ".join(DRIVER_MODES), opts["driver_mode"]))
     if opts["license_required"] not in ("auto", True, False):
         raise PreflightError("license_required must be auto, true or false, not %r" % (opts["license_required"],))
     for key in ("license_min_days", "license_warn_days"):
