@@ -62,8 +62,12 @@ def collect(p: dict[str, Any], nvml: Nvml) -> tuple[dict[str, Any], str | None]:
         return result, "; ".join(problems)
     if p["service_check"]:
         gridd = result["gridd"]
+        try:
+            proxy = _license.gridd_proxy(gridd["settings"])
+        except _license.LicenseError as e:
+            return result, str(e)
         result["service"] = _nls_probe.check_service(gridd["token_dir"], [t["name"] for t in gridd["tokens"]],
-                                                     p["connect_timeout"], p["validate_certs"], p["ca_path"])
+                                                     p["connect_timeout"], p["validate_certs"], p["ca_path"], proxy)
     if not nvml.open():
         result["nvml"]["reason"] = nvml.reason
         return result, None

@@ -376,9 +376,10 @@ def check_license_service(facts: Mapping[str, Any], options: Mapping[str, Any]) 
     if svc.get("error"):
         return result("license_service", "fail", svc["error"], remedy)
     eps = svc.get("endpoints") or []
-    text = ["%s %s:%s %s" % (e.get("kind") or "service", e.get("host"), e.get("port"),
-                             "answers (%s)" % (e.get("tls_version") or "TLS") if e.get("tls") else
-                             "does NOT answer: %s" % e.get("error")) for e in eps]
+    text = ["%s %s:%s%s %s" % (e.get("kind") or "service", e.get("host"), e.get("port"),
+                               " via proxy %s" % e["proxy"] if e.get("proxy") else "",
+                               "answers (%s)" % (e.get("tls_version") or "TLS") if e.get("tls") else
+                               "does NOT answer: %s" % e.get("error")) for e in eps]
     token = svc.get("token") or {}
     evidence = "token %s of service instance %s: %s" % (
         token.get("file"), token.get("service_instance"), "; ".join(text) or "no endpoint")

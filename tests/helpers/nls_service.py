@@ -88,3 +88,11 @@ def write_token(node_dir, endpoints):
     with open(os.path.join(tokens, "client_configuration_token.tok"), "w", encoding="utf-8") as fh:
         fh.write(nls_token.make_token(endpoints))
     return tokens
+
+
+def connect_proxy(allow=None, require_auth=False):
+    """lab/nls/proxy.py's ConnectProxy: the HTTP proxy between a guest and its licence service."""
+    spec = importlib.util.spec_from_file_location("nls_proxy", os.path.join(ROOT, "lab", "nls", "proxy.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ConnectProxy(allow, require_auth)
