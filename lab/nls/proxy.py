@@ -11,11 +11,13 @@ import socket
 import threading
 
 
-class ConnectProxy:
-    def __init__(self, allow=None, require_auth=False):
-        self.allow = set(allow or [])           # {"127.0.0.1:443"}; empty: every target
-        self.require_auth = require_auth
-        self.targets = []                        # every CONNECT target asked for, in order
+class LoopbackServer:
+    """A TCP server on 127.0.0.1 (``port``) that hands each connection to ``handle(conn)`` on its accept thread, or
+    on a thread of its own with ``threaded``; ``close()`` stops it (the licence service stand-in of the tests too)."""
+
+    threaded = False
+
+    def __init__(self):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -30,9 +32,35 @@ class ConnectProxy:
                 conn, _addr = self.sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+            if self.threaded:
+                threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+            else:
+                self.handle(conn)
 
-    def _handle(self, conn):
+    def handle(self, conn):
+        conn.close()
+
+    def close(self):
+        self._stop = True
+        try:
+            # Wakes the accept() of the serving thread; a bare close() would leave the socket listening under it.
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self.thread.join(5)
+
+
+class ConnectProxy(LoopbackServer):
+    threaded = True
+
+    def __init__(self, allow=None, require_auth=False):
+        self.allow = set(allow or [])           # {"127.0.0.1:443"}; empty: every target
+        self.require_auth = require_auth
+        self.targets = []                        # every CONNECT target asked for, in order
+        super().__init__()
+
+    def handle(self, conn):
         conn.settimeout(10)
         try:
             head = b""
@@ -82,12 +110,3 @@ class ConnectProxy:
         pump(a, b)
         other.join(10)
         b.close()
-
-    def close(self):
-        self._stop = True
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        self.thread.join(5)

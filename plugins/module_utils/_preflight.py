@@ -30,7 +30,7 @@ NODE_ROLES = ("k8s_worker", "k8s_dra_worker", "vgpu_guest", "passthrough_host")
 # What checks read (the role's gather tasks run the reads the selected checks need, see needs()): iommu_info,
 # gpu_info (with GPU health, with the kernel log's Xid events), nvidia_license_info, mig_geometry in check mode, the
 # CDI spec files, DCGM's diagnostic, and the loaded module's version with the installed driver packages.
-FACTS = ("iommu", "gpu", "health", "xid", "license", "mig", "cdi", "dcgm", "driver")
+FACTS = ("iommu", "gpu", "health", "xid", "license", "mig", "cdi", "runtime", "dcgm", "driver")
 DEFAULT_OPTIONS: dict[str, Any] = {
     "node_role": "k8s_worker",
     "checks": None,              # None: DEFAULT_CHECKS[node_role]
@@ -46,7 +46,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "dra_driver_minimum": None,     # another minimum driver version (the GPU Operator's DRA docs say 580)
     "dra_manages_mig": False,       # the DRA driver's DynamicMIG gate is on: it creates and destroys MIG devices
     "dra_require_toolkit_spec": False,  # something besides the DRA driver requests nvidia.com/gpu CDI devices
-    "cdi_spec_dirs": None,          # the container runtime's CDI spec directories; None: not known
+    "cdi_spec_dirs": None,          # the container runtime's CDI spec directories; None: as the runtime read says
     "mig_target": False,         # a MIG target was declared (the mig facts are the check-mode plan against it)
     "kernel_args": [],           # "key" (present) or "key=value" (exact value)
     "fail_on_warn": False,
@@ -244,17 +244,24 @@ def check_driver_version(facts: Mapping[str, Any], options: Mapping[str, Any]) -
     if nvml_version and _versions.driver_version_of(nvml_version) != loaded_drv:
         return result("driver_version", "fail", "NVML reports driver %s but the kernel module is %s (%s)" % (nvml_version, loaded_drv, evidence),
                       "reboot the node so userspace and kernel module agree")
+    return _pin_verdict(installed, str(inst_drv), pin, evidence, "installed = loaded", "installed driver",
+                        "declare the fleet's pin in node_preflight_driver_version (or nvidia_driver_version)",
+                        install_remedy + " then reboot")
+
+
+def _pin_verdict(have: str, agreed: str, pin: str, evidence: str, agree: str, subject: str, warn_remedy: str,
+                 fail_remedy: str) -> dict[str, Any]:
+    """driver_version once the driver's parts agree on ``agreed``: warn without a pin, else ``have`` against it."""
     if not pin:
-        return result("driver_version", "warn", "installed = loaded = %s, but no pinned version is declared (%s)" % (inst_drv, evidence),
-                      "declare the fleet's pin in node_preflight_driver_version (or nvidia_driver_version)")
+        return result("driver_version", "warn", "%s = %s, but no pinned version is declared (%s)" % (agree, agreed, evidence),
+                      warn_remedy)
     try:
-        on_pin = _versions.matches_pin(installed, pin)
+        on_pin = _versions.matches_pin(have, pin)
     except _versions.VersionError as e:
         raise PreflightError("node_preflight_driver_version: %s" % e)
     if not on_pin:
-        return result("driver_version", "fail", "installed driver %s is not the pinned %s (%s)" % (installed, pin, evidence),
-                      install_remedy + " then reboot")
-    return result("driver_version", "pass", "installed = loaded = pinned %s (%s)" % (pin, evidence))
+        return result("driver_version", "fail", "%s %s is not the pinned %s (%s)" % (subject, have, pin, evidence), fail_remedy)
+    return result("driver_version", "pass", "%s = pinned %s (%s)" % (agree, pin, evidence))
 
 
 def _check_operator_driver(drv: Mapping[str, Any], facts: Mapping[str, Any], pin: str) -> dict[str, Any]:
@@ -281,18 +288,10 @@ def _check_operator_driver(drv: Mapping[str, Any], facts: Mapping[str, Any], pin
         return result("driver_version", "fail", "the kernel module is not loaded (%s)" % evidence, pod)
     if nvml and not nvml.get("available"):
         return result("driver_version", "fail", "NVML through the driver root is not usable: %s (%s)" % (nvml.get("reason"), evidence), pod)
-    if not pin:
-        return result("driver_version", "warn", "driver container = loaded = %s, but no pinned version is declared (%s)" % (version, evidence),
-                      "declare the fleet's pin in node_preflight_driver_version (the ClusterPolicy's driver.version)")
-    try:
-        on_pin = _versions.matches_pin(version, pin)
-    except _versions.VersionError as e:
-        raise PreflightError("node_preflight_driver_version: %s" % e)
-    if not on_pin:
-        return result("driver_version", "fail", "the GPU Operator's driver %s is not the pinned %s (%s)" % (version, pin, evidence),
-                      "set the ClusterPolicy's driver.version (or the NVIDIADriver resource) to the pin; the operator "
-                      "rolls its driver containers")
-    return result("driver_version", "pass", "driver container = loaded = pinned %s (%s)" % (pin, evidence))
+    return _pin_verdict(version, version, pin, evidence, "driver container = loaded", "the GPU Operator's driver",
+                        "declare the fleet's pin in node_preflight_driver_version (the ClusterPolicy's driver.version)",
+                        "set the ClusterPolicy's driver.version (or the NVIDIADriver resource) to the pin; the operator "
+                        "rolls its driver containers")
 
 
 # --- licence ---------------------------------------------------------------------------------------------------------
@@ -463,8 +462,19 @@ def check_dra_cdi(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[
         except _dra.DraError as e:
             specs.append({"path": spec.get("path"), "error": str(e)})
     gpus = ((facts.get("gpu") or {}).get("gpus")) if not _nvml_error(facts) else None
+    # The runtime's own version and configuration, and the kubelet's version (issue 37 point 7): read on the node.
+    read = facts.get("runtime")
+    runtime = None
+    if read is not None:
+        try:
+            runtime = _dra.runtime_cdi(read.get("containerd_version"), read.get("containerd_config"),
+                                       read.get("crio_version"), read.get("crio_config"), read.get("kubelet_version"))
+        except _dra.DraError as e:
+            return result("dra_cdi", "fail", "the container runtime's configuration cannot be read: %s" % e,
+                          "check containerd config dump / crio config on the node")
     return _dra_result("dra_cdi", _dra.check_dra_cdi(specs, gpus, options["cdi_spec_dirs"],
-                                                     require_toolkit_spec=options["dra_require_toolkit_spec"]))
+                                                     require_toolkit_spec=options["dra_require_toolkit_spec"],
+                                                     runtime=runtime))
 
 
 def check_dra_mig(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -600,7 +610,7 @@ RECORDS = (
     Check("dra_driver", "NVIDIA driver new enough for the DRA driver (and ComputeDomains)", ("k8s_dra_worker",),
           ("gpu",), check_dra_driver),
     Check("dra_cdi", "CDI ready for the DRA driver (runtime spec directories, specs that load)", ("k8s_dra_worker",),
-          ("gpu", "cdi"), check_dra_cdi),
+          ("gpu", "cdi", "runtime"), check_dra_cdi),
     Check("dra_mig", "MIG devices left to the DRA driver where it manages them", ("k8s_dra_worker",), ("gpu",),
           check_dra_mig),
 ) + tuple(

@@ -527,7 +527,7 @@ def _gathered_before(checks):
         out.add("gpu")
     if any(re.match("gpu_", c) for c in checks):
         out.add("health")
-    for check, fact in (("gpu_xid", "xid"), ("mig_geometry", "mig"), ("dra_cdi", "cdi"), ("gpu_dcgm", "dcgm"),
+    for check, fact in (("gpu_xid", "xid"), ("mig_geometry", "mig"), ("dra_cdi", "cdi"), ("dra_cdi", "runtime"), ("gpu_dcgm", "dcgm"),
                         ("driver_version", "driver")):
         if check in checks:
             out.add(fact)
