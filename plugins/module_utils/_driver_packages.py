@@ -144,9 +144,21 @@ def platform_key(distribution: Optional[str], os_family: Optional[str]) -> str:
     raise PackageError("no NVIDIA driver packaging known for %s (%s)" % (distribution or "?", os_family or "?"))
 
 
+KERNEL_MODULES = ("dkms", "precompiled")
+
+
 def package_plan(distribution: Optional[str], os_family: Optional[str], major_version: Union[int, str, None], source: Optional[str],
-                 flavour: str, branch: Union[int, str], driver_version: Optional[str] = None, persistence: bool = True) -> dict[str, Any]:
-    """What to install for one host: dict(install, module_stream, pinning_packages, version_lock, extra_repos).
+                 flavour: str, branch: Union[int, str], driver_version: Optional[str] = None, persistence: bool = True,
+                 kernel_modules: str = "dkms", kernel_flavours: Iterable[str] = ()) -> dict[str, Any]:
+    """What to install for one host: dict(install, module_stream, pinning_packages, version_lock, extra_repos,
+    builds_module).
+
+    ``kernel_modules``: ``dkms`` (the module is built on the host; every platform) or ``precompiled`` (Ubuntu's own
+    archive only: Canonical's signed modules, the Secure Boot path without a Machine Owner Key; NVIDIA GPU Operator
+    docs, "Installing Precompiled and Canonical Signed Drivers on Ubuntu": linux-modules-nvidia-<branch>-server-<kernel>
+    with nvidia-utils-<branch>-server; the -<flavour> metapackages follow kernel upgrades). ``kernel_flavours``: the
+    host's kernel flavours for those metapackages (generic, generic-hwe-22.04, aws). ``builds_module``: the plan has
+    DKMS build a kernel module on the host.
 
     ``install``: the packages to ask for (the rest follows as their dependencies; the pin covers the whole family).
     ``pinning_packages``: NVIDIA's pinning package for the exact driver version (used when the repository offers it).
@@ -162,9 +174,22 @@ def package_plan(distribution: Optional[str], os_family: Optional[str], major_ve
     if source not in ("distribution", "cuda"):
         raise PackageError("source must be distribution or cuda, not %r" % (source,))
     is_open = flavour == "open"
+    if kernel_modules not in KERNEL_MODULES:
+        raise PackageError("kernel modules must be dkms or precompiled, not %r" % (kernel_modules,))
+    precompiled = kernel_modules == "precompiled"
+    if precompiled and not (platform == "ubuntu" and source == "distribution"):
+        raise PackageError("precompiled signed kernel modules come from Ubuntu's own archive (source distribution on "
+                           "Ubuntu), not from %s with source %s" % (platform, source))
+    flavours = [f for f in (kernel_flavours or ()) if f]
+    if precompiled and not flavours:
+        raise PackageError("precompiled kernel modules need the host's kernel flavour (generic, aws, ...)")
     plan = dict(platform=platform, flavour=flavour, branch=number, module_stream=None, pinning_packages=[],
-                version_lock=[], extra_repos=[], module_switch=False)
-    if platform == "debian" and source == "distribution":
+                version_lock=[], extra_repos=[], module_switch=False, builds_module=not precompiled)
+    if precompiled:
+        suffix = "-server%s" % ("-open" if is_open else "")
+        install = ["linux-modules-nvidia-%d%s-%s" % (number, suffix, f) for f in flavours]
+        install += ["nvidia-headless-no-dkms-%d%s" % (number, suffix), "nvidia-utils-%d-server" % number]
+    elif platform == "debian" and source == "distribution":
         # Debian's nvidia-driver depends on one of the kernel-module packages; naming it picks the flavour.
         install = ["nvidia-driver", "nvidia-open-kernel-dkms" if is_open else "nvidia-kernel-dkms"]
     elif platform == "ubuntu" and source == "distribution":
@@ -292,3 +317,27 @@ def package_file_identity(path: Optional[str], driver_version: str) -> dict[str,
     if got != want:
         raise PackageError("%s is driver %s, not the requested %s" % (base, got, want))
     return dict(name=m.group("name"), version=m.group("version"), arch=m.group("arch"), file=base)
+
+
+# --- Fabric Manager (issue 37 point 3) -------------------------------------------------------------------------------
+# NVSwitch systems (HGX, DGX) need NVIDIA Fabric Manager running before CUDA can use the GPUs, and it must be the
+# driver's exact version or it refuses to start (NVIDIA Fabric Manager User Guide, "Installing Fabric Manager";
+# NVIDIA/gpu-operator#544). Package: nvidia-fabricmanager-<branch> (NVIDIA/apt-packaging-fabric-manager, the CUDA
+# repository; Ubuntu's multiverse src:fabric-manager-<branch>; NVIDIA/yum-packaging-fabric-manager on the RHEL family),
+# service nvidia-fabricmanager. An NVSwitch is an NVIDIA PCI function of class 0x0680 (bridge, other): the
+# nvidia-nvswitch devices the driver creates exist only once it runs, the PCI function before it is installed.
+FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager"
+NVSWITCH_CLASS_PREFIX = "0x0680"
+
+
+def fabric_manager_packages(branch: Union[int, str]) -> list[str]:
+    """The Fabric Manager package of a driver branch."""
+    return ["nvidia-fabricmanager-%d" % V.as_branch(branch)]
+
+
+def nvswitch_addresses(vendor_files: Optional[Iterable[str]], class_files: Optional[Iterable[str]]) -> list[str]:
+    """PCI addresses of the NVSwitches from sysfs: ``vendor_files`` are the <device>/vendor paths that read 0x10de,
+    ``class_files`` the <device>/class paths that read 0x0680xx (as ``find`` with ``contains`` lists them)."""
+    def devices(paths: Optional[Iterable[str]]) -> set[str]:
+        return {str(p).rstrip("/").rsplit("/", 2)[-2] for p in paths or () if str(p).count("/") >= 1}
+    return sorted(devices(vendor_files) & devices(class_files))
