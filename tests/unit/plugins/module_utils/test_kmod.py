@@ -815,7 +815,8 @@ UBUNTU_HWE = (
     "linux-image-6.8.0-45-generic\t6.8.0-45.45~22.04.1\tii \tlinux-modules-6.8.0-45-generic, linux-base\n"
     "linux-image-generic-hwe-22.04\t6.8.0-45.45~22.04.1\tii \tlinux-image-6.8.0-45-generic, linux-firmware\n"
     "linux-image-virtual-hwe-22.04\t6.8.0-45.45~22.04.1\tii \tlinux-image-6.8.0-45-generic\n")
-UBUNTU_AWS = "linux-image-unsigned-6.8.0-1015-aws\t6.8.0-1015.16\tii \t\nlinux-image-aws\t6.8.0.1015.16\tii \tlinux-image-unsigned-6.8.0-1015-aws | linux-image-6.8.0-1015-aws\n"
+UBUNTU_AWS = ("linux-image-unsigned-6.8.0-1015-aws\t6.8.0-1015.16\tii \t\n"
+              "linux-image-aws\t6.8.0.1015.16\tii \tlinux-image-unsigned-6.8.0-1015-aws | linux-image-6.8.0-1015-aws\n")
 PROXMOX = (
     "proxmox-kernel-6.8.12-4-pve-signed\t6.8.12-4\tii \tproxmox-kernel-helper\n"
     "proxmox-kernel-6.8\t6.8.12-4\tii \tproxmox-kernel-6.8.12-4-pve-signed | proxmox-kernel-6.8.12-4-pve\n"

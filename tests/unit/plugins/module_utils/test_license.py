@@ -123,9 +123,9 @@ def test_default_feature_type(modes, feature_type):
 
 def test_default_feature_type_needs_nvml_and_a_gpu():
     with pytest.raises(L.LicenseError, match=r"^cannot tell a vGPU guest from a GPU passed through: NVML is not "
-                                                    r"usable \(the NVIDIA kernel driver is not loaded\); set "
-                                                    r"nvidia_license_feature_type \(1 on vGPU guests, 4 or 2 on "
-                                                    r"passed-through GPUs\)$"):
+                                             r"usable \(the NVIDIA kernel driver is not loaded\); set "
+                                             r"nvidia_license_feature_type \(1 on vGPU guests, 4 or 2 on "
+                                             r"passed-through GPUs\)$"):
         L.default_feature_type({"nvml": {"available": False, "reason": "the NVIDIA kernel driver is not loaded"}})
     with pytest.raises(L.LicenseError, match=r"NVML is not usable \(boom\)"):
         L.default_feature_type({"failed": True, "msg": "boom", "nvml": {"available": True}})

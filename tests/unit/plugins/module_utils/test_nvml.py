@@ -180,8 +180,8 @@ def test_binding_from_the_collections_virtualenv_when_the_interpreter_has_none(m
     nvml = _nvml.Nvml(module_name=name)
     assert nvml.open() is False
     assert nvml.reason.startswith("Python module pynvml (package nvidia-ml-py) is not installed (neither for %s nor in %s; "
-                                  "the nvidia_driver role's nvml step installs it): No module named" % (sys.executable,
-                                                                                                       tmp_path / "venv"))
+                                  "the nvidia_driver role's nvml step installs it): No module named"
+                                  % (sys.executable, tmp_path / "venv"))
     assert nvml.binding == {"module": None, "python": sys.executable}
     for minor in ("3.9", "3.11"):   # the newest of the venv's python3* directories is taken
         site = tmp_path / "venv" / "lib" / ("python" + minor) / "site-packages"
