@@ -145,6 +145,16 @@ def platform_key(distribution: Optional[str], os_family: Optional[str]) -> str:
 
 
 KERNEL_MODULES = ("dkms", "precompiled")
+SOURCES = ("distribution", "cuda", "file")
+
+
+def _major(major_version: Union[int, str, None]) -> int:
+    return int(str(major_version or "0").split(".", maxsplit=1)[0] or 0)
+
+
+def _rhel_extra_repos(major_version: Union[int, str, None]) -> list[str]:
+    """dkms comes from EPEL; EPEL's dkms needs CRB (CodeReady Builder, 'powertools' on EL8 rebuilds)."""
+    return ["epel", "powertools" if _major(major_version) == 8 else "crb"]
 
 
 def package_plan(distribution: Optional[str], os_family: Optional[str], major_version: Union[int, str, None], source: Optional[str],
@@ -165,14 +175,17 @@ def package_plan(distribution: Optional[str], os_family: Optional[str], major_ve
     ``module_stream``: the DNF module stream on RHEL 8/9 (None elsewhere and on RHEL 10).
     ``version_lock``: the dnf versionlock globs (RHEL family).
     ``extra_repos``: repositories the packages need besides the driver's (EPEL and CRB on the RHEL family).
+
+    ``source`` ``file``: the driver comes from a package file (``package_file_identity``), nothing from a repository;
+    on the RHEL family NVIDIA's vGPU guest RPM needs dkms from EPEL (and so CRB) all the same.
     """
     if flavour not in FLAVOURS:
         raise PackageError("flavour must be open or proprietary, not %r" % (flavour,))
     number = V.parse_branch(branch)
     platform = platform_key(distribution, os_family)
     source = str(source or "").strip()
-    if source not in ("distribution", "cuda"):
-        raise PackageError("source must be distribution or cuda, not %r" % (source,))
+    if source not in SOURCES:
+        raise PackageError("source must be distribution, cuda or file, not %r" % (source,))
     is_open = flavour == "open"
     if kernel_modules not in KERNEL_MODULES:
         raise PackageError("kernel modules must be dkms or precompiled, not %r" % (kernel_modules,))
@@ -185,6 +198,12 @@ def package_plan(distribution: Optional[str], os_family: Optional[str], major_ve
         raise PackageError("precompiled kernel modules need the host's kernel flavour (generic, aws, ...)")
     plan = dict(platform=platform, flavour=flavour, branch=number, module_stream=None, pinning_packages=[],
                 version_lock=[], extra_repos=[], module_switch=False, builds_module=not precompiled)
+    if source == "file":
+        if platform == "redhat":
+            plan["extra_repos"] = _rhel_extra_repos(major_version)
+        # What a package file builds is its own business: the role checks no DKMS module for it.
+        plan.update(install=[], builds_module=False)
+        return plan
     if precompiled:
         suffix = "-server%s" % ("-open" if is_open else "")
         install = ["linux-modules-nvidia-%d%s-%s" % (number, suffix, f) for f in flavours]
@@ -205,15 +224,14 @@ def package_plan(distribution: Optional[str], os_family: Optional[str], major_ve
             raise PackageError("the RHEL family gets NVIDIA drivers from NVIDIA's CUDA repository (source cuda), "
                                "not from the distribution")
         install = ["nvidia-open" if is_open else "cuda-drivers"]
-        major = int(str(major_version or "0").split(".", maxsplit=1)[0] or 0)
+        major = _major(major_version)
         if major >= 10:
             # RHEL 10: no module streams; the branch is held by versionlock alone.
             plan["version_lock"] = ["*nvidia*%d*" % number]
         else:
             plan["module_stream"] = "nvidia-driver:%d-%s" % (number, "open" if is_open else "dkms")
             plan["version_lock"] = ["*nvidia*%d*" % number]
-        # dkms comes from EPEL; EPEL's dkms needs CRB (CodeReady Builder, 'powertools' on EL8 rebuilds).
-        plan["extra_repos"] = ["epel", "powertools" if major == 8 else "crb"]
+        plan["extra_repos"] = _rhel_extra_repos(major)
     if persistence and platform != "redhat":
         # Recommends are off: without naming it, nvidia-persistenced is never installed on Debian/Ubuntu.
         install.append("nvidia-persistenced")
@@ -299,24 +317,36 @@ def apt_version_pin(driver_version: str) -> str:
 
 
 _DEB_FILE_RE = re.compile(r"^(?P<name>[a-z0-9][a-z0-9+.-]+)_(?P<version>[0-9][A-Za-z0-9.+~:-]*)_(?P<arch>[a-z0-9-]+)\.deb\Z")
+# rpm's default %_rpmfilename (rpm's macros.in): %{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}.rpm; VERSION and RELEASE carry
+# no '-'. NVIDIA's vGPU guest driver for the RHEL family: nvidia-linux-grid-570-570.133.20-1.x86_64.rpm.
+_RPM_FILE_RE = re.compile(r"^(?P<name>[A-Za-z0-9_+][A-Za-z0-9_.+-]*)-(?P<version>[0-9][A-Za-z0-9._+~^]*)"
+                          r"-(?P<release>[A-Za-z0-9._+~^]+)\.(?P<arch>[A-Za-z0-9_]+)\.rpm\Z")
 
 
 def package_file_identity(path: Optional[str], driver_version: str) -> dict[str, str]:
-    """dict(name, version, arch) of a driver .deb from its file name (Debian policy: <name>_<version>_<arch>.deb,
-    the form NVIDIA's licensing portal uses, nvidia-linux-grid-535_535.261.04_amd64.deb); the version must be
-    ``driver_version``'s. The file's own control fields are compared on the host before it is installed."""
+    """dict(name, version, arch, file, format) of a driver package file from its name; the version must be
+    ``driver_version``'s. ``format`` deb: Debian policy's <name>_<version>_<arch>.deb, the form NVIDIA's licensing
+    portal uses (nvidia-linux-grid-535_535.261.04_amd64.deb); rpm: <name>-<version>-<release>.<arch>.rpm (version is
+    <version>-<release>). The file's own header fields are compared on the host before it is installed."""
     base = str(path or "").replace("\\", "/").rsplit("/", 1)[-1]
     m = _DEB_FILE_RE.match(base)
-    if not m:
-        raise PackageError("%r is not a Debian package file name (<name>_<version>_<arch>.deb)" % (base,))
+    if m:
+        ident = dict(name=m.group("name"), version=m.group("version"), arch=m.group("arch"), file=base, format="deb")
+    else:
+        m = _RPM_FILE_RE.match(base)
+        if not m:
+            raise PackageError("%r is not a package file name (Debian <name>_<version>_<arch>.deb or RPM "
+                               "<name>-<version>-<release>.<arch>.rpm)" % (base,))
+        ident = dict(name=m.group("name"), version="%s-%s" % (m.group("version"), m.group("release")),
+                     arch=m.group("arch"), file=base, format="rpm")
     want = V.parse_driver_version(str(V.driver_version_of(driver_version)))
     try:
-        got = V.driver_version_of(m.group("version"))
+        got = V.driver_version_of(ident["version"])
     except V.VersionError:
-        raise PackageError("%s: version %s carries no NVIDIA driver version" % (base, m.group("version")))
+        raise PackageError("%s: version %s carries no NVIDIA driver version" % (base, ident["version"]))
     if got != want:
         raise PackageError("%s is driver %s, not the requested %s" % (base, got, want))
-    return dict(name=m.group("name"), version=m.group("version"), arch=m.group("arch"), file=base)
+    return ident
 
 
 # --- Fabric Manager (issue 37 point 3) -------------------------------------------------------------------------------

@@ -152,11 +152,43 @@ def test_host_state_finds_driver_without_names(facts, package, driver):
 def test_package_file_identity():
     ident = P.package_file_identity("/tmp/x/nvidia-linux-grid-535_535.261.04_amd64.deb", "535.261.04")
     assert ident == dict(name="nvidia-linux-grid-535", version="535.261.04", arch="amd64",
-                         file="nvidia-linux-grid-535_535.261.04_amd64.deb")
+                         file="nvidia-linux-grid-535_535.261.04_amd64.deb", format="deb")
     with pytest.raises(P.PackageError, match="not the requested 535.261.03"):
         P.package_file_identity("nvidia-linux-grid-535_535.261.04_amd64.deb", "535.261.03")
-    with pytest.raises(P.PackageError, match="not a Debian package file name"):
+    with pytest.raises(P.PackageError, match="not a package file name"):
         P.package_file_identity("NVIDIA-Linux-x86_64-535.261.04-grid.run", "535.261.04")
+
+
+@pytest.mark.parametrize("path, driver, ident", [
+    # NVIDIA's vGPU guest driver for the RHEL family (rpm's %_rpmfilename: NAME-VERSION-RELEASE.ARCH.rpm).
+    ("files/nvidia-linux-grid-570-570.133.20-1.x86_64.rpm", "570.133.20",
+     dict(name="nvidia-linux-grid-570", version="570.133.20-1", arch="x86_64", file="nvidia-linux-grid-570-570.133.20-1.x86_64.rpm",
+          format="rpm")),
+    ("C:\\dl\\nvidia-linux-grid-535-535.261.04-1.el9.aarch64.rpm", "3:535.261.04-1.el9",
+     dict(name="nvidia-linux-grid-535", version="535.261.04-1.el9", arch="aarch64",
+          file="nvidia-linux-grid-535-535.261.04-1.el9.aarch64.rpm", format="rpm")),
+    ("kmod-nvidia-open-dkms-580.82.07-1.el9.x86_64.rpm", "580.82.07",
+     dict(name="kmod-nvidia-open-dkms", version="580.82.07-1.el9", arch="x86_64",
+          file="kmod-nvidia-open-dkms-580.82.07-1.el9.x86_64.rpm", format="rpm")),
+])
+def test_package_file_identity_of_an_rpm(path, driver, ident):
+    """Point 10(c): the package-file path takes NVIDIA's guest RPM on the RHEL family, as its defaults promise."""
+    assert P.package_file_identity(path, driver) == ident
+
+
+@pytest.mark.parametrize("args, extra", [
+    (("Rocky", "RedHat", "9.6"), ["epel", "crb"]),
+    (("AlmaLinux", "RedHat", "8"), ["epel", "powertools"]),
+    (("Debian", "Debian", "12"), []),
+    (("Ubuntu", "Debian", "24.04"), []),
+])
+def test_package_plan_of_a_package_file(args, extra):
+    """Point 10(c): a package file is the driver: nothing from a repository, whatever the source says elsewhere (the RHEL
+    family is no longer refused for source 'distribution'); its dependency dkms still needs EPEL and CRB there."""
+    plan = P.package_plan(*args, "file", "open", "R535", "535.261.04", True)
+    assert plan == dict(platform=P.platform_key(args[0], args[1]), flavour="open", branch=535, module_stream=None,
+                        pinning_packages=[], version_lock=[], extra_repos=extra, module_switch=False, builds_module=False,
+                        install=[])
 
 
 STOCK = {"/etc/apt/sources.list.d/debian.sources": (
@@ -355,8 +387,8 @@ def test_package_plan_whole_record(args, kwargs, plan):
 
 @pytest.mark.parametrize("args, message", [
     (("Debian", "Debian", "12", "distribution", "auto", "580"), "flavour must be open or proprietary, not 'auto'"),
-    (("Debian", "Debian", "12", "ppa", "open", "580"), "source must be distribution or cuda, not 'ppa'"),
-    (("Debian", "Debian", "12", None, "open", "580"), "source must be distribution or cuda, not ''"),
+    (("Debian", "Debian", "12", "ppa", "open", "580"), "source must be distribution, cuda or file, not 'ppa'"),
+    (("Debian", "Debian", "12", None, "open", "580"), "source must be distribution, cuda or file, not ''"),
     (("Rocky", "RedHat", "9", "distribution", "open", "580"), "the RHEL family gets NVIDIA drivers from NVIDIA's CUDA repository "
                                                               "(source cuda), not from the distribution"),
     (("Gentoo", "Gentoo", "1", "cuda", "open", "580"), "no NVIDIA driver packaging known for Gentoo (Gentoo)"),
@@ -417,9 +449,11 @@ def test_apt_pin_is_the_driver_version_with_any_revision():
 
 @pytest.mark.parametrize("path, driver, ident", [
     ("C:\\dl\\nvidia-linux-grid-580_580.82.07-1_arm64.deb", "580.82.07",
-     dict(name="nvidia-linux-grid-580", version="580.82.07-1", arch="arm64", file="nvidia-linux-grid-580_580.82.07-1_arm64.deb")),
+     dict(name="nvidia-linux-grid-580", version="580.82.07-1", arch="arm64", file="nvidia-linux-grid-580_580.82.07-1_arm64.deb",
+          format="deb")),
     ("nvidia-driver_535.261.03-0ubuntu1_amd64.deb", "535.261.03-1",
-     dict(name="nvidia-driver", version="535.261.03-0ubuntu1", arch="amd64", file="nvidia-driver_535.261.03-0ubuntu1_amd64.deb")),
+     dict(name="nvidia-driver", version="535.261.03-0ubuntu1", arch="amd64", file="nvidia-driver_535.261.03-0ubuntu1_amd64.deb",
+          format="deb")),
 ])
 def test_package_file_identity_record(path, driver, ident):
     assert P.package_file_identity(path, driver) == ident
@@ -429,10 +463,26 @@ def test_package_file_identity_record(path, driver, ident):
     ("/dl/nvidia-tools_1.0-1_amd64.deb", "nvidia-tools_1.0-1_amd64.deb: version 1.0-1 carries no NVIDIA driver version"),
     ("/dl/nvidia-linux-grid-535_535.261.04_amd64.deb", "nvidia-linux-grid-535_535.261.04_amd64.deb is driver 535.261.04, "
                                                        "not the requested 535.261.03"),
-    (None, "'' is not a Debian package file name (<name>_<version>_<arch>.deb)"),
-    ("/dl/Nvidia_535.261.03_amd64.deb", "'Nvidia_535.261.03_amd64.deb' is not a Debian package file name (<name>_<version>_<arch>.deb)"),
-    ("/dl/nvidia_535.261.03_amd64.deb.part", "'nvidia_535.261.03_amd64.deb.part' is not a Debian package file name "
-                                             "(<name>_<version>_<arch>.deb)"),
+    (None, "'' is not a package file name (Debian <name>_<version>_<arch>.deb or RPM <name>-<version>-<release>.<arch>.rpm)"),
+    ("/dl/Nvidia_535.261.03_amd64.deb", "'Nvidia_535.261.03_amd64.deb' is not a package file name (Debian <name>_<version>_<arch>.deb "
+                                        "or RPM <name>-<version>-<release>.<arch>.rpm)"),
+    ("/dl/nvidia_535.261.03_amd64.deb.part", "'nvidia_535.261.03_amd64.deb.part' is not a package file name (Debian "
+                                             "<name>_<version>_<arch>.deb or RPM <name>-<version>-<release>.<arch>.rpm)"),
+    # RPM file names (point 10(c))
+    ("nvidia-linux-grid-570-570.133.20-1.x86_64.rpm", "nvidia-linux-grid-570-570.133.20-1.x86_64.rpm is driver 570.133.20, "
+                                                      "not the requested 535.261.03"),
+    ("nvidia-tools-1.0-1.noarch.rpm", "nvidia-tools-1.0-1.noarch.rpm: version 1.0-1 carries no NVIDIA driver version"),
+    # No release: the last two '-' fields are read as version and release, which carry no driver version.
+    ("nvidia-linux-grid-535-535.261.03.x86_64.rpm", "nvidia-linux-grid-535-535.261.03.x86_64.rpm: version 535-535.261.03 "
+                                                    "carries no NVIDIA driver version"),
+    # No architecture: not what rpm writes.
+    ("nvidia-linux-grid-535-535.261.03-1.rpm", "'nvidia-linux-grid-535-535.261.03-1.rpm' is not a package file name "
+                                               "(Debian <name>_<version>_<arch>.deb or RPM <name>-<version>-<release>.<arch>.rpm)"),
+    ("nvidia-linux-grid-535-535.261.03-1.x86_64.rpm.part", "'nvidia-linux-grid-535-535.261.03-1.x86_64.rpm.part' is not a "
+                                                           "package file name (Debian <name>_<version>_<arch>.deb or RPM "
+                                                           "<name>-<version>-<release>.<arch>.rpm)"),
+    ("-535.261.03-1.x86_64.rpm", "'-535.261.03-1.x86_64.rpm' is not a package file name (Debian <name>_<version>_<arch>.deb "
+                                 "or RPM <name>-<version>-<release>.<arch>.rpm)"),
 ])
 def test_package_file_identity_refused_whole_message(path, message):
     with pytest.raises(P.PackageError) as err:
