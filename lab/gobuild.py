@@ -65,10 +65,12 @@ def module_dir(src, module, env):
     return out.stdout.strip()
 
 
-def ensure(name, src, programs, version, extra_files=(), after=None):
+def ensure(name, src, programs, version, extra_files=(), after=None, ldflags=()):
     """The output dir (with bin/<program>) for the current pin, built first when missing.
 
-    ``programs``: {main package: binary name}. ``after(tmp_out, env)`` adds data files before the build is marked."""
+    ``programs``: {main package: binary name}. ``after(tmp_out, env)`` adds data files before the build is marked.
+    ``ldflags``: more -ldflags for every program (upstream's -X version stamps); the caller's build file, which
+    spells them, is among ``extra_files`` so that a change rebuilds."""
     cache = os.path.join(REPO, "build", name)
     out = os.path.join(cache, key(src, version, extra_files))
     os.makedirs(cache, exist_ok=True)
@@ -86,7 +88,7 @@ def ensure(name, src, programs, version, extra_files=(), after=None):
         start = time.monotonic()
         subprocess.run(["go", "mod", "download"], cwd=src, env=env, check=True)
         downloaded = time.monotonic()
-        flags = ["-trimpath", "-ldflags=-s -w"]
+        flags = ["-trimpath", "-ldflags=" + " ".join(["-s", "-w", *ldflags])]
         same = [p for p, b in programs.items() if b == p.rstrip("/").rsplit("/", 1)[-1]]
         if same:  # one invocation: the programs share one package graph
             subprocess.run(["go", "build", *flags, "-o", os.path.join(tmp, "bin") + "/", *same], cwd=src, env=env, check=True)

@@ -71,7 +71,7 @@ def lowest_capacity(log, before, after, resource):
 
 def measure(base, nodes, extra_vars, grace, playbook=None):
     gv = {"mig_reconfigure_drain_grace_period": None,  # each pod's own grace period, as kubectl drain
-          "mig_reconfigure_drain_pdb_retries": 20, "mig_reconfigure_drain_timeout": 120 + 4 * grace}
+          "mig_reconfigure_drain_timeout": 120 + 4 * grace}
     fleet = Fleet(base, nodes, label_selected=False, group_vars=gv)
     with fleet.start(eviction_delay=grace) as lab:
         lab.wait_for(lambda: all(mig_allocatable(fleet.node(n)) for n in nodes), timeout=120,

@@ -94,7 +94,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="bench-vsphere-")
     calls = os.path.join(tmp, "calls")
     t0 = time.monotonic()
-    with vcsim_lab.vcsim(clusters=a.clusters, hosts=a.hosts, vms=a.vms, gpu_hosts="all", timeout=600) as sim:
+    # GPU hosts set up for vGPU (vendor shared passthrough graphics): hosts left in vSGA mode run no vGPU VM.
+    with vcsim_lab.vcsim(clusters=a.clusters, hosts=a.hosts, vms=a.vms, timeout=600,
+                         fixture={"defaults": {"graphics_type": "sharedDirect"}, "hosts": {"all": {}}}) as sim:
         hosts = sorted(h["name"] for h in sim.inventory["hosts"])
         vms = sorted(v["name"] if isinstance(v, dict) else v for v in sim.inventory.get("vms", []))
         if len(vms) < 3 * a.vgpu_vms:

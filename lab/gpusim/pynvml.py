@@ -23,6 +23,7 @@ from gpusim import health as _h
 from gpusim import machine as _m
 from gpusim import models as _models
 from gpusim import state as _state
+from gpusim import symbols as _symbols
 from gpusim import vgpu_sched as _vs
 
 GPUSIM = True  # lets a test tell the stand-in from the real binding; product code must not use it
@@ -791,18 +792,28 @@ def _int(v):
     return v.value if hasattr(v, "value") else int(v)
 
 
-def _run(fn, mutate=False):
+def _run(fn, mutate=False, symbol=None):
+    """Call ``fn(state)``; ``symbol``: the versioned entry point the real binding looks up first (gpusim/symbols.py),
+    FUNCTION_NOT_FOUND when the driver does not export it."""
     if _refcount <= 0:
         raise _err(NVML_ERROR_UNINITIALIZED, "call nvmlInit first")
     try:
         if mutate:
             with _state.transaction() as st:
+                _require(st, symbol)
                 return fn(st)
-        return fn(_state.load())
+        st = _state.load()
+        _require(st, symbol)
+        return fn(st)
     except _m.Fault as f:
         raise _err(f.code, f.why) from None
     except _state.StateError as e:
         raise _err(NVML_ERROR_UNKNOWN, str(e)) from None
+
+
+def _require(st, symbol):
+    if symbol is not None and not _symbols.exported(st, symbol):
+        raise _err(NVML_ERROR_FUNCTION_NOT_FOUND, "driver %s exports no %s" % (st["driver_version"], symbol))
 
 
 def _reachable(g):
@@ -1117,48 +1128,55 @@ def nvmlDeviceGetMemoryInfo(handle, version=None):
         if version != nvmlMemory_v2:
             raise _err(NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "unknown memory struct version")
         return c_nvmlMemory_v2_t(version=version, total=total, reserved=0, free=total - used, used=used)
-    return _run(fn)
+    return _run(fn, symbol="nvmlDeviceGetMemoryInfo_v2" if version else None)
 
 
-def _processes(handle, kind):
+def _process_records(st, handle, kind):
+    g, mig = _gpu(st, handle, allow_mig=True)
+    # faults.fail_processes_after: a process list NVML refuses (e.g. NO_PERMISSION for a non-root caller).
+    _m.inject(st, "processes")
+    out = []
+    for p in g["processes"]:
+        if p.get("type", "compute") not in (kind, "compute+graphics"):
+            continue
+        if mig and (p.get("gpu_instance_id") != mig[0]["id"]
+                    or p.get("compute_instance_id", mig[1]["id"]) != mig[1]["id"]):
+            continue
+        out.append(p)
+    return out
+
+
+def _processes(handle, kind, symbol):
     def fn(st):
-        g, mig = _gpu(st, handle, allow_mig=True)
-        # faults.fail_processes_after: a process list NVML refuses (e.g. NO_PERMISSION for a non-root caller).
-        _m.inject(st, "processes")
-        out = []
-        for p in g["processes"]:
-            if p.get("type", "compute") not in (kind, "compute+graphics"):
-                continue
-            if mig and (p.get("gpu_instance_id") != mig[0]["id"]
-                        or p.get("compute_instance_id", mig[1]["id"]) != mig[1]["id"]):
-                continue
-            out.append(nvmlFriendlyObject({
-                "pid": int(p["pid"]),
-                "usedGpuMemory": int(p["used_memory"]) if p.get("used_memory") is not None else None,
-                "gpuInstanceId": p.get("gpu_instance_id", NVML_VALUE_NOT_AVAILABLE_uint.value),
-                "computeInstanceId": p.get("compute_instance_id", NVML_VALUE_NOT_AVAILABLE_uint.value),
-            }))
-        return out
-    return _run(fn)
+        return [nvmlFriendlyObject({
+            "pid": int(p["pid"]),
+            "usedGpuMemory": int(p["used_memory"]) if p.get("used_memory") is not None else None,
+            "gpuInstanceId": p.get("gpu_instance_id", NVML_VALUE_NOT_AVAILABLE_uint.value),
+            "computeInstanceId": p.get("compute_instance_id", NVML_VALUE_NOT_AVAILABLE_uint.value),
+        }) for p in _process_records(st, handle, kind)]
+    return _run(fn, symbol=symbol)
 
 
 def throwOnVersionMismatch(func):
+    """nvidia-ml-py 13.615.71: a FUNCTION_NOT_FOUND from the wrapped call becomes NVMLLibraryMismatchError."""
     @wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
         except NVMLError_FunctionNotFound:  # noqa: F821 pylint: disable=undefined-variable
-            raise NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not match "
-                                           "the NVML lib version.") from None
+            raise NVMLLibraryMismatchError("Unversioned function called and the "
+                                           "pyNVML version does not match the NVML lib version. "
+                                           "Either use matching pyNVML and NVML lib versions or "
+                                           "use a versioned function such as " + func.__name__ + "_v2") from None
     return wrapper
 
 
 def nvmlDeviceGetComputeRunningProcesses_v2(handle):
-    return _processes(handle, "compute")
+    return _processes(handle, "compute", "nvmlDeviceGetComputeRunningProcesses_v2")
 
 
 def nvmlDeviceGetComputeRunningProcesses_v3(handle):
-    return _processes(handle, "compute")
+    return _processes(handle, "compute", "nvmlDeviceGetComputeRunningProcesses_v3")
 
 
 @throwOnVersionMismatch
@@ -1167,16 +1185,73 @@ def nvmlDeviceGetComputeRunningProcesses(handle):
 
 
 def nvmlDeviceGetGraphicsRunningProcesses_v2(handle):
-    return _processes(handle, "graphics")
+    return _processes(handle, "graphics", "nvmlDeviceGetGraphicsRunningProcesses_v2")
 
 
 def nvmlDeviceGetGraphicsRunningProcesses_v3(handle):
-    return _processes(handle, "graphics")
+    return _processes(handle, "graphics", "nvmlDeviceGetGraphicsRunningProcesses_v3")
 
 
 @throwOnVersionMismatch
 def nvmlDeviceGetGraphicsRunningProcesses(handle):
     return nvmlDeviceGetGraphicsRunningProcesses_v3(handle)
+
+
+# ---------------------------------------------------------------- the library's own symbols (C calling convention)
+# nvidia-ml-py wraps no unversioned v1 process list and no v1 placements call; NVIDIA's tools call those symbols
+# directly on drivers without the newer ones. _nvmlGetFunctionPointer hands them out as the C functions they are:
+# arguments as ctypes pass them, an nvmlReturn_t back.
+class _ProcessInfoV1(Structure):  # nvml.h nvmlProcessInfo_v1_t
+    _fields_ = [("pid", c_uint), ("usedGpuMemory", c_ulonglong)]
+
+
+def _c_process_list(kind):
+    def call(handle, count_ref, infos):
+        try:
+            def fn(st):
+                procs = _process_records(st, handle, kind)
+                count = _out(count_ref, "infoCount")
+                buf = _buffer(infos, _ProcessInfoV1, "infos")
+                if not procs:
+                    count.value = 0
+                    return NVML_SUCCESS
+                if buf is None or (buf[1] is not None and buf[1] < len(procs)) or count.value < len(procs):
+                    count.value = len(procs)
+                    return NVML_ERROR_INSUFFICIENT_SIZE
+                for i, p in enumerate(procs):
+                    rec = _ProcessInfoV1.from_address(buf[0] + i * sizeof(_ProcessInfoV1))
+                    rec.pid = int(p["pid"])
+                    rec.usedGpuMemory = int(p["used_memory"]) if p.get("used_memory") is not None else 2 ** 64 - 1
+                count.value = len(procs)
+                return NVML_SUCCESS
+            return _run(fn)
+        except NVMLError as e:
+            return e.value
+    return call
+
+
+def _c_placements(device, profile_id, placements, count_ref):
+    try:
+        _placements_v1(device, profile_id, placements, count_ref)
+        return NVML_SUCCESS
+    except NVMLError as e:
+        return e.value
+
+
+_C_SYMBOLS = {"nvmlDeviceGetComputeRunningProcesses": _c_process_list("compute"),
+              "nvmlDeviceGetGraphicsRunningProcesses": _c_process_list("graphics"),
+              "nvmlDeviceGetGpuInstancePossiblePlacements": _c_placements}
+
+
+def _nvmlGetFunctionPointer(name):
+    """nvidia-ml-py's symbol lookup: the C function, or NVMLError_FunctionNotFound when the driver lacks it
+    (gpusim/symbols.py). Only the symbols in _C_SYMBOLS are served as C functions here."""
+    if _refcount <= 0:
+        raise _err(NVML_ERROR_UNINITIALIZED, "NVML library not loaded")
+    _require(_state.load(), name)
+    if name not in _C_SYMBOLS:
+        raise _err(NVML_ERROR_FUNCTION_NOT_FOUND, "gpusim serves %s through its Python function only" % name)
+    return _C_SYMBOLS[name]
 
 
 # ---------------------------------------------------------------- virtualization / licensing
@@ -1306,11 +1381,13 @@ def nvmlDeviceSetMigMode(device, mode):
 
 
 # ---------------------------------------------------------------- GPU instances
-def _fill_gi_profile(model, prof, c_info):
+def _fill_gi_profile(model, prof, c_info, st=None):
     c_info.id = prof.id
     c_info.isP2pSupported = prof.p2p
     c_info.sliceCount = prof.slices
-    c_info.instanceCount = prof.instances
+    # models.py: NVML's own (wrong) count where the driver reports one, unless the state asks for the documented ones.
+    documented = (st or {}).get("a30_nvml_counts") == "documented"
+    c_info.instanceCount = prof.nvml_instances if prof.nvml_instances and not documented else prof.instances
     c_info.multiprocessorCount = prof.sms
     c_info.copyEngineCount = prof.ce
     c_info.decoderCount = prof.dec
@@ -1338,8 +1415,8 @@ def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
         if prof is None:
             raise _err(NVML_ERROR_NOT_SUPPORTED, "%s has no profile with index %d" % (g["model"], index))
         return _fill_gi_profile(model, prof, c_nvmlGpuInstanceProfileInfo_v2_t() if version == 2
-                                else c_nvmlGpuInstanceProfileInfo_t())
-    return _run(fn)
+                                else c_nvmlGpuInstanceProfileInfo_t(), st)
+    return _run(fn, symbol="nvmlDeviceGetGpuInstanceProfileInfoV" if version == 2 else None)
 
 
 def nvmlDeviceGetGpuInstanceProfileInfoById(device, profileId):
@@ -1347,7 +1424,7 @@ def nvmlDeviceGetGpuInstanceProfileInfoById(device, profileId):
         g = _gpu(st, device)[0]
         _m.require_profile_queries(st, g)
         prof = _m.gi_profile(g, _int(profileId))
-        return _fill_gi_profile(_m.model_of(g), prof, c_nvmlGpuInstanceProfileInfo_v2_t())
+        return _fill_gi_profile(_m.model_of(g), prof, c_nvmlGpuInstanceProfileInfo_v2_t(), st)
     return _run(fn)
 
 
@@ -1378,7 +1455,7 @@ def _write_placements(ref, count_ref, items, cls):
     return NVML_SUCCESS
 
 
-def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef, countRef):
+def _placements(device, profileId, placementsRef, countRef, symbol):
     """M2: all placements of the profile, whether or not they are free or MIG is enabled (R550 and newer; older
     drivers refuse profile queries while MIG is disabled, machine.profile_queries_need_mig)."""
     def fn(st):
@@ -1387,7 +1464,17 @@ def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef,
         prof = _m.gi_profile(g, _int(profileId))
         return _write_placements(placementsRef, countRef, [(s, prof.size) for s in prof.starts],
                                  c_nvmlGpuInstancePlacement_t)
-    return _run(fn)
+    return _run(fn, symbol=symbol)
+
+
+def nvmlDeviceGetGpuInstancePossiblePlacements(device, profileId, placementsRef, countRef):
+    # nvidia-ml-py 13.615.71 calls the _v2 symbol (470.42.01 and newer).
+    return _placements(device, profileId, placementsRef, countRef, "nvmlDeviceGetGpuInstancePossiblePlacements_v2")
+
+
+def _placements_v1(device, profileId, placementsRef, countRef):
+    """The driver's original symbol, which the binding does not wrap (served as a C function, _C_SYMBOLS)."""
+    return _placements(device, profileId, placementsRef, countRef, None)
 
 
 def nvmlDeviceCreateGpuInstance(device, profileId):
@@ -1494,7 +1581,7 @@ def nvmlGpuInstanceGetComputeInstanceProfileInfo(device, profile, engProfile, ve
         if version == 2:
             info.name = "MIG " + _models.ci_name(model, prof, c)
         return info
-    return _run(fn)
+    return _run(fn, symbol="nvmlGpuInstanceGetComputeInstanceProfileInfoV" if version == 2 else None)
 
 
 nvmlGpuInstanceGetComputeInstanceProfileInfoV = nvmlGpuInstanceGetComputeInstanceProfileInfo
@@ -1571,7 +1658,7 @@ def nvmlComputeInstanceGetInfo_v2(computeInstance):
         info.profileId = ci["profile_id"]
         info.placement = c_nvmlComputeInstancePlacement_t(ci["start"], ci["slices"])
         return info
-    return _run(fn)
+    return _run(fn, symbol="nvmlComputeInstanceGetInfo_v2")
 
 
 def nvmlComputeInstanceGetInfo(computeInstance):

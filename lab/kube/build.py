@@ -33,9 +33,26 @@ def _kwok_stages(out, env):
             os.chmod(os.path.join(root, name), 0o755)
 
 
+# The version stamps upstream's release build links in (k8s.io/kubernetes hack/lib/version.sh kube::version::ldflags:
+# gitVersion, gitMajor, gitMinor, gitTreeState and buildDate, into k8s.io/client-go/pkg/version and
+# k8s.io/component-base/version), so that `kubeadm version`, `kubectl version` and the API server's /version say
+# v1.36.x as a released binary does, and version-skew checks have a version to compare (unstamped: v0.0.0-master).
+# The build date is the pin's, fixed, so that the build stays reproducible (upstream honours SOURCE_DATE_EPOCH).
+BUILD_DATE = "2026-05-13T00:00:00Z"
+
+
+def version_ldflags(version):
+    major, minor = version.lstrip("v").split(".")[:2]
+    stamps = {"gitVersion": version, "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean", "buildDate": BUILD_DATE}
+    return [f"-X {pkg}.{key}={value}" for pkg in ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version")
+            for key, value in stamps.items()]
+
+
 def ensure():
-    return gobuild.ensure("kube", HERE, PROGRAMS, gobuild.pinned(HERE, "k8s.io/kubernetes"),
-                          extra_files=(os.path.abspath(__file__), os.path.join(HERE, "cmd", "fakecri", "main.go")), after=_kwok_stages)
+    version = gobuild.pinned(HERE, "k8s.io/kubernetes")
+    return gobuild.ensure("kube", HERE, PROGRAMS, version,
+                          extra_files=(os.path.abspath(__file__), os.path.join(HERE, "cmd", "fakecri", "main.go")),
+                          after=_kwok_stages, ldflags=version_ldflags(version))
 
 
 if __name__ == "__main__":

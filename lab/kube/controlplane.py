@@ -39,6 +39,9 @@ import gobuild  # noqa: E402  pylint: disable=wrong-import-position
 import requestlog  # noqa: E402  pylint: disable=wrong-import-position
 
 CLIENT_GROUP = requestlog.CLIENT_GROUP
+PRODUCT_USER = "gpuops-client"
+# The collection's documented permissions, bound to the product's user (docs/rbac.md).
+RBAC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "rbac", "gpuops-provision.yaml")
 # Stopped in this order (clients of the API server first, etcd last).
 # What every `up` starts (the device plugin and mig-manager only on request).
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -109,9 +112,10 @@ def make_pki(pki):
     issue("apiserver", "kube-apiserver", server=True,
           sans=loopback + (service_ip, "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                            "kubernetes.default.svc.cluster.local"))
-    # The clients: the product under test (audited), the lab's own (not audited). system:masters keeps RBAC out of
-    # the lab's way; the product's own RBAC needs are the cluster's business, not the stand-in's.
-    issue("client", "gpuops-client", groups=("system:masters", CLIENT_GROUP), client=True)
+    # The clients: the product under test (audited), bound to exactly the permissions the collection documents
+    # (docs/rbac/gpuops-provision.yaml, applied by grant_product()), so that a call needing more fails here as on a
+    # real cluster; the lab's own (not audited) in system:masters.
+    issue("client", PRODUCT_USER, groups=(CLIENT_GROUP,), client=True)
     for user in LAB_USERS:
         issue(user, f"gpuops-lab:{user}", groups=("system:masters",), client=True)
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -173,11 +177,22 @@ POD_DELETE_STAGE = {
 }
 
 
+# kwok's pod-ready Stage turns a pod Ready at once; a pod whose template carries lab.gpuops.io/ready-delay (seed.py,
+# fixture podReadyDelaySeconds) waits that long first, as a replacement pod takes time to start on a real node. The
+# delay is kwok's own (a Stage's delay.durationFrom: a JQ expression yielding a Go duration string,
+# sigs.k8s.io/kwok pkg/utils/lifecycle/value_duration_from.go); no annotation: no delay.
+POD_READY_DELAY = {"durationMilliseconds": 0,
+                   "durationFrom": {"expressionFrom": '.metadata.annotations["lab.gpuops.io/ready-delay"]'}}
+
+
 def kwok_config(path, stages_dir):
     docs = []
     for rel in KWOK_STAGES:
         with open(os.path.join(stages_dir, rel), encoding="utf-8") as fh:
             docs.extend(d for d in yaml.safe_load_all(fh) if d)
+    for doc in docs:
+        if doc["metadata"]["name"] == "pod-ready":
+            doc["spec"]["delay"] = dict(POD_READY_DELAY)
     docs.append(POD_DELETE_STAGE)
     with open(path, "w", encoding="utf-8") as fh:
         yaml.safe_dump_all(docs, fh)
@@ -293,12 +308,14 @@ def _wait(what, check, run_dir, names, timeout):
 
 
 def start_gpu_operator(plane, gpusim, mig_manager):
-    """Our mig-manager (gpu_operator.py) for the nodes mapped to gpusim states; ``mig_manager`` is the fixture's
-    migManager mapping (configMap, namespace, withReboot, stepDelay)."""
+    """Our GPU Operator (gpu_operator.py: the operands' rendering, the kubelet's ConfigMap volumes and mig-manager)
+    for the nodes mapped to gpusim states; ``mig_manager`` is the fixture's migManager mapping (namespace,
+    withReboot, stepDelay, configSyncPeriod, podTimeout)."""
     argv = [sys.executable, os.path.join(HERE, "gpu_operator.py"), "--kubeconfig", plane.lab_kubeconfig,
             "--run-dir", plane.run_dir, "--namespace", mig_manager.get("namespace", "gpu-operator"),
-            "--config-map", mig_manager.get("configMap", "default-mig-parted-config"),
-            "--step-delay", str(mig_manager.get("stepDelay", 0.5))]
+            "--step-delay", str(mig_manager.get("stepDelay", 0.5)),
+            "--config-sync-period", str(mig_manager.get("configSyncPeriod", 4.0)),
+            "--pod-timeout", str(mig_manager.get("podTimeout", 60.0))]
     if mig_manager.get("withReboot"):
         argv.append("--with-reboot")
     for spec in gpusim:
@@ -313,7 +330,8 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
     os.makedirs(run_dir, exist_ok=True)
     down(run_dir)
     # A new control plane is a new cluster: no state, audit log or mig-manager log from an earlier one.
-    shutil.rmtree(os.path.join(run_dir, "etcd-data"), ignore_errors=True)
+    for name in ("etcd-data", "kubelet", "mig-manager"):  # kubelet: gpu_operator.py's ConfigMap volumes
+        shutil.rmtree(os.path.join(run_dir, name), ignore_errors=True)
     for name in ("audit.jsonl", "mig-manager.jsonl"):
         try:
             os.unlink(os.path.join(run_dir, name))
@@ -409,7 +427,38 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
         return plane.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
 
     _wait("the default ServiceAccount (kube-controller-manager)", default_sa, run_dir, names, timeout)
+    grant_product(plane)
     return plane
+
+
+def grant_product(plane):
+    """Apply the collection's RBAC objects (the namespaces they live in first) and bind them to the product's user,
+    as docs/rbac.md tells an administrator to."""
+    import kubernetes  # pylint: disable=import-outside-toplevel
+    api = kubernetes.config.new_client_from_config(config_file=plane.lab_kubeconfig)
+    core, rbac = kubernetes.client.CoreV1Api(api), kubernetes.client.RbacAuthorizationV1Api(api)
+    subject = [{"kind": "User", "name": PRODUCT_USER, "apiGroup": "rbac.authorization.k8s.io"}]
+    with open(RBAC, encoding="utf-8") as fh:
+        docs = yaml.safe_load(fh)["items"]  # one List document (kubectl apply takes its items)
+    for doc in docs:
+        ns = doc["metadata"].get("namespace")
+        if ns:
+            try:
+                core.create_namespace({"metadata": {"name": ns}})
+            except kubernetes.client.rest.ApiException as e:
+                if e.status != 409:
+                    raise
+            rbac.create_namespaced_role(ns, doc)
+            rbac.create_namespaced_role_binding(ns, {"metadata": {"name": doc["metadata"]["name"], "namespace": ns},
+                                                     "roleRef": {"kind": "Role", "name": doc["metadata"]["name"],
+                                                                 "apiGroup": "rbac.authorization.k8s.io"},
+                                                     "subjects": subject})
+        else:
+            rbac.create_cluster_role(doc)
+            rbac.create_cluster_role_binding({"metadata": {"name": doc["metadata"]["name"]},
+                                              "roleRef": {"kind": "ClusterRole", "name": doc["metadata"]["name"],
+                                                          "apiGroup": "rbac.authorization.k8s.io"},
+                                              "subjects": subject})
 
 
 def main(argv=None):

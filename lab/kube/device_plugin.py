@@ -5,7 +5,13 @@ For each NODE=PATH[:STRATEGY] it re-reads the node's gpusim state file and, when
 changed, PATCHes the node's status so `capacity`/`allocatable` carry exactly those nvidia.com/* resources, as the kubelet
 does once a device plugin has registered them (pkg/kubelet/cm/devicemanager ListAndWatch -> node status). The resource
 rules are gpu_resources.py `device_plugin_resources` (NVIDIA/k8s-device-plugin internal/rm/rm.go, cited there).
-The plugin's complaint for an invalid `single` layout goes into the annotation lab.gpuops.io/device-plugin-error.
+The plugin's complaint for an invalid layout goes into the annotation lab.gpuops.io/device-plugin-error.
+
+The plugin is the container of the node's device plugin DaemonSet pod: it serves only while a Running pod of it is on
+the node. Without one (paused by its label, kept off by a taint it does not tolerate, or deleted and not yet back),
+or when the plugin refuses the node's devices (its device map fails, internal/rm/device_map.go), nothing is
+registered: the kubelet marks the resource's devices unhealthy when the plugin's endpoint stops, so allocatable drops
+to 0 while capacity keeps the count (pkg/kubelet/cm/devicemanager/manager.go GetCapacity, markResourceUnhealthy).
 
 Sharing (time-slicing, MPS) as the GPU Operator wires it: the ClusterPolicy's spec.devicePlugin.config (name: the
 ConfigMap in the operator's namespace, default: its default key; controllers/object_controls.go
@@ -52,9 +58,17 @@ def read_state(path):
         return None
 
 
-def status_patch(node_status, resources, error):
-    """A merge patch for the node (status and the error annotation) that leaves exactly ``resources`` as nvidia.com/*."""
+def status_patch(node_status, resources, error, serving=True):
+    """A merge patch for the node (status and the error annotation) that leaves exactly ``resources`` as nvidia.com/*;
+    while the plugin does not serve, allocatable holds 0 for every nvidia.com/* capacity and capacity is kept."""
     status = {}
+    if not serving:
+        capacity = (node_status or {}).get("capacity") or {}
+        resources = {k: 0 for k in capacity if k.startswith("nvidia.com/")}
+        allocatable = (node_status or {}).get("allocatable") or {}
+        change = {k: "0" for k in resources if allocatable.get(k) != "0"}
+        change.update({k: None for k in allocatable if k.startswith("nvidia.com/") and k not in resources})
+        return ({"allocatable": change} if change else {}), {ERROR_ANNOTATION: error}
     for field in ("capacity", "allocatable"):
         current = (node_status or {}).get(field) or {}
         wanted = {k: str(v) for k, v in resources.items()}
@@ -105,19 +119,19 @@ class SharingConfigs:
                 return config["name"], config.get("default") or ""
         return None
 
-    def plugin_uid(self, node):
-        pods = self.api.list_namespaced_pod(self.namespace, label_selector=self.plugin_selector,
-                                            field_selector="spec.nodeName=" + node).items
-        live = [p.metadata.uid for p in pods if not p.metadata.deletion_timestamp]
-        return live[0] if live else None
+    def plugin_pods(self):
+        """{node: uid} of the Running device plugin pods not being deleted (one LIST a pass)."""
+        pods = self.api.list_namespaced_pod(self.namespace, label_selector=self.plugin_selector).items
+        return {p.spec.node_name: p.metadata.uid for p in pods
+                if p.spec.node_name and p.status.phase == "Running" and not p.metadata.deletion_timestamp}
 
-    def for_node(self, node, labels, source):
+    def for_node(self, node, labels, source, plugin_uid=None):
         """(sharing, error) for ``node``; re-read only when its label or its device plugin pod changed."""
         if source is None:  # no config file: no sharing, and no per-node reads on every pass
             self.applied.pop(node, None)
             return None, None
         label = (labels or {}).get(CONFIG_LABEL, "")
-        trigger = (label, self.plugin_uid(node), source)
+        trigger = (label, plugin_uid, source)
         seen = self.applied.get(node)
         if seen is not None and seen["trigger"] == trigger:
             return seen["sharing"], seen["error"]
@@ -137,6 +151,7 @@ class SharingConfigs:
 
 def sync(api, nodes, namer, lag=0.0, configs=None, cc_of=None):
     source = False  # the ClusterPolicy's config, read once per pass
+    plugins = configs.plugin_pods() if configs is not None else None
     for node, path, strategy in nodes:
         # --lag: a changed state is advertised only once the file is that old (the plugin restarting after a change).
         try:
@@ -152,13 +167,17 @@ def sync(api, nodes, namer, lag=0.0, configs=None, cc_of=None):
             obj = api.read_node(node)
         except Exception:  # pylint: disable=broad-except  # the node may not exist yet
             continue
+        uid = plugins.get(node) if plugins is not None else "static"
         if configs is not None:
             if source is False:
                 source = configs.source()
-            sharing, config_error = configs.for_node(node, obj.metadata.labels, source)
+            sharing, config_error = configs.for_node(node, obj.metadata.labels, source, uid)
             resources, sharing_error = apply_sharing(resources, sharing, state, cc_of)
             error = error or config_error or sharing_error
-        status, annotations = status_patch(api.api_client.sanitize_for_serialization(obj.status), resources, error)
+        # No plugin pod, or a plugin that failed on the node's devices (its resources came back empty): nothing served.
+        serving = uid is not None and not (error and not resources)
+        status, annotations = status_patch(api.api_client.sanitize_for_serialization(obj.status), resources, error,
+                                           serving)
         current_error = (obj.metadata.annotations or {}).get(ERROR_ANNOTATION)
         if current_error != error:
             api.patch_node(node, {"metadata": {"annotations": annotations}})

@@ -142,9 +142,12 @@ def device_plugin_resources(state, strategy="mixed", namer=None):
         if _mig_enabled(gpu):
             for name in mig_devices(gpu, namer):
                 # NVIDIA/k8s-device-plugin internal/rm/rm.go AddDefaultResourcesToConfig: the mixed strategy adds a
-                # resource only for profiles whose compute instance spans the GPU instance ("if info.C != info.G").
+                # resource only for profiles whose compute instance spans the GPU instance ("if info.C != info.G"),
+                # and internal/rm/device_map.go buildMigDeviceMap fails the whole device map on a MIG device that
+                # matches no resource: the plugin does not start, and the node serves nothing.
                 if re.match(r"^\d+c\.", name):
-                    continue
+                    return {}, ("error building MIG device map: MIG profile '%s' does not match any resource patterns"
+                                % name)
                 add(f"nvidia.com/mig-{_resource_suffix(name)}")
         else:
             add("nvidia.com/gpu")

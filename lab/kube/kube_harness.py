@@ -293,22 +293,44 @@ def settled(session, fx):
     return True
 
 
+def operator_defaults(fx, gpusim_nodes):
+    """What the GPU Operator has put in a cluster whose GPU nodes are ``gpusim_nodes`` before any test: its device
+    plugin DaemonSet, and on those nodes the label that DaemonSet selects, where the fixture has no value for it
+    (controllers/state_manager.go addGPUStateLabels keeps a non-empty value). The mig-manager DaemonSet when the
+    fixture asks for mig-manager, and a ClusterPolicy naming its configMap unless the fixture gives its own."""
+    names = {d["metadata"]["name"] for d in fx.get("daemonsets") or []}
+    mig = fx.get("migManager")
+    namespace = (mig or {}).get("namespace", "gpu-operator")
+    if gpusim_nodes and "nvidia-device-plugin-daemonset" not in names:
+        fx.setdefault("daemonsets", []).append({"metadata": {"name": "nvidia-device-plugin-daemonset",
+                                                             "namespace": namespace}})
+    for n in fx.get("nodes") or []:
+        if n["metadata"]["name"] in gpusim_nodes:
+            labels = n["metadata"].setdefault("labels", {})
+            if not labels.get(seeding.OPERAND_SELECTORS["nvidia-device-plugin-daemonset"]):
+                labels[seeding.OPERAND_SELECTORS["nvidia-device-plugin-daemonset"]] = "true"
+    if mig is not None:
+        if "nvidia-mig-manager" not in names:
+            fx.setdefault("daemonsets", []).append({"metadata": {"name": "nvidia-mig-manager", "namespace": namespace}})
+        if "clusterPolicy" not in fx and mig.get("configMap"):
+            fx["clusterPolicy"] = {"migManager": {"config": {"name": mig["configMap"]}}}
+    return fx
+
+
 def start(run_dir, fixture=None, gpusim=None, devplugin_lag=0.0, eviction_delay=None, timeout=120.0):
-    """Control plane up in ``run_dir``, the fixture seeded (seed.py), our mig-manager started when the fixture asks
-    for it, and everything settled; returns the Plane (its first session holds the seeding)."""
+    """Control plane up in ``run_dir``, the fixture seeded (seed.py) with the operator's defaults (operator_defaults),
+    our GPU Operator (gpu_operator.py) started where the fixture has its operands, and everything settled; returns the
+    Plane (its first session holds the seeding)."""
     specs = gpusim if isinstance(gpusim, list) else _gpusim_specs(gpusim)
     plane = Plane(controlplane.up(run_dir, specs, devplugin_lag=devplugin_lag))
     fx = seeding.load(fixture) if fixture is not None else {}
     if eviction_delay is not None:
         fx["evictionDelaySeconds"] = eviction_delay
-    mig = fx.get("migManager")
-    if mig is not None and not any(d["metadata"]["name"] == "nvidia-mig-manager" for d in fx.get("daemonsets") or []):
-        fx.setdefault("daemonsets", []).append({"metadata": {"name": "nvidia-mig-manager",
-                                                             "namespace": mig.get("namespace", "gpu-operator")}})
+    operator_defaults(fx, [spec.split("=", 1)[0] for spec in specs])
     s = plane.session()
     seeding.seed(s, fx)
-    if mig is not None:
-        controlplane.start_gpu_operator(plane.cp, specs, mig)
+    if any(d["metadata"]["name"] in seeding.OPERAND_SELECTORS for d in fx.get("daemonsets") or []):
+        controlplane.start_gpu_operator(plane.cp, specs, fx.get("migManager") or {})
     s.wait_for(lambda: settled(s, fx), timeout=timeout, what="the seeded cluster to settle")
     plane.fixture = fx
     return plane

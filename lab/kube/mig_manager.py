@@ -7,7 +7,8 @@ the flattened profile list tried until one succeeds, the GPU cleared when none d
 applied". This is lab code: it reads gpusim's own rules (lab/gpusim/gpusim/machine.py), never the collection's.
 
 The Kubernetes side (labels, pods) is the caller's (gpu_operator.py): ``reconfigure`` takes a ``k8s`` object with
-``labels()``, ``set_labels(dict)``, ``delete_pods(selector)``, ``config()`` and ``sleep()``.
+``labels()``, ``set_labels(dict)``, ``delete_pods(selector)``, ``wait_pods_gone(selector=None,
+node_selector_key=None)``, ``config()`` (the config file's text as the container reads it now) and ``sleep()``.
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ CONFIG_LABEL = "nvidia.com/mig.config"
 STATE_LABEL = "nvidia.com/mig.config.state"
 DEPLOY_LABEL = "nvidia.com/gpu.deploy.mig-manager"
 OPERANDS = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm")
-# reconfigure.go waitForPodsToBeDeleted / deletePod / restartValidatorPod.
+# reconfigure.go waitForPodsToBeDeleted: the operand pods its paused labels take off the node (the DaemonSet
+# controller deletes them), then DaemonSet pods selecting on the client label; the validators it deletes itself
+# (deletePod); restartValidatorPod.
 OPERAND_PODS = ("app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery", "app=nvidia-dcgm-exporter",
-                "app=nvidia-dcgm", "app=nvidia-cuda-validator", "app=nvidia-device-plugin-validator")
+                "app=nvidia-dcgm")
+CLIENT_LABEL = "nvidia.com/gpu.deploy.client"
+VALIDATION_PODS = ("app=nvidia-cuda-validator", "app=nvidia-device-plugin-validator")
 VALIDATOR_POD = "app=nvidia-operator-validator"
 
 
@@ -264,7 +269,16 @@ def reconfigure(k8s, path, selected, with_reboot=False):
     k8s.set_labels({STATE_LABEL: "pending"})
     k8s.sleep()
     k8s.set_labels(_operand_labels(labels, _maybe_paused))
+    # waitForPodsToBeDeleted: a pod that does not go within the timeout ends the run with an error and no setState,
+    # so the state stays "pending" and the operands paused (reconfigure.go Run).
     for selector in OPERAND_PODS:
+        if not k8s.wait_pods_gone(selector):
+            k8s.log(f"{selector} pod did not shutdown")
+            return "pending"
+    if not k8s.wait_pods_gone(node_selector_key=CLIENT_LABEL):
+        k8s.log("third-party gpu client pods did not shutdown")
+        return "pending"
+    for selector in VALIDATION_PODS:
         k8s.delete_pods(selector)
     k8s.sleep()
     try:

@@ -10,8 +10,11 @@ have come to that state: controllers own what the fixture says they own.
   (`nvidia.com/gpu.deploy.<operand>: "true"`); its pods are the DaemonSet controller's, so fixture pods owned by a
   DaemonSet are not created;
 - pods without an owner: created as written (bound when they name a node);
+- clusterPolicy: the ClusterPolicy CRD and one ClusterPolicy ``cluster-policy`` with this spec, before the operand
+  DaemonSets, which are rendered from it (render_operand) as the operator would;
 - poddisruptionbudgets, configmaps, namespaces, objects: created as written.
-Pods get `terminationGracePeriodSeconds` = evictionDelaySeconds (kwok deletes them at their deletionTimestamp).
+Pods get `terminationGracePeriodSeconds` = evictionDelaySeconds (kwok deletes them at their deletionTimestamp);
+pods that a workload creates later (replacements) turn Ready podReadyDelaySeconds after they start.
 """
 from __future__ import annotations
 
@@ -29,6 +32,15 @@ OPERAND_SELECTORS = {
     "nvidia-operator-validator": "nvidia.com/gpu.deploy.operator-validator",
     "nvidia-dcgm": "nvidia.com/gpu.deploy.dcgm",
 }
+# The tolerations every operand DaemonSet of the GPU Operator is rendered with (assets/state-*/0500_daemonset.yaml;
+# values.yaml daemonsets.tolerations): nvidia.com/gpu only. gpu_operator.py replaces them with the ClusterPolicy's
+# spec.daemonsets.tolerations when those are set (controllers/object_controls.go applyCommonDaemonsetConfig).
+OPERAND_TOLERATIONS = ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
+# mig-manager's config volume as the operator renders it without spec.migManager.config.name: the default ConfigMap's
+# config.yaml mounted as config-default.yaml, and DEFAULT_CONFIG_FILE, not CONFIG_FILE (object_controls.go
+# TransformMIGManager; assets/state-mig-manager/0600_daemonset.yaml names the volume mig-parted-config).
+MIG_MANAGER_CONFIG_VOLUME = "mig-parted-config"
+MIG_MANAGER_DEFAULT_CONFIG_MAP = "default-mig-parted-config"
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 
 
@@ -83,7 +95,13 @@ def _common_labels(pods):
     return {k: v for k, v in sets[0].items() if all(s.get(k) == v for s in sets[1:])}
 
 
-def workload_object(kind, obj, grace, owned=()):
+# kwok's pod-ready Stage waits this long before a pod of the workload turns Ready (controlplane.py POD_READY_DELAY):
+# a replacement pod takes time to start on a real node, and until it is Ready its PodDisruptionBudget refuses the
+# next eviction (the disruption controller counts Ready pods, pkg/controller/disruption).
+READY_DELAY_ANNOTATION = "lab.gpuops.io/ready-delay"
+
+
+def workload_object(kind, obj, grace, owned=(), ready_delay=0):
     obj = copy.deepcopy(obj)
     obj.update(apiVersion="apps/v1", kind=kind)
     meta = obj["metadata"]
@@ -93,13 +111,70 @@ def workload_object(kind, obj, grace, owned=()):
     template = spec.setdefault("template", {})
     template.setdefault("metadata", {}).setdefault("labels", dict(spec["selector"]["matchLabels"]))
     tspec = template["spec"] = pod_spec(template.get("spec"), "10m", grace)
+    if ready_delay and kind != "DaemonSet":
+        template["metadata"].setdefault("annotations", {})[READY_DELAY_ANNOTATION] = "%ds" % int(ready_delay)
     if kind == "DaemonSet":
         selector = obj.pop("nodeSelector", None)
         if selector is None and meta["name"] in OPERAND_SELECTORS:
             selector = {OPERAND_SELECTORS[meta["name"]]: "true"}
         if selector:
             tspec.setdefault("nodeSelector", selector)
+        if meta["name"] in OPERAND_SELECTORS:
+            tspec.setdefault("tolerations", [dict(t) for t in OPERAND_TOLERATIONS])
+        if meta["name"] == "nvidia-mig-manager":
+            mig_manager_config(tspec, "")
     return obj
+
+
+def _toleration_view(tolerations):
+    return [(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "",
+             t.get("tolerationSeconds", t.get("toleration_seconds"))) for t in tolerations or []]
+
+
+def render_operand(ds, spec):
+    """The operand DaemonSet ``ds`` (a dict) as the GPU Operator's ClusterPolicy controller renders it for the
+    ClusterPolicy ``spec`` (None: no ClusterPolicy); returns True when that changed it.
+    controllers/object_controls.go applyCommonDaemonsetConfig: the pod tolerations become
+    spec.daemonsets.tolerations when it lists any (a replacement, not a merge), else the asset's stay;
+    TransformMIGManager: mig-manager's config volume and CONFIG_FILE follow spec.migManager.config.name."""
+    tspec = ds["spec"]["template"]["spec"]
+    wanted = ((spec or {}).get("daemonsets") or {}).get("tolerations") or [dict(t) for t in OPERAND_TOLERATIONS]
+    changed = False
+    if _toleration_view(tspec.get("tolerations")) != _toleration_view(wanted):
+        tspec["tolerations"] = [dict(t) for t in wanted]
+        changed = True
+    if ds["metadata"]["name"] == "nvidia-mig-manager":
+        name = (((spec or {}).get("migManager") or {}).get("config") or {}).get("name") or ""
+        changed = mig_manager_config(tspec, name) or changed
+    return changed
+
+
+def mig_manager_config_view(tspec):
+    """(ConfigMap name, [(key, path)] items, {CONFIG_FILE/DEFAULT_CONFIG_FILE: value}) of mig-manager's pod template:
+    what TransformMIGManager sets, apart from the defaults the API server adds (defaultMode, ...)."""
+    volume = next((v for v in tspec.get("volumes") or [] if v.get("name") == MIG_MANAGER_CONFIG_VOLUME), {})
+    cm = volume.get("configMap") or volume.get("config_map") or {}
+    items = [(i.get("key"), i.get("path")) for i in cm.get("items") or []]
+    env = {e["name"]: e.get("value") for e in (tspec.get("containers") or [{}])[0].get("env") or []
+           if e.get("name") in ("CONFIG_FILE", "DEFAULT_CONFIG_FILE")}
+    return cm.get("name"), items, env
+
+
+def mig_manager_config(tspec, config_name):
+    """Set mig-manager's config volume and environment in a pod template spec as the operator's TransformMIGManager
+    does for spec.migManager.config.name ``config_name`` (empty: the default ConfigMap, remapped, and
+    DEFAULT_CONFIG_FILE). Returns True when the template changed."""
+    before = mig_manager_config_view(tspec)
+    volume = {"name": MIG_MANAGER_CONFIG_VOLUME, "configMap": {"name": config_name or MIG_MANAGER_DEFAULT_CONFIG_MAP}}
+    if not config_name:
+        volume["configMap"]["items"] = [{"key": "config.yaml", "path": "config-default.yaml"}]
+    tspec["volumes"] = [v for v in tspec.get("volumes") or [] if v.get("name") != MIG_MANAGER_CONFIG_VOLUME] + [volume]
+    container = tspec["containers"][0]
+    env = [e for e in container.get("env") or [] if e.get("name") not in ("CONFIG_FILE", "DEFAULT_CONFIG_FILE")]
+    env.append({"name": "CONFIG_FILE", "value": "/mig-parted-config/config.yaml"} if config_name
+               else {"name": "DEFAULT_CONFIG_FILE", "value": "/mig-parted-config/config-default.yaml"})
+    container["env"] = env
+    return mig_manager_config_view(tspec) != before
 
 
 def _owner_of(pod):
@@ -107,19 +182,41 @@ def _owner_of(pod):
     return (refs[0].get("kind"), refs[0].get("name")) if refs else (None, None)
 
 
+def create_cluster_policy(session, spec, name="cluster-policy"):
+    """The ClusterPolicy CRD (device_plugin.cluster_policy_crd) and one ClusterPolicy with ``spec``, once served."""
+    import kubernetes  # pylint: disable=import-outside-toplevel
+    from device_plugin import cluster_policy_crd  # pylint: disable=import-outside-toplevel
+    session.create(cluster_policy_crd())
+    custom = kubernetes.client.CustomObjectsApi(session.api_client)
+    body = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": name}, "spec": spec or {}}
+
+    def created():
+        try:
+            custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", body)
+            return True
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:  # the CRD is not served yet
+                return False
+            raise
+    session.wait_for(created, what="the ClusterPolicy CRD served")
+
+
 def seed(session, fixture):
     """Create the fixture's objects through ``session`` (kube_harness.Session); returns the fixture as loaded."""
     fx = load(fixture)
     grace = int(fx.get("evictionDelaySeconds") or 0)
+    ready_delay = int(fx.get("podReadyDelaySeconds") or 0)
     for ns in fx.get("namespaces") or []:
         session.ensure_namespace(ns if isinstance(ns, str) else ns["metadata"]["name"])
+    if fx.get("clusterPolicy") is not None:  # before the operands, which the operator renders from it
+        create_cluster_policy(session, fx["clusterPolicy"])
     session.create(*[node_object(n) for n in fx.get("nodes") or []])
     pods = fx.get("pods") or []
     for kind, key in (("ReplicaSet", "replicasets"), ("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
         for obj in fx.get(key) or []:
             owned = [p for p in pods if _owner_of(p) == (kind, obj["metadata"]["name"])
                      and p["metadata"].get("namespace") == obj["metadata"].get("namespace")]
-            obj = workload_object(kind, obj, grace, owned)
+            obj = workload_object(kind, obj, grace, owned, ready_delay)
             meta = obj["metadata"]
             if kind != "ReplicaSet":
                 session.create(obj)
@@ -145,7 +242,10 @@ def seed(session, fixture):
 
             session.wait_for(adopted, what=f"ReplicaSet {meta['name']} to adopt its pods")
     for obj in fx.get("daemonsets") or []:
-        session.create(workload_object("DaemonSet", obj, grace))
+        obj = workload_object("DaemonSet", obj, grace)
+        if obj["metadata"]["name"] in OPERAND_SELECTORS:
+            render_operand(obj, fx.get("clusterPolicy"))
+        session.create(obj)
     for p in pods:
         if _owner_of(p)[0] is None:
             session.create(pod_object(p, grace))

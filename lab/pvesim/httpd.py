@@ -122,16 +122,67 @@ PERMS = {
 
 
 def require(privs, acl, needed):
-    """403 as PVE's permission check does, unless privs is None (all privileges)."""
-    if privs is not None and not set(needed) & privs:
+    """403 as PVE's permission check does (pve-common PVE/Exception.pm raise_perm_exc: "Permission check failed (<path>,
+    <priv>|<priv>)"), unless the caller has one of ``needed`` on ``acl``."""
+    have = privs.at(acl)
+    if have is not None and not set(needed) & have:
         raise PveError(f"Permission check failed ({acl}, {'|'.join(needed)})", 403)
+
+
+# The privileges pvesim's routes check (a user without a `privs` list has them all, like root@pam).
+ALL_PRIVS = ("Datastore.AllocateSpace", "Mapping.Audit", "Mapping.Modify", "Mapping.Use", "Sys.Audit", "Sys.Modify", "VM.Audit",
+             "VM.Config.CPU", "VM.Config.Disk", "VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network",
+             "VM.Config.Options", "VM.PowerMgmt")
+
+
+class Privs:
+    """The privileges of one user or token, by ACL path, as PVE's RPCEnvironment computes them (propagated ACLs:
+    an entry on a path holds for everything below it). A spec is None (every privilege), a list (held on "/", so
+    everywhere) or {acl path: [privileges]}; a token with privilege separation has the intersection with its user."""
+
+    def __init__(self, user_spec, token_spec=None):
+        self.specs = [s for s in (user_spec, token_spec) if s is not None]
+
+    @staticmethod
+    def _on(spec, path):
+        if isinstance(spec, dict):
+            out = set()
+            for acl, privs in spec.items():
+                if acl == "/" or path == acl or path.startswith(acl.rstrip("/") + "/"):
+                    out |= set(privs)
+            return out
+        return set(spec)
+
+    def at(self, path):
+        """The privileges on ``path``, or None for all of them."""
+        out = None
+        for spec in self.specs:
+            have = self._on(spec, path)
+            out = have if out is None else out & have
+        return out
+
+    def has(self, path, priv):
+        have = self.at(path)
+        return have is None or priv in have
+
+    def dump(self, path=None):
+        """GET /access/permissions (pve-access-control API2/AccessControl.pm permissions): {path: {priv: 1}}."""
+        paths = [path] if path else sorted({"/"} | {acl for s in self.specs if isinstance(s, dict) for acl in s})
+        out = {}
+        for one in paths:
+            have = self.at(one)
+            privs = ALL_PRIVS if have is None else sorted(have)
+            if privs:
+                out[one] = {p: 1 for p in privs}
+        return out
 
 
 class Auth:
     """Tickets and tokens. A token's user is ``user@realm!tokenid`` (never plain root@pam, as in PVE).
 
-    A fixture user may carry ``privs`` (list); without it the user has every privilege. A token is a secret
-    string, or ``{"secret": ..., "privs": [...]}`` (privilege separation: the intersection with the user's).
+    A fixture user may carry ``privs`` (a list, held everywhere, or {acl path: [privileges]}); without it the user
+    has every privilege. A token is a secret string, or ``{"secret": ..., "privs": ...}`` (privilege separation: the
+    intersection with the user's).
     """
 
     def __init__(self, users):
@@ -141,11 +192,8 @@ class Auth:
     def privs(self, authid):
         user, _sep, tokenid = authid.partition("!")
         entry = self.users.get(user, {})
-        privs = set(entry["privs"]) if "privs" in entry else None
         token = entry.get("tokens", {}).get(tokenid) if tokenid else None
-        if isinstance(token, dict) and "privs" in token:
-            privs = set(token["privs"]) if privs is None else privs & set(token["privs"])
-        return privs
+        return Privs(entry.get("privs"), token.get("privs") if isinstance(token, dict) else None)
 
     def login(self, username, password, realm=None):
         if realm and "@" not in username:
@@ -313,7 +361,9 @@ class Handler(BaseHTTPRequestHandler):
                      "maxmem": d["maxmem"], "cpu": 0.02, "mem": d["maxmem"] // 8, "level": "",
                      "uptime": 86400, "ssl_fingerprint": ""} for n, d in sorted(sim.nodes.items())]
         if path == "/cluster/resources":
-            return sim.resources(args.get("type"))
+            privs = self.auth.privs(user)  # pve-manager API2/Cluster.pm resources: VMs with VM.Audit only
+            return [r for r in sim.resources(args.get("type"))
+                    if r.get("type") != "qemu" or privs.has(f"/vms/{r['vmid']}", "VM.Audit")]
         if path == "/nodes/{node}/hardware":
             sim.node(node)
             return [{"type": "pci"}, {"type": "usb"}]
@@ -329,8 +379,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/cluster/mapping/pci":
             if method == "GET":
                 privs = self.auth.privs(user)
-                visible = ("Mapping.Audit", "Mapping.Use", "Mapping.Modify")
-                return [m for m in sim.mapping_list(args.get("check-node")) if privs is None or privs & set(visible)]
+                visible = {"Mapping.Audit", "Mapping.Use", "Mapping.Modify"}
+                return [m for m in sim.mapping_list(args.get("check-node"))
+                        if privs.at(f"/mapping/pci/{m['id']}") is None or privs.at(f"/mapping/pci/{m['id']}") & visible]
             sim.mapping_create(args)
             return None
         if path == "/cluster/mapping/pci/{id}":
@@ -341,8 +392,12 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 sim.mapping_delete(args["id"])
             return None
+        if path == "/access/permissions":
+            return self.auth.privs(args.get("userid") or user).dump(args.get("path"))
         if path == "/nodes/{node}/qemu":
-            return sim.vm_list(node)
+            # qemu-server API2/Qemu.pm vmlist: only the VMs the caller has VM.Audit on
+            privs = self.auth.privs(user)
+            return [v for v in sim.vm_list(node) if privs.has(f"/vms/{v['vmid']}", "VM.Audit")]
         if path == "/nodes/{node}/qemu/{vmid}":
             sim.vm(node, vmid)
             return [{"subdir": s} for s in ("config", "pending", "status")]

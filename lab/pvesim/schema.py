@@ -196,9 +196,12 @@ PARAMS = {
     ("/nodes/{node}/tasks/{upid}/status", "GET"): {"node": NODE, "upid": {"type": "string"}},
     # outside the subset: proxmox_kvm looks VMs up through /cluster/resources
     ("/cluster/resources", "GET"): {"type": _o(type="string", enum=["vm", "storage", "node", "sdn"])},
+    # outside the subset: the caller's own effective privileges (pve-access-control API2/AccessControl.pm permissions)
+    ("/access/permissions", "GET"): {"userid": _o(type="string"), "path": _o(type="string")},
 }
 # Routes that are not part of pve-api-subset.json (the conformance test skips them).
-EXTRA_ROUTES = {("/nodes/{node}/qemu/{vmid}/status/reboot", "POST"), ("/cluster/resources", "GET")}
+EXTRA_ROUTES = {("/nodes/{node}/qemu/{vmid}/status/reboot", "POST"), ("/cluster/resources", "GET"),
+                ("/access/permissions", "GET")}
 
 
 class ParamError(Exception):
@@ -227,7 +230,9 @@ def expand_indexed(props):
 # - mapping 'live-migration-capable': pve-guest-common commit ef051db, libpve-guest-common-perl 5.1.7 (PVE 8.4).
 # - machine 'aw-bits': PVE 9 (absent from the 8.4 API viewer, pve-api-subset.json paths_pve8).
 # - ostype's default is not documented in 8.4's API viewer.
-FEATURES = {"hostpci-driver": (9, 1), "live-migration-capable": (8, 4), "aw-bits": (9, 0)}
+# - NVIDIA VF vGPU types read through NVML from the parent GPU, whatever the VF's own state: qemu-server commit
+#   008475ca "pci: mdev: use PVE::RS::NVML for nvidia mdev information", qemu-server 9.1.11 (PVE 9.2).
+FEATURES = {"hostpci-driver": (9, 1), "live-migration-capable": (8, 4), "aw-bits": (9, 0), "vf-types-from-parent": (9, 2)}
 
 
 def has_feature(release, feature):

@@ -17,6 +17,7 @@ import time
 from . import schema
 
 DEFAULT_BLACKLIST = "05;06;0b"
+DEFAULT_ROMFILES = ("efi-e1000.rom", "efi-virtio.rom", "pxe-e1000.rom", "pxe-virtio.rom", "vgabios-stdvga.bin")
 # Options PVE applies at once even on a running VM ($fast_plug_option in qemu-server); the default hotplug
 # set (network,disk,usb) is treated as hot-pluggable too. Everything else (hostpci, machine, memory ...) goes pending.
 FAST_PLUG = {"name", "description", "onboot", "protection", "tags", "lock", "hookscript", "vmstatestorage", "startup"}
@@ -76,6 +77,9 @@ class Sim:
                 "maxcpu": node.get("maxcpu", 64),
                 "maxmem": node.get("maxmem", 512 * 1024 ** 3),
                 "pci": devices,
+                # files in /usr/share/kvm (pve-qemu-kvm ships the option ROMs of its emulated NICs; a GPU ROM is
+                # copied there by hand)
+                "romfiles": list(node.get("romfiles", DEFAULT_ROMFILES)),
             }
         self._link_sriov()
         self.mappings = {}
@@ -92,7 +96,12 @@ class Sim:
                 "devices": [],
                 "mdevs": [],
                 "started": None,
+                # HA resource vm:<id> (ha-manager): the requested state and the CRM's service state
+                "ha": ({"state": vm["ha"].get("state", "started"), "service": None, "due": None}
+                       if vm.get("ha") is not None else None),
             }
+        # How long the HA stack (CRM + LRM rounds, ~10 s each on a real cluster) takes to act on a queued request.
+        self.ha_seconds = float(fixture.get("ha_seconds", 1.0))
         self.tasks = {}
         self.task_log = {}
         self.pid = 4000
@@ -104,6 +113,9 @@ class Sim:
                     self._do_start(int(vmid), apply_pending=False)
                 except PveError as exc:
                     raise ValueError(f"fixture: VM {vmid} cannot be running: {exc.message.strip()}") from None
+        for vm in self.vms.values():
+            if vm["ha"] is not None:
+                vm["ha"]["service"] = "started" if vm["status"] == "running" else "stopped"
 
     # ---------------------------------------------------------------- hardware
     def _link_sriov(self):
@@ -177,8 +189,11 @@ class Sim:
         used_dev = self._users_of(node)
         use = self._mdev_use(node, extra)
         if dev.get("nvidia") and dev.get("physfn"):
-            # NVIDIA >= 6.8 interface: a free VF lists the types its PF can still create, available always 1.
-            if dev["id"] in used_dev:
+            # NVIDIA >= 6.8 interface (qemu-server PCI/Mdev.pm get_mdev_types): the types the PF can still create,
+            # available always 1. Before qemu-server 9.1.11 they came from the VF's own nvidia/creatable_vgpu_types,
+            # empty while the VF holds a vGPU; from then on from NVML for the parent GPU whatever the VF's state
+            # (commit 008475ca).
+            if dev["id"] in used_dev and not schema.has_feature(self.release, "vf-types-from-parent"):
                 return []
             parent = self.nodes[node]["pci"].get(dev["physfn"], {})
             in_use = use.get(dev["physfn"], {})
@@ -375,7 +390,52 @@ class Sim:
             self.mappings.pop(mid, None)
 
     # ---------------------------------------------------------------- VMs
+    # ---------------------------------------------------------------- HA (pve-ha-manager)
+    def _ha_tick(self):
+        """Carry out the HA requests whose time has come, as the CRM/LRM rounds of pve-ha-manager do after a start or
+        stop only queued one (src/PVE/HA/Manager.pm next_state_started: crm command 'stop' -> request_stop and the
+        resource's state set to 'stopped'; next_state_stopped: state 'started' -> request_start -> started).
+        A start that fails puts the service into 'error' (the relocation policy's retries on other nodes are not
+        modelled: each node of a real cluster would fail the same check)."""
+        now = time.monotonic()
+        for vmid, vm in self.vms.items():
+            ha = vm["ha"]
+            if ha is None or ha["due"] is None or now < ha["due"]:
+                continue
+            ha["due"] = None
+            if ha["service"] == "request_stop":
+                self._do_stop(vm)
+                ha["service"] = "stopped"
+            elif ha["service"] == "request_start":
+                try:
+                    if vm["status"] != "running":
+                        self._do_start(vmid)
+                    ha["service"] = "started"
+                except PveError as exc:
+                    ha["service"] = "error"
+                    ha["error"] = exc.message.strip()
+
+    def _ha_request(self, vmid, vm, action, user):
+        """qemu-server API2/Qemu.pm vm_start / vm_shutdown / vm_stop for a VM that PVE::HA::Config::vm_is_ha_managed:
+        the worker ('hastart'/'hastop') only runs ha-manager ('set vm:<id> --state started' / 'crm-command stop
+        vm:<id> <timeout>') and ends at once; the VM's state changes when HA acts on it."""
+        ha = vm["ha"]
+        if action == "start":
+            ha["state"] = "started"
+            if ha["service"] in ("stopped", "request_stop", "error"):
+                ha["service"] = "request_start"
+                ha["due"] = time.monotonic() + self.ha_seconds
+                ha.pop("error", None)
+            return self.new_task(vm["node"], "hastart", str(vmid), user,
+                                 log=[f"Requesting HA start for VM {vmid}"])
+        ha["state"] = "stopped"
+        if ha["service"] in ("started", "request_start"):
+            ha["service"] = "request_stop"
+            ha["due"] = time.monotonic() + self.ha_seconds
+        return self.new_task(vm["node"], "hastop", str(vmid), user, log=[f"Requesting HA stop for VM {vmid}"])
+
     def vm(self, node, vmid):
+        self._ha_tick()
         self.node(node)
         vm = self.vms.get(vmid)
         if vm is None or vm["node"] != node:
@@ -443,16 +503,16 @@ class Sim:
     def _hostpci_perm(self, user, privs, vmid, key, value):
         """check_hostpci_perm (qemu-server API2/Qemu.pm): root@pam passes; raw host devices are root@pam's alone
         (an API token is 'root@pam!<id>', not root@pam); mappings need Mapping.Use on /mapping/pci/<id> and
-        VM.Config.HWType; a romfile is root@pam's alone. privs None = all privileges."""
+        VM.Config.HWType; a romfile is root@pam's alone. privs: httpd.Privs of the caller (None = all privileges)."""
         if user == "root@pam":
             return
         dev = schema.parse_property_string(schema.hostpci_fmt(self.release), value)
         if dev.get("host"):
             raise PveError(f"only root can set '{key}' config for non-mapped devices\n")
         if dev.get("mapping"):
-            if privs is not None and "Mapping.Use" not in privs:
+            if privs is not None and not privs.has(f"/mapping/pci/{dev['mapping']}", "Mapping.Use"):
                 raise PveError(f"Permission check failed (/mapping/pci/{dev['mapping']}, Mapping.Use)", 403)
-            if privs is not None and "VM.Config.HWType" not in privs:
+            if privs is not None and not privs.has(f"/vms/{vmid}", "VM.Config.HWType"):
                 raise PveError(f"Permission check failed (/vms/{vmid}, VM.Config.HWType)", 403)
         else:
             raise PveError("either 'host' or 'mapping' must be set.\n")
@@ -568,7 +628,9 @@ class Sim:
             conf = vm["conf"]
             mem = int(re.match(r"(?:current=)?(\d+)", conf.get("memory", "512")).group(1)) * 1024 ** 2
             running = vm["status"] == "running"
-            out = {"vmid": vmid, "status": vm["status"], "qmpstatus": vm["status"], "ha": {"managed": 0},
+            # PVE::HA::Config::get_service_status: managed, and the CRM's service state of vm:<id>
+            ha = {"managed": 1, "state": vm["ha"]["service"]} if vm["ha"] is not None else {"managed": 0}
+            out = {"vmid": vmid, "status": vm["status"], "qmpstatus": vm["status"], "ha": ha,
                    "cpus": int(conf.get("cores", 1)) * int(conf.get("sockets", 1)), "maxmem": mem,
                    "mem": mem // 2 if running else 0, "uptime": int(time.time() - vm["started"]) if running else 0,
                    "maxdisk": 0, "cpu": 0, "diskread": 0, "diskwrite": 0, "netin": 0, "netout": 0}
@@ -648,6 +710,9 @@ class Sim:
                 raise PveError("Either 'host' or 'mapping' must be set.\n")
             if schema.parse_boolean(dev.get("pcie", "0")) and not q35:
                 raise PveError("q35 machine model is not enabled")
+            # qemu-server PCI.pm parse_hostpci: each map entry of the node is one alternative (a pool), and the
+            # ';'-separated paths of an entry, like those of a host= value, are ONE alternative whose functions all go
+            # to the VM as one multifunction device (SysFSTools::lspci of each part); mdev on more than one function dies.
             alternatives = []
             if dev.get("mapping"):
                 mid = dev["mapping"]
@@ -658,20 +723,27 @@ class Sim:
                         self.assert_valid(mid, parsed)
                     except PveError as exc:
                         raise PveError(f"PCI device mapping invalid (hardware probably changed): {exc.message}") from None
-                    alternatives.extend(parsed["path"].split(";"))
+                    alternatives.append(parsed["path"].split(";"))
             else:
-                alternatives = dev["host"].split(";")
+                alternatives = [dev["host"].split(";")]
+            mdev = dev.get("mdev")
             candidates = []
             for alt in alternatives:
-                funcs = self.functions(node, alt)
-                if not funcs:
-                    raise PveError(f"no PCI device found for '{alt}'\n")
-                candidates.append(funcs)
-            mdev = dev.get("mdev")
-            chosen, reason = None, None
-            for funcs in candidates:
+                funcs = []
+                for part in alt:
+                    found = self.functions(node, part)
+                    if not found:
+                        raise PveError(f"no PCI device found for '{part}'\n")
+                    funcs.extend(found)
                 if mdev and len(funcs) > 1:
                     raise PveError("cannot use mediated device with multifunction device\n")
+                candidates.append(funcs)
+            chosen, reason = None, None
+            for funcs in candidates:
+                mine = [f for f in funcs if f in claimed]
+                if mine and len(candidates) == 1:
+                    # choose_hostpci_devices: $add_used_device dies for a function this VM was already given
+                    raise PveError(f"device '{mine[0]}' assigned more than once\n")
                 taken = dict(used, **claimed)
                 holders = [(f, self._holder(node, f, taken, mdev_holders, whole=not mdev)) for f in funcs]
                 holders = [(f, h) for f, h in holders if h is not None]
@@ -687,6 +759,12 @@ class Sim:
                 break
             if chosen is None:
                 raise PveError(reason if len(candidates) == 1 else f"could not find a free device for '{key}'\n")
+            romfile = dev.get("romfile")
+            if romfile and romfile not in self.nodes[node]["romfiles"]:
+                # qemu-server PCI.pm print_hostpci_devices passes romfile=/usr/share/kvm/<romfile>; QEMU's vfio-pci
+                # (hw/pci/pci.c pci_add_option_rom) fails the start when the file is not there.
+                raise PveError(f"start failed: QEMU exited with code 1 (kvm: -device vfio-pci,host={chosen[0]},"
+                               f"romfile=/usr/share/kvm/{romfile}: failed to find romfile \"/usr/share/kvm/{romfile}\")\n")
             if mdev:
                 mdevs.append((chosen[0], mdev))
             # NVIDIA VFs are passed through whole; classic mdevs share the parent device.
@@ -750,6 +828,8 @@ class Sim:
             ttype = {"start": "qmstart", "stop": "qmstop", "shutdown": "qmshutdown", "reboot": "qmreboot"}[action]
             if action == "reboot" and vm["status"] != "running":
                 raise PveError(f"VM {vmid} not running\n")  # checked before the worker forks
+            if vm["ha"] is not None and action in ("start", "stop", "shutdown"):
+                return self._ha_request(vmid, vm, action, user)
             try:
                 if action == "start":
                     self._do_start(vmid)
@@ -787,12 +867,15 @@ class Sim:
     def dump(self):
         """Whole state as plain JSON (for "check mode changed nothing" assertions)."""
         with self.lock:
+            self._ha_tick()
             vms = {}
             for vmid, vm in sorted(self.vms.items()):
                 vms[str(vmid)] = {"node": vm["node"], "status": vm["status"], "config": dict(vm["conf"]),
                                   "pending": dict(vm["pending"]), "pending_delete": list(vm["pending_delete"]),
                                   "devices": list(vm["devices"]), "mdevs": [list(m) for m in vm["mdevs"]],
                                   "digest": self.vm_digest(vm)}
+                if vm["ha"] is not None:
+                    vms[str(vmid)]["ha"] = {k: v for k, v in vm["ha"].items() if k != "due"}
             nodes = {}
             for name, node in self.nodes.items():
                 nodes[name] = {"status": node["status"], "iommu": node["iommu"],

@@ -5,7 +5,8 @@ The spec is JSON-friendly::
     {"cmdline": "BOOT_IMAGE=... intel_iommu=on iommu=pt",
      "iommu_units": {"dmar0": {"ecap": "0xf020de"}},          # /sys/class/iommu/<unit>
      "devices": [{"address": "0000:17:00.0", "vendor": "0x10de", "device": "0x20b0",
-                  "class": "0x030200", "driver": "vfio-pci", "group": 14}],
+                  "class": "0x030200", "driver": "vfio-pci", "group": 14,
+                  "files": {"sriov_totalvfs": "16"}}],                   # files under the device; a VF has "physfn"
      "modules": {"nvidia": {"version": "550.163.01"}}}         # /sys/module/<name>/...
 
 Devices live under sys/devices/pci0000:00/<address>; sys/bus/pci/devices/<address>, the group's devices/<address>,
@@ -51,6 +52,12 @@ def build(root, spec):
             drv_dir = os.path.join(sysdir, "bus", "pci", "drivers", dev["driver"])
             os.makedirs(drv_dir, exist_ok=True)
             _symlink(drv_dir, os.path.join(dev_dir, "driver"))
+        # SR-IOV and vGPU attributes as files relative to the device (sriov_totalvfs, sriov_numvfs,
+        # nvidia/creatable_vgpu_types, mdev_supported_types/<type>/...), and a VF's physfn link to its PF.
+        for rel, text in dev.get("files", {}).items():
+            _write(os.path.join(dev_dir, rel), str(text))
+        if dev.get("physfn"):
+            _symlink(os.path.join(sysdir, "devices", "pci0000:00", dev["physfn"]), os.path.join(dev_dir, "physfn"))
         if dev.get("group") is not None:
             group_dir = os.path.join(sysdir, "kernel", "iommu_groups", str(dev["group"]))
             os.makedirs(os.path.join(group_dir, "devices"), exist_ok=True)

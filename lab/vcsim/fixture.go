@@ -100,33 +100,56 @@ type HostSpec struct {
 	VgpuModes        map[string]string `json:"vgpu_modes,omitempty"`     // {pci id: sameSize|mixedSize}; API 8.0.3.0+
 	EsxiVersion      string            `json:"esxi_version,omitempty"`   // e.g. 7.0.3: this host's product version
 	ModuleOptions    map[string]string `json:"module_options,omitempty"` // {kernel module: option string} configured and loaded at start
+	MigGPUs          []string          `json:"mig_gpus,omitempty"`       // PCI ids of GPUs with MIG mode on (MIG-backed vGPUs only)
 }
 
 // Fixture is the JSON file given with -fixture.
 type Fixture struct {
-	Defaults   HostSpec            `json:"defaults"`
-	Hosts      map[string]HostSpec `json:"hosts"`       // host name or glob -> spec; each named host is a GPU host
-	VMFirmware map[string]string   `json:"vm_firmware"` // VM name or glob -> efi|bios (VMs created by -vms)
+	Defaults          HostSpec               `json:"defaults"`
+	Hosts             map[string]HostSpec    `json:"hosts"`               // host name or glob -> spec; each named host is a GPU host
+	VMFirmware        map[string]string      `json:"vm_firmware"`         // VM name or glob -> efi|bios (VMs created by -vms)
+	VMHardwareVersion map[string]string      `json:"vm_hardware_version"` // VM name or glob -> vmx-NN
+	VMServiceVMs      []string               `json:"vm_service_vms"`      // VM names or globs owned by the VM Service
+	PoweredOffVMs     []string               `json:"powered_off_vms"`     // VM names or globs created powered off
+	Clusters          map[string]ClusterSpec `json:"clusters"`            // cluster name -> DRS settings, Supervisor
+	VCenterOptions    map[string]string      `json:"vcenter_options"`     // vCenter advanced settings
+	Namespaces        []NamespaceSpec        `json:"namespaces"`          // vSphere Namespaces that exist already
 }
 
-var firmwareTypes = map[string]bool{"efi": true, "bios": true}
-
-// vmFirmware is the firmware of VM name: an exact fixture entry, else a matching glob, else def.
-func (f *Fixture) vmFirmware(name, def string) string {
-	if fw, ok := f.VMFirmware[name]; ok {
-		return fw
+// vmValue is the value of the first entry (exact name, then globs in order) matching VM name.
+func vmValue(m map[string]string, name, def string) string {
+	if v, ok := m[name]; ok {
+		return v
 	}
-	keys := make([]string, 0, len(f.VMFirmware))
-	for k := range f.VMFirmware {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
 		if matchHost(k, name) {
-			return f.VMFirmware[k]
+			return m[k]
 		}
 	}
 	return def
+}
+
+func vmListed(list []string, name string) bool {
+	for _, p := range list {
+		if matchHost(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+var hardwareVersionRE = regexp.MustCompile(`^vmx-\d+$`)
+
+var firmwareTypes = map[string]bool{"efi": true, "bios": true}
+
+// vmFirmware is the firmware of VM name: an exact fixture entry, else a matching glob, else def.
+func (f *Fixture) vmFirmware(name, def string) string {
+	return vmValue(f.VMFirmware, name, def)
 }
 
 // resolved is what decorateHosts applies to one host.
@@ -134,6 +157,7 @@ type resolved struct {
 	spec     HostSpec
 	gpus     []GPUSpec
 	models   []gpuModel
+	mig      []bool // per GPU: MIG mode on
 	profiles []string
 }
 
@@ -186,6 +210,9 @@ func (s HostSpec) overlay(o HostSpec) HostSpec {
 	if o.EsxiVersion != "" {
 		s.EsxiVersion = o.EsxiVersion
 	}
+	if o.MigGPUs != nil {
+		s.MigGPUs = o.MigGPUs
+	}
 	return s
 }
 
@@ -219,6 +246,11 @@ func buildFixture(o *options) (*Fixture, error) {
 		for vm, fw := range f.VMFirmware {
 			if !firmwareTypes[fw] {
 				return nil, fmt.Errorf("%s: vm_firmware[%s] %q not one of efi, bios", o.fixture, vm, fw)
+			}
+		}
+		for vm, v := range f.VMHardwareVersion {
+			if !hardwareVersionRE.MatchString(v) {
+				return nil, fmt.Errorf("%s: vm_hardware_version[%s] %q: want like vmx-13", o.fixture, vm, v)
 			}
 		}
 	}
@@ -309,6 +341,10 @@ func resolveHost(name string, spec HostSpec) (*resolved, error) {
 	}
 	seenPci := map[string]bool{}
 	seenProfile := map[string]bool{}
+	migOn := map[string]bool{}
+	for _, id := range spec.MigGPUs {
+		migOn[id] = true
+	}
 	for i, g := range gpus {
 		m, err := lookupModel(g.Model)
 		if err != nil {
@@ -324,13 +360,27 @@ func resolveHost(name string, spec HostSpec) (*resolved, error) {
 			return nil, fmt.Errorf("host %s: duplicate GPU pci_id %s", name, g.PciID)
 		}
 		seenPci[g.PciID] = true
+		mig := migOn[g.PciID]
 		r.gpus = append(r.gpus, g)
 		r.models = append(r.models, m)
+		r.mig = append(r.mig, mig)
+		// A GPU offers time-sliced vGPU types with MIG mode off and MIG-backed ones with it on, never both.
+		hasMig := false
 		for _, p := range m.Profiles {
-			if !seenProfile[p] {
+			f, _ := factsOf(p)
+			hasMig = hasMig || f.slices > 0
+			if (f.slices > 0) == mig && !seenProfile[p] {
 				seenProfile[p] = true
 				r.profiles = append(r.profiles, p)
 			}
+		}
+		if mig && !hasMig {
+			return nil, fmt.Errorf("host %s: mig_gpus names %s, a %s, which has no MIG mode", name, g.PciID, m.Name)
+		}
+	}
+	for id := range migOn {
+		if !seenPci[id] {
+			return nil, fmt.Errorf("host %s: mig_gpus names %s, which is not one of its GPUs", name, id)
 		}
 	}
 	if spec.Profiles != nil {

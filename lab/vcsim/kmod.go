@@ -180,9 +180,7 @@ type rebootableHost struct {
 // runtime.bootTime moves on (a real host is notResponding for minutes meanwhile).
 func (h *rebootableHost) RebootHostTask(ctx *simulator.Context, req *types.RebootHost_Task) soap.HasFault {
 	host := h.HostSystem
-	if ctx.Session != nil {
-		ctx.Session.Remove(ctx, host.Self)
-	}
+	unhook(ctx, host.Self)
 	task := simulator.CreateTask(host, "rebootHost", func(*simulator.Task) (types.AnyType, types.BaseMethodFault) {
 		if !req.Force && !host.Runtime.InMaintenanceMode {
 			return nil, &types.InvalidState{}
@@ -203,24 +201,7 @@ func (h *rebootableHost) RebootHostTask(ctx *simulator.Context, req *types.Reboo
 	return &methods.RebootHost_TaskBody{Res: &types.RebootHost_TaskResponse{Returnval: task.Run(ctx)}}
 }
 
-// installRebootHandler routes RebootHost_Task on hosts to rebootableHost; every other call is untouched.
+// installRebootHandler routes RebootHost_Task on hosts to rebootableHost (hooks.go).
 func installRebootHandler() {
-	previous := registry.Handler
-	registry.Handler = func(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
-		if m.Name == "RebootHost_Task" && m.This.Type == "HostSystem" {
-			if h, ok := ctx.Map.Get(m.This).(*simulator.HostSystem); ok {
-				w := &rebootableHost{h}
-				// Service.call prefers the session's registry over the hook's answer, so the wrapper is put
-				// there for this one call; RebootHostTask takes it out again.
-				if ctx.Session != nil {
-					ctx.Session.Put(w)
-				}
-				return w, nil
-			}
-		}
-		if previous != nil {
-			return previous(ctx, m)
-		}
-		return nil, nil
-	}
+	hostHook("RebootHost_Task", func(h *simulator.HostSystem) mo.Reference { return &rebootableHost{h} })
 }

@@ -29,7 +29,9 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
-	// Registers the vAPI (REST) endpoints, used by modules that look up tags or sessions there.
+	// Registers the vAPI (REST) endpoints, used by modules that look up tags or sessions there, and the
+	// vSphere with Tanzu namespace endpoints (VM classes, namespaces) that namespaces.go fronts.
+	_ "github.com/vmware/govmomi/vapi/namespace/simulator"
 	_ "github.com/vmware/govmomi/vapi/simulator"
 )
 
@@ -61,6 +63,7 @@ type options struct {
 	vmFirmware string
 	vgpuUnset  string
 	rebootFlag string
+	xorg       string
 }
 
 // registry is the model's object registry; request handlers use ctx.Map, set-up code uses this.
@@ -89,6 +92,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.vmFirmware, "vm-firmware", "efi", "firmware of the created VMs: efi or bios (per VM: fixture vm_firmware)")
 	flag.StringVar(&o.vgpuUnset, "vgpu-mode-unset", "keep", "UpdateGraphicsConfig deviceType entries without vgpuMode: keep (API reference) or reset to sameSize")
 	flag.StringVar(&o.rebootFlag, "module-reboot-flag", "set", "UpdateModuleOptionString: set summary.rebootRequired until the host reboots (set) or leave it (none)")
+	flag.StringVar(&o.xorg, "xorg-without-vsga", "fail", "restarting xorg on an ESXi 7.0.1+ host without a vSGA device: fail (KB 318047: may not start) or start")
 	flag.Parse()
 	if o.runDir == "" {
 		log.Fatal("-run-dir is required")
@@ -110,6 +114,10 @@ func parseFlags() *options {
 		log.Fatalf("-module-reboot-flag %q: want set or none", o.rebootFlag)
 	}
 	moduleRebootFlag = o.rebootFlag
+	if o.xorg != "fail" && o.xorg != "start" {
+		log.Fatalf("-xorg-without-vsga %q: want fail or start", o.xorg)
+	}
+	xorgWithoutVsga = o.xorg
 	return o
 }
 
@@ -153,8 +161,14 @@ func main() {
 	registerVgpuLabeler()
 	wrapEnvironmentBrowsers()
 	installRebootHandler()
+	installPlacement()
+	installMaintenance()
+	installHooks()
 	if err = decorateHosts(fixture); err != nil {
 		fatalf("GPU hosts: %v", err)
+	}
+	if err = applyClusters(fixture); err != nil {
+		fatalf("clusters: %v", err)
 	}
 
 	tlsConf, caPEM, err := newTLS()
@@ -181,13 +195,20 @@ func main() {
 	model.Service.TLS = tlsConf
 	model.Service.RegisterEndpoints = true
 	model.Service.ServeMux = http.NewServeMux()
+	front := newNamespaceFront(model.Service.ServeMux, fixture)
 
 	server := model.Service.NewServer()
 	defer server.Close()
+	if err = front.seed(fixture.Namespaces); err != nil {
+		fatalf("namespaces: %v", err)
+	}
+	// Set before the URL is published, so no request has reached the server yet.
+	faults := &faultInjector{next: server.Config.Handler, token: newFaultToken()}
+	server.Config.Handler = faults
 
 	sdk := *server.URL
 	sdk.User = nil
-	if err = writeRunFiles(o, sdk.String(), server.URL.Host, caPEM); err != nil {
+	if err = writeRunFiles(o, sdk.String(), server.URL.Host, caPEM, faults.token); err != nil {
 		fatalf("run files: %v", err)
 	}
 	log.Printf("vcsim-gpu listening on %s (run dir %s)", sdk.String(), o.runDir)
@@ -273,6 +294,12 @@ func createVMs(model *simulator.Model, n int, f *Fixture, firmware string) error
 				GuestId:  string(types.VirtualMachineGuestOsIdentifierOtherGuest64),
 				Files:    &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},
 				Firmware: f.vmFirmware(name, firmware),
+				Version:  vmValue(f.VMHardwareVersion, name, defaultHardwareVersion(&h.HostSystem)),
+			}
+			// VMs of the vSphere VM Service carry managedBy com.vmware.vcenter.wcp/VirtualMachine
+			// (vmware-tanzu/vm-operator, constants ManagedByExtensionKey and ManagedByExtensionType).
+			if vmListed(f.VMServiceVMs, name) {
+				spec.ManagedBy = &types.ManagedByInfo{ExtensionKey: "com.vmware.vcenter.wcp", Type: "VirtualMachine"}
 			}
 			var devices object.VirtualDeviceList
 			scsi, _ := devices.CreateSCSIController("pvscsi")
@@ -294,12 +321,26 @@ func createVMs(model *simulator.Model, n int, f *Fixture, firmware string) error
 				return fmt.Errorf("%s: %v", name, err)
 			}
 			vm := object.NewVirtualMachine(c, info.Result.(types.ManagedObjectReference))
+			if vmListed(f.PoweredOffVMs, name) {
+				continue
+			}
 			if _, err = vm.PowerOn(ctx); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// defaultHardwareVersion is the hardware version a VM created on host h gets by default: the newest its
+// ESXi release supports (VMware KB 2007240, as govmomi's types.ESXiVersion.HardwareVersion lists it;
+// ESXi 8.0 U2 -> vmx-21). vcsim's own default is vmx-13 whatever the host.
+func defaultHardwareVersion(h *mo.HostSystem) string {
+	v, err := types.ParseESXiVersion(createVersion(h.Config.Product.Version))
+	if err != nil {
+		return ""
+	}
+	return v.HardwareVersion().String()
 }
 
 func datacenterOf(h *mo.HostSystem) *types.ManagedObjectReference {
@@ -318,7 +359,7 @@ func datacenterOf(h *mo.HostSystem) *types.ManagedObjectReference {
 	return nil
 }
 
-func writeRunFiles(o *options, sdkURL, hostPort string, caPEM []byte) error {
+func writeRunFiles(o *options, sdkURL, hostPort string, caPEM []byte, faultToken string) error {
 	inv := inventory()
 	inv["url"] = sdkURL
 	inv["host"] = hostPort
@@ -339,6 +380,7 @@ func writeRunFiles(o *options, sdkURL, hostPort string, caPEM []byte) error {
 		{"inventory.json", append(data, '\n'), 0o600}, // holds the password
 		{"username", []byte(o.user + "\n"), 0o600},
 		{"password", []byte(o.pass + "\n"), 0o600},
+		{"fault-token", []byte(faultToken + "\n"), 0o600}, // faults.go
 		{"env", []byte(fmt.Sprintf("VCSIM_URL=%s\nVCSIM_HOST=%s\nVCSIM_USERNAME=%s\nVCSIM_PASSWORD=%s\nVCSIM_CA=%s\n",
 			sdkURL, hostPort, o.user, o.pass, filepath.Join(o.runDir, "ca.pem"))), 0o600},
 		// url last: its presence tells waiting scripts everything else is in place

@@ -23,6 +23,7 @@ type graphicsManager struct {
 	mo.HostGraphicsManager
 	host  *simulator.HostSystem
 	modes map[string]string // per-device vGPU mode (HostGraphicsConfigVgpuMode), API 8.0.3.0+
+	mig   map[string]bool   // GPUs with MIG mode on (set on the host with nvidia-smi, not through this API)
 }
 
 // imageConfigManager is one host's HostImageConfigManager, serving the host's VIB list.
@@ -69,7 +70,19 @@ func decorateHosts(f *Fixture) error {
 			}
 		}
 		packages = append(basePackages(h), packages...)
-		registerManagers(h, packages, acceptance, modes)
+		gm := registerManagers(h, packages, acceptance, modes)
+		if r != nil {
+			g := &gpuHost{host: h, gm: gm}
+			for i, gpu := range r.gpus {
+				g.gpus = append(g.gpus, gpuDef{pci: gpu.PciID, model: r.models[i], mig: r.mig[i]})
+				if r.mig[i] {
+					gm.mig[gpu.PciID] = true
+				}
+			}
+			gpuHostsByMoid[h.Self.Value] = g
+			applyEffectiveTypes(h, gm.modes, gm.mig)
+			gm.syncFromHost()
+		}
 		driver, options := "", map[string]string(nil)
 		if r != nil {
 			if r.spec.Driver != nil {
@@ -80,6 +93,7 @@ func decorateHosts(f *Fixture) error {
 		if err := registerKernelModules(h, driver, options); err != nil {
 			return err
 		}
+		registerServiceSystem(h)
 		summarize(h, r, packages)
 	}
 	return nil
@@ -169,7 +183,6 @@ func applyGPUs(h *simulator.HostSystem, r *resolved) []types.SoftwarePackage {
 		gc.DeviceType[i].VgpuMode = spec.VgpuModes[gc.DeviceType[i].DeviceId]
 	}
 	cfg.GraphicsConfig = gc
-	applyEffectiveTypes(h, spec.VgpuModes)
 
 	var pkgs []types.SoftwarePackage
 	driverVersion := ""
@@ -201,7 +214,7 @@ func applyGPUs(h *simulator.HostSystem, r *resolved) []types.SoftwarePackage {
 // mode for vGPU (sharedDirect) devices, sameSize unless set ("By default, a GPU operates in
 // equal-size mode", NVIDIA vGPU deployment guide, Citrix Virtual Apps, "Selecting the Correct
 // vGPU Profiles"), and none ("vGPU mode not applicable", HostGraphicsInfoVgpuMode) for vSGA ones.
-func applyEffectiveTypes(h *simulator.HostSystem, modes map[string]string) {
+func applyEffectiveTypes(h *simulator.HostSystem, modes map[string]string, mig map[string]bool) {
 	cfg := h.Config
 	if cfg.GraphicsConfig == nil {
 		return
@@ -223,6 +236,9 @@ func applyEffectiveTypes(h *simulator.HostSystem, modes map[string]string) {
 				info[i].VgpuMode = "sameSize"
 				if m := modes[info[i].PciId]; m != "" {
 					info[i].VgpuMode = m
+				}
+				if mig[info[i].PciId] {
+					info[i].VgpuMode = "multiInstanceGpu"
 				}
 			}
 		}
@@ -283,8 +299,8 @@ func basePackages(h *simulator.HostSystem) []types.SoftwarePackage {
 
 // registerManagers gives the host its own manager objects: the template's configManager
 // morefs are shared by all hosts and unregistered, so each host gets fresh references.
-func registerManagers(h *simulator.HostSystem, packages []types.SoftwarePackage, acceptance string, modes map[string]string) {
-	gm := &graphicsManager{host: h, modes: modes}
+func registerManagers(h *simulator.HostSystem, packages []types.SoftwarePackage, acceptance string, modes map[string]string) *graphicsManager {
+	gm := &graphicsManager{host: h, modes: modes, mig: map[string]bool{}}
 	gm.Self = types.ManagedObjectReference{Type: "HostGraphicsManager", Value: "graphicsManager-" + h.Self.Value}
 	gm.syncFromHost()
 	registry.Put(gm)
@@ -296,6 +312,7 @@ func registerManagers(h *simulator.HostSystem, packages []types.SoftwarePackage,
 	registry.Put(im)
 	iref := im.Self
 	h.ConfigManager.ImageConfigManager = &iref
+	return gm
 }
 
 func (m *graphicsManager) syncFromHost() {
@@ -409,7 +426,7 @@ func (m *graphicsManager) UpdateGraphicsConfig(ctx *simulator.Context, req *type
 	}
 	ctx.Map.WithLock(ctx, m.host, func() {
 		m.host.Config.GraphicsConfig = &c
-		applyEffectiveTypes(m.host, m.modes)
+		applyEffectiveTypes(m.host, m.modes, m.mig)
 		ctx.Map.Update(ctx, m.host, []types.PropertyChange{{Name: "config", Val: m.host.Config}})
 	})
 	m.syncFromHost()

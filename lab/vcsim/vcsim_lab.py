@@ -101,6 +101,31 @@ class Vcsim:
             "REQUESTS_CA_BUNDLE": self.ca,
         }
 
+    def arm_fault(self, method: str, mode: str, skip: int = 0, times: int = 1, contains: str | None = None) -> None:
+        """Make the next `times` calls of SOAP `method` (after `skip` of them; only those whose request contains
+        `contains`) fail: "http500" (not run, HTML error page), "http500_after" (run, then the page) or "truncate"
+        (run, reply cut in half). See faults.go."""
+        self._faults("POST", dict(method=method, mode=mode, skip=skip, times=times, contains=contains or ""))
+
+    def faults(self) -> list:
+        """The armed fault rules with how often each fired."""
+        return self._faults("GET") or []
+
+    def clear_faults(self) -> None:
+        self._faults("DELETE")
+
+    def _faults(self, method: str, body: dict | None = None):
+        import urllib.request
+
+        with open(os.path.join(self.run_dir, "fault-token"), encoding="ascii") as fh:
+            token = fh.read().strip()
+        req = urllib.request.Request(f"https://{self.host}:{self.port}/gpuops/faults", method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"X-Gpuops-Fault-Token": token, "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, context=self.ssl_context(), timeout=10) as resp:
+            data = resp.read()
+        return json.loads(data) if data else None
+
     def host_info(self, name: str) -> dict:
         for h in self.inventory["hosts"]:
             if h["name"] == name:

@@ -26,8 +26,13 @@ def gpu_pools_nodes(k8s_nodes, hosts):
     return _wrap("gpu_pools_nodes", P.node_inputs, k8s_nodes, hosts)
 
 
-def gpu_pools_plan(nodes, pools, mig_config=None, strategy="mixed", default_config="default", disabled_config="all-disabled"):
-    return _wrap("gpu_pools_plan", P.plan, pools, nodes, mig_config, strategy, default_config, disabled_config)
+def gpu_pools_plan(nodes, pools, mig_config=None, strategy="mixed", default_config="default", disabled_config="all-disabled",
+                   operator=None):
+    return _wrap("gpu_pools_plan", P.plan, pools, nodes, mig_config, strategy, default_config, disabled_config, operator)
+
+
+def gpu_pools_untolerating(daemonsets, names, taints):
+    return _wrap("gpu_pools_untolerating", P.operands_tolerate, daemonsets, names or [], taints or [])
 
 
 def gpu_pools_config_map(config_map):
@@ -53,6 +58,7 @@ class FilterModule:
         return {
             "gpu_pools_nodes": gpu_pools_nodes,
             "gpu_pools_plan": gpu_pools_plan,
+            "gpu_pools_untolerating": gpu_pools_untolerating,
             "gpu_pools_config_map": gpu_pools_config_map,
             "gpu_pools_shared_resources": gpu_pools_shared_resources,
             "gpu_pools_previous_labels": gpu_pools_previous_labels,

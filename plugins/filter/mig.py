@@ -59,12 +59,17 @@ def mig_running_pods(pods):
     return _wrap("mig_running_pods", R.running_pods, pods)
 
 
-def mig_node_facts(nodes, name, selected="", skip_label="", backend="nvml"):
-    # Only this host's Node is made plain: every Node of the cluster, deep-copied once per host, costs seconds.
+def mig_node_facts(nodes, name, selected="", skip_label="", backend="nvml", mig_manager_pods=None, mig_manager=None):
+    # Only this host's Node (and pods) are made plain: every Node of the cluster, deep-copied once per host, costs seconds.
     nodes = nodes or {}
     mine = R.nodes_named(nodes, name)
+    pods = [p for p in mig_manager_pods or [] if ((p or {}).get("spec") or {}).get("nodeName") == name]
     return _wrap("mig_node_facts", R.node_facts, dict(failed=nodes.get("failed"), msg=nodes.get("msg"), resources=mine),
-                 name, selected or "", skip_label or "", backend)
+                 name, selected or "", skip_label or "", backend, pods, mig_manager)
+
+
+def mig_manager_config_file(pods, node, config_map, kubelet_root="/var/lib/kubelet"):
+    return _wrap("mig_manager_config_file", R.mig_manager_config_file, pods, node, config_map, kubelet_root)
 
 
 def mig_node_plan(facts, check, strategy="mixed", ci_profiles_served=False, force=False, sharing=None):
@@ -118,6 +123,7 @@ class FilterModule:
             "mig_roll_budget": mig_roll_budget,
             "mig_running_pods": mig_running_pods,
             "mig_node_facts": mig_node_facts,
+            "mig_manager_config_file": mig_manager_config_file,
             "mig_node_plan": mig_node_plan,
             "mig_pods_matching": mig_pods_matching,
             "mig_plan_report": mig_plan_report,

@@ -8,7 +8,9 @@ Documentation of each filter is in the ``<filter>.yml`` file next to this one.
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pve_host, _pve_vm
+import base64
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _pve_host, _pve_rules, _pve_vm
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 
@@ -36,10 +38,40 @@ def pve_host_problems(iommu, kernel_args, gpus):
     return _pve_host.passthrough_problems(_plain(iommu), _plain(kernel_args), _plain(gpus))
 
 
+def pve_host_vgpu_evidence(lines, manager_units):
+    return _pve_host.vgpu_evidence(_plain(lines), _plain(manager_units))
+
+
+def pve_host_vgpu_conflicts(evidence, gpus, blacklist):
+    return _pve_host.vgpu_conflicts(_plain(evidence), _plain(gpus), _plain(blacklist))
+
+
+def pve_host_vgpu_problems(pci, lines):
+    return _pve_host.vgpu_host_problems(_plain(pci), _plain(lines))
+
+
+def pve_host_vgpu_helper_done(lines):
+    return _pve_host.helper_done(_plain(lines))
+
+
+def pve_host_passthrough_files(slurped):
+    """slurp results (loop) -> the paths of the passthrough files among them."""
+    files = [(r["item"], base64.b64decode(r["content"]).decode("utf-8", "replace"))
+             for r in _plain(slurped) if r.get("content")]
+    return _pve_host.passthrough_files(files)
+
+
+def pve_vm_romfiles(vms, node_hosts=None, folder=_pve_rules.ROMFILE_DIR):
+    return _pve_rules.romfile_checks(_plain(vms), _plain(node_hosts or {}), _plain(folder))
+
+
 class FilterModule:
     """gpuops.provision Proxmox VE filters."""
 
     def filters(self):
         return {"pve_vm_batch": pve_vm_batch, "pve_host_cmdline": pve_host_cmdline, "pve_host_pci": pve_host_pci,
                 "pve_host_card_functions": pve_host_card_functions, "pve_host_vfio_stolen": pve_host_vfio_stolen,
-                "pve_host_problems": pve_host_problems}
+                "pve_host_problems": pve_host_problems, "pve_host_vgpu_evidence": pve_host_vgpu_evidence,
+                "pve_host_vgpu_conflicts": pve_host_vgpu_conflicts, "pve_host_vgpu_problems": pve_host_vgpu_problems,
+                "pve_host_vgpu_helper_done": pve_host_vgpu_helper_done,
+                "pve_host_passthrough_files": pve_host_passthrough_files, "pve_vm_romfiles": pve_vm_romfiles}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _vgpu_scheduler, _xid
+from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_models, _vgpu_scheduler, _xid
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml, NvmlError, pci_sysfs
 
 
@@ -76,7 +76,9 @@ def gather(nvml: Nvml, sysfs_root: str, with_profiles: bool, with_health: bool =
         mode = info["mig_mode"]
         info["mig_devices"] = _mig.current_counts(info["instances"]) if mode and mode["current"] == "enabled" else {}
         if with_profiles:
-            info["profiles"] = [p.to_dict() for p in device.table.profiles]
+            # Instance counts as NVIDIA documents them where the driver reports wrong ones (A30, _mig_models).
+            table = _mig_models.with_documented_counts(info["pci_device_id"], device.table)
+            info["profiles"] = [p.to_dict() for p in table.profiles]
         sysfs = pci_sysfs(sysfs_root, info["pci_address"])
         info["kernel_driver"] = sysfs["driver"]
         info["iommu_group"] = sysfs["iommu_group"]

@@ -21,6 +21,19 @@ Device plugin rules (NVIDIA/k8s-device-plugin):
 * internal/plugin/mps.go getMPSOptions: "sharing using MPS is not supported for MIG devices".
 * cmd/mps-control-daemon/mps/device.go maxClients: at most 48 clients per GPU from compute capability 7.5, 16 below.
   CUDA MPS itself needs Volta (compute capability 7.0) for the client isolation the plugin relies on.
+
+GPU Operator rules (NVIDIA/gpu-operator), for the pools' taints:
+* The operand DaemonSets (device plugin, GFD, DCGM exporter, validator, mig-manager, ...) tolerate only
+  ``nvidia.com/gpu:NoSchedule`` (assets/state-*/0500_daemonset.yaml; deployments/gpu-operator/values.yaml
+  ``daemonsets.tolerations``), and the DaemonSet controller places no pod on a node with a NoSchedule or NoExecute
+  taint the pod does not tolerate (k8s.io/kubernetes pkg/controller/daemon NodeShouldRunDaemonPod). A pool taint
+  would keep the device plugin off its nodes once the roll has paused it.
+* controllers/object_controls.go applyCommonDaemonsetConfig: a ClusterPolicy whose ``spec.daemonsets.tolerations``
+  lists any toleration replaces every operand's tolerations with that list (so the written list keeps the asset's
+  ``nvidia.com/gpu`` toleration and whatever others put there).
+* The node-feature-discovery worker is the Helm chart's DaemonSet, not the ClusterPolicy's (values.yaml
+  ``node-feature-discovery.worker.tolerations``): its own pod template is patched.
+* k8s.io/api core/v1 toleration.go ToleratesTaint: which toleration tolerates which taint.
 """
 
 from __future__ import annotations
@@ -44,6 +57,10 @@ GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_SUFFIX = ".shared"
 MPS_MIN_CC = (7, 0)
 MPS_MANY_CLIENTS_CC = (7, 5)
+OPERAND_SELECTOR_PREFIX = "nvidia.com/gpu.deploy."
+OPERAND_DEFAULT_TOLERATIONS = ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)
+# The taint effects that keep a DaemonSet's pod off a node (pkg/controller/daemon NodeShouldRunDaemonPod).
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 POOL_KEYS = ("name", "nodes", "selector", "sharing", "mig_config", "replicas", "rename_by_default",
              "fail_requests_greater_than_one", "labels", "taints", "device_plugin_config")
 
@@ -241,8 +258,116 @@ def _same_taints(a: Optional[Iterable[Mapping[str, Any]]], b: Optional[Iterable[
     return norm(a) == norm(b)
 
 
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Whether ``toleration`` tolerates ``taint`` (k8s.io/api core/v1 toleration.go ToleratesTaint): the same effect
+    or none; the same key, or none with operator Exists; Exists, or Equal (the default) with the same value."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if toleration.get("key") != taint.get("key") and not (not toleration.get("key") and operator == "Exists"):
+        return False
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated(tolerations: Optional[Iterable[Mapping[str, Any]]], taints: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The taints among ``taints`` that keep a pod with ``tolerations`` off a node (NoSchedule, NoExecute), each once."""
+    known = list(tolerations or [])
+    out: list[dict[str, Any]] = []
+    for t in taints:
+        if t.get("effect") in BLOCKING_EFFECTS and not any(tolerates(x, t) for x in known) and dict(t) not in out:
+            out.append(dict(t))
+    return out
+
+
+def with_tolerations(tolerations: Optional[Iterable[Mapping[str, Any]]], taints: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``tolerations`` with one toleration added per taint it does not tolerate yet: the taint's key with operator
+    Exists and its effect (so every pool under that key is tolerated, whatever its value); the rest kept in order."""
+    out = [dict(t) for t in tolerations or []]
+    for t in untolerated(out, taints):
+        added = {"key": t["key"], "operator": "Exists", "effect": t["effect"]}
+        if not any(tolerates(x, t) for x in out):
+            out.append(added)
+    return out
+
+
+def _template_tolerations(daemonset: Mapping[str, Any]) -> list[Any]:
+    return list((((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}).get("tolerations") or [])
+
+
+def operand_daemonsets(daemonsets: Optional[Iterable[Mapping[str, Any]]]) -> list[Mapping[str, Any]]:
+    """The GPU Operator's operand DaemonSets among ``daemonsets``: those selecting nodes on an
+    nvidia.com/gpu.deploy.<operand> label (controllers/object_controls.go renders every operand so)."""
+    out = []
+    for ds in daemonsets or []:
+        selector = (((ds.get("spec") or {}).get("template") or {}).get("spec") or {}).get("nodeSelector") or {}
+        if any(str(k).startswith(OPERAND_SELECTOR_PREFIX) for k in selector):
+            out.append(ds)
+    return out
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def operator_tolerations(taints: Iterable[Mapping[str, Any]], policy_name: str, policy: Optional[Mapping[str, Any]],
+                         daemonsets: Optional[Iterable[Mapping[str, Any]]],
+                         nfd_workers: Optional[Iterable[Mapping[str, Any]]]) -> tuple[dict[str, Any], list[str]]:
+    """What the GPU Operator's DaemonSets need so that ``taints`` (every pool's) keep none of their pods off a pool
+    node, and the errors when that cannot be had.
+
+    ``policy_name``: the ClusterPolicy the role may change ('' leaves it alone); ``policy``: that ClusterPolicy as read
+    (None: not found); ``daemonsets``: the DaemonSets of the operator's namespace; ``nfd_workers``: the
+    node-feature-discovery worker DaemonSets. Returns ({cluster_policy_tolerations: the list to write, or None when
+    it tolerates them already; nfd_workers: [{name, namespace, resource_version, tolerations}] to patch; operands:
+    the operand DaemonSets' names, whose pod templates must then tolerate ``wait_taints``; wait_taints}, errors)."""
+    taints = [dict(t) for t in taints]
+    blocking = untolerated([], taints)
+    operands = operand_daemonsets(daemonsets)
+    out: dict[str, Any] = {"cluster_policy_tolerations": None, "nfd_workers": [], "wait_taints": blocking,
+                           "operands": sorted(_name(d) for d in operands)}
+    errors: list[str] = []
+    if not blocking:
+        return out, errors
+    if policy is not None:
+        current = list((((policy.get("spec") or {}).get("daemonsets") or {}).get("tolerations")) or [])
+        # An empty list leaves the assets' tolerations in place: written out, so the new list keeps them.
+        base = current or [dict(t) for t in OPERAND_DEFAULT_TOLERATIONS]
+        wanted = with_tolerations(base, blocking)
+        if wanted != current:
+            out["cluster_policy_tolerations"] = wanted
+    else:
+        why = ("gpu_pools_cluster_policy is empty, so the role leaves the ClusterPolicy alone" if not policy_name
+               else "ClusterPolicy %s was not found" % policy_name)
+        for t in blocking:
+            refusing = sorted(_name(d) for d in operands if untolerated(_template_tolerations(d), [t]))
+            if refusing:
+                errors.append("taint %s=%s:%s would keep the GPU Operator's %s off the pool's nodes (they do not "
+                              "tolerate it) and %s; name the ClusterPolicy in gpu_pools_cluster_policy, add the "
+                              "toleration to its spec.daemonsets.tolerations, or give the pool other taints"
+                              % (t["key"], t.get("value") or "", t["effect"], ", ".join(refusing), why))
+    for ds in nfd_workers or []:
+        have = _template_tolerations(ds)
+        if untolerated(have, blocking):
+            meta = ds.get("metadata") or {}
+            out["nfd_workers"].append({"name": meta.get("name"), "namespace": meta.get("namespace"),
+                                       "resource_version": meta.get("resourceVersion"),
+                                       "tolerations": with_tolerations(have, blocking)})
+    return out, errors
+
+
+def operands_tolerate(daemonsets: Optional[Iterable[Mapping[str, Any]]], names: Container[str],
+                      taints: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The DaemonSets named in ``names`` whose pod template does not yet tolerate every one of ``taints`` (the
+    write waits until none is left: the operator renders the ClusterPolicy into them asynchronously)."""
+    taints = list(taints)
+    return sorted(_name(d) for d in daemonsets or [] if _name(d) in names and untolerated(_template_tolerations(d), taints))
+
+
 def plan(pools: Any, nodes: Optional[Mapping[str, Any]], mig_config: Optional[Mapping[str, Any]] = None, strategy: str = "mixed",
-         default_config: str = "default", disabled_config: str = "all-disabled") -> dict[str, Any]:
+         default_config: str = "default", disabled_config: str = "all-disabled",
+         operator: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """Validate ``pools`` against ``nodes`` and work out what every selected node gets.
 
     ``nodes``: {node name: {labels, taints, allocatable, gpus (gpu_info's per-GPU entries: model, compute_capability,
@@ -253,6 +378,9 @@ def plan(pools: Any, nodes: Optional[Mapping[str, Any]], mig_config: Optional[Ma
     what the device plugin advertises), ``taints`` (the node's whole list), ``sharing_spec`` ({replicas,
     rename_by_default} or {}), ``expected`` (resources once at its pool, when known without MIG), ``roll`` (whether
     the change needs the drain-and-change roll) and the ``label_patch`` / ``taints_changed`` for the other nodes.
+    ``operator`` ({policy_name, policy, daemonsets, nfd_workers}, what operator_tolerations reads): with it the
+    result has ``operator``, the GPU Operator tolerations the pools' taints need (operator_tolerations), and a pool
+    whose taints the operator's DaemonSets cannot be made to tolerate is an error.
     """
     errors = []
     if strategy not in STRATEGIES:
@@ -369,7 +497,7 @@ def plan(pools: Any, nodes: Optional[Mapping[str, Any]], mig_config: Optional[Ma
         label_patch = dict((k, v) for k, v in pool_labels.items() if labels.get(k) != v)
         records[name] = dict(node=name, host=node.get("host"), pool=pool["name"], sharing=pool["sharing"],
                              mig_config=pool["mig_config"], config_key=pool["config_key"], labels=pool_labels,
-                             config_labels=config_labels, taints=taints,
+                             config_labels=config_labels, taints=taints, pool_taints=node_taints((), pool["taints"]),
                              taints_changed=not _same_taints(taints, node.get("taints")),
                              label_patch=label_patch, sharing_spec=sharing_spec, expected=expected, roll=roll)
     for pool in normalized:
@@ -377,8 +505,20 @@ def plan(pools: Any, nodes: Optional[Mapping[str, Any]], mig_config: Optional[Ma
             for n in pool["nodes"]:
                 if n not in nodes:
                     errors.append("pool %s: node %s is not a Kubernetes node" % (pool["name"], n))
-    return dict(errors=errors, config_map=config_map, nodes=records,
-                pools=dict((p["name"], sorted(members.get(p["name"], []))) for p in normalized if p.get("name")))
+    out = dict(errors=errors, config_map=config_map, nodes=records,
+               pools=dict((p["name"], sorted(members.get(p["name"], []))) for p in normalized if p.get("name")))
+    if operator is not None:
+        tainting = [p for p in normalized if members.get(p.get("name") or "") and isinstance(p.get("taints"), list)]
+        args = (str(operator.get("policy_name") or ""), operator.get("policy"), operator.get("daemonsets"),
+                operator.get("nfd_workers"))
+        if args[0] and args[1] is None:
+            errors.append("ClusterPolicy %s (gpu_pools_cluster_policy) was not found: the role points it at the device "
+                          "plugin ConfigMap; name the GPU Operator's ClusterPolicy, or set it empty to leave the "
+                          "ClusterPolicy alone" % args[0])
+        for pool in tainting:
+            errors.extend("pool %s: %s" % (pool["name"], e) for e in operator_tolerations(pool["taints"], *args)[1])
+        out["operator"] = operator_tolerations([t for p in tainting for t in p["taints"]], *args)[0]
+    return out
 
 
 def summary(nodes: Mapping[str, Mapping[str, Any]]) -> str:

@@ -190,8 +190,11 @@ class HostLock:
     otherwise goes on with a warning. ``wait_for_lease``: false to give up at once on another run's lease."""
 
     def __init__(self, path: str, holder: str, timeout: Optional[float] = 0, shared: bool = False,
-                 wait_for_lease: bool = True) -> None:
+                 wait_for_lease: bool = True, supersede: str = "") -> None:
         self.path = path
+        # A roll known to be dead (its controller process gone, roll_lock's "superseded"): its leases, whose holders
+        # are that roll's holder followed by " node=...", are taken over at once, not after their stale timeout.
+        self.supersede = supersede
         self.holder = holder
         self.timeout = max(float(timeout or 0), 0.0)
         self.shared = shared
@@ -272,12 +275,14 @@ class HostLock:
         lease = record.get("lease")
         if lease and lease.get("holder") != self.holder:
             held = describe({"lease": lease}, now)
-            if not held["stale"]:
+            dead = self._superseded(str(lease.get("holder") or ""))
+            if not held["stale"] and not dead:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 return held
             self.took_over = held
-            self.warnings.append("the MIG lock %s was kept by %s; it is stale and this run %s"
-                                 % (self.path, sentence(held), "ignores it" if self.shared else "took it over"))
+            self.warnings.append("the MIG lock %s was kept by %s; %s and this run %s"
+                                 % (self.path, sentence(held), "that run was interrupted" if dead else "it is stale",
+                                    "ignores it" if self.shared else "took it over"))
             # Only a changing run, holding the lock alone, clears it; a plan leaves the record as it is.
             record = dict(record, lease=lease if self.shared else None)
             lease = None
@@ -299,6 +304,9 @@ class HostLock:
         if not named or lease:
             self._write(dict(record, run=run if named else me))
         return None
+
+    def _superseded(self, holder: str) -> bool:
+        return bool(self.supersede) and (holder == self.supersede or holder.startswith(self.supersede + " "))
 
     def _write(self, record: Mapping[str, Any]) -> None:
         if not self.writable:
@@ -407,6 +415,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--holder", default="")
     parser.add_argument("--stale-after", type=int, default=3600, help="acquire: seconds a lease lasts unrenewed")
     parser.add_argument("--timeout", type=float, default=0, help="seconds to wait for another holder")
+    parser.add_argument("--supersede", default="", help="acquire: the holder of an interrupted roll, whose leases "
+                        "(that holder, or it followed by a space) are taken over at once")
     args = parser.parse_args(argv)
     out: dict[str, Any] = {"path": args.path, "holder": args.holder}
     try:
@@ -415,7 +425,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         elif not args.holder:
             out.update(ok=False, msg="--holder is required")
         elif args.action == "acquire":
-            lock = HostLock(args.path, args.holder, timeout=args.timeout)
+            lock = HostLock(args.path, args.holder, timeout=args.timeout, supersede=args.supersede)
             lock.acquire()
             renewed = lock.lease is not None
             lock.keep(args.stale_after)

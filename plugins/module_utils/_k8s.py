@@ -12,12 +12,13 @@ this client; a roll made three of them per node after the apply (restore labels,
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll, _rolllock
+from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig_roll, _node_roll, _process, _rolllock
 
 try:
     import kubernetes
@@ -42,6 +43,9 @@ def api_client(kubeconfig: Optional[str] = None, context: Optional[str] = None) 
     groups). TLS is verified as the kubeconfig says."""
     path = kubeconfig or os.environ.get("K8S_AUTH_KUBECONFIG")
     context = context or os.environ.get("K8S_AUTH_CONTEXT")
+    # The library says only "Invalid kube-config file. No configuration found." for a path that is not there.
+    if path and not any(os.path.isfile(os.path.expanduser(p)) for p in str(path).split(os.pathsep) if p):
+        raise kubernetes.config.ConfigException("kubeconfig %s: no such file" % path)
     try:
         return kubernetes.config.new_client_from_config(config_file=path, context=context)
     except kubernetes.config.ConfigException:
@@ -59,10 +63,32 @@ def label_problems(params: Mapping[str, Any], options: Iterable[str]) -> list[st
             if value is not None and not isinstance(value, str)]
 
 
+def api_message(err: BaseException) -> str:
+    """An API error as the server worded it: '<status> <reason>: <the Status message> (<field>: <cause>, ...)'.
+
+    The API server explains a refusal in the body (a metav1.Status: ``message`` and ``details.causes`` with the
+    ``field`` each cause is about, k8s.io/apimachinery pkg/api/errors NewInvalid); the client's own text is only
+    the HTTP reason phrase ("Unprocessable Entity"), which names neither the field nor the rule."""
+    head = "%s %s" % (getattr(err, "status", ""), getattr(err, "reason", "") or "")
+    try:
+        body = json.loads(getattr(err, "body", None) or "")
+    except (TypeError, ValueError):
+        body = None
+    if not isinstance(body, dict):
+        return head.strip() or str(err)
+    causes = ((body.get("details") or {}).get("causes")) or []
+    extra = ", ".join("%s: %s" % (c.get("field") or "?", c.get("message") or c.get("reason") or "")
+                      for c in causes if isinstance(c, dict) and (c.get("field") or c.get("message")))
+    message = str(body.get("message") or "").strip()
+    text = "%s: %s" % (head.strip(), message) if message else head.strip()
+    return "%s (%s)" % (text, extra) if extra and extra not in message else text
+
+
 def describe_failure(node: str, err: BaseException) -> str:
-    """The message of a failed node step: the API's status and reason, or why the API could not be reached."""
+    """The message of a failed node step: the API's status, reason and the server's own explanation, or why the API
+    could not be reached."""
     if isinstance(err, ApiException):
-        return "node %s: Kubernetes API error: %s %s" % (node, getattr(err, "status", ""), getattr(err, "reason", err))
+        return "node %s: Kubernetes API error: %s" % (node, api_message(err))
     return "node %s: cannot reach the Kubernetes API: %s" % (node, err)
 
 
@@ -154,13 +180,21 @@ class NodeRelease:
 
     def run(self, restore_labels: Optional[Mapping[str, Optional[str]]], pods: tuple[str, Sequence[str]],  # pylint: disable=too-many-arguments
             resources: Optional[Mapping[str, int]], labels: Optional[Mapping[str, Optional[str]]], unschedulable: Optional[bool],
-            wait_timeout: float, check: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``pods``: (namespace, label selectors) of the pods to restart. Returns the node's view before and after."""
+            wait_timeout: float, check: bool, roll: str = "", lease: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``pods``: (namespace, label selectors) of the pods to restart. Returns the node's view before and after.
+
+        ``roll``: the roll whose state the node carries (``_node_roll``): the first PATCH records phase applied, the
+        last one phase released with our cordon annotations gone, and uncordons the node when the cordon is the
+        roll's (``unschedulable``, when set, decides instead); ``lease`` (``_node_roll_apply.RollLease``) then gives
+        the node's slot back."""
         node = self.read()
         before = _node_view(node)
         restore = _mig_roll.label_patch(before["labels"], restore_labels)
-        if restore and not check:
-            node = self.patch({"metadata": {"labels": restore}})
+        first: dict[str, Any] = {"metadata": {"labels": restore}} if restore else {}
+        if roll:
+            first = _merge(first, _node_roll.phase_patch("applied"))
+        if first and not check:
+            node = self.patch(first)
         self.done["restored"] = restore
         self.restart_pods(pods[0], pods[1], check)
         if resources is not None and not check:
@@ -172,15 +206,29 @@ class NodeRelease:
         final: dict[str, Any] = {}
         if label_changes:
             final["metadata"] = {"labels": label_changes}
-        if unschedulable is not None and bool(unschedulable) != current["unschedulable"]:
-            final["spec"] = {"unschedulable": bool(unschedulable)}
+        if roll:
+            final = _merge(final, _node_roll.release_patch(node, roll))
+        if unschedulable is not None:
+            final.pop("spec", None)
+            if bool(unschedulable) != current["unschedulable"]:
+                final["spec"] = {"unschedulable": bool(unschedulable)}
         if final and not check:
             node = self.patch(final)
+        if lease is not None and not check:
+            lease.release_slot(self.name)
         self.done["final"] = final
         after = {"labels": _mig_roll.patched_labels(expected_labels, label_changes),
                  "unschedulable": final.get("spec", {}).get("unschedulable", current["unschedulable"]),
                  "advertised": _node_view(node)["advertised"]}
         return before, after
+
+
+def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch of ``b`` over ``a`` (nested dicts merged, other values replaced)."""
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = _merge(out[key], value) if isinstance(value, Mapping) and isinstance(out.get(key), Mapping) else value
+    return out
 
 
 def _fmt(resources: Optional[Mapping[str, int]]) -> str:
@@ -195,24 +243,45 @@ class LockFailed(Exception):
         self.extras = extras
 
 
-def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tuple[dict[str, Any], Optional[str]]:
-    """Take, renew or release the Lease ``p['namespace']/p['name']`` as the roll_lock module's parameters ``p`` say.
-
-    Returns the module result and a warning (a lock taken over from a holder whose lease expired), or raises
-    LockFailed (refused, or the Lease changed hands meanwhile: nothing changed) or the client's errors."""
-    leases = kubernetes.client.CoordinationV1Api(api)
-    where = "%s/%s" % (p["namespace"], p["name"])
-    timeout = p["timeout"]
+def _read_lease(leases: Any, p: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     try:
-        current = api.sanitize_for_serialization(
-            leases.read_namespaced_lease(p["name"], p["namespace"], _request_timeout=timeout))
+        return json.loads(leases.read_namespaced_lease(p["name"], p["namespace"], _preload_content=False,
+                                                       _request_timeout=p["timeout"]).data)
     except ApiException as e:
         if getattr(e, "status", None) != 404:
             raise
-        current = None
+        return None
+
+
+def _write_lease(leases: Any, p: Mapping[str, Any], plan: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    if plan["action"] == "create":
+        written = leases.create_namespaced_lease(p["namespace"], plan["body"], _preload_content=False,
+                                                 _request_timeout=p["timeout"])
+    else:
+        written = leases.replace_namespaced_lease(p["name"], p["namespace"], plan["body"], _preload_content=False,
+                                                  _request_timeout=p["timeout"])
+    return _rolllock.record(json.loads(written.data))
+
+
+def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tuple[dict[str, Any], Optional[str]]:
+    """Take, renew or release the Lease ``p['namespace']/p['name']`` as the roll_lock module's parameters ``p`` say.
+
+    The Lease names this run's controller process (``_process.controller``, where the module runs below
+    ansible-playbook), and a holder whose controller process is known to be gone is taken over at once.
+    Returns the module result and a warning (a lock taken over), or raises LockFailed (refused, or the Lease changed
+    hands meanwhile: nothing changed) or the client's errors."""
+    leases = kubernetes.client.CoordinationV1Api(api)
+    where = "%s/%s" % (p["namespace"], p["name"])
+    current = _read_lease(leases, p)
+    me = _process.controller()
+    rec = _rolllock.record(current)
+    holder_alive = None
+    if rec and rec["holder"] and rec["holder"] != p["holder"]:
+        holder_alive = _process.alive(_process.decode(rec["process"]))
     try:
         plan = _rolllock.decide(current, p["state"], p["name"], p["namespace"], p["holder"], p["ttl"], p["nodes"],
-                                time.time())
+                                time.time(), process=_process.encode(me), holder_alive=holder_alive, check=check_mode,
+                                queue=p.get("queue"))
     except _rolllock.LockError as e:
         raise LockFailed("%s: %s" % (where, e))
     before = plan["before"]
@@ -221,19 +290,93 @@ def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tupl
     after = _rolllock.record(plan["body"]) if plan["body"] else before
     if plan["action"] != "none" and not check_mode:
         try:
-            if plan["action"] == "create":
-                written = leases.create_namespaced_lease(p["namespace"], plan["body"], _request_timeout=timeout)
-            else:
-                written = leases.replace_namespaced_lease(p["name"], p["namespace"], plan["body"],
-                                                          _request_timeout=timeout)
+            after = _write_lease(leases, p, plan)
         except ApiException as e:
             if getattr(e, "status", None) == 409:
                 raise LockFailed("the roll lock %s changed hands while this run took it (%s); nothing was changed"
                                  % (where, e.reason), action="none", lease=before, taken_over=None)
             raise
-        after = _rolllock.record(api.sanitize_for_serialization(written))
     result = dict(changed=plan["action"] != "none", action=plan["action"], lease=after, taken_over=plan["taken_over"],
-                  msg=plan["msg"])
+                  superseded=plan["superseded"], controller=me, msg=plan["msg"])
     if diff:
         result["diff"] = dict(before=before or {}, after=after or {}, before_header=where, after_header=where)
     return result, plan["msg"] if plan["taken_over"] else None
+
+
+# client-go leader election's defaults in proportion (tools/leaderelection: LeaseDuration 15 s, RenewDeadline 10 s,
+# RetryPeriod 2 s): renew every third of the lease, give up when no renewal succeeded for two thirds of it.
+RENEW_RETRY = 2.0
+
+
+def keep_lock(api: Any, p: Mapping[str, Any], sleep: Any = time.sleep, clock: Any = time.monotonic) -> dict[str, Any]:
+    """Keep the roll lock (already taken by this holder) alive for up to ``p['keep_alive']`` seconds, as a
+    leader-election renewer: a renewal every ``ttl / 3`` s, a failed one retried every RENEW_RETRY s. Ends when the
+    Lease is no longer this run's (released at the roll's end, or taken by another run), when the controller process
+    ``p['controller']`` is known to be gone (the lock is then released, the holder recorded as interrupted, so that
+    the next run starts at once and finishes this one's nodes), or when no renewal succeeded for ``2 * ttl / 3`` s.
+    Returns ``ended`` (released, controller_gone, renew_failed, keep_alive_elapsed), ``renewals`` and ``msg``."""
+    leases = kubernetes.client.CoordinationV1Api(api)
+    ttl = int(p["ttl"])
+    period, deadline = max(ttl / 3.0, 1.0), max(2.0 * ttl / 3.0, 1.0)
+    end = clock() + float(p["keep_alive"])
+    last_ok = next_renew = clock()
+    renewals = 0
+    error = ""
+    while clock() < end:
+        if _process.alive(p.get("controller")) is False:
+            current = _read_lease(leases, p)
+            if (_rolllock.record(current) or {}).get("holder") == p["holder"]:
+                plan = _rolllock.decide(current, "absent", p["name"], p["namespace"], p["holder"], ttl, [], time.time(),
+                                        interrupted=True)
+                _write_lease(leases, p, plan)
+            return dict(ended="controller_gone", renewals=renewals,
+                        msg="the roll's controller process is gone: released the roll lock for the next run")
+        if clock() >= next_renew:
+            try:
+                current = _read_lease(leases, p)
+                if (_rolllock.record(current) or {}).get("holder") != p["holder"]:
+                    return dict(ended="released", renewals=renewals, msg="the roll lock is no longer this run's")
+                plan = _rolllock.decide(current, "held", p["name"], p["namespace"], p["holder"], ttl, [], time.time())
+                _write_lease(leases, p, plan)
+                renewals += 1
+                last_ok = clock()
+                next_renew = last_ok + period
+            except Exception as e:  # pylint: disable=broad-except  # API or network: retried until the deadline
+                error = api_message(e) if isinstance(e, ApiException) else str(e)
+                if clock() - last_ok >= deadline:
+                    return dict(ended="renew_failed", renewals=renewals,
+                                msg="no renewal of the roll lock succeeded for %d s: %s" % (deadline, error))
+                # 409: the roll's own slot writes moved the Lease meanwhile; read it again at once.
+                next_renew = clock() + (0 if getattr(e, "status", None) == 409 else RENEW_RETRY)
+        sleep(min(1.0, max(next_renew - clock(), 0.05)))
+    return dict(ended="keep_alive_elapsed", renewals=renewals, msg="kept the roll lock for %d s" % p["keep_alive"])
+
+
+def set_taints(api: Any, name: str, wanted: list[Mapping[str, Any]], managed_keys: list[str],
+               labels: Optional[Mapping[str, Optional[str]]], timeout: int, check: bool,
+               retries: int = 20) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """Put ``wanted`` among the node's taints (``_gpu_pools.node_taints``: a taint of the same key and effect
+    replaced, other taints with a key of ``managed_keys`` removed, every other taint kept) and merge ``labels``, from a
+    fresh read, in one PATCH carrying the node's resourceVersion: a node whose taints another writer (the node
+    lifecycle controller, an autoscaler) changed since the read is refused with 409 and worked out again, so nobody
+    else's taint is reverted. Returns (taints before, taints after, the label changes)."""
+    core: Any = kubernetes.client.CoreV1Api(api)
+    for _attempt in range(retries):
+        node = json.loads(core.read_node(name, _preload_content=False, _request_timeout=timeout).data)
+        before = list((node.get("spec") or {}).get("taints") or [])
+        after = _gpu_pools.node_taints(before, wanted, managed_keys)
+        label_changes = _mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels)
+        body: dict[str, Any] = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}}
+        if label_changes:
+            body["metadata"]["labels"] = label_changes
+        if after != before:
+            body["spec"] = {"taints": after}
+        if check or (after == before and not label_changes):
+            return before, after, label_changes
+        try:
+            core.patch_node(name, body, _preload_content=False, _request_timeout=timeout)
+            return before, after, label_changes
+        except ApiException as e:
+            if getattr(e, "status", None) != 409:
+                raise
+    raise NodeStepError("node %s changed %d times in a row while its taints were written" % (name, retries), {})

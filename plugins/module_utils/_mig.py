@@ -297,6 +297,29 @@ def select_entry(entries: Iterable[dict[str, Any]], index: int, pci_device_id: i
     return found
 
 
+def selection_notes(entries: Sequence[Mapping[str, Any]], gpus: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Warnings about what ``entries`` select among ``gpus`` ([{index, model, pci_device_id, pci_subsystem_id (ints),
+    mig_capable}]): each GPU that more than one entry selects (mig-parted walks the entries in order and applies each
+    to the GPUs it matches, so the last one wins: cmd/nvidia-mig-parted/assert/assert.go
+    WalkSelectedMigConfigForEachGPU; kept, and named), and one line for the GPUs the configuration leaves as they are
+    (no entry selects them, or they have no MIG, as an L40S under ``devices: all``)."""
+    notes, left = [], []
+    for gpu in gpus:
+        matched = [i for i, e in enumerate(entries)
+                   if entry_matches(e, gpu["index"], gpu["pci_device_id"], gpu.get("pci_subsystem_id"))]
+        where = "GPU %d (%s)" % (gpu["index"], gpu["model"])
+        if len(matched) > 1:
+            notes.append("%s is selected by entries %s; mig-parted applies the last one, entry %d"
+                         % (where, ", ".join(str(i) for i in matched), matched[-1]))
+        if not matched:
+            left.append("%s: no entry selects it" % where)
+        elif not gpu.get("mig_capable"):
+            left.append("%s: no MIG" % where)
+    if left:
+        notes.insert(0, "the configuration leaves %d GPU(s) as they are: %s" % (len(left), "; ".join(left)))
+    return notes
+
+
 def check_entries(entries: Iterable[Mapping[str, Any]], gpu_count: int) -> None:
     """Refuse what mig-parted accepts in a document but would silently get wrong on this host: a GPU index the host
     does not have (negative ones included), a device-filter string that is not a PCI id (matches no GPU), or an
@@ -474,8 +497,26 @@ def place_groups(table: ProfileTable, groups: Sequence[tuple[Profile, Sequence[i
     return placed
 
 
+def check_me_all(mig_devices: Mapping[str, int]) -> None:
+    """nvml.h NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME / 2_SLICE_ALL_ME: a GPU instance with every media engine of
+    the GPU ("+me.all") "prevents allocation of all but _NO_ME profiles": beside it only "-me" instances, and one
+    "+me.all" at most. Raises MigError naming the profiles."""
+    wanted = dict((name, int(count)) for name, count in mig_devices.items() if count)
+    all_me = sorted(n for n in wanted if parse_profile_name(n)[3].endswith("+me.all"))
+    if not all_me:
+        return
+    if sum(wanted[n] for n in all_me) > 1:
+        raise MigError("%s: one +me.all GPU instance holds every media engine of the GPU, so at most one fits "
+                       "(nvml.h NVML_GPU_INSTANCE_PROFILE_*_ALL_ME)" % describe_request(dict((n, wanted[n]) for n in all_me)))
+    others = sorted(n for n in wanted if n not in all_me and not parse_profile_name(n)[3].endswith("-me"))
+    if others:
+        raise MigError("%s takes every media engine of the GPU, and only -me profiles can be created beside it "
+                       "(nvml.h NVML_GPU_INSTANCE_PROFILE_*_ALL_ME), not %s" % (all_me[0], ", ".join(others)))
+
+
 def validate_target(table: ProfileTable, mig_devices: Mapping[str, int]) -> tuple[list[tuple[Profile, tuple[int, ...]]], list[tuple[int, int]]]:
     """Check a target against one GPU's profiles; returns (groups, placements) or raises MigError."""
+    check_me_all(mig_devices)
     groups = resolve_target(table, mig_devices)
     return groups, place_groups(table, groups)
 

@@ -14,17 +14,26 @@ only pynvml and the collection's module_utils, not ansible-core, so it runs on a
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn, Optional, Union
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _hostlock, _mig, _mig_models
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import (
-    RESET_ARCHES, ApplyError, Device, Nvml, NvmlError, StepError, _text, gpu_label)
+    RESET_ARCHES, ApplyError, Device, Nvml, NvmlError, StepError, _text, gpu_label, host_gpu_clients)
 
 DEFAULT_HOLDER = "gpuops.provision.mig_geometry"
 
 PENDING_WHY = {"in_use": " (the GPU was not idle: stop its clients, then reset it)",
+               "host_clients": " (host GPU clients hold it: %s; nvidia-smi -r also refuses the reset while nvidia_drm "
+                               "is loaded or DCGM runs)",
                "reset_required": " (the driver did not reset the GPU; in a pass-through VM only a reboot does)"}
+
+
+def pending_why(reason: Optional[str], runner: "Runner") -> str:
+    """Why a mode change is pending, for the warning ("" when the reason is not known)."""
+    why = PENDING_WHY.get(reason or "", "")
+    return why % ", ".join(runner.host_clients) if reason == "host_clients" else why
 
 
 class RunError(Exception):
@@ -89,6 +98,14 @@ class Runner:
         self.applying = False
         self.driver: Optional[str] = None
         self.notes: list[str] = []  # warnings of the plan (the module shows them)
+        self._host_clients: Optional[list[str]] = None
+
+    @property
+    def host_clients(self) -> list[str]:
+        """Host GPU clients (nvidia-persistenced, nv-hostengine, nvidia_drm) running now; read once per run."""
+        if self._host_clients is None:
+            self._host_clients = host_gpu_clients()
+        return self._host_clients
 
     @contextlib.contextmanager
     def at(self, gpu: Union[dict[str, Any], int, None], step: str) -> Iterator[None]:
@@ -126,7 +143,7 @@ class Runner:
             gpu.update({"instances": [], "processes": []})
             if gpu["mig_capable"] and (entry is not None or gpu["mig_mode"]["current"] == "enabled"):
                 with self.at(gpu, "reading its GPU instance profiles"):
-                    self.nvml.profiles(device)
+                    device.table = _mig_models.with_documented_counts(gpu["pci_device_id"], self.nvml.profiles(device))
                 if gpu["mig_mode"]["current"] == "enabled":
                     # Also for a GPU no entry selects: still advertised by the device plugin, so reported as it is.
                     with self.at(gpu, "reading its GPU and compute instances"):
@@ -134,7 +151,8 @@ class Runner:
             if entry is not None and gpu["mig_capable"]:
                 with self.at(gpu, "listing its processes"):
                     gpu["processes"] = self.nvml.processes(device, strict=True)
-            res = {"index": index, "uuid": gpu["uuid"], "model": gpu["model"], "selected": entry is not None, "changed": False,
+            res = {"index": index, "uuid": gpu["uuid"], "model": gpu["model"], "pci_bus_id": gpu["pci_bus_id"],
+                   "selected": entry is not None, "changed": False,
                    "reset_required": False, "actions": [], "profile_table": "nvml", "mig_capable": gpu["mig_capable"]}
             mode = gpu["mig_mode"] or {"current": "disabled", "pending": "disabled"}
             res["before"] = res["after"] = _mig.summarize(mode, gpu["instances"])
@@ -146,8 +164,11 @@ class Runner:
             error = self.plan_one(target, mode)
             if error:
                 errors.append(error)
-        # mig-parted treats a filter that matches nothing as nothing to do; a typo there would pass unseen.
         gpus = [t.gpu for t in self.targets]
+        self.notes.extend(_mig.selection_notes(entries, [
+            dict(index=g["index"], model=g["model"], pci_device_id=int(g["pci_device_id"], 16),
+                 pci_subsystem_id=int(g["pci_subsystem_id"], 16), mig_capable=g["mig_capable"]) for g in gpus]))
+        # mig-parted treats a filter that matches nothing as nothing to do; a typo there would pass unseen.
         for number, item in enumerate(entries):
             if item["device_filter"] and not any(
                     _mig.entry_matches(item, g["index"], int(g["pci_device_id"], 16), int(g["pci_subsystem_id"], 16))
@@ -204,11 +225,13 @@ class Runner:
 
     def predict_reset(self, target: Target, virt: Optional[str] = None) -> bool:
         """Whether a mode change will wait for a reset: on Ampere when the driver cannot reset the GPU itself, in a
-        pass-through VM (nvml.h: RESET_REQUIRED) or while processes hold it (IN_USE). Hopper switches at once."""
+        pass-through VM (nvml.h: RESET_REQUIRED), while processes hold it or while host GPU clients do
+        (nvidia-persistenced, DCGM's nv-hostengine, the nvidia_drm module: IN_USE, _nvml.host_gpu_clients). Hopper
+        switches at once."""
         if self.nvml.architecture(target.device) not in RESET_ARCHES:
             return False
         virt = virt or self.nvml.virtualization(target.device)["mode"]
-        return virt == "passthrough" or bool(target.gpu.get("processes"))
+        return virt == "passthrough" or bool(target.gpu.get("processes")) or bool(self.host_clients)
 
     def after_mode(self, device: Device) -> list[dict[str, Any]]:
         """After a MIG mode change took effect: a new NVML session, fresh handles, the live profile table (checked
@@ -216,7 +239,8 @@ class Runner:
         (target,) = [t for t in self.targets if t.device is device]
         self.nvml.reopen()
         self.nvml.rebind(t.device for t in self.targets)
-        live = self.nvml.profiles(target.device)
+        live = _mig_models.with_documented_counts(target.gpu["pci_device_id"], self.nvml.profiles(target.device))
+        target.device.table = live
         entry, plan = target.entry, target.plan
         if target.table_source == "documented":
             used = _mig.gi_profile_names(entry["mig_devices"])
@@ -264,6 +288,8 @@ class Runner:
             res["reset_required"] = outcome["reset_required"]
             if outcome["pending_reason"]:
                 res["pending_reason"] = outcome["pending_reason"]
+                if outcome["pending_reason"] == "in_use" and self.host_clients and not gpu.get("processes"):
+                    res["pending_reason"] = "host_clients"
             if outcome["deferred"]:
                 # Instances wait for the reset; report only what was done.
                 res["actions"] = [a for a in res["actions"] if a["action"] not in ("create_gi", "create_ci")]
@@ -320,7 +346,8 @@ def run(params: dict[str, Any], check_mode: bool = False, nvml: Optional[Nvml] =
     """Take the per-host lock, plan and (unless ``check_mode``) apply; returns (result, warnings) or raises RunError.
 
     ``params``: ``config`` and ``selected``, or ``devices``; ``force``; ``lock_path`` (default
-    _hostlock.default_path()), ``lock_holder`` and ``lock_timeout``.
+    _hostlock.default_path()), ``lock_holder``, ``lock_timeout`` and ``lock_supersede`` (an interrupted roll's holder,
+    whose leases are not waited for).
     """
     nvml = nvml or Nvml()
     runner = Runner(params, nvml)
@@ -333,7 +360,7 @@ def run(params: dict[str, Any], check_mode: bool = False, nvml: Optional[Nvml] =
     # with a warning.
     lock = _hostlock.HostLock(params.get("lock_path") or _hostlock.default_path(),
                               params.get("lock_holder") or DEFAULT_HOLDER, timeout=params.get("lock_timeout") or 0,
-                              shared=check_mode)
+                              shared=check_mode, supersede=params.get("lock_supersede") or "")
     try:
         lock.acquire()
     except _hostlock.LockHeld as e:
@@ -379,8 +406,31 @@ def _run_locked(runner: Runner, entries: list[dict[str, Any]], params: dict[str,
         nvml.close()
     results = runner.results
     warnings = ["GPU %d (%s): the MIG mode change takes effect after a GPU reset or reboot%s; run again afterwards "
-                "to create the instances" % (r["index"], r["model"], PENDING_WHY.get(r.get("pending_reason") or "", ""))
+                "to create the instances" % (r["index"], r["model"], pending_why(r.get("pending_reason"), runner))
                 for r in results if r["reset_required"]]
+    # The GPUs to reset, by PCI bus id and together in one request, as mig-parted resets them (NVIDIA/mig-parted
+    # cmd/nvidia-mig-parted/util/device.go nvmlResetAllGPUs: `nvidia-smi -r -i <bus id>,...`): NVML's indexes are
+    # not guaranteed to stay the same (nvml.h nvmlDeviceGetHandleByIndex), the bus id is.
     out = {"changed": any(r["changed"] for r in results), "gpus": results,
-           "reset_required": any(r["reset_required"] for r in results), "nvml_calls": nvml.calls}
+           "reset_required": any(r["reset_required"] for r in results),
+           "reset_bus_ids": [r["pci_bus_id"] for r in results if r["reset_required"]],
+           "host_clients": runner.host_clients, "nvml_calls": nvml.calls}
     return out, runner.notes + warnings
+
+
+# ---- the boot-time re-apply's declaration (roles/mig_reconfigure boot_install.yml writes it) --------------------------
+
+def declaration(params: Mapping[str, Any]) -> dict[str, Any]:
+    """What the role writes into the boot-time re-apply's declaration for the module parameters ``params``
+    (``config``, ``selected``, ``lock_path``, ``boot_declaration.stamp``): the applier reads the first three."""
+    return {"config": params["config"], "selected": params["selected"], "lock_path": params["lock_path"],
+            "stamp": (params.get("boot_declaration") or {}).get("stamp") or ""}
+
+
+def declaration_current(path: str, expected: Mapping[str, Any]) -> bool:
+    """The file at ``path`` holds exactly ``expected`` (as JSON); a missing or unreadable file does not."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return bool(json.load(fh) == dict(expected))
+    except (OSError, ValueError):
+        return False

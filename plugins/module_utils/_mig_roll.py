@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig
+from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig, _node_roll
 
 OPERAND_PREFIX = "nvidia.com/gpu.deploy."
 PAUSED = "paused-for-mig-change"
@@ -41,6 +41,44 @@ def resource_name(profile: str, strategy: str = "mixed") -> str:
     return "nvidia.com/mig-" + profile.replace("+", ".")
 
 
+def _after(gpu: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+    """A GPU's record once at the plan's geometry (its ``after``, or ``before`` when unchanged) when MIG is enabled
+    there; None for a GPU that is a whole nvidia.com/gpu (no MIG, MIG off, or no record)."""
+    after: Any = gpu.get("after") or gpu.get("before")
+    enabled = bool(gpu.get("mig_capable", True)) and after is not None and \
+        (after.get("mig_mode") or {}).get("current") == "enabled"
+    return after if enabled else None
+
+
+def single_strategy_problem(gpus: Optional[Iterable[Mapping[str, Any]]]) -> str:
+    """Why NVIDIA's device plugin with the single MIG strategy would refuse the node at the plan's geometry (then it
+    advertises nothing), or '': internal/rm/device_map.go buildDeviceMapFromConfigResources ("all devices on the node
+    must be configured with the same migEnabled value") and assertAllMigDevicesAreValid with uniform=true (every
+    MIG-enabled GPU has MIG devices, "more than one MIG device type present on node"). Every GPU of the node counts,
+    selected or not."""
+    enabled: list[str] = []
+    disabled: list[str] = []
+    empty: list[str] = []
+    types: set[str] = set()
+    for gpu in gpus or []:
+        after = _after(gpu)
+        (disabled if after is None else enabled).append(str(gpu.get("index")))
+        if after is not None:
+            devices = [p for p, n in (after.get("mig_devices") or {}).items() if n]
+            if not devices:
+                empty.append(str(gpu.get("index")))
+            types.update(devices)
+    if enabled and disabled:
+        return ("the device plugin's single MIG strategy needs MIG enabled on every GPU of the node or on none, and the "
+                "plan leaves GPU %s with MIG enabled and GPU %s without" % (", ".join(enabled), ", ".join(disabled)))
+    if empty:
+        return "the device plugin's single MIG strategy refuses a MIG-enabled GPU without MIG devices (GPU %s)" % ", ".join(empty)
+    if len(types) > 1:
+        return ("the device plugin's single MIG strategy serves one MIG device type per node, and the plan leaves %s"
+                % ", ".join(sorted(types)))
+    return ""
+
+
 def expected_resources(gpus: Optional[Iterable[Mapping[str, Any]]], strategy: str = "mixed", ci_profiles_served: bool = False) -> dict[str, int]:
     """{resource: count} the device plugin advertises for a node whose GPUs are ``gpus`` (mig_geometry's results).
 
@@ -53,15 +91,13 @@ def expected_resources(gpus: Optional[Iterable[Mapping[str, Any]]], strategy: st
         raise RollError("MIG strategy must be mixed or single, got %r" % (strategy,))
     out: dict[str, int] = {}
     for gpu in gpus or []:
-        # "enabled" below is False when there is no record, so the loop after it never sees None.
-        after: Any = gpu.get("after") or gpu.get("before")
-        enabled = bool(gpu.get("mig_capable", True)) and after is not None and \
-            (after.get("mig_mode") or {}).get("current") == "enabled"
-        if not enabled:
+        after = _after(gpu)
+        if after is None:
             out["nvidia.com/gpu"] = out.get("nvidia.com/gpu", 0) + 1
             continue
         for profile, count in sorted((after.get("mig_devices") or {}).items()):
-            if is_ci_profile(profile) and not ci_profiles_served:
+            # Under single, rm.go AddMIGResource("*", "gpu") serves every profile, compute-instance ones too.
+            if is_ci_profile(profile) and not ci_profiles_served and strategy != "single":
                 continue
             key = resource_name(profile, strategy)
             out[key] = out.get(key, 0) + int(count)
@@ -259,7 +295,8 @@ def roll_waves(nodes: Optional[Iterable[Mapping[str, Any]]], max_parallel: Union
     # of the wave's own nodes.
     return dict(waves=waves, sizes=[len(w) for w in waves], max_parallel=parallel, max_unavailable=unavailable_max,
                 max_failures=failures_max, unavailable_before=down, min_capacity=lowest,
-                wave_of={name: i for i, wave in enumerate(waves) for name in wave})
+                wave_of={name: i for i, wave in enumerate(waves) for name in wave},
+                order={name: i for i, name in enumerate(n for wave in waves for n in wave)})
 
 
 # ---- while the roll runs ------------------------------------------------------------------------------------------
@@ -318,6 +355,8 @@ def pods_matching(pods: Optional[Iterable[Any]], selectors: Optional[Iterable[ob
 # ---- the plan of one node (plan.yml) ------------------------------------------------------------------------------
 
 BACKENDS = ("nvml", "gpu_operator")
+# The roll name on the nodes (_node_roll.ROLL): the mig_reconfigure role and gpu_pools, which rolls through it.
+ROLL_NAME = "mig_reconfigure"
 
 
 def nodes_named(nodes: Optional[Mapping[str, Any]], name: str) -> list[Any]:
@@ -325,15 +364,97 @@ def nodes_named(nodes: Optional[Mapping[str, Any]], name: str) -> list[Any]:
     return [n for n in (nodes or {}).get("resources") or [] if (n.get("metadata") or {}).get("name") == name]
 
 
+MIG_MANAGER_APP = "nvidia-mig-manager"
+
+
+def running_pod(pods: Optional[Iterable[Mapping[str, Any]]], node: str, app: str = MIG_MANAGER_APP) -> str:
+    """The name of a Running pod labelled app=``app`` on ``node`` that is not being deleted, or ''."""
+    for pod in pods or []:
+        meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        if ((meta.get("labels") or {}).get("app") == app and spec.get("nodeName") == node
+                and status.get("phase") == "Running" and not meta.get("deletionTimestamp")):
+            return str(meta.get("name") or "")
+    return ""
+
+
+def mig_manager_config(config: Optional[Mapping[str, Any]]) -> tuple[str, bool]:
+    """(why the GPU Operator's mig-manager would not read the role's ConfigMap, whether the role is to point the
+    ClusterPolicy at it) for ``config`` = {policy_name, policy (the ClusterPolicy read, None when absent),
+    config_map (the role's ConfigMap), may_set (the role may set spec.migManager.config.name)}.
+
+    NVIDIA/gpu-operator controllers/object_controls.go TransformMIGManager gives mig-manager CONFIG_FILE (the
+    ConfigMap mounted at /mig-parted-config) only when spec.migManager.config.name is set; otherwise mig-manager
+    generates its configuration from the hardware (NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go setupMigConfig)
+    and never reads a ConfigMap of ours: a configuration name only the role's ConfigMap has fails its validation."""
+    config = config or {}
+    wanted = str(config.get("config_map") or "")
+    policy = config.get("policy")
+    if policy is None:
+        return ("ClusterPolicy %s (mig_reconfigure_cluster_policy) was not found: backend gpu_operator needs the GPU "
+                "Operator's ClusterPolicy to name mig-manager's ConfigMap %s" % (config.get("policy_name") or "''", wanted),
+                False)
+    current = ((((policy.get("spec") or {}).get("migManager") or {}).get("config") or {}).get("name")) or ""
+    if current == wanted:
+        return "", False
+    if config.get("may_set"):
+        return "", True
+    return ("mig-manager does not read the ConfigMap %s: ClusterPolicy %s %s, so mig-manager %s; set "
+            "spec.migManager.config.name to %s in the ClusterPolicy, or let the role set it "
+            "(mig_reconfigure_mig_manager_set_config: true)"
+            % (wanted, (policy.get("metadata") or {}).get("name") or config.get("policy_name"),
+               "names %s (spec.migManager.config.name)" % current if current else "names no config (spec.migManager.config.name)",
+               "reads %s" % current if current else "generates its configuration from the hardware", wanted), False)
+
+
+# assets/state-mig-manager/0600_daemonset.yaml: the config volume and where the container mounts it.
+MIG_MANAGER_CONFIG_VOLUME = "mig-parted-config"
+MIG_MANAGER_CONFIG_MOUNT = "/mig-parted-config"
+
+
+def mig_manager_config_file(pods: Optional[Iterable[Mapping[str, Any]]], node: str, config_map: str,
+                            kubelet_root: str) -> str:
+    """The file on ``node`` that its running mig-manager reads as its configuration when that is ConfigMap
+    ``config_map``: the kubelet's copy of the pod's ConfigMap volume, ``<kubelet_root>/pods/<uid>/volumes/
+    kubernetes.io~configmap/<volume>/<file>`` (k8s.io/kubernetes pkg/kubelet/kubelet_getters.go getPodVolumeDir),
+    the file being CONFIG_FILE under the volume's mount (object_controls.go TransformMIGManager sets
+    CONFIG_FILE=/mig-parted-config/config.yaml with the named ConfigMap). '' while no Running mig-manager pod on the
+    node mounts that ConfigMap with CONFIG_FILE (the operator has not rendered the ClusterPolicy yet)."""
+    for pod in pods or []:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if not running_pod([pod], node):
+            continue
+        volume = [v for v in spec.get("volumes") or [] if v.get("name") == MIG_MANAGER_CONFIG_VOLUME]
+        if not volume or ((volume[0].get("configMap") or {}).get("name")) != config_map:
+            continue
+        container = (spec.get("containers") or [{}])[0]
+        env = dict((e.get("name"), e.get("value")) for e in container.get("env") or [])
+        mounts = [m.get("mountPath") for m in container.get("volumeMounts") or [] if m.get("name") == MIG_MANAGER_CONFIG_VOLUME]
+        mount = (mounts[0] if mounts else MIG_MANAGER_CONFIG_MOUNT).rstrip("/") + "/"
+        config_file = str(env.get("CONFIG_FILE") or "")
+        if not config_file.startswith(mount):
+            continue
+        return "/".join([kubelet_root.rstrip("/"), "pods", str(meta.get("uid")), "volumes", "kubernetes.io~configmap",
+                         MIG_MANAGER_CONFIG_VOLUME, config_file[len(mount):]])
+    return ""
+
+
 def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional[str] = "", skip_label: Optional[str] = "",
-               backend: str = "nvml") -> dict[str, Any]:
+               backend: str = "nvml", mig_manager_pods: Optional[Iterable[Mapping[str, Any]]] = None,
+               mig_manager: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """What the plan needs from the Kubernetes node ``name`` in ``nodes`` (k8s_info's result for every Node).
 
     ``selected``: the configuration asked for by variable; empty takes the node label nvidia.com/mig.config.
     ``skip_label``: 'key=value' (or 'key', matching an empty value) that keeps the node out of the roll.
-    Returns the node's ``labels``, ``mig_manager`` (its nvidia.com/gpu.deploy.mig-manager label), ``was_cordoned``,
-    ``unavailable`` (cordoned or not Ready), ``advertised`` MIG resources, ``selected``, ``skip`` and ``plannable``
-    (whether mig_geometry plans it: found, a configuration, and mig-manager as ``backend`` needs it).
+    ``mig_manager_pods``: the GPU Operator's mig-manager pods (k8s_info); whether mig-manager runs on the node is
+    decided from a Running one there, not from nvidia.com/gpu.deploy.mig-manager, which the operator sets on every
+    MIG-capable node even with migManager disabled (controllers/state_manager.go addGPUStateLabels).
+    ``mig_manager``: mig_manager_config's input (backend gpu_operator).
+    Returns the node's ``labels``, ``mig_manager`` (its nvidia.com/gpu.deploy.mig-manager label),
+    ``mig_manager_pod`` (the Running mig-manager pod on it, or ''), ``mig_manager_config_error`` and
+    ``set_mig_manager_config`` (mig_manager_config), ``was_cordoned`` (by an operator, before any roll of ours), ``unavailable`` (cordoned or not Ready),
+    ``advertised`` MIG resources, ``selected``, ``skip``, ``resume`` (the phase an earlier, unfinished run of the roll
+    left on the node, '' when none: ``_node_roll.resume_from``) and ``plannable`` (whether mig_geometry plans it: found, a
+    configuration, and mig-manager as ``backend`` needs it).
     """
     if backend not in BACKENDS:
         raise RollError("backend must be one of %s, got %r" % (", ".join(BACKENDS), backend))
@@ -344,12 +465,17 @@ def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional
     spec, status = node.get("spec") or {}, node.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
     cordoned = bool(spec.get("unschedulable"))
+    roll = _node_roll.state(node, ROLL_NAME)
     skip_key, _sep, skip_value = (skip_label or "").partition("=")
-    mig_manager = labels.get("nvidia.com/gpu.deploy.mig-manager", "")
+    label = labels.get("nvidia.com/gpu.deploy.mig-manager", "")
+    pod = running_pod(mig_manager_pods, name)
     selected = selected or labels.get("nvidia.com/mig.config", "")
-    manager_fits = mig_manager in ("", "false") if backend == "nvml" else mig_manager == "true"
+    config_error, set_config = mig_manager_config(mig_manager) if backend == "gpu_operator" else ("", False)
+    manager_fits = not pod if backend == "nvml" else bool(pod) and not config_error
     return dict(node=name, failed=bool(nodes.get("failed")), msg=nodes.get("msg") or "", found=bool(found),
-                labels=labels, mig_manager=mig_manager, was_cordoned=cordoned,
+                labels=labels, mig_manager=label, mig_manager_pod=pod, mig_manager_config_error=config_error,
+                set_mig_manager_config=set_config, was_cordoned=roll["was_cordoned"],
+                resume=_node_roll.resume_from(roll, selected),
                 unavailable=cordoned or (ready[0] if ready else "False") != "True",
                 advertised=advertised_resources(status.get("allocatable")), selected=selected,
                 skip=bool(skip_key) and skip_key in labels and labels[skip_key] == skip_value,
@@ -360,18 +486,21 @@ def node_error(facts: Mapping[str, Any], check: Mapping[str, Any], ci_profiles: 
     """Why the node cannot be planned ('' when it can): the first of node unreadable or absent, mig-manager at odds
     with the backend, no configuration, mig_geometry's own refusal, the planned CI profiles ``ci_profiles`` that the
     device plugin does not serve."""
-    name, backend, manager = facts["node"], facts["backend"], facts["mig_manager"]
+    name, backend, label, pod = facts["node"], facts["backend"], facts["mig_manager"], facts["mig_manager_pod"]
     if facts["failed"]:
         return "cannot read Kubernetes node %s: %s" % (name, facts["msg"])
     if not facts["found"]:
         return "Kubernetes node %s not found" % name
-    if backend == "nvml" and manager not in ("", "false"):
-        return ("the GPU Operator deploys mig-manager on this node (nvidia.com/gpu.deploy.mig-manager=%s), which "
-                "re-applies its own MIG configuration; backend nvml needs it off (label it false, or disable "
-                "migManager in the ClusterPolicy), or use mig_reconfigure_backend=gpu_operator" % manager)
-    if backend == "gpu_operator" and manager != "true":
-        return ("backend gpu_operator needs mig-manager of the GPU Operator on this node, but "
-                "nvidia.com/gpu.deploy.mig-manager is %s (enable migManager in the ClusterPolicy)" % (manager or "absent"))
+    if backend == "nvml" and pod:
+        return ("the GPU Operator's mig-manager runs on this node (pod %s), which re-applies its own MIG "
+                "configuration; backend nvml needs it off (label the node nvidia.com/gpu.deploy.mig-manager=false, or "
+                "disable migManager in the ClusterPolicy), or use mig_reconfigure_backend=gpu_operator" % pod)
+    if backend == "gpu_operator" and not pod:
+        return ("backend gpu_operator needs the GPU Operator's mig-manager running on this node, but no Running "
+                "app=%s pod is on it (nvidia.com/gpu.deploy.mig-manager is %s; the operator sets that label on every "
+                "MIG-capable node, also with migManager disabled in the ClusterPolicy)" % (MIG_MANAGER_APP, label or "absent"))
+    if backend == "gpu_operator" and facts["mig_manager_config_error"]:
+        return facts["mig_manager_config_error"]
     if not facts["selected"]:
         return "no MIG configuration selected: set mig_reconfigure_selected or the node label nvidia.com/mig.config"
     if check.get("failed"):
@@ -395,11 +524,17 @@ def node_plan(facts: Mapping[str, Any], check: Optional[Mapping[str, Any]], stra
     check = check or {}
     gpus = check.get("gpus") or []
     would_change = bool(check.get("changed")) or bool(force)
-    served = bool(ci_profiles_served)
+    # Under single the plugin serves compute-instance profiles too (rm.go AddMIGResource("*", "gpu")).
+    served = bool(ci_profiles_served) or strategy == "single"
     error = node_error(facts, check, () if served else ci_profiles_requested(gpus))
+    # A node an earlier run of the roll left unfinished (cordoned, drained, applied, failed) is finished, whatever
+    # its geometry and its skip label say: it is still cordoned or paused by us.
+    resume = facts.get("resume") or ""
+    if not error and strategy == "single" and would_change:
+        error = single_strategy_problem(gpus)
     return dict(node=facts["node"], selected=facts["selected"], error=error,
-                changed=not error and would_change and not facts["skip"],
-                skipped_by_label=facts["skip"] and would_change,
+                changed=not error and (would_change and not facts["skip"] or bool(resume)), resume=resume,
+                skipped_by_label=facts["skip"] and would_change and not resume,
                 reset_required=bool(check.get("reset_required")), gpus=gpus, unavailable=facts["unavailable"],
                 current=facts["advertised"],
                 target=_gpu_pools.share_resources(expected_resources(gpus, strategy, served), sharing)
@@ -443,13 +578,14 @@ def plan_report(plans: Optional[Iterable[Mapping[str, Any]]], roll: Optional[Map
     """The plan as the roll shows and publishes it, once for every node (plan.yml): ``lines``, one per node in the
     plans' order, and ``nodes`` ({node: {selected, result planned|skipped, drained false}}, set_stats's record)."""
     roll = roll or {}
-    count = len(roll.get("sizes") or [])
+    count = len(roll.get("order") or {})
     lines, nodes = [], {}
     for p in plans or []:
         if p.get("changed"):
-            what = "reconfigure to %s%s in wave %d of %d" % (
+            what = "%s %s%s, %d of %d in roll order" % (
+                "finish the interrupted roll (phase %s) to" % p["resume"] if p.get("resume") else "reconfigure to",
                 p["selected"], " (MIG mode change, needs a GPU reset)" if p.get("reset_required") else "",
-                (roll.get("wave_of") or {})[p["node"]] + 1, count)
+                (roll.get("order") or {}).get(p["node"], 0) + 1, count)
         elif p.get("skipped_by_label"):
             what = "skipped by %s (not drained)" % skip_label
         else:

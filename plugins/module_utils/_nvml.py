@@ -40,6 +40,19 @@ NO_ID = 0xFFFFFFFF
 # step, issue 37 point 4): a virtualenv of the host's python3. A module that cannot import pynvml from its own
 # interpreter takes the binding from there.
 NVML_VENV = "/opt/gpuops/nvml"
+NVML_SUCCESS = 0
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+# Process lists, newest entry point first: nvidia-ml-py's unversioned wrapper calls the _v3 symbol (510.39.01 and
+# newer, not in 535.98) under throwOnVersionMismatch; _v2 (450.66 and newer); then the driver's original symbol,
+# which the binding does not wrap (NVIDIA's nvml.h in NVIDIA/nvidia-settings, per release).
+PROCESS_LISTS = {"compute": ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2"),
+                 "graphics": ("nvmlDeviceGetGraphicsRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses_v2")}
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    """nvml.h nvmlProcessInfo_v1_t, what the original (unversioned) process-list symbol fills in."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
 
 class NvmlError(Exception):
@@ -127,6 +140,44 @@ def pci_sysfs(root: str, address: str) -> dict[str, Any]:
     return out
 
 
+# Host GPU clients that hold the GPUs open without being NVML processes, so that an Ampere MIG mode change stays
+# pending (IN_USE) until they let go and the GPU is reset: nvidia-persistenced (gpu-operator#118; NVIDIA/NVSentinel
+# #1690, "persistence mode counts as an attachment"), DCGM's nv-hostengine (mig-parted deployments/systemd/hooks.sh
+# stops nvidia-dcgm.service in pre-apply-mode; DGX A100 user guide, "stop nvsm dcgm") and the nvidia_drm module
+# (mig-parted README "Known Issues", #181). /proc/<pid>/comm holds 15 characters (TASK_COMM_LEN).
+HOST_CLIENT_PROCESSES = {"nvidia-persiste": "nvidia-persistenced", "nv-hostengine": "nv-hostengine"}
+HOST_CLIENT_MODULES = ("nvidia_drm",)
+PROC_ROOT = "/proc"
+
+
+def host_gpu_clients(proc: Optional[str] = None) -> list[str]:
+    """The host GPU clients running now (names as HOST_CLIENT_PROCESSES and HOST_CLIENT_MODULES give them), read
+    from ``proc`` (default PROC_ROOT): loaded modules from ``modules`` as mig-parted reads it
+    (cmd/nvidia-mig-parted/util/nvml.go IsNvidiaModuleLoaded), processes from ``<pid>/comm``. Unreadable entries
+    (a process that ended meanwhile, a /proc without them) are skipped."""
+    proc = proc or PROC_ROOT
+    found: set[str] = set()
+    try:
+        with open(os.path.join(proc, "modules"), encoding="utf-8") as fh:
+            loaded = set(line.split()[0] for line in fh if line.strip())
+    except OSError:
+        loaded = set()
+    found.update(m for m in HOST_CLIENT_MODULES if m in loaded)
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        pids = []
+    for pid in pids:
+        try:
+            with open(os.path.join(proc, pid, "comm"), encoding="utf-8") as fh:
+                name = HOST_CLIENT_PROCESSES.get(fh.read().strip())
+        except OSError:
+            continue
+        if name:
+            found.add(name)
+    return sorted(found)
+
+
 class Nvml:
     """One NVML session. ``available``/``reason`` say whether NVML could be used at all."""
 
@@ -188,6 +239,31 @@ class Nvml:
     def binding(self) -> dict[str, Optional[str]]:
         """Which pynvml this run uses (its file) and the interpreter that runs it."""
         return {"module": getattr(self.nv, "__file__", None) if self.nv is not None else None, "python": sys.executable}
+    def missing_symbol(self, err: BaseException) -> bool:
+        """Whether ``err`` says the driver (or the binding) lacks the entry point called: nvidia-ml-py raises
+        NVMLError_FunctionNotFound for a symbol the library does not export, and NVMLLibraryMismatchError (a plain
+        Exception, not an NVMLError) from its unversioned wrappers under throwOnVersionMismatch; a binding older than
+        the function has no attribute for it."""
+        # By name: older bindings have no such class, so there is none to compare with.
+        mismatch = any(c.__name__ == "NVMLLibraryMismatchError" for c in type(err).__mro__)
+        return isinstance(err, AttributeError) or mismatch or self.is_error(err, "NVML_ERROR_FUNCTION_NOT_FOUND")
+
+    def _mismatch_error(self) -> tuple[type[BaseException], ...]:
+        """nvidia-ml-py's NVMLLibraryMismatchError, where the binding has it."""
+        cls = getattr(self.nv, "NVMLLibraryMismatchError", None)
+        return (cls,) if isinstance(cls, type) and issubclass(cls, BaseException) else ()
+
+    def binding_errors(self) -> tuple[type[BaseException], ...]:
+        """What nvidia-ml-py raises for an answer NVML did not give: NVMLError, its NVMLLibraryMismatchError, and
+        AttributeError / NotImplementedError for a function the binding lacks."""
+        return (self.nv.NVMLError, AttributeError, NotImplementedError) + self._mismatch_error()
+
+    def c_symbol(self, name: str) -> Any:
+        """The driver's own C function ``name`` through nvidia-ml-py's symbol lookup (``_nvmlGetFunctionPointer``),
+        for entry points the binding does not wrap: NVMLError_FunctionNotFound when the driver lacks it."""
+        self.calls += 1
+        self.call_counts[name] = self.call_counts.get(name, 0) + 1
+        return getattr(self.nv, "_nvmlGetFunctionPointer")(name)
 
     def open(self) -> bool:
         try:
@@ -288,10 +364,26 @@ class Nvml:
     def _gi_profile_info(self, dev: Any, idx: int) -> Any:
         try:
             return self.call("nvmlDeviceGetGpuInstanceProfileInfo", dev, idx)
-        except self.nv.NVMLError as e:
-            if self.is_error(e, "NVML_ERROR_FUNCTION_NOT_FOUND"):
+        except Exception as e:  # pylint: disable=broad-except  # missing_symbol decides; anything else goes on
+            # The versioned (V) entry point exists from 510.39.01; before, the v1 call.
+            if self.missing_symbol(e):
                 return self.call("nvmlDeviceGetGpuInstanceProfileInfo", dev, idx, 1)
             raise
+
+    def _placements(self, dev: Any, profile_id: int) -> list[tuple[int, int]]:
+        """The placements NVML offers for a GI profile: nvidia-ml-py calls the _v2 symbol (470.42.01 and newer);
+        older drivers have only the original one, called directly (the binding does not wrap it)."""
+        arr = (self.nv.c_nvmlGpuInstancePlacement_t * MAX_PLACEMENTS)()
+        cnt = ctypes.c_uint(MAX_PLACEMENTS)
+        try:
+            self.call("nvmlDeviceGetGpuInstancePossiblePlacements", dev, profile_id, arr, ctypes.byref(cnt))
+        except Exception as e:  # pylint: disable=broad-except  # missing_symbol decides; anything else goes on
+            if not self.missing_symbol(e):
+                raise
+            cnt.value = MAX_PLACEMENTS
+            fn = self.c_symbol("nvmlDeviceGetGpuInstancePossiblePlacements")
+            getattr(self.nv, "_nvmlCheckReturn")(fn(dev, profile_id, arr, ctypes.byref(cnt)))
+        return [(arr[i].start, arr[i].size) for i in range(cnt.value)]
 
     def profiles(self, device: Device) -> _mig.ProfileTable:
         """Read the GPU's GI profiles with the placements NVML reports (empty when NVML offers none) into
@@ -307,10 +399,7 @@ class Nvml:
                 raise
             if not info.instanceCount:
                 continue
-            arr = (self.nv.c_nvmlGpuInstancePlacement_t * MAX_PLACEMENTS)()
-            cnt = ctypes.c_uint(0)
-            self.call("nvmlDeviceGetGpuInstancePossiblePlacements", dev, info.id, arr, ctypes.byref(cnt))
-            placements = [(arr[i].start, arr[i].size) for i in range(cnt.value)]
+            placements = self._placements(dev, info.id)
             name = _mig.gi_profile_name(info.sliceCount, info.memorySizeMB, total_memory_bytes, GI_INDEX_ATTRS.get(idx, ""))
             aliases = []
             nvml_name = _text(getattr(info, "name", b"") or b"").strip()
@@ -326,9 +415,9 @@ class Nvml:
         shared = self.nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
         try:
             return self.call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, idx, shared)
-        except self.nv.NVMLError as e:
-            # Drivers before the versioned (V) entry point only have the v1 call.
-            if self.is_error(e, "NVML_ERROR_FUNCTION_NOT_FOUND"):
+        except Exception as e:  # pylint: disable=broad-except  # missing_symbol decides; anything else goes on
+            # Drivers before the versioned (V) entry point (510.39.01) only have the v1 call.
+            if self.missing_symbol(e):
                 return self.call("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, idx, shared, 1)
             raise
 
@@ -380,6 +469,27 @@ class Nvml:
         result.sort(key=lambda g: (g["placement"]["start"], g["gi_id"]))
         return result
 
+    def _process_list(self, kind: str, dev: Any) -> list[Any]:
+        """One process list through the newest entry point the driver exports (PROCESS_LISTS, then the original
+        symbol with its v1 records), as NVIDIA's own tools fall back."""
+        for name in PROCESS_LISTS[kind]:
+            try:
+                return list(self.call(name, dev) or [])
+            except Exception as e:  # pylint: disable=broad-except  # missing_symbol decides; anything else goes on
+                if not self.missing_symbol(e):
+                    raise
+        fn = self.c_symbol(PROCESS_LISTS[kind][0])
+        count = ctypes.c_uint(0)
+        ret = fn(dev, ctypes.byref(count), None)
+        if ret == NVML_SUCCESS:
+            return []
+        if ret != NVML_ERROR_INSUFFICIENT_SIZE:
+            getattr(self.nv, "_nvmlCheckReturn")(ret)
+        count.value = count.value * 2 + 5  # room for processes started meanwhile, as nvidia-ml-py sizes it
+        infos = (_ProcessInfoV1 * count.value)()
+        getattr(self.nv, "_nvmlCheckReturn")(fn(dev, ctypes.byref(count), infos))
+        return [infos[i] for i in range(count.value)]
+
     def processes(self, device: Device, strict: bool = False) -> list[dict[str, Any]]:
         """Processes on the GPU. ``strict``: a list NVML refuses (NO_PERMISSION, FUNCTION_NOT_FOUND, ...) raises
         NvmlError, because "no processes" would let a change destroy instances that are in use."""
@@ -387,8 +497,8 @@ class Nvml:
         procs: dict[int, dict[str, Any]] = {}
         for fn, kind in (("nvmlDeviceGetComputeRunningProcesses", "compute"), ("nvmlDeviceGetGraphicsRunningProcesses", "graphics")):
             try:
-                found = self.call(fn, dev)
-            except (self.nv.NVMLError, AttributeError, NotImplementedError) as e:
+                found: Optional[list[Any]] = self._process_list(kind, dev)
+            except self.binding_errors() as e:
                 if strict:
                     why = self.failure(e) if isinstance(e, self.nv.NVMLError) else "%s: %s" % (fn, e)
                     raise NvmlError("cannot list the processes on the GPU: %s" % why)
@@ -397,6 +507,8 @@ class Nvml:
                 gi_id = getattr(p, "gpuInstanceId", NO_ID)
                 ci_id = getattr(p, "computeInstanceId", NO_ID)
                 used = getattr(p, "usedGpuMemory", None)
+                if used == 2 ** 64 - 1:  # NVML_VALUE_NOT_AVAILABLE in a v1 record (the binding maps it to None)
+                    used = None
                 procs.setdefault(int(p.pid), {
                     "pid": int(p.pid), "type": kind, "used_memory_bytes": int(used) if used is not None else None,
                     "gpu_instance_id": None if gi_id in (None, NO_ID) else int(gi_id),

@@ -180,16 +180,64 @@ def _plain(key: str, value: object) -> str:
     return value
 
 
-def _norm_host(value: object) -> str:
+def _norm_host(value: object, strict: bool) -> str:
     parts = [p for p in str(value).split(";") if p.strip()]
     if not parts:
         raise PciError("empty host PCI address")
-    return ";".join(normalize_pci_address(p) for p in parts)
+    norm = ";".join(normalize_pci_address(p) for p in parts)
+    if strict:
+        problem = joined_functions_problem(norm, "host")
+        if problem:
+            raise PciError(problem)
+    return norm
+
+
+def joined_functions_problem(paths: str, what: str) -> Optional[str]:
+    """Why a ``;`` list of normalised addresses cannot be one device's functions (None when it can).
+
+    qemu-server ``PCI.pm`` ``parse_hostpci`` splits a ``host=`` value, and each ``map`` entry's ``path``, on ``;`` into
+    ONE alternative: every function is passed to the VM, together, as one multifunction device. Alternatives (a pool)
+    come only from separate ``map`` entries of a node (``choose_hostpci_devices``). Functions of different devices in
+    one list would give the VM all of them; a function named twice fails the start ("assigned more than once").
+    """
+    parts = paths.split(";")
+    slots: list[str] = []
+    for part in parts:
+        if pci_slot(part) not in slots:
+            slots.append(pci_slot(part))
+    if len(slots) > 1:
+        return ("%s %s joins functions of different devices (%s): Proxmox VE passes every ';'-separated function to "
+                "the VM together, as one multifunction device, not as alternatives; a pool is a PCI mapping with one "
+                "map entry per device" % (what, paths, ", ".join(slots)))
+    for i, part in enumerate(parts):
+        if any(address_covers(other, part) or address_covers(part, other) for other in parts[:i]):
+            return ("%s %s names function %s more than once (a path without function is every function of the "
+                    "device)" % (what, paths, part))
+    return None
+
+
+def group_functions(paths: Iterable[object], separate: Iterable[object] = ()) -> list[str]:
+    """A list of addresses as ``map`` paths: the functions of each device joined with ``;`` (one multifunction
+    device), the devices in the order first given; each is then one map entry, an alternative of the pool.
+    Addresses in ``separate`` (SR-IOV virtual functions, devices of their own) are never joined with another."""
+    alone = {normalize_pci_address(p) for p in separate}
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        norm = normalize_pci_address(path)
+        groups.setdefault(norm if norm in alone else pci_slot(norm), []).append(norm)
+    out = []
+    for funcs in groups.values():
+        joined = ";".join(funcs)
+        problem = joined_functions_problem(joined, "path")
+        if problem:
+            raise PciError(problem)
+        out.append(joined)
+    return out
 
 
 def _norm_value(key: str, kind: str, value: object, strict: bool) -> str:
     if kind == "host":
-        return _norm_host(value)
+        return _norm_host(value, strict)
     if kind == "configid":
         value = str(value)
         if not _CONFIGID_RE.fullmatch(value):
@@ -250,6 +298,9 @@ def normalize_hostpci(entry: Union[str, Mapping[str, Any]], strict: Optional[boo
         raise PciError("Cannot set both 'host' and 'mapping'.")
     if "host" not in out and "mapping" not in out:
         raise PciError("Either 'host' or 'mapping' must be set.")
+    if strict and "mdev" in out and ";" in out.get("host", ""):
+        raise PciError("host %s with mdev %s: cannot use mediated device with multifunction device (qemu-server "
+                       "parse_hostpci); give one function" % (out["host"], out["mdev"]))
     return out
 
 
@@ -290,7 +341,7 @@ def normalize_map_entry(entry: Union[str, Mapping[str, Any]]) -> dict[str, str]:
         if key == "path":
             parts = str(value).split(";")
             if not all(parts):
-                raise PciError("invalid mapping path %r (empty alternative)" % (value,))
+                raise PciError("invalid mapping path %r (empty function address)" % (value,))
             out[key] = ";".join(normalize_pci_address(p) for p in parts)
         elif key in ("id", "subsystem-id"):
             out[key] = normalize_pci_id(str(value), key)
@@ -592,6 +643,17 @@ def check_map_entry(entry: Mapping[str, Any], devices: Iterable[Mapping[str, Any
     return problems
 
 
+def path_functions(path: str, devices: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Every function a ``host=`` value or ``map`` path addresses, part by part, as ``SysFSTools::lspci($part)``
+    (pve-common) lists them for qemu-server's ``parse_hostpci``: a part without function is every function of that
+    bus:slot (an SR-IOV PF's virtual functions on the same slot included). ``devices``: device_facts() dicts."""
+    ids = sorted(d["id"] for d in devices)
+    out: list[str] = []
+    for part in path.split(";"):
+        out.extend(i for i in ids if address_covers(part, i))
+    return out
+
+
 def map_entry_from_device(node: str, dev: Mapping[str, Any], whole_device: bool = False) -> dict[str, str]:
     """A ``map`` entry (normalised dict) for one device fact, with every property PVE's assert_valid expects."""
     entry = {"node": node, "path": dev["slot"] if whole_device else dev["id"], "id": dev["pci_id"]}
@@ -616,7 +678,17 @@ VERSION_GATED = {
     "live-migration-capable": ((8, 4), "libpve-guest-common-perl 5.1.7, pve-guest-common commit ef051db "
                                        "'mapping: pci: add live-migration-capable flag'"),
     "driver": ((9, 1), "qemu-server 9.0.25, commit aa47045f 'pci: add driver option'"),
+    # Not an option: from this release assert_valid compares a mapping's mdev flag with the hardware at VM start.
+    "mdev-check": ((8, 4), "libpve-guest-common-perl 5.1.7, pve-guest-common commit 57cd454 "
+                           "'mapping: pci: check the mdev configuration on the device too'"),
 }
+
+
+def mdev_checked(version: Optional[Sequence[int]], mdev: bool) -> Optional[bool]:
+    """The mdev flag to compare with the hardware (check_map_entry's ``mdev``) on a server of ``version``: None on
+    releases before 8.4, whose assert_valid does not compare it (they start such mappings); an unknown version is
+    taken as current."""
+    return None if version_gate("mdev-check", version) else mdev
 
 
 def parse_pve_version(text: object) -> Optional[tuple[int, ...]]:

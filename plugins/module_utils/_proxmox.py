@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 import traceback
 from collections.abc import Mapping
@@ -12,7 +13,7 @@ from typing import Any, Literal, Optional, Union
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci, _pve_rules
 from ansible_collections.gpuops.provision.plugins.module_utils._auth import (
     PROXMOX_REQUIRED_ONE_OF,
     PROXMOX_REQUIRED_TOGETHER,
@@ -66,6 +67,16 @@ def error_message(exc: BaseException) -> str:
     return "%s: %s" % (type(exc).__name__, exc)
 
 
+def check_ca_path(ca_path: str, host: Any) -> None:
+    """Load ``ca_path`` as the TLS stack will, so a missing or malformed file fails naming the option, not as an
+    OpenSSL error from deep inside requests."""
+    try:
+        ssl.create_default_context(cafile=ca_path)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        raise PveError("%s: ca_path %s cannot be used as the CA to verify the server with (%s: %s); give a PEM file "
+                       "of the CA certificate(s); nothing was sent" % (host, ca_path, type(exc).__name__, exc))
+
+
 class PveClient:
     """Thin wrapper over a ProxmoxAPI object: string paths, error mapping, write-call counting."""
 
@@ -87,6 +98,8 @@ class PveClient:
             raise PveError("%s: %s; nothing was sent" % (params.get("api_host"), "; ".join(problems)))
         # A caller that does not say (a script, not a module: modules default it to true) gets verification on.
         verify, tls_warning = _bounds.tls_verify(params.get("validate_certs", True), params.get("ca_path"))
+        if isinstance(verify, str):
+            check_ca_path(verify, params.get("api_host"))
         kwargs = dict(port=params.get("api_port"), verify_ssl=verify, timeout=params.get("api_timeout"), backend="https")
         if params.get("api_token_id"):
             # Token auth is preferred: no ticket round trip, no password in the play.
@@ -111,7 +124,9 @@ class PveClient:
         try:
             return getattr(self.api(path), method)(**params)
         except ResourceException as exc:
-            raise PveError("%s /%s failed: %s" % (method.upper(), path, error_message(exc)))
+            msg = "%s /%s failed: %s" % (method.upper(), path, error_message(exc))
+            hint = _pve_rules.forbidden_hint(method, path) if getattr(exc, "status_code", None) == 403 else ""
+            raise PveError(msg + ("; %s (docs/proxmox.md, privileges)" % hint if hint else ""))
         except Exception as exc:
             raise PveError("%s /%s failed: %s" % (method.upper(), path, exc))
 
@@ -146,6 +161,11 @@ class PveClient:
             time.sleep(self.poll_interval)
 
     # ----------------------------------------------------------------- lookups
+
+    def permissions(self, acl_path: str) -> dict[str, Any]:
+        """This session's own privileges on ``acl_path`` (GET /access/permissions, allowed to every user for itself):
+        {path: {privilege: propagate}}."""
+        return self._call("get", "access/permissions", {"path": acl_path}) or {}
 
     def version(self) -> Optional[tuple[int, ...]]:
         """The server's release as a tuple, e.g. (8, 4, 1), read once per run (GET /version)."""

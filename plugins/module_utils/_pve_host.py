@@ -82,6 +82,11 @@ def passthrough_problems(iommu: dict[str, Any], kernel_args: list[str], selected
     out = []
     if not iommu["active"]:
         out.append("IOMMU is not active (no IOMMU unit in /sys/class/iommu or no IOMMU groups)")
+    # VFIO refuses to assign a device without interrupt remapping unless vfio_iommu_type1 allow_unsafe_interrupts=1
+    # (pve-docs qm-pci-passthrough.adoc), which is reported (the host's facts), not hidden in a warning.
+    if iommu.get("interrupt_remapping") is False and not iommu.get("allow_unsafe_interrupts"):
+        out.append("interrupt remapping is off (firmware, or intremap=off): VFIO refuses passthrough; enable it in the "
+                   "firmware, or accept the risk with 'options vfio_iommu_type1 allow_unsafe_interrupts=1'")
     running = iommu["cmdline"].split()
     out.extend("kernel argument %s is not on the running command line" % arg for arg in kernel_args if arg not in running)
     by_address: dict[str, dict[str, Any]] = {}
@@ -96,4 +101,102 @@ def passthrough_problems(iommu: dict[str, Any], kernel_args: list[str], selected
             out.append("GPU %s: not isolated: %s" % (addr, gpu["isolation_reason"]))
         if gpu["driver"] != "vfio-pci":
             out.append("GPU %s: bound to %s, not vfio-pci" % (addr, gpu["driver"] or "no driver"))
+    return out
+
+
+# --------------------------------------------------------------------------- NVIDIA vGPU hosts
+
+# What a host running NVIDIA vGPU shows in sysfs (pve-common SysFSTools::lspci, qemu-server PCI/Mdev.pm
+# get_mdev_types): SR-IOV virtual functions enabled on a GPU, the nvidia/ interface of the vGPU driver on kernels >= 6.8
+# (creatable_vgpu_types), the classic mdev types of older GPUs; a virtual function points at its physfn.
+_VGPU_LINE = re.compile(r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])/(sriov_numvfs:(\d+)|nvidia/creatable_vgpu_types|"
+                        r"mdev_supported_types|physfn)$")
+_VGPU_WHAT = {"nvidia/creatable_vgpu_types": "nvidia/creatable_vgpu_types (NVIDIA vGPU driver)",
+              "mdev_supported_types": "mdev_supported_types (mediated device types)",
+              "physfn": "is an SR-IOV virtual function"}
+
+
+def vgpu_evidence(lines: Iterable[str], manager_units: Iterable[str]) -> dict[str, Any]:
+    """What says a host runs NVIDIA vGPU, from ``grep -H . */sriov_numvfs`` and ``ls -d */nvidia/creatable_vgpu_types
+    */mdev_supported_types */physfn`` lines over <sysfs>/bus/pci/devices and the nvidia-vgpu-mgr unit files found.
+
+    Returns {devices: {address: [reasons]}, manager: [unit files]} (only NVIDIA-unrelated lines are ignored by the
+    caller's listing: these paths exist only on devices whose driver offers them).
+    """
+    devices: dict[str, list[str]] = {}
+    for line in lines:
+        m = _VGPU_LINE.search(line.strip())
+        if not m:
+            continue
+        if m.group(3) is not None:
+            if int(m.group(3)) > 0:
+                devices.setdefault(m.group(1), []).append("%s SR-IOV virtual functions enabled" % m.group(3))
+            continue
+        devices.setdefault(m.group(1), []).append(_VGPU_WHAT[m.group(2)])
+    return {"devices": {a: devices[a] for a in sorted(devices)}, "manager": sorted(set(manager_units))}
+
+
+def vgpu_conflicts(evidence: dict[str, Any], selected: list[str], blacklist: list[str]) -> list[str]:
+    """How the passthrough set-up would break NVIDIA vGPU on this host: a selected GPU (or a function of its card) that
+    serves vGPUs would go to vfio-pci, and a blacklisted nvidia module stops the vGPU manager for every vGPU VM at the
+    next boot. Empty when the host shows no vGPU (or the set-up leaves it alone)."""
+    out = []
+    cards = {_iommu.slot_of(a) for a in selected}
+    for addr, why in evidence["devices"].items():
+        if addr in selected or _iommu.slot_of(addr) in cards:
+            out.append("GPU %s would be handed to vfio-pci but serves NVIDIA vGPU (%s)" % (addr, ", ".join(why)))
+    if "nvidia" in blacklist and (evidence["devices"] or evidence["manager"]):
+        found = ["%s: %s" % (a, ", ".join(w)) for a, w in evidence["devices"].items()] + evidence["manager"]
+        out.append("blacklisting nvidia would stop the NVIDIA vGPU host driver (%s)" % "; ".join(found))
+    return out
+
+
+_SRIOV_LINE = re.compile(r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])/sriov_totalvfs:(\d+)$")
+
+
+def vgpu_host_problems(pci: list[dict[str, str]], lines: Iterable[str]) -> list[str]:
+    """What keeps the NVIDIA GPUs of a host from serving vGPUs after the vGPU host set-up (pve-docs "NVIDIA vGPU on
+    Proxmox VE"): an SR-IOV GPU (sriov_totalvfs > 0, Ampere and newer) needs its virtual functions enabled
+    (pve-nvidia-sriov@ALL.service, sriov-manage -e ALL) and the vGPU driver's nvidia/creatable_vgpu_types on its VFs;
+    an older GPU needs creatable types or mdev types on itself. ``pci``: parse_pci_listing() of the host; ``lines``:
+    the listing of vgpu_evidence() plus ``grep -H . */sriov_totalvfs`` lines."""
+    lines = [line.strip() for line in lines]
+    evidence = vgpu_evidence(lines, [])["devices"]
+    total = {m.group(1): int(m.group(2)) for m in (_SRIOV_LINE.search(line) for line in lines) if m}
+    vfs = [a for a, why in evidence.items() if _VGPU_WHAT["physfn"] in why]
+    typed_vfs = [a for a in vfs if _VGPU_WHAT["nvidia/creatable_vgpu_types"] in evidence[a]]
+    out = []
+    gpus = [f["address"] for f in pci if f.get("vendor") == _iommu.NVIDIA_VENDOR
+            and f.get("class", "").startswith(_iommu.DISPLAY_CLASS_PREFIX) and f["address"] not in vfs]
+    if not gpus:
+        return ["no NVIDIA GPU found"]
+    for gpu in gpus:
+        why = evidence.get(gpu, [])
+        if total.get(gpu, 0) > 0:
+            if not any(w.endswith("SR-IOV virtual functions enabled") for w in why):
+                out.append("GPU %s: SR-IOV capable (%d virtual functions) but none enabled (pve-nvidia-sriov@ALL.service "
+                           "runs sriov-manage -e ALL)" % (gpu, total[gpu]))
+            elif not [v for v in typed_vfs if v[:7] == gpu[:7]]:  # VFs sit on their PF's bus
+                out.append("GPU %s: virtual functions enabled but none has nvidia/creatable_vgpu_types (is the NVIDIA "
+                           "vGPU host driver loaded?)" % gpu)
+        elif not [w for w in why if w in (_VGPU_WHAT["nvidia/creatable_vgpu_types"], _VGPU_WHAT["mdev_supported_types"])]:
+            out.append("GPU %s: no vGPU types (neither nvidia/creatable_vgpu_types nor mdev_supported_types; is the NVIDIA "
+                       "vGPU host driver loaded?)" % gpu)
+    return out
+
+
+def helper_done(lines: Iterable[str]) -> bool:
+    """Whether what ``pve-nvidia-vgpu-helper setup`` leaves is there: a ``blacklist nouveau`` line in modprobe.d and a
+    dkms command (``grep -h`` of the blacklist lines and ``command -v dkms`` output)."""
+    lines = [line.strip() for line in lines]
+    return any(re.match(r"blacklist\s+nouveau\b", line) for line in lines) and any(line.endswith("/dkms") for line in lines)
+
+
+def passthrough_files(files: Iterable[tuple[str, str]]) -> list[str]:
+    """The files (path, text) that set a host up for VFIO passthrough of NVIDIA GPUs: ``options vfio-pci ids=``
+    naming an NVIDIA id, or ``blacklist nvidia``."""
+    out = []
+    for path, text in files:
+        if re.search(r"(?m)^\s*(options\s+vfio-pci\s+ids=\S*10de:|blacklist\s+nvidia\s*$)", text):
+            out.append(path)
     return out

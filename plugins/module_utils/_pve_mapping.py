@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci, _pve_rules
 from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError
 
 try:
@@ -59,8 +59,9 @@ def state_of(mid: str, stored: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def entries_from_map(mid: str, items: list[dict[str, Any]], hw: Hardware) -> list[Entry]:
-    """Entries from O(map): ids, subsystem id and IOMMU group of the first path filled from the node's hardware,
-    because PVE's assert_valid refuses a VM start when the hardware has one of them and the entry does not."""
+    """Entries from O(map): one entry per device of an item's paths (the functions of one device joined with ``;``,
+    see _pci.group_functions), with ids, subsystem id and IOMMU group of the entry's first path filled from the node's
+    hardware, because PVE's assert_valid refuses a VM start when the hardware has one of them and the entry does not."""
     entries = []
     for item in items:
         node = item["node"]
@@ -70,22 +71,37 @@ def entries_from_map(mid: str, items: list[dict[str, Any]], hw: Hardware) -> lis
         if not item["path"]:
             raise _pci.PciError("%s: path must not be empty" % where)
         try:
-            first = _pci.normalize_pci_address(item["path"][0], function="0")
+            # An SR-IOV virtual function is a device of its own: each one is an entry (a pool), never joined.
+            vfs = [p for p in item["path"] if _pci.normalize_pci_address(p, function="0") in
+                   {d["id"] for d in hw(node) if d["physfn"]}]
+            groups = _pci.group_functions(item["path"], separate=vfs)
         except _pci.PciError as exc:
             raise _pci.PciError("%s: %s" % (where, exc))
-        dev = next((d for d in hw(node) if d["id"] == first), None)
-        if dev is None:
-            raise _pci.PciError("%s has no PCI device %s" % (where, item["path"][0]))
-        raw = {"node": node, "path": ";".join(item["path"]),
-               "id": item.get("pci_id") or dev["pci_id"],
-               "subsystem-id": item.get("subsystem_id") or dev["subsystem_id"],
-               "iommugroup": item["iommu_group"] if item.get("iommu_group") is not None
-               else (dev["iommu_group"] if dev["iommu_group"] >= 0 else None),
-               "description": item.get("description")}
-        try:
-            entries.append(_pci.normalize_map_entry(raw))
-        except _pci.PciError as exc:
-            raise _pci.PciError("%s: %s" % (where, exc))
+        if len(groups) > 1 and item.get("iommu_group") is not None:
+            raise _pci.PciError("%s: iommu_group %s is given for paths of %d devices (%s); each device has its own "
+                                "group, give them as separate map items"
+                                % (where, item["iommu_group"], len(groups), ", ".join(groups)))
+        for group in groups:
+            first = _pci.normalize_pci_address(group.split(";")[0], function="0")
+            dev = next((d for d in hw(node) if d["id"] == first), None)
+            if dev is None:
+                raise _pci.PciError("%s has no PCI device %s" % (where, group.split(";")[0]))
+            if not item.get("allow_non_gpu"):
+                foreign = _pve_rules.non_gpu_functions(group, hw(node))
+                if foreign:
+                    raise _pci.PciError("%s: path %s is not an NVIDIA GPU: %s; a typo? Set allow_non_gpu: true on this "
+                                        "map item to map other devices; nothing changed"
+                                        % (where, group, "; ".join(foreign)))
+            raw = {"node": node, "path": group,
+                   "id": item.get("pci_id") or dev["pci_id"],
+                   "subsystem-id": item.get("subsystem_id") or dev["subsystem_id"],
+                   "iommugroup": item["iommu_group"] if item.get("iommu_group") is not None
+                   else (dev["iommu_group"] if dev["iommu_group"] >= 0 else None),
+                   "description": item.get("description")}
+            try:
+                entries.append(_pci.normalize_map_entry(raw))
+            except _pci.PciError as exc:
+                raise _pci.PciError("%s: %s" % (where, exc))
     return entries
 
 
@@ -135,6 +151,23 @@ def hardware_mdev(mid: str, entries: list[Entry], hw: Hardware) -> bool | None:
     return flag
 
 
+def refuse_if_used(client: PveClient, mid: str) -> list[str]:
+    """Raise Refused when a VM of an online node uses the mapping; return warnings for the nodes that could not be read."""
+    configs, warnings = {}, []
+    for node in client.nodes():
+        if client.node_status(node) != "online":
+            warnings.append("mapping %s: node %s is %s; its VMs were not checked for the mapping before the delete"
+                            % (mid, node, client.node_status(node)))
+            continue
+        configs[node] = client.vm_configs(node)
+    users = _pve_rules.mapping_users(mid, configs)
+    if users:
+        raise Refused("mapping %s is used by %s; without it they cannot start (\"PCI device mapping not found\"); remove "
+                      "it from their hostpci entries first, or set force: true; nothing changed" % (mid, ", ".join(users)),
+                      users=users)
+    return warnings
+
+
 def write_params(client: PveClient, before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, Any]:
     """Parameters of the POST/PUT: only what changes, and options the server knows (GET /version)."""
     version = client.version()
@@ -168,6 +201,13 @@ def check_params(p: dict[str, Any]) -> None:
         if len(desc) > _pci.MAX_DESCRIPTION or "\n" in desc or "\r" in desc:
             raise Refused("mapping %s: description must be one line of at most %d characters (got %d characters%s)"
                           % (mid, _pci.MAX_DESCRIPTION, len(desc), " with a line break" if ("\n" in desc or "\r" in desc) else ""))
+    texts = [("description", desc)] + [("map[%d].description" % i, item.get("description"))
+                                       for i, item in enumerate(p["map"] or [])]
+    for where, text in texts:
+        bad = sorted(set("%r" % ch for ch in text or "" if (ord(ch) < 32 and ch not in "\n\r") or ord(ch) == 127))
+        if bad:
+            raise Refused("mapping %s: %s holds control characters (%s), which a Proxmox VE config file cannot keep; "
+                          "nothing changed" % (mid, where, ", ".join(bad)))
     problems = [msg for item in (p["map"] or []) for msg in _bounds.out_of_range(
         item, {"iommu_group": _bounds.PVE_IOMMU_GROUP}, "node %s: map entry " % item["node"])]
     if problems:
@@ -223,10 +263,12 @@ def apply(client: PveClient, p: dict[str, Any], check_mode: bool) -> Outcome:
     stored = client.mapping(mid)
     before = state_of(mid, stored)
     if p["state"] == "absent":
+        if stored is not None and not p["force"]:
+            warnings.extend(refuse_if_used(client, mid))
         if stored is not None and not check_mode:
             client.delete("cluster/mapping/pci/%s" % mid)
         return False, dict(changed=stored is not None, before=before, mapping=None, writes=len(client.writes),
-                           diff={"before": before or {}, "after": {}}), list(client.warnings)
+                           diff={"before": before or {}, "after": {}}), client.warnings + warnings
 
     hw_cache: dict[str, list[dict[str, Any]]] = {}
 
@@ -252,9 +294,18 @@ def apply(client: PveClient, p: dict[str, Any], check_mode: bool) -> Outcome:
     if p["validate_hardware"]:
         problems: list[str] = []
         for e in checkable:
-            problems.extend("node %s: %s" % (e["node"], msg) for msg in _pci.check_map_entry(e, hw(e["node"]), mdev=want_mdev))
+            problems.extend("node %s: %s" % (e["node"], msg) for msg in _pci.check_map_entry(
+                e, hw(e["node"]), mdev=_pci.mdev_checked(client.version(), want_mdev)))
         if problems:
             raise Refused("mapping %s does not match the hardware, nothing changed: %s" % (mid, "; ".join(problems)))
+
+    joined = ["node %s path %s" % (e["node"], e["path"]) for e in entries if ";" in e["path"]]
+    if want_mdev and joined:
+        # The mdev flag is for devices that provide vGPUs, one function each: pve-manager's mdev scan skips a ';' path
+        # (Hardware/PCI.pm mdevscan) and qemu-server's parse_hostpci dies on one with mdev=.
+        raise Refused("mapping %s: mdev is set but %s joins several functions into one multifunction device, which "
+                      "cannot provide a mediated device ('cannot use mediated device with multifunction device'); "
+                      "a vGPU pool is one map entry per virtual function; nothing changed" % (mid, ", ".join(joined)))
 
     want_lm = p["live_migration_capable"]
     if want_lm is None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _pci
+from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _pci, _pve_rules
 from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
 from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError
 
@@ -29,7 +30,14 @@ _KIND_SPEC: dict[str, dict[str, Any]] = {
 }
 
 # Options a batch item may set for itself; the task's value is the default.
-PER_VM_OPTIONS = ("exclusive", "restart", "precheck", "shutdown_timeout", "timeout")
+PER_VM_OPTIONS = ("exclusive", "restart", "precheck", "shutdown_timeout", "timeout", "vm_settings")
+
+
+def vm_settings_spec() -> dict[str, Any]:
+    """Argument spec of ``vm_settings`` (the VM settings _pve_rules.plan_vm_settings plans)."""
+    return dict(type="dict", options=dict(
+        machine=dict(type="str"), bios=dict(type="str", choices=["seabios", "ovmf"]), vga=dict(type="str"),
+        efidisk_storage=dict(type="str")))
 
 
 def gpu_options_spec() -> dict[str, dict[str, Any]]:
@@ -56,6 +64,7 @@ class Cluster:
         self._lock = threading.Lock()
         self._hw: dict[str, list[dict[str, Any]]] = {}
         self._mappings: Optional[dict[str, dict[str, Any]]] = None
+        self._vms: dict[str, dict[int, dict[str, Any]]] = {}
 
     def hw(self, node: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -69,11 +78,35 @@ class Cluster:
                 self._mappings = {m["id"]: m for m in self.client.mappings()}
             return self._mappings
 
+    def vms(self, node: str) -> dict[int, dict[str, Any]]:
+        """{vmid: {status, config}} of the node's VMs that this session may see (PVE lists only those with VM.Audit)."""
+        with self._lock:
+            if node not in self._vms:
+                listing = self.client.get("nodes/%s/qemu" % node) or []
+                self._vms[node] = {int(v["vmid"]): {"status": v.get("status"),
+                                                    "config": self.client.get("nodes/%s/qemu/%s/config" % (node, v["vmid"]))}
+                                   for v in listing}
+            return self._vms[node]
+
+    def physfn(self, node: str) -> dict[str, str]:
+        """{VF id: PF id} of the node's SR-IOV virtual functions."""
+        return {d["id"]: d["physfn"] for d in self.hw(node) if d["physfn"]}
+
+    def alternatives(self, node: str, entries: Mapping[int, Any]) -> dict[int, list[list[str]]]:
+        """_pve_rules.entry_alternatives of each hostpci entry ({slot: value}) of a VM on ``node``."""
+        out = {}
+        for slot, value in entries.items():
+            norm = _pci.normalize_hostpci(value) if isinstance(value, str) else value
+            out[int(slot)] = _pve_rules.entry_alternatives(norm, node, self.mappings(), self.hw(node))
+        return out
+
 
 def pending_hostpci(items: Optional[Iterable[Mapping[str, Any]]]) -> set[str]:
-    """hostpciN keys with a pending value or a pending delete, from GET .../pending."""
+    """hostpciN keys (and the VM settings this module makes) with a pending value or a pending delete, from
+    GET .../pending."""
     return set(item["key"] for item in items or []
-               if re.match(r"^hostpci\d+\Z", item.get("key", "")) and ("pending" in item or item.get("delete")))
+               if (re.match(r"^hostpci\d+\Z", item.get("key", "")) or item.get("key") in _pve_rules.VM_SETTING_KEYS)
+               and ("pending" in item or item.get("delete")))
 
 
 class VmGpu:
@@ -95,8 +128,10 @@ class VmGpu:
         self.plan_: dict[str, Any] = None  # type: ignore[assignment]
         self.config: dict[str, Any] = None  # type: ignore[assignment]
         self.running = False
+        self.ha = False  # an HA resource: start/shutdown only queue a request to ha-manager
         self.pending_keys: set[str] = set()
         self.restarted = False
+        self.settings: dict[str, str] = {}  # VM settings (machine, bios, vga, efidisk0) the plan writes
 
     @property
     def base(self) -> str:
@@ -172,15 +207,20 @@ class VmGpu:
                 self.warnings.append("%s: %s: GPUs usually work best with bios=ovmf (the VM uses %s)"
                                      % (self.where(), label, config.get("bios") or "seabios"))
             if "mapping" in norm:
-                paths = self.check_mapping(norm, fail, by_id)
+                alternatives = self.check_mapping(norm, fail, by_id)
             else:
-                paths = norm["host"].split(";")
-                for path in paths:
+                alternatives = [norm["host"]]
+                for path in norm["host"].split(";"):
                     if _pci.normalize_pci_address(path, function="0") not in by_id:
                         raise Precheck(fail % ("no PCI device %s on the node" % path))
+            paths = [pth for alt in alternatives for pth in alt.split(";")]
             if norm.get("mdev"):
-                if any(_pci.parse_pci_address(pth)[3] is None for pth in paths) and "host" in norm:
-                    raise Precheck(fail % "cannot use mediated device with multifunction device (give the function, e.g. .0)")
+                for alt in alternatives:
+                    # parse_hostpci (qemu-server PCI.pm): an alternative of more than one function cannot carry mdev
+                    funcs = _pci.path_functions(alt, by_id.values())
+                    if len(funcs) > 1:
+                        raise Precheck(fail % ("cannot use mediated device with multifunction device: %s is %d functions "
+                                               "(%s); give one function" % (alt, len(funcs), ", ".join(funcs))))
                 if slot in changing:
                     # A running VM already holds its unchanged mdev, which then no longer counts as available.
                     self.check_mdev(norm, paths, fail)
@@ -197,13 +237,15 @@ class VmGpu:
         is_mdev = bool(int(_pci.parse_bool(mapping.get("mdev") or 0)))
         problems = []
         for e in entries:
-            # mdev both ways, as PVE 8.4+ checks it at start (assert_valid gets the mapping's global mdev flag).
-            problems.extend(_pci.check_map_entry(e, list(by_id.values()), mdev=is_mdev))
+            # mdev both ways, as PVE 8.4+ checks it at start (assert_valid gets the mapping's global mdev flag);
+            # older releases start such a mapping, so it is not refused there.
+            problems.extend(_pci.check_map_entry(e, list(by_id.values()),
+                                                 mdev=_pci.mdev_checked(self.client.version(), is_mdev)))
         if problems:
             raise Precheck(fail % ("PCI mapping '%s' does not match the hardware of node %s: %s" % (mid, self.node, "; ".join(problems))))
-        if norm.get("mdev") and not is_mdev:
+        if norm.get("mdev") and not is_mdev and _pci.mdev_checked(self.client.version(), True):
             raise Precheck(fail % ("mdev is set but PCI mapping '%s' is not marked mdev" % mid))
-        return [pth for e in entries for pth in e["path"].split(";")]
+        return [e["path"] for e in entries]
 
     def check_mdev(self, norm: Mapping[str, str], paths: Sequence[str], fail: str) -> None:
         target = norm["mapping"] if "mapping" in norm else None
@@ -251,6 +293,42 @@ class VmGpu:
             raise Precheck("%s: only root@pam with a password may set, replace or delete raw host devices and romfiles "
                            "(this run is %s): %s; use a PCI mapping; nothing changed" % (self.where(), self.who, "; ".join(problems)))
 
+    def check_privileges(self, plan: Mapping[str, Any], current: Mapping[int, Mapping[str, str]]) -> None:
+        """The privileges the writes will need, read for this session (GET /access/permissions) before any write:
+        Proxmox VE's update_vm_api writes each delete before it checks the next option, so a refusal part-way would
+        leave deletes behind."""
+        if self.is_root:
+            return
+        changing = sorted(set(plan["set"]) | set(plan["delete"]))
+        needed = []
+        vm_path = "/vms/%s" % self.vmid
+        if changing:
+            needed.append((vm_path, "VM.Config.HWType", "to write hostpci entries"))
+        for slot in changing:
+            for value in ([plan["set"][slot]] if slot in plan["set"] else []) + ([current[slot]] if slot in current else []):
+                norm = _pci.normalize_hostpci(value) if isinstance(value, str) else value
+                if "mapping" in norm:
+                    needed.append(("/mapping/pci/%s" % norm["mapping"], "Mapping.Use",
+                                   "hostpci%d %s mapping %s" % (slot, "sets" if value is plan["set"].get(slot) else "replaces or deletes", norm["mapping"])))
+        # qemu-server API2/Qemu.pm: machine and vga are hardware options, bios a general one, an EFI disk a disk
+        # allocated on a storage.
+        for key, priv in (("machine", "VM.Config.HWType"), ("vga", "VM.Config.HWType"), ("bios", "VM.Config.Options"),
+                          ("efidisk0", "VM.Config.Disk")):
+            if key in self.settings:
+                needed.append((vm_path, priv, "to set %s" % key))
+        if "efidisk0" in self.settings:
+            storage = self.settings["efidisk0"].split(":", 1)[0]
+            needed.append(("/storage/%s" % storage, "Datastore.AllocateSpace", "to create the EFI disk on %s" % storage))
+        if self._restart_for(self.pending_keys | set("hostpci%d" % s for s in changing) | set(self.settings)):
+            needed.append((vm_path, "VM.PowerMgmt", "to restart it (restart=%s)" % self.spec["restart"]))
+        have: dict[str, Any] = {}
+        for path in sorted(set(n[0] for n in needed)):
+            have.update(self.client.permissions(path))
+        missing = _pve_rules.missing_privileges(needed, have)
+        if missing:
+            raise Precheck("%s: this session (%s) lacks %s; nothing was sent, nothing changed"
+                           % (self.where(), self.who, "; ".join(missing)))
+
     # --------------------------------------------------------------- plan (reads only)
 
     def plan(self) -> VmGpu:
@@ -259,8 +337,9 @@ class VmGpu:
             raise Precheck("VM %s not found on any node" % self.vmid)
         self.client.require_online(self.node, "change VM %s" % self.vmid)
         self.config = self.client.get(self.base + "/config")  # pending values applied
-        status = (self.client.get(self.base + "/status/current") or {}).get("status")
-        self.running = status == "running"
+        status = self.client.get(self.base + "/status/current") or {}
+        self.running = status.get("status") == "running"
+        self.ha = _pve_rules.ha_managed(status)
         if self.running:
             self.pending_keys = pending_hostpci(self.client.get(self.base + "/pending"))
         try:
@@ -272,16 +351,55 @@ class VmGpu:
             plan = _pci.plan_hostpci(current, desired, exclusive=self.spec["exclusive"])
         except _pci.PciError as exc:
             raise Precheck("%s: %s" % (self.where(), exc))
+        self.settings, problems = _pve_rules.plan_vm_settings(self.config, self.spec.get("vm_settings"))
+        if problems:
+            raise Precheck("%s: %s; nothing changed" % (self.where(), "; ".join(problems)))
         self.check_versions(plan)
         self.check_permissions(plan, current)
+        self.check_privileges(plan, current)
         if self.spec["precheck"]:
-            self.precheck(self.config, [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
+            # Checked against the settings as they will be (a q35 machine requested with pcie=1 is fine).
+            self.precheck(dict(self.config, **self.settings),
+                          [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
+            if plan["set"]:
+                problems = _pve_rules.vm_collisions(self.cluster.alternatives(self.node, plan["after"]),
+                                                    self.labels(plan["after"]), self.cluster.physfn(self.node))
+                if problems:
+                    raise Precheck("%s: %s; nothing changed" % (self.where(), "; ".join(problems)))
         self.plan_ = plan
         return self
 
+    @staticmethod
+    def labels(entries: Mapping[int, str]) -> dict[int, str]:
+        return {int(s): "hostpci%s (%s)" % (s, v) for s, v in entries.items()}
+
+    def neighbour_problems(self, planned: Mapping[int, VmGpu]) -> list[str]:
+        """Entries this plan sets that collide with another VM of the node (_pve_rules.cross_vm_collisions): the
+        other VMs' configurations as read (pending applied), or, for VMs of this batch, as planned."""
+        if not self.spec["precheck"] or not self.plan_["set"]:
+            return []
+        others = []
+        for vmid, info in sorted(self.cluster.vms(self.node).items()):
+            if vmid == int(self.vmid):
+                continue
+            other = planned.get(vmid)
+            try:
+                entries = (other.plan_["after"] if other is not None and other.node == self.node
+                           else {s: _pci.format_hostpci(n) for s, n in _pci.hostpci_from_config(info["config"]).items()})
+            except _pci.PciError:
+                continue  # a configuration PVE itself could not start is that VM's own problem
+            alts = self.cluster.alternatives(self.node, entries)
+            for slot, label in self.labels(entries).items():
+                others.append(("VM %s (%s)" % (vmid, info["status"] or "unknown"), label, alts[slot]))
+        mine = self.cluster.alternatives(self.node, self.plan_["set"])
+        problems = _pve_rules.cross_vm_collisions(mine, self.labels(self.plan_["set"]), others,
+                                                  self.cluster.physfn(self.node))
+        return ["%s: %s; nothing changed" % (self.where(), p) for p in problems]
+
     @property
     def changed_keys(self) -> list[str]:
-        return ["hostpci%d" % s for s in self.plan_["set"]] + ["hostpci%d" % s for s in self.plan_["delete"]]
+        return (["hostpci%d" % s for s in self.plan_["set"]] + ["hostpci%d" % s for s in self.plan_["delete"]]
+                + sorted(self.settings))
 
     def _restart_for(self, pending_keys: Collection[str]) -> bool:
         restart = self.spec["restart"]
@@ -301,6 +419,7 @@ class VmGpu:
         changed_keys = self.changed_keys
         if changed_keys and not self.check_mode:
             params = {"hostpci%d" % s: v for s, v in plan["set"].items()}
+            params.update(self.settings)
             if plan["delete"]:
                 params["delete"] = ",".join("hostpci%d" % s for s in plan["delete"])
             upid = self._post(self.base + "/config", digest=self.config.get("digest"), **params)
@@ -322,11 +441,33 @@ class VmGpu:
         shutdown = self.spec["shutdown_timeout"]
         upid = self._post(self.base + "/status/shutdown", forceStop=1, timeout=shutdown)
         self._wait(upid, "shutdown of %s" % self.where(), timeout=shutdown + self.spec["timeout"])
+        if self.ha:
+            # The task only queued 'ha-manager crm-command stop' (qemu-server vm_shutdown): wait for the VM itself.
+            self._wait_state("stopped", shutdown + self.spec["timeout"], "")
         upid = self._post(self.base + "/status/start")
+        saved = " (the new hostpci configuration is saved; the VM is stopped)"
         try:
             self._wait(upid, "start of %s" % self.where())
         except PveError as exc:
-            raise PveError("%s (the new hostpci configuration is saved; the VM is stopped)" % exc)
+            raise PveError("%s%s" % (exc, saved))
+        if self.ha:
+            self._wait_state("running", self.spec["timeout"], saved)
+
+    def _wait_state(self, want: str, timeout: float, saved: str) -> None:
+        """Poll the HA-managed VM until it is ``want``; raise PveError when HA will not get it there in time."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.client.get(self.base + "/status/current") or {}
+            verdict = _pve_rules.ha_verdict(status, want)
+            if verdict is None:
+                return
+            if verdict:
+                raise PveError("%s (HA-managed) did not become %s: %s%s" % (self.where(), want, verdict, saved))
+            if time.monotonic() >= deadline:
+                raise PveError("%s (HA-managed) did not become %s within %ss: it is %s, HA service state %s%s"
+                               % (self.where(), want, timeout, status.get("status"),
+                                  (status.get("ha") or {}).get("state"), saved))
+            time.sleep(self.client.poll_interval)
 
     def result(self) -> dict[str, Any]:
         plan = self.plan_
@@ -336,6 +477,12 @@ class VmGpu:
                                  % (self.where(), ", ".join(sorted(self.pending_keys))))
         before = {"hostpci%d" % s: v for s, v in plan["before"].items()}
         after = {"hostpci%d" % s: v for s, v in plan["after"].items()}
+        diff_before, diff_after = dict(before), dict(after)
+        for key in sorted(self.spec.get("vm_settings") and _pve_rules.VM_SETTING_KEYS or ()):
+            if self.config.get(key) is not None:
+                diff_before[key] = str(self.config[key])
+            if self.settings.get(key, self.config.get(key)) is not None:
+                diff_after[key] = str(self.settings.get(key, self.config.get(key)))
         return dict(
             vmid=self.vmid,
             node=self.node,
@@ -346,13 +493,16 @@ class VmGpu:
             deleted=["hostpci%d" % s for s in plan["delete"]],
             pending=pending,
             restarted=self.restarted,
+            ha_managed=self.ha,
+            vm_settings=dict(self.settings),
             writes=self.writes,
-            diff={"before": before, "after": after},
+            diff={"before": diff_before, "after": diff_after},
         )
 
     def failed_result(self, exc: BaseException) -> dict[str, Any]:
         """What a VM whose write failed looks like now, read back (PVE may have written part of a config call)."""
         out = dict(vmid=self.vmid, node=self.node, changed=False, failed=True, msg=str(exc), writes=self.writes,
+                   ha_managed=self.ha,
                    before={"hostpci%d" % s: v for s, v in self.plan_["before"].items()})
         try:
             now = _pci.hostpci_from_config(self.client.get(self.base + "/config"))
@@ -405,6 +555,13 @@ def run(client: PveClient, params: Mapping[str, Any], check_mode: bool) -> tuple
     workers = params.get("max_concurrent") or 1
     planned = pool_map(lambda vm: vm.plan(), vms, workers, (Precheck, PveError))
     problems = [str(p) for p in planned if isinstance(p, Exception)]
+    if problems:
+        raise BatchInvalid(problems)
+    by_vmid = {int(vm.vmid): vm for vm in vms}
+    try:
+        problems = [p for vm in vms for p in vm.neighbour_problems(by_vmid)]
+    except PveError as exc:
+        raise BatchInvalid([str(exc)])
     if problems:
         raise BatchInvalid(problems)
 

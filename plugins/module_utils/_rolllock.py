@@ -13,6 +13,11 @@ the API server answers the second with 409 Conflict (optimistic concurrency), as
 
 client-go times the lease from when it observed the record (its own clock); a one-shot run has no earlier
 observation, so it uses the record's renewTime: controllers whose clocks differ by a fraction of the TTL agree.
+
+Beyond client-go: the Lease names the holder's controller process (``_process``: host, boot, pid, start time). A run
+on the same host and boot that finds that process gone takes the lock over at once rather than after its time to
+live, and the holder it replaced - whose per-host locks and node states it must finish - is recorded in the Lease
+(``SUPERSEDED``) until a run releases the lock cleanly.
 """
 
 from __future__ import annotations
@@ -21,11 +26,23 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Union
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll
+
 API_VERSION = "coordination.k8s.io/v1"
-NODES_ANNOTATION = "gpuops.io/roll-nodes"
+NODES_ANNOTATION = _node_roll.LEASE_NODES
+# The roll's slots, its changing nodes in roll order, the ones whose turn has come (took a slot, or could not start)
+# and when the last one came: node_roll keeps the budget and the order with them (_node_roll.slot_decision).
+SLOTS_ANNOTATION = _node_roll.LEASE_SLOTS
+QUEUE_ANNOTATION = _node_roll.LEASE_QUEUE
+PASSED_ANNOTATION = _node_roll.LEASE_PASSED
+PROGRESS_ANNOTATION = _node_roll.LEASE_PROGRESS
+PROCESS_ANNOTATION = "gpuops.provision/holder-process"
+SUPERSEDED = "gpuops.provision/superseded"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuops.provision"}
 # Lease names are DNS subdomains (RFC 1123), as every object name the API server validates that way.
 MAX_NAME = 253
+# holderIdentity has no bound of its own in the API; ours is written into messages and per-host locks too.
+MAX_HOLDER = 1024
 
 
 class LockError(Exception):
@@ -83,7 +100,8 @@ def record(lease: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
     spec = lease.get("spec") or {}
     renewed = parse_time(spec.get("renewTime")) or parse_time(spec.get("acquireTime"))
     duration = spec.get("leaseDurationSeconds")
-    nodes = [n for n in ((meta.get("annotations") or {}).get(NODES_ANNOTATION) or "").split(",") if n]
+    notes = meta.get("annotations") or {}
+    nodes = [n for n in (notes.get(NODES_ANNOTATION) or "").split(",") if n]
     return {
         "holder": spec.get("holderIdentity") or "",
         "acquired": spec.get("acquireTime"),
@@ -92,6 +110,12 @@ def record(lease: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
         "expires_at": renewed + int(duration) if renewed is not None and duration is not None else None,
         "transitions": int(spec.get("leaseTransitions") or 0),
         "nodes": nodes,
+        "slots": [n for n in (notes.get(SLOTS_ANNOTATION) or "").split(",") if n],
+        "queue": [n for n in (notes.get(QUEUE_ANNOTATION) or "").split(",") if n],
+        "passed": [n for n in (notes.get(PASSED_ANNOTATION) or "").split(",") if n],
+        "progress": notes.get(PROGRESS_ANNOTATION) or "",
+        "process": notes.get(PROCESS_ANNOTATION) or "",
+        "superseded": notes.get(SUPERSEDED) or "",
         "resource_version": meta.get("resourceVersion"),
     }
 
@@ -110,9 +134,16 @@ def describe(rec: Mapping[str, Any], now: float) -> str:
 
 
 def _body(name: str, namespace: str, holder: str, ttl: int, nodes: Iterable[str], acquired: Optional[str], renewed: str,
-          transitions: int, resource_version: Optional[str] = None) -> dict[str, Any]:
-    meta = {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY),
-            "annotations": {NODES_ANNOTATION: ",".join(nodes)}}
+          transitions: int, resource_version: Optional[str] = None, process: str = "", superseded: str = "",
+          slots: Iterable[str] = (), queue: Iterable[str] = (), passed: Iterable[str] = (),
+          progress: str = "") -> dict[str, Any]:
+    notes = {NODES_ANNOTATION: ",".join(nodes), SLOTS_ANNOTATION: ",".join(slots), QUEUE_ANNOTATION: ",".join(queue),
+             PASSED_ANNOTATION: ",".join(passed), PROGRESS_ANNOTATION: progress}
+    if process:
+        notes[PROCESS_ANNOTATION] = process
+    if superseded:
+        notes[SUPERSEDED] = superseded
+    meta = {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY), "annotations": notes}
     if resource_version is not None:
         meta["resourceVersion"] = resource_version
     return {"apiVersion": API_VERSION, "kind": "Lease", "metadata": meta,
@@ -128,6 +159,8 @@ def validate(name: Optional[str], namespace: Optional[str], holder: Optional[str
         problems.append("namespace must not be empty")
     if not holder or not str(holder).strip():
         problems.append("holder must name this run")
+    elif len(str(holder)) > MAX_HOLDER:
+        problems.append("holder must be at most %d characters, got %d" % (MAX_HOLDER, len(str(holder))))
     if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 1:
         problems.append("ttl must be a positive number of seconds, got %r" % (ttl,))
     if problems:
@@ -135,11 +168,19 @@ def validate(name: Optional[str], namespace: Optional[str], holder: Optional[str
 
 
 def decide(lease: Optional[Mapping[str, Any]], state: str, name: str, namespace: str, holder: str, ttl: int,
-           nodes: Optional[Iterable[str]], now: float) -> dict[str, Any]:
+           nodes: Optional[Iterable[str]], now: float, process: str = "", holder_alive: Optional[bool] = None,
+           check: bool = False, interrupted: bool = False, queue: Optional[Iterable[str]] = None) -> dict[str, Any]:
     """What to do with the Lease ``lease`` (None: absent) for ``state`` 'held' (take or renew) or 'absent' (release).
 
+    ``process``: this run's controller process (``_process.encode``), written into the Lease; ``holder_alive``:
+    whether the current holder's process still runs, where that can be known (None: it cannot); ``check``: check
+    mode (the words say "would"); ``interrupted``: a release because the holder's controller died (the holder is
+    recorded as superseded, for the next run to finish its nodes); ``queue``: the nodes that change, in roll order
+    (a lock taken starts with no node having had its turn; a renewal keeps the record as it is).
+
     Returns a dict: ``action`` (none, create, update or refuse), ``body`` (the Lease to write), ``before`` (the
-    record read, or None), ``taken_over`` (the expired holder replaced, or None) and ``msg``.
+    record read, or None), ``taken_over`` (the holder replaced, or None), ``superseded`` (the interrupted holder
+    whose leftovers this run finishes, or '') and ``msg``.
     """
     validate(name, namespace, holder, ttl)
     nodes = list(nodes or [])
@@ -150,26 +191,42 @@ def decide(lease: Optional[Mapping[str, Any]], state: str, name: str, namespace:
         if rec is None or rec["holder"] != holder:
             msg = ("the roll lock %s is not held by this run%s; left as it is"
                    % (where, (", but by " + describe(rec, now)) if rec and rec["holder"] else ""))
-            return dict(action="none", body=None, before=rec, taken_over=None, msg=msg)
+            return dict(action="none", body=None, before=rec, taken_over=None, superseded="", msg=msg)
+        # A clean release clears the record of an interrupted holder: this run finished what that one left.
         body = _body(name, namespace, "", 1, [], _micro(rec["acquired"]), stamp, rec["transitions"],
-                     rec["resource_version"])
-        return dict(action="update", body=body, before=rec, taken_over=None, msg="released the roll lock " + where)
+                     rec["resource_version"], superseded=holder if interrupted else "")
+        msg = "%s the roll lock %s%s" % ("would release" if check else "released", where,
+                                         ", whose holder's controller is gone" if interrupted else "")
+        return dict(action="update", body=body, before=rec, taken_over=None, superseded="", msg=msg)
     if state != "held":
         raise LockError("state must be held or absent, got %r" % (state,))
+    queue = list(queue or [])
     if rec is None:
-        body = _body(name, namespace, holder, ttl, nodes, stamp, stamp, 0)
-        return dict(action="create", body=body, before=None, taken_over=None, msg="took the roll lock " + where)
+        body = _body(name, namespace, holder, ttl, nodes, stamp, stamp, 0, process=process, queue=queue, progress=stamp)
+        return dict(action="create", body=body, before=None, taken_over=None, superseded="",
+                    msg=("would take" if check else "took") + " the roll lock " + where)
     if rec["holder"] == holder:
         body = _body(name, namespace, holder, ttl, nodes or rec["nodes"], _micro(rec["acquired"]) or stamp, stamp,
-                     rec["transitions"], rec["resource_version"])
-        return dict(action="update", body=body, before=rec, taken_over=None, msg="renewed the roll lock " + where)
+                     rec["transitions"], rec["resource_version"], process=rec["process"] or process,
+                     superseded=rec["superseded"], slots=rec["slots"], queue=queue or rec["queue"],
+                     passed=rec["passed"], progress=rec["progress"])
+        return dict(action="update", body=body, before=rec, taken_over=None, superseded=rec["superseded"],
+                    msg=("would renew" if check else "renewed") + " the roll lock " + where)
     # A Lease without a duration is expired at once, as client-go's isLeaseValid has it.
     live = rec["holder"] and rec["expires_at"] is not None and rec["expires_at"] > now
-    if live:
-        return dict(action="refuse", body=None, before=rec, taken_over=None,
+    if live and holder_alive is not False:
+        return dict(action="refuse", body=None, before=rec, taken_over=None, superseded="",
                     msg="another roll holds the lock %s: %s; nothing was changed" % (where, describe(rec, now)))
-    body = _body(name, namespace, holder, ttl, nodes, stamp, stamp, rec["transitions"] + 1, rec["resource_version"])
     stale = rec["holder"] or None
-    msg = ("took over the roll lock %s from %s, whose lease expired" % (where, describe(rec, now))) if stale \
-        else "took the roll lock " + where
-    return dict(action="update", body=body, before=rec, taken_over=stale, msg=msg)
+    # The holder whose nodes and per-host locks this run finishes: the one replaced now, or one an earlier release
+    # recorded as interrupted.
+    superseded = stale or rec["superseded"]
+    body = _body(name, namespace, holder, ttl, nodes, stamp, stamp, rec["transitions"] + 1, rec["resource_version"],
+                 process=process, superseded=superseded, queue=queue, progress=stamp)
+    if stale and live:
+        why = "whose controller process is gone (%s)" % rec["process"]
+    elif stale:
+        why = "whose lease expired"
+    msg = ("%s over the roll lock %s from %s, %s" % ("would take" if check else "took", where, describe(rec, now), why)) \
+        if stale else ("would take" if check else "took") + " the roll lock " + where
+    return dict(action="update", body=body, before=rec, taken_over=stale, superseded=superseded, msg=msg)

@@ -117,11 +117,22 @@ def multi_vgpu_rules(choice: str = "auto", esxi_version: Optional[str] = None, d
     return rules
 
 
+def facts_as_parsed(facts: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """A profile's facts from vCenter (_vsphere_placement.profile_facts, source "api") in parse_profile()'s shape; None
+    for facts from the name (parse_profile reads those) or when vCenter does not say the frame buffer."""
+    if facts.get("source") != "api" or facts.get("fb_gb") is None:
+        return None
+    return dict(name=facts["name"], board=facts["board"], fb_gb=facts["fb_gb"], series=facts["series"],
+                mig_slices=1 if facts.get("mig") else None)
+
+
 def multi_vgpu_errors(profiles: Sequence[str], offered: Iterable[str], max_vgpus: Optional[int] = None,
-                      rules: Optional[Mapping[str, Any]] = None) -> list[str]:
+                      rules: Optional[Mapping[str, Any]] = None,
+                      facts: Optional[Mapping[str, Mapping[str, Any]]] = None) -> list[str]:
     """Reasons why this list cannot be attached to one VM together (empty when fine).
 
     rules: from multi_vgpu_rules(); default the "legacy" rules. max_vgpus overrides the rules' limit.
+    facts: {profile: _vsphere_placement.profile_facts}; vCenter's facts of a profile win over its name.
     """
     if len(profiles) <= 1:
         return []
@@ -132,7 +143,7 @@ def multi_vgpu_errors(profiles: Sequence[str], offered: Iterable[str], max_vgpus
         errors.append("%d vGPUs requested, at most %d are allowed per VM" % (len(profiles), limit))
     parsed = {}
     for name in sorted(set(profiles)):
-        p = parse_profile(name)
+        p = facts_as_parsed((facts or {}).get(name) or {}) or parse_profile(name)
         if p is None:
             errors.append("profile %s: unrecognised name, cannot prove it allows multiple vGPUs" % name)
         else:
@@ -156,9 +167,11 @@ def multi_vgpu_errors(profiles: Sequence[str], offered: Iterable[str], max_vgpus
         full = max_framebuffer(offered)
         for name in sliced:
             p = parsed[name]
-            if p["board"] in full and p["fb_gb"] != full[p["board"]]:
+            # The board as the offered profiles' names give it: vCenter's facts name the device instead.
+            board = (parse_profile(name) or p)["board"]
+            if board in full and p["fb_gb"] != full[board]:
                 errors.append("profile %s: multiple vGPUs need the full-framebuffer profile (%s-%d%s)"
-                              % (name, name.split("-")[0], full[p["board"]], p["series"]))
+                              % (name, name.split("-")[0], full[board], p["series"]))
     return errors
 
 
@@ -169,10 +182,14 @@ def hosts_offering(profiles: Iterable[str], host_offers: Mapping[str, Optional[I
 
 
 def validate_profiles(vm: str, profiles: Sequence[str], host: str, host_offers: Mapping[str, Sequence[str]], placement: str = "host",
-                      max_vgpus: Optional[int] = None, host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None) -> list[str]:
+                      max_vgpus: Optional[int] = None, host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                      host_errors: Optional[Mapping[str, Sequence[str]]] = None,
+                      facts: Optional[Mapping[str, Mapping[str, Mapping[str, Any]]]] = None) -> list[str]:
     """Check a desired vGPU list for a VM against what its host (or cluster) offers.
 
     host_rules: {host: multi_vgpu_rules(...)}; hosts not in it get the "legacy" rules.
+    host_errors: {host: [why its GPUs cannot take these vGPUs]} (_vsphere_placement.gpu_errors); such hosts are not
+    eligible. facts: {host: {profile: facts}} where vCenter described the profiles (multi_vgpu_errors).
     Returns the sorted list of hosts that could run the VM; raises VgpuError naming VM, host, profile and reason.
     """
     if placement not in ("host", "cluster"):
@@ -202,9 +219,11 @@ def validate_profiles(vm: str, profiles: Sequence[str], host: str, host_offers: 
     rejected = {}
     for h in offering:
         rules = (host_rules or {}).get(h) or multi_vgpu_rules("legacy")
-        multi = multi_vgpu_errors(list(profiles), offered, max_vgpus, rules)
-        if multi:
-            rejected[h] = "%s (multi-vGPU rules %s: %s)" % ("; ".join(multi), rules["name"], rules["basis"])
+        multi = multi_vgpu_errors(list(profiles), offered, max_vgpus, rules, (facts or {}).get(h))
+        why = ["%s (multi-vGPU rules %s: %s)" % ("; ".join(multi), rules["name"], rules["basis"])] if multi else []
+        why += list((host_errors or {}).get(h) or [])
+        if why:
+            rejected[h] = "; ".join(why)
     eligible = [h for h in offering if h not in rejected]
     if not eligible:
         shown = host if host in rejected else sorted(rejected)[0]
@@ -315,19 +334,30 @@ def plan_vm(vm: str, host: str, current_devices: Sequence[Mapping[str, Any]], de
             host_offers: Mapping[str, Sequence[str]], power_state: Optional[str], memory_locked: bool, extra_config: Mapping[str, Any],
             placement: str = "host", reserve_all_memory: bool = True, use_64bit_mmio: Optional[bool] = None,
             mmio_size_gb: Optional[int] = None, power_policy: str = "fail", max_vgpus: Optional[int] = None,
-            host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None, firmware: Optional[str] = None) -> dict[str, Any]:
-    """Full plan for one VM; pure, raises VgpuError on invalid input before anything is touched."""
-    eligible = validate_profiles(vm, desired, host, host_offers, placement, max_vgpus, host_rules)
+            host_rules: Optional[Mapping[str, Mapping[str, Any]]] = None, firmware: Optional[str] = None,
+            host_errors: Optional[Mapping[str, Sequence[str]]] = None, upgrade: Optional[Mapping[str, Any]] = None,
+            restore: bool = False, facts: Optional[Mapping[str, Mapping[str, Mapping[str, Any]]]] = None) -> dict[str, Any]:
+    """Full plan for one VM; pure, raises VgpuError on invalid input before anything is touched.
+
+    upgrade: the hardware upgrade the vGPUs need (_vsphere_placement.plan_hardware), done while the VM is off.
+    restore: an earlier run powered the VM off and did not power it on again (its marker is on the VM): the VM is
+    powered on when it is off, and the marker goes either way.
+    """
+    eligible = validate_profiles(vm, desired, host, host_offers, placement, max_vgpus, host_rules, host_errors, facts)
     use_64bit_mmio, mmio_size_gb = plan_c_series(vm, desired, firmware, extra_config, use_64bit_mmio, mmio_size_gb)
     devices = diff_vgpus(current_devices, desired)
     extra = plan_extra_config(extra_config, use_64bit_mmio, mmio_size_gb)
     lock_memory = bool(desired) and reserve_all_memory and not memory_locked
-    needs_change = bool(devices["remove"] or devices["add"] or extra or lock_memory)
+    reconfigure = bool(devices["remove"] or devices["add"] or extra or lock_memory)
+    needs_change = reconfigure or upgrade is not None
     power = plan_power(vm, power_state, needs_change, power_policy)
+    if restore and power_state == "poweredOff":
+        power = dict(power, power_on_after=True)
     before = sorted(d["profile"] for d in current_devices)
     after = sorted(desired)
     return dict(
-        vm=vm, host=host, eligible_hosts=eligible, changed=needs_change,
+        vm=vm, host=host, eligible_hosts=eligible, changed=needs_change or restore, reconfigure=reconfigure,
+        upgrade=upgrade, restore=restore,
         remove=devices["remove"], add=devices["add"], keep=devices["keep"],
         lock_memory=lock_memory, extra_config=extra, power=power,
         before=dict(profiles=before, memory_reservation_locked_to_max=memory_locked,
@@ -392,6 +422,22 @@ def plan_graphics(host: str, current: Mapping[str, Any], default_graphics_type: 
     return dict(host=host, changed=before != after, before=before, after=after)
 
 
+def vsga_involved(before: Mapping[str, Any], after: Mapping[str, Any], pci_ids: Iterable[str]) -> bool:
+    """Whether a graphics device of the host is or was in shared (vSGA) mode across a graphics change.
+
+    ``before``/``after``: plan_graphics states (default type and per-device types); ``pci_ids``: the host's devices,
+    each of which runs its own entry's type, else the default. Only then does Xorg matter: "As of vSphere 7.0 Update 1,
+    Xorg is no longer required for graphics devices in vGPU mode ... Xorg is still required ... in shared mode vSGA"
+    (VMware KB 318047).
+    """
+    for state in (before, after):
+        devices = state.get("devices") or {}
+        for pci in pci_ids:
+            if devices.get(normalize_pci_id(pci), state.get("default_graphics_type")) == "shared":
+                return True
+    return False
+
+
 def normalize_pci_id(pci_id: object) -> str:
     """vSphere writes PCI ids as 0000:3b:00.0; accept 3b:00.0 and upper case too."""
     if not pci_id:
@@ -435,6 +481,22 @@ def drift_report(host_versions: Mapping[str, Optional[str]]) -> dict[str, Any]:
     A host without a driver counts as drift: it cannot run vGPU VMs that the others can.
     """
     return _drift.drift_report(host_versions)   # the one drift rule; ties go to the version first as text
+
+
+def drift_by_cluster(host_versions: Mapping[str, Optional[str]], host_cluster: Mapping[str, Optional[str]]) -> dict[str, Any]:
+    """Driver drift judged per cluster: every GPU host of a cluster runs one driver (the seeds' rule), hosts of
+    different clusters may differ.
+
+    ``host_cluster``: {host: cluster name, None for a standalone host}; a standalone host is a group of its own. Returns
+    the whole scope's drift_report (``versions``, ``missing``, ``majority``) with ``consistent`` true when every group
+    is, plus ``clusters`` ({cluster: drift_report}) and ``drifting_clusters`` (names, sorted).
+    """
+    groups: dict[str, dict[str, Optional[str]]] = {}
+    for host, version in host_versions.items():
+        groups.setdefault(host_cluster.get(host) or "standalone host %s" % host, {})[host] = version
+    clusters = {name: drift_report(versions) for name, versions in sorted(groups.items())}
+    drifting = [name for name, report in clusters.items() if not report["consistent"]]
+    return dict(drift_report(host_versions), consistent=not drifting, clusters=clusters, drifting_clusters=drifting)
 
 
 def is_gpu_host(row: Mapping[str, Any]) -> bool:

@@ -9,6 +9,7 @@ Decisions live in _vgpu.py; this file only reads and writes vSphere objects.
 from __future__ import annotations
 
 import copy
+import http.client
 import os
 import re
 import socket
@@ -16,6 +17,7 @@ import ssl
 import threading
 import time
 import traceback
+import xml.parsers.expat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
@@ -47,6 +49,17 @@ VM_PROPS = ["name", "runtime.host", "runtime.powerState", "config.hardware.devic
 
 class VsphereError(Exception):
     """An API or lookup failure; the message is ready for fail_json."""
+
+
+class TransportError(VsphereError):
+    """A call got no usable answer (connection dropped, a reply cut short, an HTTP error page instead of SOAP):
+    whether vCenter ran the method is unknown."""
+
+
+# What pyVmomi raises when a reply is not a SOAP answer: it parses every 200 and 500 reply as SOAP
+# (pyVmomi/SoapAdapter.py SoapStubAdapter.InvokeMethod), so an HTML error page or a reply cut short is an
+# ExpatError; other statuses are HTTPException; a dropped connection or a timeout is an OSError.
+TRANSPORT_ERRORS = (OSError, http.client.HTTPException, xml.parsers.expat.ExpatError)
 
 
 def fault_message(fault: Any) -> str:
@@ -86,7 +99,12 @@ class CallCounter:
             with lock:
                 self.calls += 1
                 self.by_method[name] = self.by_method.get(name, 0) + 1
-            return original(mo, info, args, *rest, **kw)
+            try:
+                return original(mo, info, args, *rest, **kw)
+            except TRANSPORT_ERRORS as e:
+                # Every call of the session passes here (property reads too): one place turns them into ours.
+                raise TransportError("%s on %s got no usable answer from vCenter (%s: %s)"
+                                     % (name, getattr(mo, "_moId", mo), type(e).__name__, e)) from e
 
         stub.InvokeMethod = counting
 
@@ -328,6 +346,27 @@ def vgpu_mode_unsupported(session: Session, row: Mapping[str, Any]) -> Optional[
     return ", ".join(old) or None
 
 
+def vgpu_profile_info(session: Session, row: Mapping[str, Any], warnings: Optional[list[str]] = None) -> dict[str, dict[str, Any]]:
+    """{profile: {fb_gb, sharing, profile_class, device}} from the host's HostGraphicsManager.RetrieveVgpuProfileInfo
+    ("Since vSphere API Release 7.0.3.0"; pyVmomi vim.host.GraphicsManager), {} where the host, vCenter or this session
+    is older or the call fails (the profile names tell then; a failure is a warning)."""
+    gm = row.get("configManager.graphicsManager")
+    host = _vgpu.parse_version(row.get("config.product.version"))
+    if gm is None or not host or host < (7, 0, 3) or not session.speaks(vim.vm.VgpuProfileInfo, "fbSizeInGib"):
+        return {}
+    try:
+        infos = gm.RetrieveVgpuProfileInfo() or []
+    except (vmodl.MethodFault, VsphereError) as e:
+        if warnings is not None:
+            warnings.append("host %s: RetrieveVgpuProfileInfo failed (%s); vGPU profile facts come from their names"
+                            % (row.get("name"), fault_message(e) if isinstance(e, vmodl.MethodFault) else e))
+        return {}
+    return {i.profileName: dict(fb_gb=i.fbSizeInGib, sharing=i.profileSharing, profile_class=i.profileClass,
+                                device=i.deviceVendorId,
+                                stun_time_s={int(t.migrationBW): int(t.stunTime) for t in (getattr(i, "stunTimeEstimates", None) or [])})
+            for i in infos if i.profileName}
+
+
 def esxi_version(row: Mapping[str, Any]) -> Optional[str]:
     return row.get("config.product.version")
 
@@ -465,8 +504,35 @@ def cluster_drs(session: Session, objects: Optional[Sequence[Any]] = None, conta
         out[row["moid"]] = dict(
             name=row["name"], moid=row["moid"], obj=row["obj"], enabled=getattr(drs, "enabled", None),
             default_behavior=str(drs.defaultVmBehavior) if drs is not None and drs.defaultVmBehavior else None,
-            overrides_enabled=getattr(drs, "enableVmBehaviorOverrides", None), overrides=overrides)
+            overrides_enabled=getattr(drs, "enableVmBehaviorOverrides", None), overrides=overrides,
+            options={o.key: str(o.value) for o in (getattr(drs, "option", None) or [])})
     return out
+
+
+def set_drs_option(session: Session, cluster_obj: Any, cluster_name: str, key: str, value: str) -> None:
+    """Set one DRS advanced option of a cluster (ClusterConfigSpecEx.drsConfig.option, modify=True)."""
+    spec = vim.cluster.ConfigSpecEx(drsConfig=vim.cluster.DrsConfigInfo(option=[vim.option.OptionValue(key=key, value=value)]))
+    session.call_task("cluster %s: DRS advanced option %s=%s" % (cluster_name, key, value),
+                      cluster_obj.ReconfigureComputeResource_Task, spec=spec, modify=True)
+
+
+def vcenter_setting(session: Session, key: str) -> Optional[str]:
+    """A vCenter advanced setting (OptionManager ``content.setting``); None when vCenter does not have it (InvalidName)."""
+    try:
+        found = [o for o in session.content.setting.QueryOptions(key) or [] if o.key == key]
+    except vim.fault.InvalidName:
+        return None
+    except vmodl.MethodFault as e:
+        raise VsphereError("reading the vCenter advanced setting %s failed: %s" % (key, fault_message(e)))
+    return str(found[0].value) if found else None
+
+
+def set_vcenter_setting(session: Session, key: str, value: str) -> None:
+    """Set (or add) a vCenter advanced setting; needs Global.Settings."""
+    try:
+        session.content.setting.UpdateOptions(changedValue=[vim.option.OptionValue(key=key, value=value)])
+    except vmodl.MethodFault as e:
+        raise VsphereError("setting the vCenter advanced setting %s=%s failed: %s" % (key, value, fault_message(e)))
 
 
 def host_clusters(rows: Iterable[Mapping[str, Any]]) -> list[Any]:

@@ -77,12 +77,23 @@ def run(session: Any, params: Dict[str, Any], check_mode: bool, warn: Callable[[
                 raise _vsphere.VsphereError("host %s: no HostGraphicsManager" % row["name"])
             try:
                 gm.UpdateGraphicsConfig(_vsphere.edit_graphics_config(row.get("config.graphicsConfig"), plan["after"]))
-                if params["restart_xorg"]:
-                    row["obj"].configManager.serviceSystem.RestartService(id="xorg")
             except vmodl.MethodFault as e:
                 raise _vsphere.VsphereError("host %s: UpdateGraphicsConfig failed: %s (already changed: %s)"
                                             % (row["name"], _vsphere.fault_message(e), ", ".join(done) or "none"))
+            except _vsphere.TransportError as e:
+                raise _vsphere.VsphereError("host %s: whether UpdateGraphicsConfig was applied is unknown: %s; a re-run "
+                                            "reads the host again and finishes (already changed: %s)"
+                                            % (row["name"], e, ", ".join(done) or "none"))
             done.append(row["name"])
+            pcis = [g["pci_id"] for g in _vsphere.graphics_devices(row.get("config.graphicsInfo"))]
+            if params["restart_xorg"] and _vgpu.vsga_involved(plan["before"], plan["after"], pcis):
+                try:
+                    row["obj"].configManager.serviceSystem.RestartService(id="xorg")
+                except (vmodl.MethodFault, _vsphere.VsphereError) as e:
+                    # The change is made; from vSphere 7.0 U1 Xorg serves vSGA only and may not start otherwise.
+                    warn("host %s: the graphics settings are changed, but restarting Xorg failed (%s); from vSphere 7.0 "
+                         "Update 1 Xorg is needed only for devices in shared (vSGA) mode (VMware KB 318047)"
+                         % (row["name"], _vsphere.fault_message(e) if isinstance(e, vmodl.MethodFault) else e))
         results.append(dict(name=row["name"], changed=plan["changed"], skipped=plan["skipped"],
                             before=plan["before"], after=plan["after"], running_vms=vms))
     return results

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu, _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_placement as placement
 
 
 def vm_drs(cluster: Optional[Dict[str, Any]], moid: str) -> Dict[str, Any]:
@@ -39,6 +40,12 @@ def gather(session: Any, params: Dict[str, Any], warnings: List[str]) -> Dict[st
             vgpu_vms=[],
             driver=dict(vib=None, vib_version=None, version=None, source=None),
         )
+        if entry["gpu_host"] and entry["connection_state"] == "connected":
+            api = _vsphere.vgpu_profile_info(session, row, warnings)
+            entry["profile_info"] = [dict(placement.profile_facts(p, api.get(p)), stun_time_s=(api.get(p) or {}).get("stun_time_s"))
+                                     for p in entry["profiles"]]
+        else:
+            entry["profile_info"] = []
         if params["gather_driver"] and entry["gpu_host"] and entry["connection_state"] == "connected":
             entry["driver"] = _vsphere.host_driver(session, row, params["driver_vib_regex"], warnings)
         out.append(entry)
@@ -62,6 +69,7 @@ def gather(session: Any, params: Dict[str, Any], warnings: List[str]) -> Dict[st
             vgpu_vms.append(item)
         result["vgpu_vms"] = sorted(vgpu_vms, key=lambda v: v["name"])
     if params["gather_driver"]:
-        result["drift"] = _vgpu.drift_report({h["name"]: h["driver"]["version"] for h in out
-                                              if h["gpu_host"] and h["connection_state"] == "connected"})
+        judged = [h for h in out if h["gpu_host"] and h["connection_state"] == "connected"]
+        result["drift"] = _vgpu.drift_by_cluster({h["name"]: h["driver"]["version"] for h in judged},
+                                                 {h["name"]: h["cluster"] for h in judged})
     return result

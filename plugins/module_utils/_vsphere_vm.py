@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _vgpu, _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_placement as placement
 from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
 
 try:
@@ -24,12 +25,19 @@ except ImportError:
     pass  # reported through _vsphere.HAS_PYVMOMI
 
 VM_READ = ["name", "runtime.host", "runtime.powerState", "config.hardware.device",
-           "config.memoryReservationLockedToMax", "config.extraConfig", "config.firmware", "config.template"]
-OFFER_PROPS = ["name", "parent", "runtime.connectionState", "config.sharedPassthruGpuTypes", "config.sharedGpuCapabilities",
-               "config.product.version", "configManager.imageConfigManager"]
+           "config.memoryReservationLockedToMax", "config.extraConfig", "config.firmware", "config.template",
+           "config.version", "config.managedBy"]
+OFFER_PROPS = ["name", "parent", "runtime.connectionState", "runtime.inMaintenanceMode", "config.sharedPassthruGpuTypes",
+               "config.sharedGpuCapabilities", "config.graphicsInfo", "config.product.version",
+               "configManager.imageConfigManager", "configManager.graphicsManager"]
 # Options a batch item may set for itself; the task's value is the default.
 PER_VM_OPTIONS = ("placement", "power_policy", "reserve_all_memory", "use_64bit_mmio", "mmio_size_gb", "max_vgpus",
-                  "multi_vgpu_rules", "drs_behavior", "drs_enabled")
+                  "multi_vgpu_rules", "drs_behavior", "drs_enabled", "upgrade_hardware")
+# The owner name this module writes into a VM's restore marker before it powers the VM off.
+OWNER = "vsphere_vm_vgpu"
+# ManagedByInfo of VMs that the vSphere VM Service (VM Operator) owns (vmware-tanzu/vm-operator, constants
+# ManagedByExtensionKey and ManagedByExtensionType): their devices come from their VM class.
+VM_SERVICE = ("com.vmware.vcenter.wcp", "VirtualMachine")
 # ClusterDrsVmConfigInfo.behavior takes DrsBehavior (vim.cluster.DrsConfigInfo.DrsBehavior).
 DRS_BEHAVIORS = ("manual", "partiallyAutomated", "fullyAutomated")
 KEYS = ("name", "uuid", "moid")
@@ -74,7 +82,8 @@ class Inventory:
         self.hosts: dict[str, dict[str, Any]] = {}  # host moid -> row
         self.clusters: dict[str, dict[str, dict[str, Any]]] = {}  # cluster moid -> {host name: row} of its connected hosts
         self.rules: dict[tuple[str, str], dict[str, Any]] = {}  # (host name, rules choice) -> multi-vGPU rules (the driver is read once per host)
-        self.drs: dict[Any, dict[str, Any]] = {}  # cluster moid -> DRS facts (_vsphere.cluster_drs), for the VMs that set an override
+        self.drs: dict[Any, dict[str, Any]] = {}  # cluster moid -> DRS facts (_vsphere.cluster_drs) of the VMs' clusters
+        self.profile_info: dict[str, dict[str, dict[str, Any]]] = {}  # host moid -> {profile: vCenter's facts}
 
     def by_name(self, name: str) -> Any:
         if self._names is None:
@@ -105,6 +114,8 @@ class Inventory:
         retrieval (ManagedObjectNotFound), so then each is read alone to name the missing ones."""
         try:
             return {r["moid"]: r for r in self.session.vms(props=VM_READ, objects=objects)}
+        except _vsphere.TransportError:
+            raise  # no answer at all: reading them one by one would only call them missing
         except _vsphere.VsphereError:
             out = {}
             for obj in objects:
@@ -120,10 +131,41 @@ class Inventory:
             self.hosts[row["moid"]] = row
 
     def cluster(self, cluster_obj: Any) -> dict[str, dict[str, Any]]:
+        """{host name: row} of the cluster's hosts that can start a VM: connected and not in maintenance mode."""
         if cluster_obj._moId not in self.clusters:
             rows = self.session.collect(vim.HostSystem, self.session.host_props(OFFER_PROPS), container=cluster_obj)
-            self.clusters[cluster_obj._moId] = {r["name"]: r for r in rows if r.get("runtime.connectionState") == "connected"}
+            self.clusters[cluster_obj._moId] = {r["name"]: r for r in rows if r.get("runtime.connectionState") == "connected"
+                                                and not r.get("runtime.inMaintenanceMode")}
         return self.clusters[cluster_obj._moId]
+
+    def host_obj(self, name: Optional[str]) -> Any:
+        """The HostSystem of a host read in this run, by name (None for None)."""
+        if not name:
+            return None
+        for rows in [list(self.hosts.values())] + [list(c.values()) for c in self.clusters.values()]:
+            for row in rows:
+                if row["name"] == name:
+                    return row["obj"]
+        raise _vsphere.VsphereError("host %s was not read" % name)
+
+    def facts(self, row: Mapping[str, Any], profiles: Sequence[str], warnings: list[str]) -> dict[str, dict[str, Any]]:
+        """{profile: _vsphere_placement.profile_facts} for a host: vCenter's vgpuProfileInfo where it has it."""
+        if row["moid"] not in self.profile_info:
+            self.profile_info[row["moid"]] = _vsphere.vgpu_profile_info(self.session, row, warnings)
+        info = self.profile_info[row["moid"]]
+        return {p: placement.profile_facts(p, info.get(p)) for p in profiles}
+
+    def gpu_errors(self, rows: Mapping[str, Mapping[str, Any]], profiles: Sequence[str],
+                   warnings: list[str]) -> dict[str, list[str]]:
+        """{host: why its GPUs cannot take the vGPUs} for the hosts that offer them all."""
+        out = {}
+        for name in _vgpu.hosts_offering(profiles, {n: _vsphere.host_offer(r) for n, r in rows.items()}):
+            row = rows[name]
+            gpus = _vsphere.graphics_devices(row.get("config.graphicsInfo"))
+            errors = placement.gpu_errors(name, profiles, gpus, self.facts(row, profiles, warnings) if gpus else {})
+            if errors:
+                out[name] = errors
+        return out
 
     def rules_of(self, rows: Mapping[str, Mapping[str, Any]], profiles: Sequence[str], choice: str,
                  warnings: list[str]) -> dict[str, dict[str, Any]]:
@@ -196,13 +238,19 @@ def actions_of(plan: Mapping[str, Any]) -> list[str]:
     acts = []
     if plan["power"]["power_off"]:
         acts.append("shutdown_guest" if plan["power"]["power_off"] == "guest" else "power_off")
+    if plan.get("upgrade"):
+        acts.append("upgrade_hardware %s" % plan["upgrade"]["before"])
     acts += ["remove %s (key %s)" % (d["profile"], d["key"]) for d in plan["remove"]]
     acts += ["add %s" % prof for prof in plan["add"]]
     if plan["lock_memory"]:
         acts.append("reserve_all_memory")
     acts += ["set %s=%s" % kv for kv in sorted(plan["extra_config"].items())]
     if plan["power"]["power_on_after"]:
-        acts.append("power_on")
+        host = plan.get("power_on_host")
+        restored = plan.get("restore") and not plan["power"]["power_off"]
+        acts.append("power_on" + (" on %s" % host if host else "") + (" (an earlier run powered it off)" if restored else ""))
+    elif plan.get("restore"):
+        acts.append("remove the restore marker of an earlier run")
     return acts
 
 
@@ -235,6 +283,11 @@ class VmVgpu:
             # ReconfigVMTask answers NotSupported, as vCenter does).
             raise _vgpu.VgpuError("VM %s is a template, whose devices vSphere does not change; convert it to a VM first"
                                   % vm["name"])
+        managed = vm.get("config.managedBy")
+        if managed is not None and (managed.extensionKey, managed.type) == VM_SERVICE:
+            raise _vgpu.VgpuError("VM %s belongs to the vSphere VM Service (managedBy %s), which sets its devices from "
+                                  "its VM class; change the class's vGPUs with vsphere_vm_class instead"
+                                  % (vm["name"], managed.extensionKey))
         if vm.get("runtime.host") is None:
             raise _vgpu.VgpuError("VM %s has no host; register it on a host first" % vm["name"])
         host = self.inv.hosts[vm["runtime.host"]._moId]
@@ -245,9 +298,15 @@ class VmVgpu:
             rows.update(self.inv.cluster(parent))
         current = _vsphere.vm_vgpus(vm.get("config.hardware.device"))
         extra = {o.key: o.value for o in (vm.get("config.extraConfig") or [])}
+        upgrade = placement.plan_hardware(vm["name"], spec["profiles"], vm.get("config.version"),
+                                          bool(spec.get("upgrade_hardware")))
 
         def plan_with(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+            # A host in maintenance mode starts no VM: the VM's own host counts only for placement=host.
+            if spec["placement"] == "cluster" and host.get("runtime.inMaintenanceMode"):
+                rows = {k: v for k, v in rows.items() if k != host_name}
             offers = {n: _vsphere.host_offer(r) for n, r in rows.items()}
+            offers.setdefault(host_name, [])
             scope = rows if spec["placement"] == "cluster" else {host_name: rows[host_name]}
             host_rules = self.inv.rules_of(scope, spec["profiles"], spec["multi_vgpu_rules"], self.warnings)
             plan = _vgpu.plan_vm(vm["name"], host_name, current, spec["profiles"], offers, vm.get("runtime.powerState"),
@@ -255,7 +314,11 @@ class VmVgpu:
                                  placement=spec["placement"], reserve_all_memory=spec["reserve_all_memory"],
                                  use_64bit_mmio=spec["use_64bit_mmio"], mmio_size_gb=spec["mmio_size_gb"],
                                  power_policy=spec["power_policy"], max_vgpus=spec["max_vgpus"], host_rules=host_rules,
-                                 firmware=vm.get("config.firmware"))
+                                 firmware=vm.get("config.firmware"),
+                                 host_errors=self.inv.gpu_errors(scope, spec["profiles"], self.warnings),
+                                 upgrade=upgrade, restore=placement.restore_pending(extra, OWNER),
+                                 facts={n: self.inv.facts(r, spec["profiles"], self.warnings)
+                                        for n, r in scope.items() if len(spec["profiles"]) > 1})
             rules = host_rules.get(host_name)
             plan["rules"] = dict(name=rules["name"], basis=rules["basis"]) if rules else None
             return plan
@@ -268,10 +331,15 @@ class VmVgpu:
             # Only read the rest of the cluster on failure, to name the hosts that do offer the profile.
             rows.update({k: v for k, v in self.inv.cluster(parent).items() if k != host_name})
             plan = plan_with(rows)
-        self.plan_ = plan
         cluster = self.inv.drs.get(parent._moId) if is_cluster else None  # type: ignore[union-attr]  # is_cluster: it is one
         self.drs = plan_drs(vm["name"], host_name, cluster, (cluster or {}).get("overrides", {}).get(vm["moid"]),
                             spec.get("drs_behavior"), spec.get("drs_enabled"))
+        # Where the VM will start: the override being set in this run counts.
+        facts = dict(cluster, overrides=dict(cluster.get("overrides") or {}, **{vm["moid"]: self.drs["after"]})) \
+            if cluster is not None and self.drs else cluster
+        plan.update(placement.start_host(host_name, plan["eligible_hosts"] if spec["profiles"] else [host_name],
+                                         placement.drs_for(facts, vm["moid"])))
+        self.plan_ = plan
         before, after, actions = plan["before"], plan["after"], actions_of(plan)
         if self.drs:
             before = dict(before, drs_override=self.drs["before"])
@@ -280,26 +348,79 @@ class VmVgpu:
                 actions.insert(0, drs_action(self.drs))
         self.result = dict(vm=vm["name"], host=host_name, before=before, after=after,
                            actions=actions, eligible_hosts=plan["eligible_hosts"], power_cycled=False,
+                           start_host=plan["start_host"],
                            changed=plan["changed"] or bool(self.drs and self.drs["changed"]), multi_vgpu_rules=plan["rules"],
                            vgpus=[_vsphere.public_vgpu(d) for d in current])
         return self
 
-    def apply(self) -> VmVgpu:
-        """Power off if the plan says so, reconfigure, power on again; VsphereError names the VM and the step."""
-        plan, name, session = self.plan_, self.name, self.session
-        if plan["power"]["power_off"]:
-            power_off(session, self.obj, name, plan["power"]["power_off"], self.params["shutdown_timeout"])
+    def state(self) -> str:
+        """The VM's power state as vCenter reports it now, for a failure message ("unknown" when it cannot tell)."""
         try:
-            session.call_task("VM %s: reconfigure" % name, self.obj.ReconfigVM_Task, spec=build_spec(plan))
-        except _vsphere.VsphereError:
-            if plan["power"]["power_on_after"]:
-                # Leave the VM running as it was; the vGPU change itself did not happen.
-                session.call_task("VM %s: power on after failed reconfigure" % name, self.obj.PowerOnVM_Task)
-            raise
-        if plan["power"]["power_on_after"]:
-            session.call_task("VM %s: power on" % name, self.obj.PowerOnVM_Task)
-            self.result["power_cycled"] = True
+            return str(self.session.vms(props=["runtime.powerState"], objects=[self.obj])[0]["runtime.powerState"])
+        except (_vsphere.VsphereError, IndexError):
+            return "unknown"
+
+    def failed(self, step: str, error: Exception, was: Optional[str]) -> _vsphere.VsphereError:
+        """The error of a failed step, naming the VM, its power state now and what the next run does."""
+        now = self.state()
+        msg = "VM %s: %s failed: %s; the VM is %s" % (self.name, step, error, now)
+        if was == "poweredOn" and now != "poweredOn":
+            msg += " (it was poweredOn; the next run powers it on again once its vGPUs are right)"
+        return _vsphere.VsphereError(msg)
+
+    def apply(self) -> VmVgpu:
+        """Power off if the plan says so, reconfigure, power on again; VsphereError names the VM, the step and the
+        VM's power state.
+
+        Before a power-off the VM gets this module's restore marker (extraConfig), so that a run cut off after the
+        power-off (a transport failure, a killed controller) leaves a VM the next run powers on again; the marker
+        goes once the VM runs.
+        """
+        plan, name, session = self.plan_, self.name, self.session
+        was = (self.row or {}).get("runtime.powerState")
+        power = plan["power"]
+        if power["power_off"]:
+            set_marker(session, self.obj, name, OWNER)
+            try:
+                power_off(session, self.obj, name, power["power_off"], self.params["shutdown_timeout"])
+            except _vsphere.VsphereError as e:
+                raise self.failed("power-off", e, was)
+        try:
+            if plan["upgrade"]:
+                session.call_task("VM %s: hardware upgrade" % name, self.obj.UpgradeVM_Task)
+            if plan["reconfigure"]:
+                session.call_task("VM %s: reconfigure" % name, self.obj.ReconfigVM_Task, spec=build_spec(plan))
+        except _vsphere.VsphereError as e:
+            if power["power_on_after"]:
+                # Leave the VM running as it was. Whether the change was made is unknown after a transport failure:
+                # the host for the new vGPUs first, then the VM's own host for the old ones.
+                for host in dict.fromkeys([self.inv.host_obj(plan["power_on_host"]), None]):
+                    try:
+                        session.call_task("VM %s: power on after the failure" % name, self.obj.PowerOnVM_Task, host=host)
+                        set_marker(session, self.obj, name, "")
+                        break
+                    except _vsphere.VsphereError:
+                        continue  # failed() names the state it is left in; the marker stays for the next run
+            raise self.failed("reconfigure", e, was)
+        if power["power_on_after"]:
+            host = self.inv.host_obj(plan["power_on_host"])
+            try:
+                session.call_task("VM %s: power on" % name, self.obj.PowerOnVM_Task, host=host)
+            except _vsphere.VsphereError as e:
+                raise self.failed("power-on" + (" on host %s" % plan["power_on_host"] if host is not None else ""), e,
+                                  "poweredOn")
+            self.result["power_cycled"] = bool(power["power_off"])
+        if power["power_off"] or plan["restore"]:
+            set_marker(session, self.obj, name, "")
         return self
+
+
+def set_marker(session: _vsphere.Session, vm_obj: Any, name: str, owner: str) -> None:
+    """Write (owner) or remove ("") the restore marker of a VM (_vsphere_placement.RESTORE_KEY); vSphere removes an
+    extraConfig key set to an empty value, and takes extraConfig changes on a running VM."""
+    spec = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=placement.RESTORE_KEY, value=owner)])
+    session.call_task("VM %s: %s the restore marker" % (name, "set" if owner else "remove"), vm_obj.ReconfigVM_Task,
+                      spec=spec)
 
 
 def power_off(session: _vsphere.Session, vm_obj: Any, name: str, mode: str, timeout: float) -> None:
@@ -341,11 +462,10 @@ def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) 
             if vm.row is None:
                 problems[i] = "VM with moid %s not found" % vm.obj._moId
     inv.read_hosts([vm.row["runtime.host"] for vm in vms if vm.row and vm.row.get("runtime.host") is not None])
-    # One read of the DRS overrides of every cluster that holds a VM asking for one.
+    # One read of DRS and its overrides in every cluster that holds a VM: where a changed VM starts depends on them.
     drs_clusters = {}
     for vm in vms:
-        if vm.row and vm.row.get("runtime.host") is not None and \
-                (vm.spec.get("drs_behavior") is not None or vm.spec.get("drs_enabled") is not None):
+        if vm.row and vm.row.get("runtime.host") is not None:
             parent = inv.hosts[vm.row["runtime.host"]._moId].get("parent")
             if isinstance(parent, vim.ClusterComputeResource):
                 drs_clusters[parent._moId] = parent
@@ -405,7 +525,11 @@ def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) 
     # GetConnection/ReturnConnection), so the workers share the session. apply() reports its own failures.
     pool_map(apply, writes, params.get("max_concurrent") or 1, ())
     # One read for every written VM: the devices as vCenter now has them (a failed VM shows what it kept).
-    after = inv.read_vms([vm.obj for vm in writes])
+    try:
+        after = inv.read_vms([vm.obj for vm in writes])
+    except _vsphere.VsphereError as e:
+        warnings.append("the VMs could not be read back after the change (%s); vgpus shows them as planned" % e)
+        after = {}
     for vm in writes:
         row = after.get(vm.obj._moId)
         if row is None:

@@ -92,6 +92,28 @@ options:
         ignores it, with a warning naming the stale holder.
     type: str
     default: gpuops.provision.mig_geometry
+  lock_supersede:
+    description:
+      - The holder of a roll known to have been interrupted (RV(gpuops.provision.roll_lock#module:superseded) of
+        M(gpuops.provision.roll_lock)). A lease it left on the lock (its holder, or its holder followed by a space)
+        does not hold this run back; a changing run takes it over, a check-mode run ignores it, either with a warning.
+    type: str
+    default: ""
+  boot_declaration:
+    description:
+      - Compare the boot-time re-apply's declaration file (written by the C(gpuops.provision.mig_reconfigure) role) with
+        what it would hold for O(config), O(selected) and O(lock_path), and return RV(boot_declaration_current), so
+        that a roll re-installs the boot-time re-apply only where it is out of date. Read only, also in check mode.
+    type: dict
+    suboptions:
+      path:
+        description: The declaration file.
+        type: path
+        required: true
+      stamp:
+        description: The version of the applier code the role installs with it (recorded in the file).
+        type: str
+        default: ""
   lock_timeout:
     description:
       - Seconds to wait for another holder to release the lock before failing. V(0) fails at once.
@@ -108,8 +130,11 @@ notes:
   - The MIG mode is changed first, as mig-parted does. A mode change that takes effect at once (Hopper, or an idle
     bare-metal Ampere GPU that the driver resets itself) is followed by a new NVML session, a fresh read of the
     GPU's profile table and the instance creation, in the same run. When the change waits for a GPU reset (Ampere in
-    a pass-through VM, or a GPU that was not idle) the module reports RV(reset_required=true) with
-    RV(gpus[].pending_reason) and creates the instances on its next run after the reset.
+    a pass-through VM, a GPU with processes, or while host GPU clients hold the GPUs, namely C(nvidia-persistenced),
+    DCGM's C(nv-hostengine) or the C(nvidia_drm) module, read from C(/proc)) the plan and check mode say so, the module
+    reports RV(reset_required=true) with RV(gpus[].pending_reason) and RV(reset_bus_ids), and creates the instances
+    on its next run after the reset. C(nvidia_drm) and C(nv-hostengine) also make C(nvidia-smi -r) refuse the reset
+    (NVIDIA/mig-parted#181); stop or unload them first.
   - Drivers of the R535 branch and older do not list GPU instance profiles while MIG mode is disabled. The target is
     then validated against the profile table NVIDIA documents for the GPU model (by PCI device id), and checked
     against the driver's own table right after the mode change; if they disagree the mode is set back and the module
@@ -163,6 +188,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+boot_declaration_current:
+  description: Whether the declaration file of O(boot_declaration) already holds this configuration, selection, lock
+    path and applier version (V(false) when it is missing or differs).
+  returned: when O(boot_declaration) and O(config) are set
+  type: bool
 gpus:
   description: One entry per GPU of the host, in NVML index order.
   returned: always
@@ -181,6 +211,10 @@ gpus:
       description: Product name.
       type: str
       sample: NVIDIA A100-SXM4-40GB
+    pci_bus_id:
+      description: PCI bus id as NVML reports it.
+      type: str
+      sample: "00000000:17:00.0"
     selected:
       description: Whether an entry of the configuration applies to this GPU.
       type: bool
@@ -216,14 +250,28 @@ gpus:
       type: str
       sample: nvml
     pending_reason:
-      description: Why a MIG mode change is still pending, when it is, V(in_use) (the GPU was not idle) or
-        V(reset_required) (the driver did not reset the GPU, for example in a pass-through VM).
+      description: Why a MIG mode change is still pending, when it is, V(in_use) (the GPU was not idle),
+        V(host_clients) (host GPU clients, RV(host_clients), held it) or V(reset_required) (the driver did not reset
+        the GPU, for example in a pass-through VM).
       type: str
       returned: when a mode change is pending after this run
 reset_required:
   description: Whether any GPU waits for a reset.
   returned: always
   type: bool
+reset_bus_ids:
+  description: PCI bus ids of the GPUs that wait for a reset, to reset together in one C(nvidia-smi -r -i <ids>) as
+    mig-parted does.
+  returned: when the run got past planning
+  type: list
+  elements: str
+  sample: ["00000000:17:00.0", "00000000:31:00.0"]
+host_clients:
+  description: Host GPU clients found running (C(nvidia-persistenced), C(nv-hostengine), C(nvidia_drm)); while any
+    runs, a MIG mode change on Ampere waits for a GPU reset.
+  returned: when the run got past planning
+  type: list
+  elements: str
 nvml_calls:
   description: Number of NVML calls this run made.
   returned: always
@@ -303,6 +351,9 @@ def main():
             lock_path=dict(type="path", default=_hostlock.DEFAULT_PATH, fallback=(env_fallback, [_hostlock.ENV_PATH])),
             lock_holder=dict(type="str", default=_mig_apply.DEFAULT_HOLDER),
             lock_timeout=dict(type="int", default=0),
+            lock_supersede=dict(type="str", default=""),
+            boot_declaration=dict(type="dict", options=dict(path=dict(type="path", required=True),
+                                                            stamp=dict(type="str", default=""))),
         ),
         mutually_exclusive=[("config", "devices")],
         required_one_of=[("config", "devices")],
@@ -318,6 +369,9 @@ def main():
         out, warnings = _mig_apply.run(module.params, module.check_mode)
     except _mig_apply.RunError as e:
         module.fail_json(msg=str(e), **e.result)
+    if module.params["boot_declaration"] and module.params["config"]:
+        out["boot_declaration_current"] = _mig_apply.declaration_current(module.params["boot_declaration"]["path"],
+                                                                         _mig_apply.declaration(module.params))
     for w in warnings:
         module.warn(w)
     if module._diff:

@@ -81,8 +81,32 @@ options:
   unschedulable:
     description:
       - C(spec.unschedulable) written at the end with O(labels); V(false) uncordons, V(true) keeps or makes the node
-        cordoned. Unset, the cordon state is left as it is.
+        cordoned. Unset, the cordon state is left as it is, or with O(roll) decided by the roll's state on the node.
     type: bool
+  roll:
+    description:
+      - The roll (M(gpuops.provision.node_roll)) whose turn on this node ends here. The first PATCH records phase
+        V(applied) (so that a run killed during the wait does not drain the node again), the last one phase
+        V(released), removes our cordon annotations and uncordons the node when the cordon is the roll's; an
+        operator's cordon from before the roll stays.
+    type: str
+  lease:
+    description:
+      - With O(roll), the roll's Lease, in which the node's slot is given back after the last PATCH.
+    type: dict
+    suboptions:
+      name:
+        description: Name of the Lease.
+        type: str
+        required: true
+      namespace:
+        description: Its namespace.
+        type: str
+        default: kube-system
+      holder:
+        description: This run's holder identity.
+        type: str
+        required: true
 notes:
   - The identity needs C(get), C(list), C(watch) and C(patch) on C(nodes), and C(list) and C(delete) on the pods of
     O(namespace) when O(restart_pods) is set.
@@ -153,7 +177,7 @@ final:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s, _node_roll_apply
 
 BOUNDS = {"wait_timeout": _bounds.TASK_TIMEOUT, "timeout": _bounds.API_TIMEOUT}
 
@@ -169,6 +193,10 @@ def main():
             wait_timeout=dict(type="int", default=300),
             labels=dict(type="dict", default={}),
             unschedulable=dict(type="bool"),
+            roll=dict(type="str"),
+            lease=dict(type="dict", options=dict(name=dict(type="str", required=True),
+                                                 namespace=dict(type="str", default="kube-system"),
+                                                 holder=dict(type="str", required=True))),
             **_k8s.ARGUMENT_SPEC
         ),
         supports_check_mode=True,
@@ -185,9 +213,13 @@ def main():
         module.fail_json(msg="node %s: %s; nothing was changed" % (p["name"], "; ".join(problems)))
     release = None
     try:
-        release = _k8s.NodeRelease(_k8s.api_client(p["kubeconfig"], p["context"]), p["name"], p["timeout"])
+        api = _k8s.api_client(p["kubeconfig"], p["context"])
+        release = _k8s.NodeRelease(api, p["name"], p["timeout"])
+        lease = _node_roll_apply.RollLease(api, p["lease"]["namespace"], p["lease"]["name"], p["lease"]["holder"],
+                                           p["timeout"]) if p["lease"] and p["roll"] else None
         before, after = release.run(p["restore_labels"], (p["namespace"], p["restart_pods"]), resources, p["labels"],
-                                    p["unschedulable"], p["wait_timeout"], module.check_mode)
+                                    p["unschedulable"], p["wait_timeout"], module.check_mode, roll=p["roll"] or "",
+                                    lease=lease)
     except _k8s.NodeStepError as e:
         module.fail_json(msg=str(e), **e.done)
     except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback

@@ -48,6 +48,8 @@ options:
       - Devices provide mediated devices (vGPU). Proxmox VE 8.4 and newer compare this flag with every mapped device at
         VM start, both ways, so a GPU or VF that can provide mediated devices needs V(true) even for whole-device passthrough.
       - When not given, it follows the hardware of the mapped devices on the online nodes; devices that differ fail.
+      - Proxmox VE 8.0-8.3 do not compare the flag with the hardware and start such mappings, so on those servers
+        (C(GET /version)) a flag unlike the hardware is not refused.
     type: bool
   live_migration_capable:
     description:
@@ -57,7 +59,8 @@ options:
     type: bool
   map:
     description:
-      - The exact list of per-node entries. Several entries for one node form a pool (the first free one is used at VM start).
+      - The exact list of per-node entries. Several entries for one node form a pool; at VM start Proxmox VE takes the
+        first entry none of whose functions is in use.
       - Mutually exclusive with O(build_from).
     type: list
     elements: dict
@@ -69,7 +72,10 @@ options:
       path:
         description:
           - PCI address(es), C(0000:01:00.0) or C(01:00.0); without function the whole multifunction device is mapped.
-          - A list makes a C(;)-separated alternative list.
+          - Each device of the list becomes a map entry of its own, so a list of several devices (or SR-IOV virtual
+            functions) is a pool. Functions of one device (C(01:00.0), C(01:00.1)) are joined with C(;) into one entry,
+            which Proxmox VE passes to the VM together as one multifunction device; C(;) never means alternatives.
+          - A joined entry cannot provide mediated devices, so with O(mdev=true) it fails before any write.
         type: list
         elements: str
         required: true
@@ -82,13 +88,19 @@ options:
       iommu_group:
         description:
           - Expected IOMMU group of the first path. Read from the node's hardware when not given (Proxmox VE refuses a VM
-            start when the hardware has a group and the entry has none).
+            start when the hardware has a group and the entry has none). Given for paths of several devices, it fails.
         type: int
       description:
         description:
           - Description of this node's entry; one line, at most 4096 characters, no comma (the entry is a Proxmox VE
             property string, which has no quoting).
         type: str
+      allow_non_gpu:
+        description:
+          - Map devices that are not NVIDIA GPUs. Without it, a path whose function is neither an NVIDIA display or 3D
+            controller nor another function of such a GPU (its audio) fails naming the device, before any write.
+        type: bool
+        default: false
   build_from:
     description: Build the entries from discovered hardware. Mutually exclusive with O(map).
     type: dict
@@ -124,6 +136,13 @@ options:
     description: Check the entries against the nodes' hardware before writing.
     type: bool
     default: true
+  force:
+    description:
+      - With O(state=absent), delete the mapping even when VMs use it. Without it, a mapping that a VM of an online node
+        has in a C(hostpciN) entry (pending changes included) is not deleted and the run fails naming the VMs, since
+        they could not start without it. VMs of nodes that are not online cannot be read; a warning names those nodes.
+    type: bool
+    default: false
 requirements:
   - jmespath (for O(build_from))
 """
@@ -169,6 +188,11 @@ writes:
   description: Number of write calls made (0 in check mode and when nothing changed).
   returned: always
   type: int
+users:
+  description: With O(state=absent) and no O(force), the VMs that use the mapping (when the run fails for them).
+  returned: on failure
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -192,6 +216,7 @@ def main():
                 subsystem_id=dict(type="str"),
                 iommu_group=dict(type="int"),
                 description=dict(type="str"),
+                allow_non_gpu=dict(type="bool", default=False),
             )),
             build_from=dict(type="dict", options=dict(
                 selector=dict(type="str", required=True),
@@ -203,6 +228,7 @@ def main():
                                     removed_from_collection="gpuops.provision"),
             )),
             validate_hardware=dict(type="bool", default=True),
+            force=dict(type="bool", default=False),
         ),
         mutually_exclusive=[("map", "build_from")],
         supports_check_mode=True,

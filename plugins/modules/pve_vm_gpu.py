@@ -60,7 +60,10 @@ options:
         type: str
       host:
         description:
-          - Raw PCI address (C(0000:01:00.0), C(01:00.0); C(01:00) passes all functions), or C(;)-separated alternatives.
+          - Raw PCI address (C(0000:01:00.0), C(01:00.0); C(01:00) passes all functions). C(;) joins functions of one
+            device (C(01:00.0;01:00.1)), which all reach the VM as one multifunction device; addresses of different
+            devices, a function named twice, or C(;) with O(gpus[].mdev) fail before any write. For a pool of devices
+            use a mapping (M(gpuops.provision.pve_pci_mapping) writes one map entry per device).
           - With O(gpus[].vf), the physical function whose virtual function to use.
           - Proxmox VE only lets C(root@pam) with a password (not a token) set raw addresses, and replace or delete an
             entry that has one; the module checks this for every entry it would set, replace or delete before any write.
@@ -144,6 +147,23 @@ options:
       timeout:
         description: O(timeout) for this VM.
         type: int
+      vm_settings:
+        description: O(vm_settings) for this VM (replaces the task's).
+        type: dict
+        suboptions: &vm_settings_suboptions
+          machine:
+            description: Machine type; V(q35) is met by every q35 version, V(pc) or V(i440fx) by every i440fx one.
+            type: str
+          bios:
+            description: Firmware. V(ovmf) needs an EFI disk; one is created on O(vm_settings.efidisk_storage) when the VM has none.
+            type: str
+            choices: [seabios, ovmf]
+          vga:
+            description: Display type; V(none) when the passed-through GPU is the VM's primary display.
+            type: str
+          efidisk_storage:
+            description: Storage on which Proxmox VE creates the EFI disk (C(<storage>:1,efitype=4m)) of an OVMF VM that has none.
+            type: str
   max_concurrent:
     description:
       - Batch form. How many VMs are read, and then written, at the same time (each write is one config task, plus a
@@ -166,6 +186,8 @@ options:
       - V(never) leaves changes of a running VM pending (RV(pending) says so).
       - V(if_needed) restarts a running VM when hostpci changes are pending (made now or before).
       - V(always) restarts a running VM on every run. A stopped VM is never started.
+      - An HA-managed VM is restarted through HA, the module waiting until HA has stopped it (up to O(shutdown_timeout) +
+        O(timeout)) and until it runs again with the service state C(started) (up to O(timeout)).
     type: str
     choices: [never, if_needed, always]
     default: never
@@ -181,6 +203,17 @@ options:
     description: Run the hardware pre-checks (mapping, mdev type, IOMMU group, machine type). Turn off only to force a configuration.
     type: bool
     default: true
+  vm_settings:
+    description:
+      - VM settings a passed-through GPU wants, made on request in the same config call as the hostpci entries and planned
+        with them before any write (pve-docs qm-pci-passthrough - C(machine) q35, C(bios) ovmf with an EFI disk, C(vga)
+        none where the GPU is the primary display). A setting the VM already has is not written; a running VM gets
+        them at its next start like the hostpci entries (O(restart)).
+      - The pre-checks judge the VM as it will be (C(pcie) with a q35 machine requested here is fine).
+      - Needs VM.Config.HWType (machine, vga), VM.Config.Options (bios), VM.Config.Disk and Datastore.AllocateSpace on the
+        storage (EFI disk).
+    type: dict
+    suboptions: *vm_settings_suboptions
 """
 
 EXAMPLES = r"""
@@ -239,7 +272,22 @@ pending:
   returned: with O(vmid)
   type: bool
 restarted:
-  description: The module restarted (or in check mode would restart) the VM.
+  description:
+    - The module restarted (or in check mode would restart) the VM. For an HA-managed VM (RV(ha_managed)) the module
+      waited until HA had stopped it and then had it running with the service state C(started).
+  returned: with O(vmid)
+  type: bool
+vm_settings:
+  description: The VM settings written (or that would be in check mode), config key to value.
+  returned: with O(vmid)
+  type: dict
+  sample: {machine: q35, bios: ovmf, efidisk0: "local-lvm:1,efitype=4m"}
+ha_managed:
+  description:
+    - The VM is an HA resource (C(status/current) C(ha.managed)). Proxmox VE then only queues a start or shutdown with
+      ha-manager and its task ends at once, so the module restarts it through HA and polls the VM's state (and HA's
+      service state) until it is there; an HA service that ends in C(error) (or C(fence), C(recovery), C(freeze))
+      fails the VM naming that state.
   returned: with O(vmid)
   type: bool
 vms:
@@ -302,6 +350,7 @@ def main():
         precheck=dict(type="bool"),
         shutdown_timeout=dict(type="int"),
         timeout=dict(type="int"),
+        vm_settings=_pve_vm.vm_settings_spec(),
     )
     module = AnsibleModule(**module_kwargs(
         dict(
@@ -316,6 +365,7 @@ def main():
             shutdown_timeout=dict(type="int", default=180),
             timeout=dict(type="int", default=300),
             precheck=dict(type="bool", default=True),
+            vm_settings=_pve_vm.vm_settings_spec(),
         ),
         supports_check_mode=True,
         required_one_of=[("vmid", "vms")],

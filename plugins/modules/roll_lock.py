@@ -67,11 +67,39 @@ options:
     default: 3600
   nodes:
     description:
-      - The nodes of the roll, recorded in the Lease so that a refused run can name them.
+      - The nodes of the roll, recorded in the Lease so that a refused run can name them, and so that
+        M(gpuops.provision.node_roll) counts the budget over them.
     type: list
     elements: str
     default: []
+  queue:
+    description:
+      - The nodes the roll changes, in the order they should go (M(gpuops.provision.node_roll) keeps it). Written
+        when the lock is taken; a renewal without it keeps the queue and the record of whose turn came.
+    type: list
+    elements: str
+    default: []
+  keep_alive:
+    description:
+      - With O(state=held) and a lock this run holds, keep renewing it for up to this many seconds, as client-go's
+        leader election renews (every third of O(ttl); a failed renewal tried again every 2 s; given up when none
+        succeeded for two thirds of O(ttl)). Meant for an asynchronous task (C(async), C(poll=0)) that runs beside
+        the roll, so that the lock's time to live can be short and independent of how long a node takes.
+      - The loop ends when the lock is no longer this run's (the roll released it), and when the controller process
+        O(controller) is gone (then it releases the lock, so that the next run starts at once).
+      - V(0) takes, renews or releases once.
+    type: int
+    default: 0
+  controller:
+    description:
+      - The controller process whose lock this is (RV(controller) of the run that took it). With O(keep_alive), the
+        renewal stops and the lock is released when that process is known to be gone; known only where the module
+        runs on the same host and boot as that process.
+    type: dict
 notes:
+  - The Lease records the controller process (host, boot, pid and start time of C(ansible-playbook)) when the module
+    runs on the controller. A later run on the same host that finds that process gone takes the lock over at once,
+    whatever its time to live, and returns the replaced holder as RV(superseded).
   - The expiry is read from the Lease's C(renewTime), so controllers whose clocks differ by more than a small part of
     O(ttl) may disagree about when a lease expired.
 seealso:
@@ -138,9 +166,30 @@ lease:
       description: C(metadata.resourceVersion).
       type: str
 taken_over:
-  description: The holder whose expired lease this run took over; V(null) otherwise.
+  description: The holder whose lease this run took over (expired, or its controller process gone); V(null) otherwise.
   returned: always
   type: str
+superseded:
+  description:
+    - The holder of an interrupted earlier roll whose leftovers this run must finish (per-host locks, node states) -
+      the one taken over now, or one whose controller died and whose renewer released the lock. Cleared by the next
+      clean release. Empty when there is none.
+  returned: when O(keep_alive=0)
+  type: str
+controller:
+  description: This run's controller process (V(host), V(boot), V(pid), V(start)); V(null) where the module does not
+    run below C(ansible-playbook) on this host.
+  returned: when O(keep_alive=0)
+  type: dict
+ended:
+  description: With O(keep_alive), why the renewal ended - V(released), V(controller_gone), V(renew_failed) or
+    V(keep_alive_elapsed).
+  returned: when O(keep_alive) is above 0
+  type: str
+renewals:
+  description: With O(keep_alive), how many renewals were written.
+  returned: when O(keep_alive) is above 0
+  type: int
 msg:
   description: What happened, in words.
   returned: always
@@ -153,7 +202,8 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s
 from ansible_collections.gpuops.provision.plugins.module_utils._k8s import ApiException
 
-BOUNDS = {"ttl": (10, _bounds.DAY, "seconds a lease lives"), "timeout": _bounds.API_TIMEOUT}
+BOUNDS = {"ttl": (10, _bounds.DAY, "seconds a lease lives"), "timeout": _bounds.API_TIMEOUT,
+          "keep_alive": (0, 7 * _bounds.DAY, "seconds the lock is kept alive")}
 
 
 def main():
@@ -165,6 +215,9 @@ def main():
             holder=dict(type="str", required=True),
             ttl=dict(type="int", default=3600),
             nodes=dict(type="list", elements="str", default=[]),
+            queue=dict(type="list", elements="str", default=[]),
+            keep_alive=dict(type="int", default=0),
+            controller=dict(type="dict"),
             **_k8s.ARGUMENT_SPEC
         ),
         supports_check_mode=True,
@@ -175,14 +228,20 @@ def main():
     problems = _bounds.out_of_range(p, BOUNDS)
     if problems:
         module.fail_json(msg="; ".join(problems))
+    if p["keep_alive"] and (p["state"] != "held" or module.check_mode):
+        module.fail_json(msg="keep_alive renews a lock this run holds: it needs state=held and no check mode")
     try:
-        result, warning = _k8s.roll_lock(_k8s.api_client(p["kubeconfig"], p["context"]), p, module.check_mode,
-                                         module._diff)
+        api = _k8s.api_client(p["kubeconfig"], p["context"])
+        if p["keep_alive"]:
+            kept = _k8s.keep_lock(api, p)
+            if kept["ended"] == "renew_failed":
+                module.fail_json(**kept)
+            module.exit_json(changed=kept["renewals"] > 0 or kept["ended"] == "controller_gone", **kept)
+        result, warning = _k8s.roll_lock(api, p, module.check_mode, module._diff)
     except _k8s.LockFailed as e:
         module.fail_json(msg=str(e), **e.extras)
     except ApiException as e:
-        module.fail_json(msg="Kubernetes API error on Lease %s/%s: %s %s"
-                         % (p["namespace"], p["name"], getattr(e, "status", ""), getattr(e, "reason", e)))
+        module.fail_json(msg="Kubernetes API error on Lease %s/%s: %s" % (p["namespace"], p["name"], _k8s.api_message(e)))
     except Exception as e:  # pylint: disable=broad-except  # urllib3 and kubeconfig errors: report, never a traceback
         module.fail_json(msg="cannot reach the Kubernetes API for Lease %s/%s: %s" % (p["namespace"], p["name"], e))
     if warning:

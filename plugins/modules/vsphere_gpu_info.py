@@ -13,7 +13,10 @@ description:
     (default graphics type and shared passthrough assignment policy), the vGPU profiles the host offers,
     the VMs that hold vGPUs, and the NVIDIA host driver version from the host's VIB list.
   - Host and VM properties of the whole scope are read with one PropertyCollector retrieval each, not per host.
-  - Reports whether all GPU hosts run the same NVIDIA driver version (drift report).
+  - Reports whether the GPU hosts of each cluster run one NVIDIA driver version (drift report); hosts of different
+    clusters may run different ones.
+  - Profile facts (frame buffer, MIG backing, class, vMotion stun time estimates) come from the host's
+    C(RetrieveVgpuProfileInfo) (vSphere API 7.0.3 and later), otherwise from the profile names.
 options:
   datacenter:
     description: Limit the scope to this datacenter.
@@ -62,10 +65,10 @@ EXAMPLES = r"""
     cluster: gpu-cluster
   register: gpu
 
-- name: Fail when GPU hosts run different NVIDIA drivers
+- name: Fail when the GPU hosts of a cluster run different NVIDIA drivers
   ansible.builtin.assert:
     that: gpu.drift.consistent
-    fail_msg: "driver drift: {{ gpu.drift.versions }} missing: {{ gpu.drift.missing }}"
+    fail_msg: "driver drift in {{ gpu.drift.drifting_clusters }}: {{ gpu.drift.clusters }}"
 """
 
 RETURN = r"""
@@ -103,21 +106,40 @@ hosts:
       elements: dict
       sample: [{name: ml-01, moid: vm-63, power_state: poweredOff, profiles: [grid_a100-40c],
                 drs_override: {behavior: manual, enabled: null}, drs_behavior: manual}]
+    profile_info:
+      description:
+        - Per offered profile C(name), C(board), C(fb_gb), C(series), C(mig) (MIG-backed), C(source) (V(api) from
+          C(RetrieveVgpuProfileInfo), V(name) parsed from the name) and C(stun_time_s) (vMotion stun time estimate in
+          seconds by link speed in Gbit/s, vSphere 8.0 Update 2 and later; null otherwise).
+      type: list
+      elements: dict
+      sample: [{name: grid_a100-8c, board: device-552669406, fb_gb: 8, series: c, mig: false, source: api,
+                stun_time_s: {"10": 7, "25": 3, "100": 1}}]
     driver:
       description: NVIDIA host driver; all values null when none was found or O(gather_driver=false).
       type: dict
       sample: {vib: NVD-AIE_ESXi_8.0.0_Driver, vib_version: 535.154.02-1OEM.800.1.0.20613240, version: 535.154.02,
                source: software_packages}
 drift:
-  description: NVIDIA driver versions across the GPU hosts in scope.
+  description:
+    - NVIDIA driver versions across the GPU hosts in scope, judged per cluster (one driver per cluster; a standalone
+      host is a group of its own).
   returned: when O(gather_driver=true)
   type: dict
   contains:
-    consistent: {description: True when every GPU host runs the same driver version., type: bool}
-    versions: {description: Driver version to host names., type: dict}
+    consistent: {description: True when the GPU hosts of every cluster run one driver version and none lacks it., type: bool}
+    versions: {description: Driver version to host names over the whole scope., type: dict}
     missing: {description: GPU hosts without an NVIDIA driver VIB., type: list, elements: str}
     majority: {description: The version most GPU hosts run., type: str}
-  sample: {consistent: false, versions: {"535.154.02": [esx1], "550.54.10": [esx2]}, missing: [], majority: "535.154.02"}
+    clusters:
+      description: Per cluster (C(standalone host <name>) for a standalone host) its own C(consistent), C(versions), C(missing), C(majority).
+      type: dict
+    drifting_clusters: {description: The clusters whose GPU hosts drift., type: list, elements: str}
+  sample: {consistent: false, versions: {"535.154.02": [esx1], "550.54.10": [esx2, esx3]}, missing: [], majority: "550.54.10",
+           drifting_clusters: [gpu-a],
+           clusters: {gpu-a: {consistent: false, versions: {"535.154.02": [esx1], "550.54.10": [esx2]}, missing: [],
+                              majority: "535.154.02"},
+                      gpu-b: {consistent: true, versions: {"550.54.10": [esx3]}, missing: [], majority: "550.54.10"}}}
 vgpu_vms:
   description:
     - All VMs in scope that hold vGPUs.

@@ -60,7 +60,12 @@ options:
     type: bool
     default: true
   restart_xorg:
-    description: Restart the C(xorg) service on every changed host so the new default graphics type takes effect.
+    description:
+      - Restart the C(xorg) service on a changed host where a graphics device is or was in V(shared) (vSGA) mode, so
+        the change takes effect for vSGA. From vSphere 7.0 Update 1 Xorg is not needed for vGPU and may not start on a
+        host without vSGA devices (VMware KB 318047), so hosts with only V(sharedDirect) devices before and after are
+        not restarted.
+      - A failed restart is a warning on the changed host; the other hosts go on.
     type: bool
     default: false
 extends_documentation_fragment:

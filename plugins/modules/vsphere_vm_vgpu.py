@@ -100,6 +100,9 @@ options:
       drs_enabled:
         description: O(drs_enabled) for this VM.
         type: bool
+      upgrade_hardware:
+        description: O(upgrade_hardware) for this VM.
+        type: bool
   max_concurrent:
     description:
       - Batch form. How many VMs are reconfigured (with their power cycle, where one is due) at the same time.
@@ -115,8 +118,11 @@ options:
   placement:
     description:
       - V(host) accepts only profiles the VM's current host offers.
-      - V(cluster) accepts profiles offered by any connected host in the VM's cluster; DRS then places the VM on one of
-        them at power on. RV(eligible_hosts) lists them.
+      - V(cluster) accepts profiles offered by any connected host of the VM's cluster that is not in maintenance mode
+        and whose GPUs can take them. When the VM's host is not one of them, the VM starts where DRS places it if DRS
+        may place it (DRS on, automation level V(partiallyAutomated) or V(fullyAutomated) in force for the VM);
+        otherwise vCenter would start it on its current host, so the module names the first eligible host in
+        C(PowerOnVM_Task). RV(eligible_hosts) lists the hosts, RV(start_host) the one it starts on.
     type: str
     choices: [host, cluster]
     default: host
@@ -185,6 +191,13 @@ options:
       - V(false) excludes the VM from DRS (no migration or initial placement recommendations) through the same
         override; unset leaves it as it is.
     type: bool
+  upgrade_hardware:
+    description:
+      - Several vGPUs on one VM need VM hardware version 15 or later (vSphere 6.7 U2 compatibility). With V(false) such
+        a VM fails before anything changes; with V(true) the VM is upgraded (C(UpgradeVM_Task), to the newest version
+        its host supports) while it is powered off for the change.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpuops.provision._vsphere_auth
   - gpuops.provision._attributes
@@ -193,6 +206,17 @@ extends_documentation_fragment:
 notes:
   - Exactly one of O(name), O(uuid), O(moid) and O(vms) is required.
   - Removing all vGPUs leaves the memory reservation as it is.
+  - The module checks each host's GPUs as vSphere places vGPUs, not only its list of profiles. A host whose GPUs are in
+    graphics type V(shared) (vSGA) runs no vGPU. In MIG mode (vgpuMode V(multiInstanceGpu)) a GPU takes MIG-backed
+    vGPUs only. vGPUs of different sizes share a GPU only in mixed-size mode (vSphere 8.0 U3), so without it a host needs
+    a GPU per size. Profile facts come from the host's C(RetrieveVgpuProfileInfo) (API 7.0.3 and later), otherwise
+    from the profile names.
+  - VMs of the vSphere VM Service (C(config.managedBy) C(com.vmware.vcenter.wcp)) are refused; their vGPUs come from
+    their VM class (P(gpuops.provision.vsphere_vm_class#module)).
+  - Before it powers a VM off the module writes C(gpuops.provision.restorePowerState) into the VM's extraConfig and
+    removes it once the VM runs again. A run cut off in between (a lost connection, a reply cut short) leaves the key,
+    and the next run powers the VM on again, also when its vGPUs are already right. A failed step names the VM and the
+    power state it is left in.
 """
 
 EXAMPLES = r"""
@@ -284,6 +308,12 @@ power_cycled:
   description: Whether the VM was powered off and on again.
   returned: with O(name), O(uuid) or O(moid)
   type: bool
+start_host:
+  description:
+    - The host the VM starts on after the change (its own host when that host can run the vGPUs); null when DRS places
+      it on one of RV(eligible_hosts).
+  returned: with O(name), O(uuid) or O(moid)
+  type: str
 multi_vgpu_rules:
   description: The multi-vGPU rules applied on the VM's host and why (null for fewer than two vGPUs).
   returned: with O(name), O(uuid) or O(moid)
@@ -292,8 +322,8 @@ multi_vgpu_rules:
 vms:
   description:
     - Batch form. One result per VM of O(vms), in their order, with the keys of the single-VM form (RV(vm), RV(host),
-      RV(before), RV(after), RV(actions), RV(eligible_hosts), RV(vgpus), RV(power_cycled), RV(multi_vgpu_rules)) and
-      these.
+      RV(before), RV(after), RV(actions), RV(eligible_hosts), RV(start_host), RV(vgpus), RV(power_cycled),
+      RV(multi_vgpu_rules)) and these.
     - For a VM whose reconfigure failed, RV(vms[].vgpus) is what it holds, read back after the failure.
   returned: with O(vms)
   type: list
@@ -346,6 +376,7 @@ def main():
         multi_vgpu_rules=dict(type="str", choices=list(_vgpu.MULTI_VGPU_CHOICES)),
         drs_behavior=dict(type="str", choices=list(_vsphere_vm.DRS_BEHAVIORS)),
         drs_enabled=dict(type="bool"),
+        upgrade_hardware=dict(type="bool"),
     )
     spec.update(
         name=dict(type="str"),
@@ -366,6 +397,7 @@ def main():
         max_vgpus=dict(type="int"),
         drs_behavior=dict(type="str", choices=list(_vsphere_vm.DRS_BEHAVIORS)),
         drs_enabled=dict(type="bool"),
+        upgrade_hardware=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True,
                            required_one_of=[("name", "uuid", "moid", "vms")],

@@ -20,4 +20,11 @@ def use_gpusim(monkeypatch, tmp_path, state):
     mod = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "pynvml", mod)
     spec.loader.exec_module(mod)
+    # The host GPU clients the module reads from /proc (_nvml.host_gpu_clients) come from the same state: gpusim
+    # writes what /proc would show of its `host_clients` (none unless the state names some).
+    from gpusim import control  # pylint: disable=import-error,import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.module_utils import _nvml  # pylint: disable=import-outside-toplevel
+    proc = tmp_path / "proc"
+    control.proc_tree(str(proc), str(path))
+    monkeypatch.setattr(_nvml, "PROC_ROOT", str(proc))
     return path

@@ -53,18 +53,19 @@ def test_the_tarball_alone_does_not_resolve_without_its_dependencies(installed, 
     assert any("* %s:%s (dependency of gpuops.provision" % (c, spec) in out for c, spec in installed.deps.items()), out
 
 
-USE_DRAIN = """
-- name: Cordon a node with the collection's node_drain role
+# The pre-join gate's taint step: its first task reads the GPU Operator's ClusterPolicy with kubernetes.core.k8s_info.
+USE_K8S = """
+- name: Taint a node with the collection's node_preflight role
   hosts: localhost
   gather_facts: false
   tasks:
-    - name: Cordon
+    - name: Taint
       ansible.builtin.include_role:
-        name: gpuops.provision.node_drain
-        tasks_from: cordon
+        name: gpuops.provision.node_preflight
+        tasks_from: taint
       vars:
-        node_drain_node_name: gpu-1
-        node_drain_kubeconfig: /nonexistent/kubeconfig
+        node_preflight_gpu_operator_toleration: true
+        node_preflight_kubeconfig: /nonexistent/kubeconfig
 """
 
 
@@ -77,8 +78,8 @@ def test_without_kubernetes_core_the_roles_cannot_run(installed, tmp_path):
                                    + [{"name": dev_copy(c), "type": "dir"} for c in installed.closure if c != "kubernetes.core"]}))
     _run([installed.bin("ansible-galaxy"), "collection", "install", "--offline", "--no-deps", "-r", str(req), "-p", str(coll)],
          env=dict(installed.env, ANSIBLE_COLLECTIONS_PATH=str(coll)))
-    playbook = tmp_path / "cordon.yml"
-    playbook.write_text(USE_DRAIN)
+    playbook = tmp_path / "taint.yml"
+    playbook.write_text(USE_K8S)
     outs = {}
     for name, path in (("without", str(coll)), ("full", installed.collections)):
         proc = subprocess.run([installed.bin("ansible-playbook"), str(playbook), "-e", "ansible_python_interpreter=" + installed.bin("python")],

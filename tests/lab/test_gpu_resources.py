@@ -19,7 +19,7 @@ A100 = "NVIDIA A100-SXM4-40GB"
 def test_device_plugin_mixed_with_named_entries_and_defensive_modes():
     state = {"gpus": [
         {"model": A100, "mig_mode": "enabled", "gpu_instances": [
-            {"profile": "MIG 1g.5gb"}, {"profile": "1g.5gb"}, {"profile": "3g.20gb", "compute_instances": [{"profile": "1c.3g.20gb"}]},
+            {"profile": "MIG 1g.5gb"}, {"profile": "1g.5gb"}, {"profile": "3g.20gb", "compute_instances": [{"profile": "3g.20gb"}]},
         ]},
         {"model": A100, "mig_mode": {"current": "disabled", "pending": "enabled"}},
         {"model": A100, "mig_mode": 1, "gpu_instances": [{"profile": "2g.10gb", "compute_instances": []}]},
@@ -27,12 +27,24 @@ def test_device_plugin_mixed_with_named_entries_and_defensive_modes():
     ]}
     res, err = R.device_plugin_resources(state, "mixed")
     assert err is None
-    # Empty GI (no compute instance) is no device; pending-enable still counts as a full GPU. The 1c.3g.20gb CI is
-    # not registered: NVIDIA/k8s-device-plugin internal/rm/rm.go (mixed: "if info.C != info.G { return nil }").
-    assert res == {"nvidia.com/mig-1g.5gb": 2, "nvidia.com/gpu": 1}
+    # Empty GI (no compute instance) is no device; pending-enable still counts as a full GPU.
+    assert res == {"nvidia.com/mig-1g.5gb": 2, "nvidia.com/mig-3g.20gb": 1, "nvidia.com/gpu": 1}
     assert R.device_plugin_resources({}, "mixed") == ({}, None)
     assert R.device_plugin_resources({"gpus": "x"}, "mixed") == ({}, None)
     assert R.device_plugin_resources({"driver_loaded": False, "gpus": state["gpus"]}, "mixed") == ({}, "NVML is not available on the node")
+
+
+def test_mixed_fails_the_whole_device_map_on_a_compute_instance_profile():
+    """internal/rm/rm.go AddDefaultResourcesToConfig registers no resource for C != G profiles under mixed, and
+    internal/rm/device_map.go buildMigDeviceMap fails on a MIG device no resource matches: nothing is served."""
+    state = {"gpus": [{"model": A100, "mig_mode": 1, "gpu_instances": [
+        {"profile": "1g.5gb"}, {"profile": "3g.20gb", "compute_instances": [{"profile": "1c.3g.20gb"}]}]}]}
+    assert R.device_plugin_resources(state, "mixed") == (
+        {}, "error building MIG device map: MIG profile '1c.3g.20gb' does not match any resource patterns")
+    # single: AddMIGResource("*", "gpu") matches every profile, the compute-instance ones too.
+    uniform = {"gpus": [{"model": A100, "mig_mode": 1, "gpu_instances": [
+        {"profile": "3g.20gb", "compute_instances": [{"profile": "1c.3g.20gb"}] * 3}]}]}
+    assert R.device_plugin_resources(uniform, "single") == ({"nvidia.com/gpu": 3}, None)
 
 
 def test_device_plugin_single_and_none():
@@ -54,6 +66,9 @@ def test_device_plugin_names_gpusim_id_only_state():
         {"profile_id": 14, "compute_instances": [{"profile_id": 0}, {"profile_id": 0}]},
         {"profile_id": 9, "compute_instances": [{"slices": 3}]},
     ]}]}
-    res = R.device_plugin_resources(state, "mixed", namer)[0]
-    # 1c.2g.10gb CIs are not advertised by the mixed strategy (internal/rm/rm.go AddDefaultResourcesToConfig).
-    assert res == {"nvidia.com/mig-1g.5gb": 1, "nvidia.com/mig-3g.20gb": 1}
+    # The 1c.2g.10gb CIs fail the mixed device map (see above); under single the three profiles differ.
+    assert R.device_plugin_resources(state, "mixed", namer) == (
+        {}, "error building MIG device map: MIG profile '1c.2g.10gb' does not match any resource patterns")
+    state["gpus"][0]["gpu_instances"][1]["compute_instances"] = [{"profile_id": 1}]
+    assert R.device_plugin_resources(state, "mixed", namer)[0] == {
+        "nvidia.com/mig-1g.5gb": 1, "nvidia.com/mig-2g.10gb": 1, "nvidia.com/mig-3g.20gb": 1}

@@ -150,3 +150,54 @@ def test_licensing(sim):
     g = unlic.gridLicensableFeatures[0]
     assert (g.featureState, g.licenseExpiry.status) == (0, 0)
     assert (bare.isGridLicenseSupported, bare.licensableFeaturesCount) == (0, 0)
+
+
+def test_versioned_symbols_are_the_ones_the_binding_looks_up(real):
+    """gpusim/symbols.py names exactly the symbols nvidia-ml-py's functions look up, and the unversioned process
+    lists are throwOnVersionMismatch-wrapped _v3 calls in nvidia-ml-py as in gpusim."""
+    load_gpusim()
+    from gpusim import symbols  # pylint: disable=import-outside-toplevel,import-error
+    source = inspect.getsource(real)
+    for symbol in symbols.SINCE:
+        if symbol.startswith("nvmlDeviceGetMPSCompute"):
+            continue  # gpusim has no MPS process list; the binding's lookup is the same pattern
+        assert '_nvmlGetFunctionPointer("%s")' % symbol in source, symbol
+    for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses",
+                 "nvmlDeviceGetMPSComputeRunningProcesses"):
+        assert "@throwOnVersionMismatch\ndef %s(handle):\n    return %s_v3(handle)" % (name, name) in source
+    assert issubclass(real.NVMLLibraryMismatchError, Exception) and not issubclass(real.NVMLLibraryMismatchError, real.NVMLError)
+
+
+@pytest.mark.parametrize("driver,v2,v3", [("450.51.06", False, False), ("450.66", True, False), ("505.86.01", True, False),
+                                          ("510.39.01", True, True), ("535.86.05", True, True), ("535.98", True, False),
+                                          ("535.104.05", True, True), ("580.65.06", True, True)])
+def test_process_lists_per_driver_version(sim, driver, v2, v3):
+    nv = sim.start({"driver_version": driver, "gpus": [{"model": A100, "processes": [{"pid": 7}]}]})
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    if v3:
+        assert [p.pid for p in nv.nvmlDeviceGetComputeRunningProcesses(dev)] == [7]
+    else:
+        with pytest.raises(nv.NVMLLibraryMismatchError):
+            nv.nvmlDeviceGetComputeRunningProcesses(dev)
+        with pytest.raises(nv.NVMLError_FunctionNotFound):
+            nv.nvmlDeviceGetGraphicsRunningProcesses_v3(dev)
+    if v2:
+        assert [p.pid for p in nv.nvmlDeviceGetComputeRunningProcesses_v2(dev)] == [7]
+    else:
+        with pytest.raises(nv.NVMLError_FunctionNotFound):
+            nv.nvmlDeviceGetComputeRunningProcesses_v2(dev)
+    # The driver's original symbol is always there, as a C function with v1 records.
+    fn = nv._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses")  # pylint: disable=protected-access
+    count = ctypes.c_uint(0)
+    assert fn(dev, ctypes.byref(count), None) == nv.NVML_ERROR_INSUFFICIENT_SIZE and count.value == 1
+    with pytest.raises(nv.NVMLError_FunctionNotFound):
+        nv._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2" if driver < "510" else "nvmlNoSuchFunction")  # pylint: disable=protected-access
+
+
+def test_missing_symbols_fault_removes_one_entry_point(sim):
+    nv = sim.start({"driver_version": "580.65.06", "missing_symbols": ["nvmlDeviceGetGpuInstanceProfileInfoV"],
+                    "gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(nv.NVMLError_FunctionNotFound):
+        nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, nv.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
+    assert nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, nv.NVML_GPU_INSTANCE_PROFILE_1_SLICE, 1).id == 19

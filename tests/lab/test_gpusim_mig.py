@@ -467,3 +467,59 @@ def test_reset_refused_while_processes_run(sim):
         control.reset()
     assert exc.value.code == nv.NVML_ERROR_IN_USE
     assert nv.nvmlDeviceGetMigMode(dev) == [0, 1]
+
+
+# ---------------------------------------------------------------- host GPU clients and the reset (issue 38 point 10)
+@pytest.mark.parametrize("clients,status,mode", [
+    ([], "NVML_SUCCESS", [1, 1]),                                   # idle: the driver resets the GPU itself
+    (["nvidia-persistenced"], "NVML_ERROR_IN_USE", [0, 1]),         # gpu-operator#118
+    (["nv-hostengine"], "NVML_ERROR_IN_USE", [0, 1]),               # DCGM (mig-parted hooks.sh stops nvidia-dcgm)
+    (["nvidia_drm"], "NVML_ERROR_IN_USE", [0, 1]),                  # mig-parted#181
+])
+def test_host_clients_leave_an_ampere_mode_change_pending(sim, clients, status, mode):
+    state = one(A100, mig="disabled")
+    state["host_clients"] = clients
+    nv = sim.start(state)
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    assert nv.nvmlDeviceSetMigMode(dev, nv.NVML_DEVICE_MIG_ENABLE) == getattr(nv, status)
+    assert nv.nvmlDeviceGetMigMode(dev) == mode
+
+
+@pytest.mark.parametrize("clients,socket,refused", [
+    (["nvidia-persistenced"], True, False),    # nvidia-smi reaches persistenced's socket (mig-parted fafbbc5e)
+    (["nvidia-persistenced"], False, True),    # gpu-operator#118: refused until persistenced was killed
+    (["nv-hostengine"], True, True),
+    (["nvidia_drm"], True, True),              # mig-parted#181: "In use by another client"
+])
+def test_reset_with_host_clients(sim, clients, socket, refused):
+    from gpusim import control, machine
+    state = one(A100, mig="disabled")
+    state.update(host_clients=clients, persistenced_socket=socket)
+    nv = sim.start(state)
+    dev = nv.nvmlDeviceGetHandleByIndex(0)
+    nv.nvmlDeviceSetMigMode(dev, 1)
+    if refused:
+        with pytest.raises(machine.Fault) as exc:
+            control.reset()
+        assert exc.value.code == nv.NVML_ERROR_IN_USE and clients[0] in exc.value.why
+        assert nv.nvmlDeviceGetMigMode(dev) == [0, 1]
+    else:
+        control.reset()
+        assert nv.nvmlDeviceGetMigMode(dev) == [1, 1]
+    # Each request is logged once, with its GPUs' bus ids, refused or not.
+    assert sim.state()["reset_log"] == [["00000000:17:00.0"]]
+
+
+def test_unknown_host_client_is_a_state_error(sim):
+    from gpusim import state
+    with pytest.raises(state.StateError, match="host_clients: unknown Xorg"):
+        state.normalize(dict(one(A100), host_clients=["Xorg"]))
+
+
+def test_proc_tree_shows_the_host_clients_as_proc_does(sim, tmp_path):
+    from gpusim import control
+    sim.start(dict(one(A100), host_clients=["nvidia-persistenced", "nv-hostengine", "nvidia_drm"]))
+    control.proc_tree(str(tmp_path / "proc"))
+    comms = sorted(p.read_text() for p in (tmp_path / "proc").glob("*/comm"))
+    assert comms == ["nv-hostengine\n", "nvidia-persiste\n"]  # TASK_COMM_LEN: 15 characters
+    assert (tmp_path / "proc" / "modules").read_text().startswith("nvidia_drm ")

@@ -29,6 +29,7 @@ EIGHT = {0: (19, 7, [(s, 1) for s in range(7)]), 7: (20, 1, [(s, 1) for s in ran
          2: (9, 2, [(0, 4), (4, 4)]), 3: (5, 1, [(0, 4)]), 4: (0, 1, [(0, 8)])}
 A30 = {0: (14, 4, [(s, 1) for s in range(4)]), 7: (21, 1, [(s, 1) for s in range(4)]),
        1: (5, 2, [(0, 2), (2, 2)]), 8: (6, 1, [(0, 2), (2, 2)]), 3: (0, 1, [(0, 4)])}
+A30_NVML = {**A30, 0: (14, 7, A30[0][2]), 1: (5, 3, A30[1][2])}
 
 
 def dump(nv, dev):
@@ -50,9 +51,17 @@ def dump(nv, dev):
 def test_profiles_ids_names_placements(sim, model):
     nv = sim.start({"gpus": [{"model": model, "mig_mode": "enabled"}]})
     got = dump(nv, nv.nvmlDeviceGetHandleByIndex(0))
-    want = A30 if model == "NVIDIA A30" else EIGHT
+    want = A30_NVML if model == "NVIDIA A30" else EIGHT
     assert {i: v[:3] for i, v in got.items()} == {i: tuple(v) for i, v in want.items()}
     assert {v[0]: v[3] for v in got.values()} == {pid: "MIG " + n for pid, n in NAMES[model].items()}
+
+
+def test_a30_instance_counts_as_nvml_reports_them_or_documented(sim):
+    """NVML's instanceCount is wrong on the A30 (mig-parted discovery.go getHardcodedA30Profiles); gpusim answers an
+    assumed wrong set (models.py) unless the state asks for the documented counts."""
+    nv = sim.start({"a30_nvml_counts": "documented", "gpus": [{"model": "NVIDIA A30", "mig_mode": "enabled"}]})
+    got = dump(nv, nv.nvmlDeviceGetHandleByIndex(0))
+    assert {i: v[:3] for i, v in got.items()} == {i: tuple(v) for i, v in A30.items()}
 
 
 def test_v1_profile_struct_and_by_id(sim):
@@ -96,7 +105,10 @@ def test_l40s_in_table_without_mig():
     load_gpusim()
     from gpusim import models
     assert not models.MODELS["NVIDIA L40S"].mig_capable
-    assert set(models.MODELS) == set(NAMES) | {"NVIDIA L40S"}
+    # The models whose names come from a real `-lgip` (NAMES) and the L40S; the others are compared with the
+    # product's documented table (tests/unit/plugins/module_utils/test_mig_models_table.py).
+    assert set(NAMES) | {"NVIDIA L40S"} <= set(models.MODELS)
+    assert [n for n, m in models.MODELS.items() if not m.mig_capable] == ["NVIDIA L40S"]
 
 
 def test_per_gpu_overrides_emulate_other_skus_and_drivers(sim):

@@ -81,3 +81,20 @@ def test_query_license_and_driver_states(tmp_path):
     path.write_text(json.dumps({"driver_loaded": False, "gpus": [{"model": A100}]}))
     res = smi(path)
     assert res.returncode == 9 and "couldn't communicate with the NVIDIA driver" in res.stdout
+
+
+def test_reset_by_bus_ids_is_one_request_and_nvidia_drm_refuses_it(tmp_path):
+    """mig-parted nvmlResetAllGPUs: one `nvidia-smi -r -i <bus id>,<bus id>`; mig-parted#181: with nvidia_drm loaded
+    "The following GPUs could not be reset: GPU ...: In use by another client", exit status 255."""
+    gpus = [{"model": A100, "mig_mode": "disabled"}, {"model": A100, "mig_mode": "disabled"}]
+    path = write(tmp_path, {"gpus": gpus, "host_clients": ["nvidia-persistenced"]})
+    assert "pending enable state" in smi(path, "-mig", "1").stdout  # persistenced holds the GPUs
+    res = smi(path, "-r", "-i", "00000000:17:00.0,00000000:31:00.0")
+    assert res.returncode == 0 and res.stdout.count("was successfully reset") == 2
+    assert json.loads(path.read_text())["reset_log"] == [["00000000:17:00.0", "00000000:31:00.0"]]
+    path = write(tmp_path, {"gpus": gpus, "host_clients": ["nvidia_drm"]})
+    smi(path, "-mig", "1")
+    res = smi(path, "-r", "-i", "00000000:17:00.0,00000000:31:00.0")
+    assert res.returncode == 255 and "GPU 00000000:31:00.0: In use by another client" in res.stdout
+    q = smi(path, "--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader")
+    assert q.stdout.splitlines() == ["Disabled, Enabled"] * 2

@@ -113,7 +113,11 @@ def test_graceful_termination_takes_the_grace_period(lab):
 
 
 def test_device_plugin_advertises_gpusim_resources(lab, plane):
-    lab.create(kh.node("gpu-dp"))
+    # The plugin serves from its DaemonSet's pod on the node (device_plugin.py): the DaemonSet as the operator
+    # renders it (seed.py: nodeSelector nvidia.com/gpu.deploy.device-plugin=true, its tolerations).
+    lab.create(kh.node("gpu-dp", labels={"nvidia.com/gpu.deploy.device-plugin": "true"}),
+               kh.seeding.workload_object("DaemonSet", {"metadata": {"name": "nvidia-device-plugin-daemonset",
+                                                                     "namespace": "gpu-operator"}}, 0))
     lab.wait_for(lambda: (lab.core.read_node("gpu-dp").status.allocatable or {}).get("nvidia.com/gpu") == "2",
                  what="two whole GPUs advertised")
     mig = {"gpus": [{"name": "NVIDIA A100-SXM4-40GB", "mig_mode": {"current": 1},
@@ -153,3 +157,44 @@ def test_request_log_is_the_audit_log(lab):
     assert lab.cordons("log-a") == 1 and patches[0]["user"] == "gpuops-client"
     # The lab's own requests (create, reads) are not in the product's request log.
     assert not [r for r in lab.requests() if r["method"] == "POST" and r["resource"] == "nodes"]
+
+
+def test_the_binaries_carry_the_version_stamps_of_an_upstream_release(plane):
+    # Upstream's release build links gitVersion/gitMajor/gitMinor in (hack/lib/version.sh kube::version::ldflags);
+    # without them kubeadm, kubectl and the API server say v0.0.0-master and version-skew checks have nothing to compare.
+    import subprocess  # pylint: disable=import-outside-toplevel
+    pinned = [line.split()[1] for line in open(os.path.join(REPO, "lab", "kube", "go.mod"), encoding="utf-8")
+              if line.strip().startswith("k8s.io/kubernetes ")][0]
+    bin_dir = plane.cp.endpoints["bin"]
+    short = subprocess.run([os.path.join(bin_dir, "kubeadm"), "version", "-o", "short"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert short == pinned, short
+    client = json.loads(subprocess.run([os.path.join(bin_dir, "kubectl"), "version", "--client", "-o", "json"],
+                                       capture_output=True, text=True, check=True).stdout)["clientVersion"]
+    assert client["gitVersion"] == pinned and client["major"] == "1" and client["minor"] == pinned.split(".")[1]
+    server = json.loads(plane.cp.get("/version")[1])
+    assert server["gitVersion"] == pinned and server["gitTreeState"] == "clean", server
+
+
+def test_the_product_runs_with_exactly_the_documented_permissions(plane):
+    # docs/rbac/gpuops-provision.yaml bound to the product's user: what it grants works, the rest is refused.
+    import kubernetes  # pylint: disable=import-outside-toplevel
+    api = kubernetes.config.new_client_from_config(plane.cp.kubeconfig)
+    core = kubernetes.client.CoreV1Api(api)
+    auth = kubernetes.client.AuthorizationV1Api(api)
+
+    def allowed(verb, resource, namespace=None, group="", sub=None):
+        review = {"spec": {"resourceAttributes": {"verb": verb, "resource": resource, "group": group,
+                                                  "namespace": namespace, "subresource": sub}}}
+        return auth.create_self_subject_access_review(review).status.allowed
+
+    assert core.list_node().items is not None
+    assert allowed("patch", "nodes") and allowed("create", "pods", sub="eviction", namespace="ml")
+    assert allowed("update", "leases", "kube-system", "coordination.k8s.io")
+    assert allowed("update", "configmaps", "gpu-operator")
+    assert not allowed("delete", "nodes") and not allowed("create", "pods", namespace="ml")
+    assert not allowed("update", "leases", "default", "coordination.k8s.io")
+    assert not allowed("get", "secrets", "gpu-operator")
+    with pytest.raises(kubernetes.client.rest.ApiException) as refused:
+        core.create_namespace({"metadata": {"name": "not-ours"}})
+    assert refused.value.status == 403

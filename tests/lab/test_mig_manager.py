@@ -33,11 +33,13 @@ DOC = {"version": "v1", "mig-configs": {
 
 
 class FakeNode:
-    def __init__(self, labels, config="doc"):
+    def __init__(self, labels, config="doc", stuck=()):
         config = DOC if config == "doc" else config
         self.labels_ = dict(labels)
         self.history = []
         self.deleted = []
+        self.waited = []
+        self.stuck = stuck  # selectors whose pods never go
         self.text = yaml.safe_dump(config) if isinstance(config, dict) else config
 
     def labels(self):
@@ -49,6 +51,10 @@ class FakeNode:
 
     def delete_pods(self, selector):
         self.deleted.append(selector)
+
+    def wait_pods_gone(self, selector=None, node_selector_key=None):
+        self.waited.append(selector or node_selector_key)
+        return (selector or node_selector_key) not in self.stuck
 
     def config(self):
         return self.text
@@ -85,7 +91,11 @@ def test_reconfigure_flow_pending_paused_applied_restored_success(tmp_path):
     assert paused["nvidia.com/gpu.deploy.dcgm"] == "false" and paused["nvidia.com/gpu.deploy.nvsm"] == "paused-for-mig-change"
     assert "nvidia.com/gpu.deploy.client" not in paused
     assert node.labels_["nvidia.com/gpu.deploy.device-plugin"] == "true" and node.labels_["nvidia.com/gpu.deploy.dcgm"] == "false"
-    assert "app=nvidia-device-plugin-daemonset" in node.deleted and node.deleted[-1] == "app=nvidia-operator-validator"
+    # waitForPodsToBeDeleted: the DaemonSet controller removes the paused operands' pods; mig-manager waits for them
+    # (and for DaemonSet pods selecting on the client label), deletes only the validation pods, and at the end
+    # restarts the operator validator (restartValidatorPod).
+    assert node.waited == list(MM.OPERAND_PODS) + [MM.CLIENT_LABEL]
+    assert node.deleted == list(MM.VALIDATION_PODS) + ["app=nvidia-operator-validator"]
     gpu = gpus_of(path)[0]
     assert gpu["mig_mode"] == 1 and MM.current_config(gpu) == BALANCED
 
@@ -95,7 +105,18 @@ def test_already_applied_config_is_success_without_pending(tmp_path):
     path = write(tmp_path, [{"model": H100, "mig_mode": "disabled"}])
     node = FakeNode({})
     assert MM.reconfigure(node, path, "all-disabled") == "success"
-    assert node.states() == ["success"] and node.deleted == []
+    assert node.states() == ["success"] and node.deleted == [] and node.waited == []
+
+
+def test_operand_pods_that_do_not_go_leave_the_node_pending_and_paused(tmp_path):
+    """reconfigure.go Run: waitForPodsToBeDeleted failing returns the error without setState: the state stays
+    pending, the operand labels paused, and the GPUs untouched."""
+    path = write(tmp_path, [{"model": H100, "mig_mode": "disabled"}])
+    node = FakeNode({"nvidia.com/gpu.deploy.device-plugin": "true"}, stuck=("app=gpu-feature-discovery",))
+    assert MM.reconfigure(node, path, "all-balanced") == "pending"
+    assert node.states() == ["pending"]
+    assert node.labels_["nvidia.com/gpu.deploy.device-plugin"] == "paused-for-mig-change"
+    assert node.deleted == [] and gpus_of(path)[0]["mig_mode"] == 0
 
 
 @pytest.mark.parametrize("text,why", [("version: v1\nmig-configs: {}\n", "not present"), (None, "not a mig-parted"),

@@ -27,8 +27,9 @@ if not vcsim_lab.available():
 pytestmark = pytest.mark.slow  # starts the simulator
 
 OLD_DRIVER = "535.154.02-1OEM.800.1.0.20613240"
-A100_PROFILES = ["grid_a100-4c", "grid_a100-5c", "grid_a100-8c", "grid_a100-10c", "grid_a100-20c", "grid_a100-40c",
-                 "grid_a100-1-5c", "grid_a100-2-10c", "grid_a100-3-20c", "grid_a100-4-20c", "grid_a100-7-40c"]
+# With MIG mode off (its default) an A100 offers the time-sliced vGPU types; MIG-backed ones need MIG mode on
+# (fixture mig_gpus, tests/lab/test_vcsim_rules.py).
+A100_PROFILES = ["grid_a100-4c", "grid_a100-5c", "grid_a100-8c", "grid_a100-10c", "grid_a100-20c", "grid_a100-40c"]
 
 
 @pytest.fixture(scope="module")

@@ -24,15 +24,52 @@ def write_minimal(path, models, mig_mode="disabled", driver_version=None):
     return st
 
 
-def reset(path=None, indexes=None):
-    """GPU reset of the given NVML indexes (all enumerated GPUs when None); raises machine.Fault on refusal."""
+def reset(path=None, indexes=None, log=True):
+    """GPU reset of the given NVML indexes (all enumerated GPUs when None); raises machine.Fault on refusal.
+
+    A request (``log``) goes to the state's ``reset_log`` as one entry, the bus ids of its GPUs, before it is tried:
+    a test sees which GPUs were reset together (mig-parted cmd/nvidia-mig-parted/util/device.go nvmlResetAllGPUs
+    resets every GPU in one `nvidia-smi -r -i <bus ids>`). bin/nvidia-smi logs its request once and resets GPU by GPU.
+    """
+    if log:
+        log_reset(path, indexes)
     with state.transaction(path) as st:
         gpus = health.visible(st)
-        targets = range(len(gpus)) if indexes is None else indexes
-        for i in targets:
-            if not 0 <= i < len(gpus):
-                raise machine.Fault(machine.INVALID_ARGUMENT, "no GPU with index %d" % i)
+        for i in _targets(gpus, indexes):
             machine.reset_gpu(st, gpus[i])
+
+
+def _targets(gpus, indexes):
+    targets = list(range(len(gpus)) if indexes is None else indexes)
+    for i in targets:
+        if not 0 <= i < len(gpus):
+            raise machine.Fault(machine.INVALID_ARGUMENT, "no GPU with index %d" % i)
+    return targets
+
+
+def log_reset(path=None, indexes=None):
+    """Record one reset request (see reset)."""
+    with state.transaction(path) as st:
+        gpus = health.visible(st)
+        st.setdefault("reset_log", []).append([gpus[i]["pci_bus_id"] for i in _targets(gpus, indexes)])
+
+
+def proc_tree(root, path=None):
+    """Write what /proc shows of the state's host GPU clients under ``root``: ``modules`` (nvidia, plus nvidia_drm
+    when loaded) and ``<pid>/comm`` per client process, truncated to 15 characters as the kernel does (TASK_COMM_LEN;
+    "nvidia-persiste", as NVIDIA/NVSentinel's kill script matches it). The product reads this to predict a reset."""
+    st = state.load(path)
+    clients = machine.host_clients(st)
+    os.makedirs(root, exist_ok=True)
+    modules = ["nvidia 56823808 2 nvidia_drm, Live 0x0000000000000000 (POE)"]
+    if "nvidia_drm" in clients:
+        modules.insert(0, "nvidia_drm 126976 0 - Live 0x0000000000000000 (POE)")
+    with open(os.path.join(root, "modules"), "w", encoding="utf-8") as fh:
+        fh.write("\n".join(modules) + "\n")
+    for pid, name in enumerate((c for c in clients if c != "nvidia_drm"), start=900):
+        os.makedirs(os.path.join(root, str(pid)), exist_ok=True)
+        with open(os.path.join(root, str(pid), "comm"), "w", encoding="utf-8") as fh:
+            fh.write(name[:15] + "\n")
 
 
 def reboot(path=None):

@@ -65,6 +65,21 @@ HEALTH_MODELS = {
     "NVIDIA H200": {"pcie": (5, 16, False), "thresholds": (95, 89, 87, 95)},
     "NVIDIA L40S": {"pcie": (4, 16, True), "thresholds": (92, 89, 87, None)},
 }
+# The other MIG GPUs (issue 38's model table): no nvidia-smi capture is cited for any of them; each takes the values
+# of its family above (Ampere: A100's; Hopper: H100's; Blackwell data center parts: PCIe Gen6 x16, H100's
+# thresholds; RTX PRO 6000 Blackwell Server Edition: PCIe Gen5 x16, L40S's thresholds, no memory sensor), inferred.
+_AMPERE = {"pcie": (4, 16, False), "thresholds": (92, 89, 85, 95)}
+_HOPPER = {"pcie": (5, 16, False), "thresholds": (95, 89, 87, 95)}
+_BLACKWELL = {"pcie": (6, 16, False), "thresholds": (95, 89, 87, 95)}
+for _name in ("NVIDIA A100 PCIe 40GB", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe", "NVIDIA A800 40GB PCIe",
+              "NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB PCIe", "NVIDIA PG506-232"):
+    HEALTH_MODELS[_name] = dict(_AMPERE)
+for _name in ("NVIDIA H100 PCIe", "NVIDIA H800", "NVIDIA H800 PCIe", "NVIDIA H800 NVL", "NVIDIA H100 96GB",
+              "NVIDIA GH200 96GB HBM3", "NVIDIA H20", "NVIDIA H200 NVL", "NVIDIA GH200 144G HBM3e"):
+    HEALTH_MODELS[_name] = dict(_HOPPER)
+for _name in ("NVIDIA B200", "NVIDIA GB200", "NVIDIA B300 SXM6 AC", "NVIDIA GB300"):
+    HEALTH_MODELS[_name] = dict(_BLACKWELL)
+HEALTH_MODELS["NVIDIA RTX PRO 6000 Blackwell Server Edition"] = {"pcie": (5, 16, False), "thresholds": (92, 89, 87, None)}
 assert set(HEALTH_MODELS) == set(MODELS), "every gpusim model needs health defaults"
 
 IDLE_TEMP = 30  # C; the idle captures read 25-36 C

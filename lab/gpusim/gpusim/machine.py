@@ -344,12 +344,39 @@ def set_mig_mode(st, gpu, mode):
     if gpu["processes"]:
         return IN_USE
     if model_of(gpu).mig_reset_required:
+        if host_clients(st):
+            # A host client that holds the device keeps it from going idle: gpu-operator#118 (nvidia-persistenced:
+            # "MIG mode is in pending enable state ... In use by another client"), mig-parted#181 (nvidia_drm).
+            return IN_USE
         if not gpu.get("reset_supported", True) or not gpu.get("mig_mode_self_reset", True):
             return RESET_REQUIRED
         _power_cycle(gpu)
         return SUCCESS
     gpu["mig_mode"] = mode
     return SUCCESS
+
+
+# Host GPU clients that hold every GPU's device open without being an NVML process (gpusim option `host_clients`):
+# the process name as /proc/<pid>/comm shows it (15 characters at most, so "nvidia-persiste"), or a kernel module.
+HOST_CLIENTS = ("nvidia-persistenced", "nv-hostengine", "nvidia_drm")
+
+
+def host_clients(st):
+    """The host GPU clients the state runs (`host_clients`, default none; each one of HOST_CLIENTS)."""
+    return list(st.get("host_clients") or [])  # validated by state.normalize
+
+
+def reset_blockers(st):
+    """Host clients that make `nvidia-smi -r` refuse with "In use by another client":
+    nv-hostengine (DCGM; mig-parted deployments/systemd/hooks.sh stops nvidia-dcgm.service before a mode change),
+    nvidia_drm (mig-parted#181, README "Known Issues": the reset fails while the module is loaded) and
+    nvidia-persistenced unless nvidia-smi reaches its socket (`persistenced_socket`, default true: nvidia-smi
+    "coordinates with persistenced when resetting GPUs", mig-parted fafbbc5e deployments/container/Dockerfile; false:
+    gpu-operator#118, where the reset was refused until persistenced was killed)."""
+    blockers = [c for c in host_clients(st) if c != "nvidia-persistenced"]
+    if "nvidia-persistenced" in host_clients(st) and not st.get("persistenced_socket", True):
+        blockers.insert(0, "nvidia-persistenced")
+    return blockers
 
 
 def reset_gpu(st, gpu):
@@ -364,6 +391,9 @@ def reset_gpu(st, gpu):
         raise Fault(NOT_SUPPORTED, "GPU reset is not supported here (pass-through VM): reboot")
     if gpu["processes"]:
         raise Fault(IN_USE, "GPU is in use by another client")
+    blockers = reset_blockers(st)
+    if blockers:
+        raise Fault(IN_USE, "GPU is in use by another client (%s)" % ", ".join(blockers))
     _power_cycle(gpu)
     health.on_reset(gpu)
 

@@ -15,7 +15,7 @@ import os
 import tempfile
 
 from . import health
-from .machine import model_of
+from .machine import HOST_CLIENTS, model_of
 from .models import MODELS
 
 ENV = "GPUSIM_STATE"
@@ -55,6 +55,9 @@ def normalize(raw):
     st.setdefault("library_present", True)
     st.setdefault("faults", {})
     st.setdefault("counters", {})
+    unknown = sorted(set(st.get("host_clients") or []) - set(HOST_CLIENTS))
+    if unknown:
+        raise StateError("host_clients: unknown %s (known: %s)" % (", ".join(unknown), ", ".join(HOST_CLIENTS)))
     gpus = st.setdefault("gpus", [])
     if not isinstance(gpus, list):
         raise StateError("gpus must be a list")

@@ -123,3 +123,34 @@ def test_check_mode_writes_nothing(fleet):
     assert rc == 0, failed_msgs(out)
     assert health_taints(lab, "gpu-2") == []
     assert [r for r in lab.requests() if r["method"] in ("PATCH", "PUT", "POST", "DELETE")] == []
+
+
+def test_a_drained_sick_node_is_uncordoned_once_it_recovers_but_an_operators_cordon_stays(fleet):
+    # Issue 45 point 6: the health roll drained without marking its cordon, so a node that recovered stayed
+    # unschedulable for good. gpu-3 was cordoned by an operator and is sick too: it stays cordoned afterwards.
+    base, lab, run = fleet["base"], fleet["lab"], fleet["run"]
+    lab.core.patch_node("gpu-3", {"spec": {"unschedulable": True}})
+    for name in ("gpu-2", "gpu-3"):
+        write_state(base, name, state(ecc=ECC_STORM))
+    rc, out, _stdout, stderr = run(gpu_health_drain=True, gpu_health_max_unhealthy=2)
+    assert rc != 0, stderr
+    for name in ("gpu-2", "gpu-3"):
+        node = lab.get_json("/api/v1/nodes/%s" % name)
+        notes = node["metadata"].get("annotations") or {}
+        assert node["spec"]["unschedulable"] is True
+        assert notes["gpuops.provision/roll"] == "gpu_health" and notes["gpuops.provision/roll-phase"] == "drained"
+    assert "gpuops.provision/cordoned-by" in lab.get_json("/api/v1/nodes/gpu-2")["metadata"]["annotations"]
+    assert "gpuops.provision/cordoned-by" not in lab.get_json("/api/v1/nodes/gpu-3")["metadata"]["annotations"]
+
+    for name in ("gpu-2", "gpu-3"):
+        write_state(base, name, state())
+    rc, out, _stdout, stderr = run(gpu_health_drain=True, gpu_health_max_unhealthy=2)
+    assert rc == 0, failed_msgs(out) or stderr
+    gpu2, gpu3 = lab.get_json("/api/v1/nodes/gpu-2"), lab.get_json("/api/v1/nodes/gpu-3")
+    assert not gpu2["spec"].get("unschedulable") and health_taints(lab, "gpu-2") == []
+    assert gpu2["metadata"]["annotations"]["gpuops.provision/roll-phase"] == "released"
+    assert "gpuops.provision/cordoned-by" not in gpu2["metadata"]["annotations"]
+    assert gpu3["spec"]["unschedulable"] is True and health_taints(lab, "gpu-3") == []
+    # gpu-1 and gpu-4 were never drained: no roll state was written on them.
+    for name in ("gpu-1", "gpu-4"):
+        assert "gpuops.provision/roll" not in (lab.get_json("/api/v1/nodes/%s" % name)["metadata"].get("annotations") or {})

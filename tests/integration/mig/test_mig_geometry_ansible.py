@@ -113,3 +113,58 @@ def test_gpu_info_without_driver(host):
     assert info["nvml"] == {"available": False, "reason": "the NVIDIA kernel driver is not loaded", "calls": 1}
     res = host.run("mig_geometry", apply_args(TARGET))
     assert res["failed"] is True and "NVML is not available: the NVIDIA kernel driver is not loaded" in res["msg"]
+
+
+def test_drivers_without_the_v3_process_symbol_plan_and_apply(host):
+    """Before 510.39.01 and in 535.98 the driver exports no nvmlDevice*RunningProcesses_v3, and nvidia-ml-py's
+    unversioned process lists raise NVMLLibraryMismatchError (lab/gpusim/gpusim/symbols.py): the modules fall back
+    to _v2 instead of ending in a traceback."""
+    for driver, model, target in (("505.86.01", A100, TARGET),
+                                  ("535.98", "NVIDIA H100 80GB HBM3", {"3g.40gb": 1, "2g.20gb": 2})):
+        host.write({"driver_version": driver, "gpus": [{"model": model, "mig_mode": "enabled"}]})
+        plan = host.run("mig_geometry", apply_args(target), check=True)
+        assert plan["changed"] is True and not plan.get("failed"), (driver, plan.get("msg"), plan.get("exception"))
+        applied = host.run("mig_geometry", apply_args(target))
+        assert applied["changed"] is True and not applied.get("failed"), (driver, applied.get("msg"))
+        assert applied["gpus"][0]["after"]["mig_devices"] == target
+        info = host.run("gpu_info")
+        assert not info.get("failed") and info["gpus"][0]["processes"] == [] and info["gpus"][0]["mig_devices"] == target
+
+
+def test_an_a30_on_r535_with_mig_off_applies_four_1g_instances(host):
+    """R535 lists no GPU instance profiles while MIG is off, so the plan uses the documented A30 table; after the
+    mode change NVML's own table is read, whose instance counts are wrong on the A30 (mig-parted discovery.go
+    getHardcodedA30Profiles; gpusim answers an assumed wrong set, models.py). The documented counts decide, so the
+    driver's table is not taken for a disagreement. With gpusim answering the documented counts, the same."""
+    for counts in ("nvml", "documented"):
+        host.write({"driver_version": "535.230.02", "a30_nvml_counts": counts,
+                    "gpus": [{"model": "NVIDIA A30", "mig_mode": "disabled"}]})
+        res = host.run("mig_geometry", apply_args({"1g.6gb": 4}))
+        assert res["changed"] is True and not res.get("failed"), (counts, res.get("msg"))
+        assert res["gpus"][0]["profile_table"] == "documented"
+        assert res["gpus"][0]["after"]["mig_devices"] == {"1g.6gb": 4}
+        info = host.run("gpu_info", {"profiles": True})
+        assert {p["name"]: p["max_count"] for p in info["gpus"][0]["profiles"]} == {
+            "1g.6gb": 4, "1g.6gb+me": 1, "2g.12gb": 2, "2g.12gb+me": 1, "4g.24gb": 1}
+
+
+def test_an_h20_and_a_b200_on_their_minimum_drivers_with_mig_off_plan_and_apply(host):
+    """The H20 on R525 (the Hopper row of the MIG User Guide; R525 lists no profiles while MIG is off, so the plan
+    uses the documented table, _mig_models, and the driver's is checked against it after the mode change) and the
+    B200 on 570.133.20 (documented minimum; the driver lists its profiles with MIG off)."""
+    for driver, model, target, table in (
+            ("525.85.12", "NVIDIA H20", {"3g.48gb": 1, "2g.24gb": 1, "1g.12gb": 2}, "documented"),
+            ("570.133.20", "NVIDIA B200", {"3g.90gb": 1, "2g.45gb": 1, "1g.23gb": 2}, "nvml")):
+        host.write({"driver_version": driver, "gpus": [{"model": model, "mig_mode": "disabled"}]})
+        plan = host.run("mig_geometry", apply_args(target), check=True)
+        assert plan["changed"] is True and not plan.get("failed"), (model, plan.get("msg"))
+        assert plan["gpus"][0]["profile_table"] == table
+        applied = host.run("mig_geometry", apply_args(target))
+        assert applied["changed"] is True and not applied.get("failed"), (model, applied.get("msg"))
+        assert applied["gpus"][0]["after"]["mig_devices"] == target
+        assert host.run("mig_geometry", apply_args(target))["changed"] is False
+        older = host.write({"driver_version": "520.61.05" if model == "NVIDIA H20" else "565.57.01",
+                            "gpus": [{"model": model, "mig_mode": "disabled"}]})
+        del older
+        refused = host.run("mig_geometry", apply_args(target))
+        assert refused["failed"] and "the minimum NVIDIA documents for MIG on" in refused["msg"], refused.get("msg")

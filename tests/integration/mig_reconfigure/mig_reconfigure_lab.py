@@ -113,14 +113,14 @@ class Fleet:
                 "ansible_python_interpreter": PYTHON,
                 "mig_reconfigure_environment": {"PYTHONPATH": GPUSIM, "GPUSIM_STATE": self.states[n], "PATH": path_env},
                 "mig_reconfigure_lock_path": os.path.join(self.base, n + ".lock"),
+                # The lab's kubelet directory of this node, where gpu_operator.py keeps mig-manager's ConfigMap copy.
+                "mig_reconfigure_kubelet_root_dir": os.path.join(self.base, "k8s", "kubelet", n),
             }
             hv.update((host_vars or {}).get(n, {}))
             hosts[n] = hv
         gv = {
             "mig_reconfigure_config": CONFIG,
             "mig_reconfigure_gpu_client_units": [],  # no systemd here; the pod and label side is exercised
-            "mig_reconfigure_drain_pdb_retries": 2,
-            "mig_reconfigure_drain_pdb_delay": 1,
             "mig_reconfigure_drain_grace_period": 0,
             "mig_reconfigure_drain_timeout": 30,
             "mig_reconfigure_resource_delay": 1,
@@ -156,8 +156,9 @@ class Fleet:
     def node(self, name):
         return self.lab.get_json("/api/v1/nodes/" + name)
 
-    def run(self, extra_vars=None, check=False, timeout=900, forks=8, playbook=PLAYBOOK):
+    def run(self, extra_vars=None, check=False, timeout=900, forks=8, playbook=PLAYBOOK, env_extra=None):
         env = self.lab.ansible_env()
+        env.update(env_extra or {})
         env.update({"ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_NOCOLOR": "1",
                     "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_FORKS": str(forks),
                     "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wrong-import-position
     A100, BALANCED_A100, BALANCED_H100, CONFIG, GPUSIM, H100_3G_X2, H100_BALANCED, ROOT, Fleet, failures, gpu)
 from requestlog import mig_allocatable, unschedulable  # noqa: E402  pylint: disable=import-error,wrong-import-position
+import seed as kube_seed  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
@@ -43,10 +44,13 @@ def pod_deletes(lab, prefix, node):
                      and (r["name"] or "").startswith(prefix) and r.get("node") == node and not r["subresource"])
 
 
-def lock_holder(path):
-    """Who holds the per-host MIG lock at ``path`` (the lock CLI's show: reads, never takes it), or None."""
+def lock_holder(path, kind=None):
+    """Who holds the per-host MIG lock at ``path`` (the lock CLI's show: reads, never takes it), or None; ``kind``
+    'lease' or 'run' counts only that kind of hold (the plan's check-mode runs hold it as runs, under the roll's
+    holder name too; the node's turn keeps it as a lease)."""
     out = subprocess.run([sys.executable, HOSTLOCK, "show", "--path", path], capture_output=True, text=True, check=True)
-    return (json.loads(out.stdout)["held_by"] or {}).get("holder")
+    held = json.loads(out.stdout)["held_by"] or {}
+    return held.get("holder") if kind is None or held.get("kind") == kind else None
 
 
 def roll_lease(fleet, name="gpuops-mig-reconfigure"):
@@ -57,6 +61,26 @@ def roll_lease(fleet, name="gpuops-mig-reconfigure"):
         if getattr(e, "status", None) == 404 or "404" in str(e):
             return None
         raise
+
+
+def lease_writes(lab, name="gpuops-mig-reconfigure"):
+    """The product's writes of the roll's Lease, in order: (t, method, holder, slots, renewTime)."""
+    out = []
+    for r in lab.requests():
+        if r["resource"] == "leases" and r["name"] in (name, None) and r["method"] in ("POST", "PUT") \
+                and r["status"] in (200, 201):
+            body = r.get("body") or {}
+            if (body.get("metadata") or {}).get("name") != name:
+                continue
+            notes = (body.get("metadata") or {}).get("annotations") or {}
+            out.append((r["t"], r["method"], (body.get("spec") or {}).get("holderIdentity") or "",
+                        [n for n in (notes.get("gpuops.provision/roll-slots") or "").split(",") if n],
+                        (body.get("spec") or {}).get("renewTime")))
+    return out
+
+
+def roll_annotations(node):
+    return {k: v for k, v in (node["metadata"].get("annotations") or {}).items() if k.startswith("gpuops.provision/")}
 
 
 def three_nodes(node2=None, node3=None):
@@ -70,8 +94,20 @@ def counts(state, index=0):
     return sorted(g["profile_id"] for g in state["gpus"][index].get("gpu_instances", []))
 
 
+def recording_nvidia_ctk(base):
+    """A stand-in nvidia-ctk that appends its arguments, and the node whose GPUs it runs for, to a log."""
+    path = os.path.join(str(base), "bin", "nvidia-ctk")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write('#!/bin/sh\necho "$(basename "$GPUSIM_STATE" .gpusim.json) $*" >> "%s.log"\n' % path)
+    os.chmod(path, 0o755)
+    return path
+
+
 def test_roll_three_nodes_skips_the_matching_node(tmp_path):
-    fleet = Fleet(tmp_path, three_nodes(node3={"gpus": [gpu(A100, "disabled")]}))  # A100: mode change needs a GPU reset
+    ctk = recording_nvidia_ctk(tmp_path)
+    fleet = Fleet(tmp_path, three_nodes(node3={"gpus": [gpu(A100, "disabled")]}),  # A100: mode change needs a GPU reset
+                  group_vars={"mig_reconfigure_nvidia_ctk": ctk})
     with fleet.start() as lab:
         node1_before = fleet.raw("node-1")
         plugins_before = {name: device_plugin_pod(lab, name) for name in ("node-1", "node-2", "node-3")}
@@ -95,15 +131,27 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
             assert any((r.get("body") or {}).get("metadata", {}).get("labels", {}).get("nvidia.com/gpu.deploy.device-plugin")
                        == "paused-for-mig-change" for r in fleet.node_patches(name))
             assert mig_allocatable(node) == {"nvidia.com/mig-" + k: v for k, v in expected.items()}
-            # Three PATCHes of the node: pending + pause + cordon; the operands restored; then the state and the
-            # uncordon together, once the device plugin advertised the new devices (node_release).
+            # Four PATCHes of the node, each recording the phase reached on the node itself (so that a run killed
+            # anywhere is finished by the next): pending + pause + cordon + the roll state (node_roll); phase drained;
+            # the operands restored + phase applied; then the state, the uncordon and phase released together, once
+            # the device plugin advertised the new devices (node_release).
             patches = fleet.node_patches(name)
-            assert [unschedulable(r) for r in patches] == [True, None, False], patches
-            restored = patches[1]["body"]["metadata"]["labels"]
-            assert list(patches[1]["body"]) == ["metadata"] and set(restored.values()) == {"true"}, restored
+            assert [unschedulable(r) for r in patches] == [True, None, None, False], patches
+            phases = [r["body"]["metadata"]["annotations"]["gpuops.provision/roll-phase"] for r in patches]
+            assert phases == ["cordoned", "drained", "applied", "released"], phases
+            first = patches[0]["body"]["metadata"]["annotations"]
+            assert first["gpuops.provision/roll"] == "mig_reconfigure" and first["gpuops.provision/roll-target"] == "all-balanced"
+            assert first["gpuops.provision/cordoned-by"] == "gpuops.provision mig_reconfigure"
+            assert json.loads(first["gpuops.provision/roll-initial"]) == {"unschedulable": False}
+            assert patches[0]["body"]["metadata"]["resourceVersion"], "the cordon must carry the version it read"
+            restored = patches[2]["body"]["metadata"]["labels"]
+            assert set(restored.values()) == {"true"}, restored
             assert restored["nvidia.com/gpu.deploy.device-plugin"] == "true" and "nvidia.com/gpu.deploy.dcgm-exporter" not in restored
             # The nodes carry nvidia.com/mig.config=all-balanced already (the selection): only the state is written.
-            assert patches[2]["body"]["metadata"]["labels"] == {STATE: "success"}
+            assert patches[3]["body"]["metadata"]["labels"] == {STATE: "success"}
+            assert roll_annotations(node) == {"gpuops.provision/roll": "mig_reconfigure",
+                                              "gpuops.provision/roll-target": "all-balanced",
+                                              "gpuops.provision/roll-phase": "released"}
             # The app pod is evicted (the DaemonSet pod stays). The ReplicaSet's replacement for node-2's pod may be
             # scheduled on node-3 and evicted again there; with the PDB at maxUnavailable 1 an eviction can get the
             # disruption controller's 429 until the previous replacement is Ready, and the role retries it.
@@ -118,23 +166,28 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
         assert device_plugin_pod(lab, "node-1") == plugins_before["node-1"]  # the matching node's plugin kept running
         assert len(lab.running_pods("ml")) == 3  # the application kept its replicas through the roll
 
-        # serial 1: node-2 uncordoned before node-3 was cordoned; timeline from the stand-in's request log.
+        # max_parallel 1: node-2 uncordoned before node-3 was cordoned; timeline from the stand-in's request log.
         t2, t3 = fleet.timeline("node-2"), fleet.timeline("node-3")
-        assert t2[1] < t3[0]
-        # The roll's lock: taken before the first cordon, released after the last uncordon, and renewed before a
-        # wave only once a third of its TTL has passed since this run last wrote it: wave 1 starts right after the
-        # take, wave 2 after node-2's roll, which takes longer than a third of the 10 s TTL.
-        lease = [r for r in lab.requests() if r["resource"] == "leases" and r["name"] == "gpuops-mig-reconfigure"
-                 and r["method"] in ("POST", "PUT")]
-        assert [r["method"] for r in lease] == ["POST", "PUT", "PUT"], lease
-        assert all(r["status"] in (200, 201) for r in lease)
-        assert lease[0]["t"] < t2[0] and t2[1] < lease[1]["t"] < t3[0] and lease[2]["t"] > t3[1]
-        assert lease[1]["t"] - lease[0]["t"] > LOCK_TTL / 3.0
-        assert lease[0]["body"]["metadata"]["annotations"]["gpuops.io/roll-nodes"] == "node-2,node-3"
-        assert lease[0]["body"]["spec"]["holderIdentity"].startswith("gpuops.provision.mig_reconfigure ")
-        assert lease[1]["body"]["spec"]["holderIdentity"] == lease[0]["body"]["spec"]["holderIdentity"]
-        assert lease[1]["body"]["spec"]["leaseDurationSeconds"] == LOCK_TTL
-        assert lease[2]["body"]["spec"]["holderIdentity"] == ""
+        assert t2[1] < t3[0] or t3[1] < t2[0]
+        # The roll's lock: taken before the first cordon (listing every targeted node), each node's slot written
+        # into it before its cordon and given back after its uncordon, never two slots at once, renewed beside the
+        # roll at least every third of its TTL, released after the last uncordon.
+        lease = lease_writes(lab)
+        assert lease[0][1] == "POST" and lease[0][2].startswith("gpuops.provision.mig_reconfigure ")
+        holder = lease[0][2]
+        assert all(w[2] == holder for w in lease[:-1]) and lease[-1][2] == "" and lease[-1][0] > max(t2[1], t3[1])
+        assert lease[0][0] < min(t2[0], t3[0])
+        assert max(len(w[3]) for w in lease) == 1, [w[3] for w in lease]
+        for name, (cordon, uncordon) in (("node-2", t2), ("node-3", t3)):
+            taken = min(w[0] for w in lease if name in w[3])
+            given_back = min(w[0] for w in lease if w[0] > taken and name not in w[3])
+            assert taken < cordon and uncordon < given_back, (name, taken, cordon, uncordon, given_back)
+        renewals = [w[0] for w in lease if w[2] == holder]
+        gaps = [b - a for a, b in zip(renewals, renewals[1:])]
+        assert renewals[-1] - renewals[0] > LOCK_TTL and max(gaps) < LOCK_TTL * 2 / 3.0, gaps
+        created = [r for r in lab.requests() if r["resource"] == "leases" and r["method"] == "POST"][0]
+        assert created["body"]["metadata"]["annotations"]["gpuops.io/roll-nodes"] == "node-1,node-2,node-3"
+        assert created["body"]["spec"]["leaseDurationSeconds"] == LOCK_TTL
         stats = out["global_custom_stats"]["mig_reconfigure"]["nodes"]
         assert stats["node-1"]["result"] == "skipped" and stats["node-1"]["drained"] is False
         assert stats["node-2"]["result"] == stats["node-3"]["result"] == "success"
@@ -145,8 +198,16 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
         # loses its instances, and the installed applier, run as the unit would run it, brings them back.
         for name in ("node-1", "node-2", "node-3"):
             unit = open(os.path.join(str(tmp_path), "boot", name, "gpuops-mig-apply.service"), encoding="utf-8").read()
-            assert "Before=kubelet.service" in unit and "Type=oneshot" in unit
+            assert "Before=kubelet.service nvidia-cdi-refresh.service" in unit and "Type=oneshot" in unit
             assert 'Environment="GPUSIM_STATE=%s"' % fleet.states[name] in unit
+        # After each change, the MIG device nodes and the management CDI specification (reconfigure.go handleCDI);
+        # node-1 was not changed.
+        calls = open(ctk + ".log", encoding="utf-8").read().splitlines()
+        for name in ("node-2", "node-3"):
+            assert [c for c in calls if c.startswith(name + " ") and "--version" not in c] == [
+                name + " system create-device-nodes --control-devices",
+                name + " cdi generate --mode=management --output=/var/run/cdi/management.nvidia.com-gpu.yaml"], calls
+        assert not [c for c in calls if c.startswith("node-1 ")]
         boot = os.path.join(str(tmp_path), "boot", "node-2")
         env = dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"])
         subprocess.run([sys.executable, "-m", "gpusim", "reboot"], env=env, check=True)
@@ -167,24 +228,30 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
         assert all(v["result"] == "skipped" for v in out["global_custom_stats"]["mig_reconfigure"]["nodes"].values())
 
 
-def test_pdb_blocks_drain_bounded_retries_then_clean_failure(tmp_path):
+def test_pdb_refusals_are_retried_every_5_s_until_the_drain_timeout_then_clean_failure(tmp_path):
     db = {"metadata": {"name": "db-0-a", "namespace": "ml", "labels": {"app": "db"},
                        "ownerReferences": [{"kind": "ReplicaSet", "name": "db-0"}]}, "spec": {"nodeName": "node-2"}}
     pdb = {"metadata": {"name": "db", "namespace": "ml"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
-    fleet = Fleet(tmp_path, three_nodes(), extra_pods=[db], pdbs=[pdb])
+    fleet = Fleet(tmp_path, three_nodes(), extra_pods=[db], pdbs=[pdb], group_vars={"mig_reconfigure_drain_timeout": 22})
     with fleet.start() as lab:
         before = {n: fleet.raw(n) for n in fleet.nodes}
         rc, out = fleet.run()
         assert rc != 0
         msg = " ".join(failures(out)["node-2"])
-        assert "drain did not finish after 3 attempt(s)" in msg and "ml/db-0-a" in msg and "No GPU was touched" in msg
-        # mig_reconfigure_drain_pdb_retries=2: three drain attempts, each refused once with 429.
-        assert len(lab.evictions(node="node-2", outcome="TooManyRequests")) == 3
+        assert "drain did not finish within 22 s: pods still on the node: ml/db-0-a" in msg, msg
+        assert "ml/db-0-a: eviction refused (429 Too Many Requests: Cannot evict pod as it would violate the pod's disruption budget." in msg, msg
+        assert "No GPU was touched" in msg
+        # kubectl drain's rule (pkg/drain/drain.go evictPods): a refused eviction is tried again every 5 s until the
+        # drain's timeout, not given up after a bounded count.
+        refused = sorted(e["t"] for e in lab.evictions(node="node-2", outcome="TooManyRequests") if e["name"] == "db-0-a")
+        assert len(refused) >= 4, refused
+        assert all(4.5 <= b - a < 7.5 for a, b in zip(refused, refused[1:])), refused
         assert fleet.raw("node-2") == before["node-2"], "a GPU was touched"
         node2 = fleet.node("node-2")
         assert not node2["spec"].get("unschedulable"), "nothing changed on the GPUs, so the node must be uncordoned"
         assert node2["metadata"]["labels"][STATE] == "failed"
         assert node2["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] == "true"
+        assert roll_annotations(node2)["gpuops.provision/roll-phase"] == "failed"
         # The roll stopped: node-3 needed a change but was never touched.
         assert fleet.node_patches("node-3") == [] and lab.evictions(node="node-3") == []
         assert fleet.raw("node-3") == before["node-3"]
@@ -208,13 +275,13 @@ def test_gi_creation_fault_on_node2_restores_it_and_stops_the_roll(tmp_path):
         assert n2["spec"]["unschedulable"] is True, "a failed node whose GPUs were touched stays cordoned"
         assert mig_allocatable(n2) == {"nvidia.com/mig-3g.40gb": 2}
         assert fleet.node_patches("node-3") == [] and fleet.raw("node-3") == node3_before
+        assert roll_annotations(n2)["gpuops.provision/roll-phase"] == "failed"
         stats = out["global_custom_stats"]["mig_reconfigure"]
-        assert stats["stopped_at"] == "node-2"
         assert stats["nodes"]["node-2"]["result"] == "failed" and stats["nodes"]["node-2"]["restored"] is True
-        # The failure budget (default 0) is spent: node-3 was not started, and says why.
+        # The failure budget (default 0) is spent, counted from the cluster: node-3 was not started, and says why.
         assert stats["nodes"]["node-3"]["result"] == "not_started" and stats["nodes"]["node-3"]["drained"] is False
-        assert stats["nodes"]["node-3"]["reason"] == ("the roll stopped: 1 node(s) failed (node-2), more than its "
-                                                      "failure budget of 0; this node was not started")
+        assert stats["nodes"]["node-3"]["reason"] == ("node-3: not started: the roll's failure budget is spent: 1 node(s) "
+                                                      "failed (node-2), more than max_failures 0")
         assert fleet.node_patches("node-1") == []
         # The roll's lock was released although the run failed (its release play runs on localhost).
         assert roll_lease(fleet)["spec"].get("holderIdentity") in (None, "")
@@ -265,7 +332,7 @@ def test_lock_held_by_another_run_touches_nothing(tmp_path):
 
 
 def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming_it(tmp_path):
-    # Evicted pods linger 8 s: the role is draining node-2 while holding its lock.
+    # Evicted pods linger 8 s: node-2's turn (its lease on the lock) lasts at least that long.
     fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_drain_timeout": 60})
     lock = os.path.join(str(tmp_path), "node-2.lock")
     with fleet.start(eviction_delay=8) as lab:
@@ -274,10 +341,10 @@ def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming
         thread.start()
         deadline = time.monotonic() + 300
         holder = None
-        while not (holder or "").startswith("gpuops.provision.mig_reconfigure run "):
+        while not (holder or "").startswith("gpuops.provision.mig_reconfigure "):
             assert thread.is_alive() and time.monotonic() < deadline, "the role never took node-2's lock: %s" % roll
             time.sleep(0.1)
-            holder = lock_holder(lock)
+            holder = lock_holder(lock, kind="lease")
         before = fleet.raw("node-2")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([GPUSIM, os.path.join(ROOT, "build", "collections")]),
                    GPUSIM_STATE=fleet.states["node-2"], GPUOPS_MIG_LOCK=lock)
@@ -290,7 +357,7 @@ def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming
         rc, out = roll["result"]
         assert rc == 0, failures(out)
         res = json.loads(direct.stdout)
-        assert res["failed"] is True and res["changed"] is False and untouched
+        assert res.get("failed") is True and res["changed"] is False and untouched, (direct.stdout, direct.stderr)
         assert res["msg"].startswith("another MIG run holds the per-host lock %s: %s (" % (lock, holder)), res["msg"]
         assert "node=node-2" in holder and res["lock"]["held_by"]["holder"] == holder
         # The roll went on unharmed and released the lock at the end.
@@ -300,21 +367,29 @@ def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming
 
 
 def test_drain_wait_timeout_fails_the_node_and_stops_the_roll(tmp_path):
-    # Evicted pods linger 20 s; the role waits 3 s. k8s_drain only warns then (kubernetes.core
-    # K8sDrainAnsible.wait_for_pod_deletion); the role must treat it as a failed drain.
-    fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_drain_timeout": 3})
+    # Evicted pods linger 20 s; the drain's timeout is 3 s: pods still terminating would hold the GPUs, so that is
+    # a failed drain.
+    fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_drain_timeout": 3,
+                                                       "mig_reconfigure_drain_grace_period": None})
     with fleet.start(eviction_delay=20) as lab:
         before = {n: fleet.raw(n) for n in fleet.nodes}
         rc, out = fleet.run()
         assert rc != 0
         msg = " ".join(failures(out)["node-2"])
-        assert "evicted pods were still running after 3 s" in msg and "ml/inference-7d9f-node-2" in msg
+        assert "drain did not finish within 3 s: pods still on the node: ml/inference-7d9f-node-2" in msg, msg
         assert "No GPU was touched" in msg
         assert fleet.raw("node-2") == before["node-2"]
         node2 = fleet.node("node-2")
         assert node2["metadata"]["labels"][STATE] == "failed" and not node2["spec"].get("unschedulable")
         assert fleet.node_patches("node-3") == [] and fleet.raw("node-3") == before["node-3"]
-        assert out["global_custom_stats"]["mig_reconfigure"]["stopped_at"] == "node-2"
+        assert out["global_custom_stats"]["mig_reconfigure"]["nodes"]["node-3"]["result"] == "not_started"
+
+
+def host_tasks(out, host):
+    """The names of the tasks that ran on ``host`` (not skipped), in the order the JSON callback reports them."""
+    # A role's task is named "<role> : <name>" (ansible-core Task.get_name).
+    return [t["task"]["name"].rpartition(" : ")[2] for play in out["plays"] for t in play["tasks"]
+            if host in t["hosts"] and not t["hosts"][host].get("skipped")]
 
 
 def refused_before_any_write(fleet, extra_vars=None):
@@ -326,14 +401,30 @@ def refused_before_any_write(fleet, extra_vars=None):
 
 def test_plan_refuses_mig_manager_nodes_and_ci_profiles_before_any_cordon(tmp_path):
     fleet = Fleet(tmp_path, three_nodes())
-    fleet.fixture["nodes"][2]["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "true"
-    with fleet.start():
-        msg = refused_before_any_write(fleet)
-        assert "[node-3] the GPU Operator deploys mig-manager on this node (nvidia.com/gpu.deploy.mig-manager=true)" in msg
+    # The operator labels every MIG-capable node for mig-manager, also with migManager disabled in the ClusterPolicy
+    # (state_manager.go addGPUStateLabels): with no mig-manager DaemonSet, the label alone does not refuse nvml.
+    for node in fleet.fixture["nodes"]:
+        node["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "true"
+    with fleet.start() as lab:
+        rc, out = fleet.run(check=True)
+        assert rc == 0, failures(out)
+        # migManager enabled again; a taint its DaemonSet does not tolerate keeps its pod off node-1 and node-2.
+        for name in ("node-1", "node-2"):
+            lab.core.patch_node(name, {"spec": {"taints": [{"key": "example.com/no-mig-manager", "effect": "NoSchedule"}]}})
+        lab.create(kube_seed.workload_object("DaemonSet", {"metadata": {"name": "nvidia-mig-manager", "namespace": "gpu-operator"}}, 0))
+        lab.wait_for(lambda: [p.spec.node_name for p in lab.running_pods("gpu-operator")
+                              if p.metadata.labels.get("app") == "nvidia-mig-manager"] == ["node-3"], what="mig-manager on node-3")
+        writes = len(fleet.writes())
+        rc, out = fleet.run()
+        assert rc != 0 and len(fleet.writes()) == writes
+        msg = " ".join(" ".join(v) for v in failures(out).values())
+        assert "[node-3] the GPU Operator's mig-manager runs on this node (pod nvidia-mig-manager-" in msg
         assert "[node-2]" not in msg
         ci = {"version": "v1", "mig-configs": {"all-balanced": [
             {"devices": "all", "mig-enabled": True, "mig-devices": {"1c.3g.40gb": 2, "3g.40gb": 1}}]}}
-        msg = refused_before_any_write(fleet, {"mig_reconfigure_config": ci, "mig_reconfigure_hosts": "node-1,node-2"})
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_config": ci, "mig_reconfigure_hosts": "node-1,node-2"})
+        assert rc != 0 and len(fleet.writes()) == writes
+        msg = " ".join(" ".join(v) for v in failures(out).values())
         assert "compute-instance profile(s) 1c.3g.40gb are not registered by the NVIDIA device plugin" in msg
 
 
@@ -436,11 +527,45 @@ def test_gpu_operator_backend_failure_goes_back_to_the_previous_config_and_stops
 
 
 def test_gpu_operator_backend_refuses_nodes_without_mig_manager(tmp_path):
+    """node-3 carries nvidia.com/gpu.deploy.mig-manager=true, but a taint mig-manager's DaemonSet does not tolerate
+    keeps its pod off (the DaemonSet controller's NodeShouldRunDaemonPod): refused before any cordon."""
     fleet = gpu_operator_fleet(tmp_path)
-    fleet.fixture["nodes"][2]["metadata"]["labels"]["nvidia.com/gpu.deploy.mig-manager"] = "false"
+    fleet.fixture["nodes"][2]["spec"] = {"taints": [{"key": "example.com/no-mig-manager", "effect": "NoSchedule"}]}
     with fleet.start():
         msg = refused_before_any_write(fleet)
-        assert "[node-3] backend gpu_operator needs mig-manager of the GPU Operator on this node" in msg
+        assert ("[node-3] backend gpu_operator needs the GPU Operator's mig-manager running on this node, but no "
+                "Running app=nvidia-mig-manager pod is on it (nvidia.com/gpu.deploy.mig-manager is true;") in msg
+        assert "[node-2]" not in msg
+
+
+def test_gpu_operator_backend_refuses_a_cluster_policy_that_does_not_name_its_config_map(tmp_path):
+    """object_controls.go TransformMIGManager: without spec.migManager.config.name mig-manager runs on a config it
+    generates and never reads the role's ConfigMap: refused in the plan, before any cordon."""
+    fleet = gpu_operator_fleet(tmp_path)
+    fleet.fixture["clusterPolicy"] = {}
+    with fleet.start():
+        msg = refused_before_any_write(fleet)
+        assert ("[node-2] mig-manager does not read the ConfigMap custom-mig-parted-config: ClusterPolicy cluster-policy "
+                "names no config (spec.migManager.config.name), so mig-manager generates its configuration from the "
+                "hardware") in msg
+
+
+def test_gpu_operator_backend_rolls_to_a_new_config_name_once_mig_manager_sees_it(tmp_path):
+    """The ConfigMap has no inference-2x3g yet; the role adds it and selects it. mig-manager reads the kubelet's copy,
+    refreshed only at the kubelet's sync (configSyncPeriod 40 s here, a kubelet's is about a minute): the role waits until the copy on the node holds
+    the new content before it sets nvidia.com/mig.config."""
+    fleet = gpu_operator_fleet(tmp_path)
+    fleet.fixture["migManager"]["configSyncPeriod"] = 40
+    config = dict(CONFIG, **{"mig-configs": dict(CONFIG["mig-configs"], **{"inference-2x3g": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]})})
+    with fleet.start() as lab:
+        rc, out = fleet.run(extra_vars={"mig_reconfigure_config": config, "mig_reconfigure_selected": "inference-2x3g",
+                                        "mig_reconfigure_hosts": "node-1"})
+        assert rc == 0, failures(out)
+        labels = fleet.node("node-1")["metadata"]["labels"]
+        assert labels[STATE] == "success" and labels["nvidia.com/mig.config"] == "inference-2x3g"
+        assert counts(fleet.state("node-1")) == [9, 9]
+        assert "failed" not in lab.mig_manager_states("node-1")
 
 
 # --- the roll's budget (issue 16 point 2): waves from the plan, refused before any cordon when it cannot hold -------
@@ -557,14 +682,28 @@ def test_within_the_failure_budget_the_roll_goes_on_and_the_run_still_fails(tmp_
         assert stats["nodes"]["node-2"]["result"] == "failed" and stats["nodes"]["node-3"]["result"] == "success"
         assert counts(fleet.state("node-2")) == [9, 9] and counts(fleet.state("node-3")) == [9, 14, 19, 19]
         assert fleet.node("node-3")["metadata"]["labels"][STATE] == "success"
-        # The failed node keeps its old boot-time geometry (none installed); the reconfigured one gets the new one.
-        assert not os.path.exists(os.path.join(str(tmp_path), "boot", "node-2", "mig-config.json"))
-        assert os.path.exists(os.path.join(str(tmp_path), "boot", "node-3", "mig-config.json"))
+        # The boot-time re-apply declared the new geometry before the MIG change (reconfigure.go persistConfigIfNeeded
+        # before applyMigModeChange), so a reboot meanwhile comes back to the new layout...
+        order = host_tasks(out, "node-2")
+        assert order.index("Read the boot-time declaration as it is before the change") < order.index("The declared geometry") < \
+            order.index("Apply the MIG geometry") < order.index("Put the boot-time declaration back as it was before the roll")
+        # ...and the rollback declared the geometry the node went back to (it had no declaration before): a reboot
+        # of the failed node and the applier, run as the unit runs it, give back its previous layout.
+        declared = json.load(open(os.path.join(str(tmp_path), "boot", "node-2", "mig-config.json"), encoding="utf-8"))
+        assert declared["selected"] == "gpuops-previous"
+        assert declared["config"]["mig-configs"]["gpuops-previous"] == [
+            {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]
+        boot = os.path.join(str(tmp_path), "boot", "node-2")
+        env = dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"])
+        subprocess.run([sys.executable, "-m", "gpusim", "reboot"], env=env, check=True)
+        applier = [sys.executable, os.path.join(boot, "lib", "gpuops_mig_apply.py"), os.path.join(boot, "mig-config.json")]
+        done = subprocess.run(applier, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0 and counts(fleet.state("node-2")) == [9, 9], done.stderr
+        assert json.load(open(os.path.join(str(tmp_path), "boot", "node-3", "mig-config.json"), encoding="utf-8"))[
+            "selected"] == "all-balanced"
         assert roll_lease(fleet)["spec"].get("holderIdentity") in (None, "")
-        # Two waves within minutes of a 3600 s TTL: the lock is written twice, taken and released, never renewed.
-        writes = [r["method"] for r in fleet.lab.requests() if r["resource"] == "leases"
-                  and r["name"] == "gpuops-mig-reconfigure" and r["method"] in ("POST", "PUT")]
-        assert writes == ["POST", "PUT"], writes
+        lease = lease_writes(fleet.lab)
+        assert lease[0][1] == "POST" and lease[-1][2] == ""
 
 
 def job_pod(node, name="train-0"):
@@ -603,7 +742,7 @@ def test_jobs_that_do_not_finish_in_time_fail_the_node_untouched_or_are_drained(
         rc, out = fleet.run()
         assert rc != 0
         msg = " ".join(failures(out)["node-2"])
-        assert "at stage wait_for_jobs" in msg and "No GPU was touched" in msg
+        assert "at stage drain" in msg and "No GPU was touched" in msg
         assert "1 pod(s) matching gpuops.io/job=train were still running after 3 s: ml/train-0" in msg
         assert lab.evictions(node="node-2") == [] and fleet.raw("node-2") == before["node-2"]
         node2 = fleet.node("node-2")
@@ -620,3 +759,49 @@ def test_jobs_that_do_not_finish_in_time_fail_the_node_untouched_or_are_drained(
         assert rc == 0, failures(out)
         assert any(e["name"] == "train-0" and e["outcome"] == "Evicted" for e in lab.evictions(node="node-2"))
         assert fleet.node("node-2")["metadata"]["labels"][STATE] == "success"
+
+
+# --- issue 45: a PodDisruptionBudget that holds for a while, a lock that outlives a long node --------------------
+
+def test_a_pdb_that_blocks_while_the_replacement_starts_is_waited_out_as_kubectl_drain_does(tmp_path):
+    # Replacement pods take 12 s to turn Ready (kwok's pod-ready Stage with a delay, lab/kube/controlplane.py), so the
+    # inference PodDisruptionBudget (maxUnavailable 1) refuses node-3's eviction while node-2's replacement starts.
+    # kubectl drain tries again every 5 s until its timeout; the old drain gave up after 3 quick attempts.
+    fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_max_parallel": 2,
+                                                       "mig_reconfigure_drain_timeout": 90})
+    fleet.fixture["podReadyDelaySeconds"] = 12
+    with fleet.start() as lab:
+        rc, out = fleet.run()
+        assert rc == 0, failures(out)
+        refused = [e for e in lab.evictions() if e["outcome"] == "TooManyRequests"]
+        assert refused, "the PodDisruptionBudget never refused: the replacement was Ready at once"
+        assert all("disruption budget" in e["message"] for e in refused)
+        for name in ("node-2", "node-3"):
+            assert fleet.node(name)["metadata"]["labels"][STATE] == "success"
+            assert any(e["outcome"] == "Evicted" for e in lab.evictions(node=name)), name
+
+
+def test_the_lock_is_renewed_beside_a_node_that_takes_longer_than_its_ttl(tmp_path):
+    # Evicted pods take 25 s to go (their grace period), the lock lives 10 s: a second roll started meanwhile must
+    # still find it held. Before, the lock was renewed only between waves and expired in the middle of this one.
+    fleet = Fleet(tmp_path, three_nodes(node3={"gpus": [gpu(instances=H100_BALANCED)]}),
+                  group_vars={"mig_reconfigure_drain_grace_period": None, "mig_reconfigure_drain_timeout": 120,
+                              "mig_reconfigure_roll_lock_ttl": 10})
+    with fleet.start(eviction_delay=25) as lab:
+        first = {}
+        thread = threading.Thread(target=lambda: first.update(result=fleet.run()))
+        thread.start()
+        lab.wait_for(lambda: lab.evictions(node="node-2"), timeout=300, what="node-2's drain")
+        time.sleep(12)  # past the TTL, in the middle of the drain
+        rc, out = fleet.run()
+        assert rc != 0
+        msgs = [m for ms in failures(out).values() for m in ms]
+        assert any("another roll holds the lock kube-system/gpuops-mig-reconfigure" in m for m in msgs), msgs
+        thread.join(timeout=900)
+        rc, out = first["result"]
+        assert rc == 0, failures(out)
+        lease = lease_writes(lab)
+        holder = lease[0][2]
+        renewals = [w[0] for w in lease if w[2] == holder]
+        assert max(b - a for a, b in zip(renewals, renewals[1:])) < 10 * 2 / 3.0, renewals
+        assert lease[-1][2] == ""

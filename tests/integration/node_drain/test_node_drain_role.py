@@ -1,13 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""roles/node_drain against the lab's upstream Kubernetes control plane (lab/kube): the cordon carries our annotation, the uncordon
-removes it, a node an operator cordoned stays cordoned, a node our own earlier run left cordoned is uncordoned, and a
-node that is not in the cluster fails with nothing changed. (The drain itself runs in the MIG and driver rolls'
-tests: tests/integration/mig_reconfigure, molecule/mig_reconfigure and molecule/driver_roll.)"""
+"""roles/node_drain against the lab's upstream Kubernetes control plane (lab/kube): the cordon carries our annotation and
+the node's roll state, the uncordon removes it, a node an operator cordoned stays cordoned, a node our own earlier run
+left cordoned is uncordoned, and a node that is not in the cluster fails with nothing changed. (The drain itself runs
+in the MIG and driver rolls' tests: tests/integration/mig_reconfigure, molecule/mig_reconfigure and
+molecule/driver_roll.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -20,6 +22,7 @@ from preflight_lab import ansible_env, run_playbook, write_inventory  # noqa: E4
 import kube_harness  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 ANNOTATION = "gpuops.provision/cordoned-by"
+PHASE = "gpuops.provision/roll-phase"
 PLAYBOOK = """\
 - name: node_drain entry points
   hosts: all
@@ -80,12 +83,18 @@ def test_cordon_marks_and_uncordon_clears(tmp_path, lab):
 
 
 def test_operator_cordon_is_left_alone(tmp_path, lab):
+    rc, _out, text = _run(tmp_path, lab, "operator", uncordon=False)
+    assert rc == 0, text
+    notes = _node(lab, "operator")["metadata"]["annotations"]
+    # The roll's state records that the node was cordoned before the roll.
+    assert notes[PHASE] == "cordoned" and json.loads(notes["gpuops.provision/roll-initial"]) == {"unschedulable": True}
     rc, _out, text = _run(tmp_path, lab, "operator")
     assert rc == 0, text
     n = _node(lab, "operator")
     assert n["spec"]["unschedulable"] is True
     assert ANNOTATION not in (n["metadata"].get("annotations") or {})
-    assert lab.cordons("operator") == 0 and lab.cordons("operator", value=False) == 0   # no PATCH at all
+    assert n["metadata"]["annotations"][PHASE] == "released"
+    assert lab.cordons("operator") == 0 and lab.cordons("operator", value=False) == 0   # the cordon never touched
 
 
 def test_our_earlier_cordon_is_undone(tmp_path, lab):

@@ -20,7 +20,7 @@ VMS = [
 ]
 
 
-def run_role(sim, mappings, vms, check=False, verbosity=0, output=None):
+def run_role(sim, mappings, vms, check=False, verbosity=0, output=None, extra=None):
     """Run the role in a play on localhost; return (play recap for localhost, failure messages, API writes made)."""
     auth = sim.auth(token=True)
     play = [{
@@ -35,6 +35,7 @@ def run_role(sim, mappings, vms, check=False, verbosity=0, output=None):
             "pve_gpu_vm_ca_path": auth["ca_path"],
             "pve_gpu_vm_mappings": mappings,
             "pve_gpu_vm_vms": vms,
+            **(extra or {}),
         },
         "roles": ["gpuops.provision.pve_gpu_vm"],
     }]
@@ -142,3 +143,24 @@ def test_a_vm_whose_write_fails_is_named_and_the_others_are_written(make_pvesim)
     assert "hostpci0" not in state["vms"]["200"]["config"] and "hostpci0" not in state["vms"]["200"]["pending"]
     assert state["vms"]["100"]["pending"] == {"hostpci0": "mapping=a100,pcie=1"}
     assert writes == 2  # the refused config of 200 (a failed task) and the config of 100
+
+
+def test_a_romfile_missing_on_the_node_fails_before_any_write(pvesim, tmp_path):
+    # issue 39 point 8: QEMU fails the start without /usr/share/kvm/<romfile> on the VM's node and the API cannot see
+    # that folder, so the role looks on the node (here localhost, its folder a temporary one) first.
+    (tmp_path / "a100.rom").write_bytes(b"\x55\xaa")
+    extra = {"pve_gpu_vm_node_hosts": {"pve2": "localhost"}, "pve_gpu_vm_romfile_dir": str(tmp_path),
+             "pve_gpu_vm_api_password": pvesim.auth(token=False)["api_password"], "pve_gpu_vm_api_token_id": "",
+             "pve_gpu_vm_api_token_secret": ""}
+    vms = [{"vmid": 200, "node": "pve2", "gpus": [{"host": "0000:02:00.0", "pcie": True, "romfile": "gone.rom"}]}]
+    stats, failures, writes = run_role(pvesim, [], vms, extra=extra)
+    assert stats["failures"] == 1 and writes == 0, failures
+    assert any(f == "pve_gpu_vm: VM 200: romfile gone.rom is not in %s on node pve2 (QEMU would fail its start); "
+               "nothing changed" % tmp_path for f in failures), failures
+    vms[0]["gpus"][0]["romfile"] = "a100.rom"
+    stats, failures, writes = run_role(pvesim, [], vms, extra=extra)
+    assert stats["failures"] == 0 and writes == 1, failures
+    stats, failures, writes = run_role(pvesim, [], [{"vmid": 200, "gpus": [{"mapping": "a100", "romfile": "a100.rom"}]}],
+                                       extra=extra)
+    assert stats["failures"] == 1 and writes == 0
+    assert any("VM 200 names romfile a100.rom but no node" in f for f in failures), failures

@@ -42,6 +42,13 @@ class Vcsim:
         return dict(hostname=self.address, port=self.port, username=self.info["username"],
                     password=self.info["password"], ca_path=self.info["ca"])
 
+    def arm_fault(self, method, mode, **kwargs):
+        """A transport fault for the next call(s) of a SOAP method (lab/vcsim/faults.go)."""
+        self.lab.arm_fault(method, mode, **kwargs)
+
+    def faults(self):
+        return self.lab.faults()
+
     def connect(self):
         """A verified pyvmomi session (our adapter) for reading the stand-in's state directly."""
         from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere

@@ -14,11 +14,18 @@ OLD_DRIVER = "535.154.02-1OEM.800.1.0.20613240"
 FIXTURE = {"hosts": {"DC0_C0_H0": {"model": "a100-40"},
                      "DC0_C0_H1": {"model": "a100-40", "driver": OLD_DRIVER},
                      "DC0_C0_H2": {"model": "l40s"}}}
+# The same hosts set up for vGPU (vendor shared passthrough graphics), as the host role leaves them.
+VGPU_FIXTURE = {"defaults": {"graphics_type": "sharedDirect"}, "hosts": FIXTURE["hosts"]}
 
 
 @pytest.fixture
 def sim(vcsim_factory):
     return vcsim_factory(hosts=3, vms=1, fixture=FIXTURE)
+
+
+@pytest.fixture
+def vsim(vcsim_factory):
+    return vcsim_factory(hosts=3, vms=1, fixture=VGPU_FIXTURE)
 
 
 def graphics_state(sim):
@@ -59,13 +66,14 @@ def test_gpu_info_profiles_vms_and_driver_drift(sim, ansible):
     assert r["drift"]["consistent"] is True and [h["name"] for h in r["hosts"]] == ["DC0_C0_H0", "DC0_C0_H2"]
 
 
-def test_gpu_info_lists_vgpu_vms(sim, ansible):
-    power_off(sim, "DC0_C0_H0_VM0")
-    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(sim.auth, name="DC0_C0_H0_VM0", profiles=["grid_a100-8c"]))
+def test_gpu_info_lists_vgpu_vms(vsim, ansible):
+    power_off(vsim, "DC0_C0_H0_VM0")
+    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(vsim.auth, name="DC0_C0_H0_VM0", profiles=["grid_a100-8c"]))
     assert r["changed"], r
-    r = ansible.module("gpuops.provision.vsphere_gpu_info", dict(sim.auth, cluster="DC0_C0", gather_driver=False))
+    r = ansible.module("gpuops.provision.vsphere_gpu_info", dict(vsim.auth, cluster="DC0_C0", gather_driver=False))
     assert r["vgpu_vms"] == [dict(name="DC0_C0_H0_VM0", moid=r["vgpu_vms"][0]["moid"], host="DC0_C0_H0",
-                                  power_state="poweredOff", profiles=["grid_a100-8c"], drs_override=None, drs_behavior=None)]
+                                  power_state="poweredOff", profiles=["grid_a100-8c"], drs_override=None,
+                                  drs_behavior="fullyAutomated")]
     assert "drift" not in r
 
 
@@ -108,75 +116,75 @@ def test_host_graphics_unknown_device_fails_without_changes(sim, ansible):
     assert graphics_state(sim) == before
 
 
-def test_vm_vgpu_powered_on_fails_and_changes_nothing(sim, ansible):
-    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(sim.auth, name="DC0_C0_H0_VM0", profiles=["grid_a100-40c"]))
+def test_vm_vgpu_powered_on_fails_and_changes_nothing(vsim, ansible):
+    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(vsim.auth, name="DC0_C0_H0_VM0", profiles=["grid_a100-40c"]))
     assert r.get("failed") and "DC0_C0_H0_VM0 is poweredOn" in r["msg"]
-    assert vm_state(sim, "DC0_C0_H0_VM0") == dict(power="poweredOn", locked=False, profiles=[], extra={})
+    assert vm_state(vsim, "DC0_C0_H0_VM0") == dict(power="poweredOn", locked=False, profiles=[], extra={})
 
 
-def test_vm_vgpu_power_cycle_policy(sim, ansible):
+def test_vm_vgpu_power_cycle_policy(vsim, ansible):
     r = ansible.module("gpuops.provision.vsphere_vm_vgpu",
-                       dict(sim.auth, name="DC0_C0_H0_VM0", profiles=["grid_a100-40c"], power_policy="power_off"))
+                       dict(vsim.auth, name="DC0_C0_H0_VM0", profiles=["grid_a100-40c"], power_policy="power_off"))
     assert r["changed"] and r["power_cycled"] and r["actions"][0] == "power_off" and r["actions"][-1] == "power_on"
     # C-series: 64-bit MMIO and 2 x 40 GB rounded up to a power of two, by default (issue 14 point 9).
-    assert vm_state(sim, "DC0_C0_H0_VM0") == dict(power="poweredOn", locked=True, profiles=["grid_a100-40c"],
-                                                  extra={"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"})
+    assert vm_state(vsim, "DC0_C0_H0_VM0") == dict(power="poweredOn", locked=True, profiles=["grid_a100-40c"],
+                                                   extra={"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"})
 
 
-def test_vm_vgpu_check_diff_apply_idempotent_replace_remove(sim, ansible):
+def test_vm_vgpu_check_diff_apply_idempotent_replace_remove(vsim, ansible):
     vm = "DC0_C0_H1_VM0"
-    power_off(sim, vm)
-    args = dict(sim.auth, name=vm, profiles=["grid_a100-40c", "grid_a100-40c"], use_64bit_mmio=True, mmio_size_gb=128)
+    power_off(vsim, vm)
+    args = dict(vsim.auth, name=vm, profiles=["grid_a100-40c", "grid_a100-40c"], use_64bit_mmio=True, mmio_size_gb=128)
     r = ansible.module("gpuops.provision.vsphere_vm_vgpu", args, check=True, diff=True)
     assert r["changed"] and r["diff"]["before"]["profiles"] == [] and r["diff"]["after"]["profiles"] == ["grid_a100-40c"] * 2
-    assert vm_state(sim, vm) == dict(power="poweredOff", locked=False, profiles=[], extra={})
+    assert vm_state(vsim, vm) == dict(power="poweredOff", locked=False, profiles=[], extra={})
 
     r = ansible.module("gpuops.provision.vsphere_vm_vgpu", args, diff=True)
     assert r["changed"] and [v["profile"] for v in r["vgpus"]] == ["grid_a100-40c"] * 2
     want_extra = {"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"}
-    assert vm_state(sim, vm) == dict(power="poweredOff", locked=True, profiles=["grid_a100-40c"] * 2, extra=want_extra)
+    assert vm_state(vsim, vm) == dict(power="poweredOff", locked=True, profiles=["grid_a100-40c"] * 2, extra=want_extra)
 
     r = ansible.module("gpuops.provision.vsphere_vm_vgpu", args)
     assert not r["changed"] and r["actions"] == []
 
     # Exact list: one smaller profile replaces both devices.
-    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(sim.auth, name=vm, profiles=["grid_a100-20c"]))
+    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(vsim.auth, name=vm, profiles=["grid_a100-20c"]))
     assert r["changed"] and sorted(a.split(" (")[0] for a in r["actions"]) == [
         "add grid_a100-20c", "remove grid_a100-40c", "remove grid_a100-40c"]
-    assert vm_state(sim, vm)["profiles"] == ["grid_a100-20c"]
+    assert vm_state(vsim, vm)["profiles"] == ["grid_a100-20c"]
 
     # community.vmware reads back what we wrote (its trust store is pointed at the stand-in's CA).
     cv = ansible.module("community.vmware.vmware_guest_vgpu_info",
-                        dict(hostname=sim.address, port=int(sim.port), username=sim.info["username"],
-                             password=sim.info["password"], datacenter="DC0", name=vm),
-                        env=dict(SSL_CERT_FILE=sim.info["ca"]))
+                        dict(hostname=vsim.address, port=int(vsim.port), username=vsim.info["username"],
+                             password=vsim.info["password"], datacenter="DC0", name=vm),
+                        env=dict(SSL_CERT_FILE=vsim.info["ca"]))
     assert not cv.get("failed"), cv
     assert [v["Vgpu"] for v in cv["vgpu"]] == ["grid_a100-20c"]
 
-    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(sim.auth, name=vm, profiles=[]))
-    assert r["changed"] and vm_state(sim, vm)["profiles"] == []
+    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(vsim.auth, name=vm, profiles=[]))
+    assert r["changed"] and vm_state(vsim, vm)["profiles"] == []
 
 
-def test_vm_vgpu_unknown_profile_and_multi_rule_fail_without_changes(sim, ansible):
+def test_vm_vgpu_unknown_profile_and_multi_rule_fail_without_changes(vsim, ansible):
     vm = "DC0_C0_H1_VM0"
-    power_off(sim, vm)
-    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(sim.auth, name=vm, profiles=["grid_a100-99c"]))
+    power_off(vsim, vm)
+    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(vsim.auth, name=vm, profiles=["grid_a100-99c"]))
     assert r.get("failed") and "grid_a100-99c" in r["msg"] and "DC0_C0_H1" in r["msg"]
-    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(sim.auth, name=vm, profiles=["grid_a100-20c"] * 2))
+    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(vsim.auth, name=vm, profiles=["grid_a100-20c"] * 2))
     assert r.get("failed") and "full-framebuffer" in r["msg"]
-    assert vm_state(sim, vm) == dict(power="poweredOff", locked=False, profiles=[], extra={})
+    assert vm_state(vsim, vm) == dict(power="poweredOff", locked=False, profiles=[], extra={})
 
 
-def test_vm_vgpu_profile_offered_by_other_host_only(sim, ansible):
+def test_vm_vgpu_profile_offered_by_other_host_only(vsim, ansible):
     vm = "DC0_C0_H0_VM0"
-    power_off(sim, vm)
-    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(sim.auth, name=vm, profiles=["grid_l40s-48q"]))
+    power_off(vsim, vm)
+    r = ansible.module("gpuops.provision.vsphere_vm_vgpu", dict(vsim.auth, name=vm, profiles=["grid_l40s-48q"]))
     assert r.get("failed") and "only by DC0_C0_H2" in r["msg"]
-    assert vm_state(sim, vm)["profiles"] == []
+    assert vm_state(vsim, vm)["profiles"] == []
     r = ansible.module("gpuops.provision.vsphere_vm_vgpu",
-                       dict(sim.auth, name=vm, profiles=["grid_l40s-48q"], placement="cluster"), check=True)
+                       dict(vsim.auth, name=vm, profiles=["grid_l40s-48q"], placement="cluster"), check=True)
     assert r["changed"] and r["eligible_hosts"] == ["DC0_C0_H2"]
-    assert vm_state(sim, vm)["profiles"] == []
+    assert vm_state(vsim, vm)["profiles"] == []
 
 
 def test_vm_lookup_errors(sim, ansible):

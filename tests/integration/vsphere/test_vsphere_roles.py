@@ -12,6 +12,11 @@ FIXTURE = {"hosts": {"DC0_C0_H0": {"model": "a100-40"},
                      "DC0_C0_H1": {"model": "a100-40", "driver": "535.154.02-1OEM.800.1.0.20613240"},
                      "DC0_C0_H2": {"model": "a100-40"}}}
 
+# The hosts of FIXTURE as the host role leaves them for vGPU VMs: vendor shared passthrough graphics, and H1's first
+# A100 in MIG mode for MIG-backed vGPUs.
+VM_FIXTURE = {"defaults": {"graphics_type": "sharedDirect"},
+              "hosts": dict(FIXTURE["hosts"], DC0_C0_H1=dict(FIXTURE["hosts"]["DC0_C0_H1"], mig_gpus=["0000:3b:00.0"]))}
+
 PLAYBOOK = """
 - hosts: localhost
   gather_facts: false
@@ -37,8 +42,8 @@ def test_host_role_fails_on_drift_before_changing_then_applies(vcsim_factory, an
     book.write_text(PLAYBOOK.format(role="vsphere_vgpu_host"))
     rc, out = ansible.playbook(str(book), dict(conn(sim, "vsphere_vgpu_host"), vsphere_vgpu_host_cluster="DC0_C0"))
     tasks = ansible.tasks(out)
-    assert rc != 0 and tasks["Fail on NVIDIA driver drift between GPU hosts"]["failed"]
-    assert "535.154.02" in tasks["Fail on NVIDIA driver drift between GPU hosts"]["msg"]
+    assert rc != 0 and tasks["Fail on NVIDIA driver drift between the GPU hosts of a cluster"]["failed"]
+    assert "535.154.02" in tasks["Fail on NVIDIA driver drift between the GPU hosts of a cluster"]["msg"]
     assert set(graphics(sim).values()) == {"shared"}
 
     hosts = ["DC0_C0_H0", "DC0_C0_H2"]
@@ -56,7 +61,7 @@ def test_host_role_fails_on_drift_before_changing_then_applies(vcsim_factory, an
 
 
 def test_vm_role_plans_all_vms_before_changing_any(vcsim_factory, ansible, tmp_path):
-    sim = vcsim_factory(hosts=3, vms=1, fixture=FIXTURE)
+    sim = vcsim_factory(hosts=3, vms=1, fixture=VM_FIXTURE)
     book = tmp_path / "vm.yml"
     book.write_text(PLAYBOOK.format(role="vsphere_vgpu_vm"))
     vms = [dict(name="DC0_C0_H0_VM0", profiles=["grid_a100-40c"], power_policy="power_off"),
@@ -80,7 +85,7 @@ def test_vm_role_plans_all_vms_before_changing_any(vcsim_factory, ansible, tmp_p
 def test_vm_role_passes_the_multi_vgpu_rules(vcsim_factory, ansible, tmp_path):
     # DC0_C0_H1 runs ESXi 8.0.2 with an R535 driver: MIG-backed vGPUs combine there (issue 14 point 8), unless the
     # play asks for the vSphere 7 rules.
-    sim = vcsim_factory(hosts=3, vms=1, fixture=FIXTURE)
+    sim = vcsim_factory(hosts=3, vms=1, fixture=VM_FIXTURE)
     book = tmp_path / "vm.yml"
     book.write_text(PLAYBOOK.format(role="vsphere_vgpu_vm"))
     vms = [dict(name="DC0_C0_H1_VM0", profiles=["grid_a100-3-20c", "grid_a100-2-10c"], power_policy="power_off")]
@@ -139,7 +144,7 @@ def test_host_role_sets_fixed_share_reboots_verifies_and_a_rerun_changes_nothing
 
 
 def test_vm_role_pins_the_drs_behavior(vcsim_factory, ansible, tmp_path):
-    sim = vcsim_factory(hosts=1, vms=1, fixture={"hosts": {"DC0_C0_H0": {"model": "a100-40"}}})
+    sim = vcsim_factory(hosts=1, vms=1, fixture={"hosts": {"DC0_C0_H0": {"model": "a100-40", "graphics_type": "sharedDirect"}}})
     book = tmp_path / "vm.yml"
     book.write_text(PLAYBOOK.format(role="vsphere_vgpu_vm"))
     vms = [dict(name="DC0_C0_H0_VM0", profiles=["grid_a100-40c"], power_policy="power_off")]

@@ -17,7 +17,8 @@ from ansible_collections.gpuops.provision.plugins.modules import (vsphere_gpu_in
 pytestmark = pytest.mark.slow
 
 OTHER = "NVreg_EnableGpuFirmware=0"
-FIXTURE = {"hosts": {"DC0_C0_H0": {"module_options": {"nvidia": OTHER}}, "DC0_C0_H1": {},
+FIXTURE = {"defaults": {"graphics_type": "sharedDirect"},
+           "hosts": {"DC0_C0_H0": {"module_options": {"nvidia": OTHER}}, "DC0_C0_H1": {},
                      "DC0_C0_H2": {"driver": ""}, "DC0_H0": {}}}
 FIXED = "NVreg_EnableGpuFirmware=0 NVreg_RegistryDwords=RmPVMRL=0x11"
 

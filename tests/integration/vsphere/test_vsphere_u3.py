@@ -16,9 +16,11 @@ OLD_DRIVER = "535.154.02-1OEM.800.1.0.20613240"
 READER = ("reader", "readpw")
 # DC0_C0: H0 ESXi 8.0.3 with the default R550 driver, H1 ESXi 8.0.3 with R535, H2 ESXi 7.0.3; A100-40GB everywhere.
 FIXTURE = {
-    "hosts": {"DC0_C0_H0": {"graphics_type": "sharedDirect", "vgpu_modes": {"0000:3b:00.0": "mixedSize"}},
-              "DC0_C0_H1": {"driver": OLD_DRIVER},
-              "DC0_C0_H2": {"esxi_version": "7.0.3"}},
+    "defaults": {"graphics_type": "sharedDirect"},
+    # H1 and H2 run their first GPU in MIG mode (MIG-backed vGPUs there), H0 its first in mixed-size mode.
+    "hosts": {"DC0_C0_H0": {"vgpu_modes": {"0000:3b:00.0": "mixedSize"}},
+              "DC0_C0_H1": {"driver": OLD_DRIVER, "mig_gpus": ["0000:3b:00.0"]},
+              "DC0_C0_H2": {"esxi_version": "7.0.3", "mig_gpus": ["0000:3b:00.0"]}},
     "vm_firmware": {"DC0_C0_H0_VM1": "bios"},
 }
 MMIO_128 = {"pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "128"}
@@ -121,7 +123,7 @@ def test_c_series_mmio_defaults_respect_explicit_values(sim, ansible):
 @pytest.mark.parametrize("unset", ["keep", "reset"])
 def test_host_graphics_keeps_the_vgpu_mode_of_devices_it_does_not_set(vcsim_factory, ansible, unset):
     sim = vcsim_factory(hosts=1, vms=0, api_version="8.0.3.0", extra_args=["-vgpu-mode-unset", unset],
-                        fixture={"hosts": {"DC0_C0_H0": FIXTURE["hosts"]["DC0_C0_H0"]}})
+                        fixture={"defaults": FIXTURE["defaults"], "hosts": {"DC0_C0_H0": FIXTURE["hosts"]["DC0_C0_H0"]}})
     r = ansible.module("gpuops.provision.vsphere_host_graphics",
                        dict(sim.auth, esxi_hostname=["DC0_C0_H0"], assignment_policy="consolidation"))
     assert r["changed"], r

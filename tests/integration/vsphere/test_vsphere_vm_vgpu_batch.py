@@ -14,7 +14,8 @@ from ansible_collections.gpuops.provision.plugins.modules import vsphere_vm_vgpu
 
 pytestmark = pytest.mark.slow
 
-FIXTURE = {"hosts": {"DC0_C0_H0": {"model": "a100-40"}, "DC0_C0_H1": {"model": "a100-40"},
+FIXTURE = {"defaults": {"graphics_type": "sharedDirect"},
+           "hosts": {"DC0_C0_H0": {"model": "a100-40"}, "DC0_C0_H1": {"model": "a100-40"},
                      "DC0_C0_H2": {"model": "l40s"}}}
 A100_VMS = ["DC0_C0_H%d_VM%d" % (h, v) for h in (0, 1) for v in range(4)]
 

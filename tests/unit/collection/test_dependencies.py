@@ -124,9 +124,9 @@ def test_galaxy_declares_every_collection_the_roles_and_playbooks_call():
 
 
 def test_a_collection_removed_from_galaxy_yml_is_reported():
-    # What the test above relies on: kubernetes.core is called (the MIG roll, the drain), so leaving it out fails.
+    # What the test above relies on: kubernetes.core is called (the MIG roll, the pools), so leaving it out fails.
     used = used_collections(task_files())
-    assert "roles/node_drain/tasks/drain.yml" in used["kubernetes.core"]
+    assert "roles/gpu_pools/tasks/write.yml" in used["kubernetes.core"]
     declared = dict(read_yaml("galaxy.yml")["dependencies"])
     del declared["kubernetes.core"]
     assert [c for c in used if c not in declared] == ["kubernetes.core"]

@@ -14,12 +14,12 @@ from ansible_collections.gpuops.provision.plugins.filter import mig
 def test_filters_are_registered_and_wrap_the_pure_code():
     f = mig.FilterModule().filters()
     assert sorted(f) == ["mig_advertised_resources", "mig_ci_profiles", "mig_drain_blocking", "mig_drain_timed_out",
-                         "mig_expected_resources", "mig_invalid_plans_message", "mig_node_facts", "mig_node_plan",
+                         "mig_expected_resources", "mig_invalid_plans_message", "mig_manager_config_file", "mig_node_facts", "mig_node_plan",
                          "mig_operand_labels", "mig_plan_report", "mig_pods_matching", "mig_previous_geometry",
                          "mig_roll_budget", "mig_roll_summary", "mig_roll_waves", "mig_running_pods"]
     plans = [{"node": "n1", "selected": "all-1g", "changed": True}, {"node": "n2", "selected": "all-1g"}]
-    assert f["mig_plan_report"](plans, {"sizes": [1], "wave_of": {"n1": 0}}, "skip=yes")["lines"] == [
-        "n1: reconfigure to all-1g in wave 1 of 1", "n2: already at all-1g, skipped (not drained)"]
+    assert f["mig_plan_report"](plans, {"sizes": [1], "order": {"n1": 0}}, "skip=yes")["lines"] == [
+        "n1: reconfigure to all-1g, 1 of 1 in roll order", "n2: already at all-1g, skipped (not drained)"]
     gpus = [{"selected": True, "mig_capable": True,
              "after": {"mig_mode": {"current": "enabled"}, "mig_devices": {"1g.10gb": 2, "1c.3g.40gb": 1}}}]
     assert f["mig_expected_resources"](gpus, "mixed", "yes") == {"nvidia.com/mig-1g.10gb": 2, "nvidia.com/mig-1c.3g.40gb": 1}

@@ -10,8 +10,9 @@ from ansible_collections.gpuops.provision.plugins.filter import pve
 
 def test_registered():
     assert sorted(pve.FilterModule().filters()) == [
-        "pve_host_card_functions", "pve_host_cmdline", "pve_host_pci", "pve_host_problems", "pve_host_vfio_stolen",
-        "pve_vm_batch"]
+        "pve_host_card_functions", "pve_host_cmdline", "pve_host_passthrough_files", "pve_host_pci", "pve_host_problems",
+        "pve_host_vfio_stolen", "pve_host_vgpu_conflicts", "pve_host_vgpu_evidence", "pve_host_vgpu_helper_done",
+        "pve_host_vgpu_problems", "pve_vm_batch", "pve_vm_romfiles"]
 
 
 def test_items_keep_module_keys_and_get_the_role_restart():

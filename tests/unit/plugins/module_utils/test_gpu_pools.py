@@ -205,7 +205,8 @@ def test_filters_through_the_filter_plugin():
 def test_mig_roll_plans_a_forced_sharing_change_with_replicated_target():
     from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll as R
     facts = {"node": "gpu-a", "selected": "all-disabled", "skip": False, "unavailable": False, "found": True,
-             "failed": False, "msg": "", "plannable": True, "mig_manager": "", "backend": "nvml",
+             "failed": False, "msg": "", "plannable": True, "mig_manager": "", "mig_manager_pod": "", "mig_manager_config_error": "",
+             "backend": "nvml",
              "advertised": {"nvidia.com/gpu": 2}}
     check = {"changed": False, "gpus": [{"index": i, "mig_capable": True, "before": {"mig_mode": {"current": "disabled"}}}
                                         for i in range(2)]}
@@ -221,7 +222,7 @@ def test_filters_are_registered_and_documented():
     import os  # pylint: disable=import-outside-toplevel
     filters = F.FilterModule().filters()
     assert sorted(filters) == ["gpu_pools_config_map", "gpu_pools_nodes", "gpu_pools_plan", "gpu_pools_previous_labels",
-                               "gpu_pools_shared_resources", "gpu_pools_summary"]
+                               "gpu_pools_shared_resources", "gpu_pools_summary", "gpu_pools_untolerating"]
     assert filters["gpu_pools_previous_labels"]({"nvidia.com/device-plugin.config": "default", "x": "y"},
                                                 {"nvidia.com/device-plugin.config": "nb", "gone": "1"}) == {
         "gone": None, "nvidia.com/device-plugin.config": "default"}
@@ -436,6 +437,7 @@ def test_plan_whole_records_and_result():
                       "labels": {"tier": "a", "gpuops.io/gpu-pool": "mps", "gpuops.io/gpu-sharing": "mps", "gpuops.io/gpu-profile": "mps-4"},
                       "config_labels": {"nvidia.com/device-plugin.config": "mps"},
                       "taints": current + [{"key": "gpuops.io/gpu-pool", "value": "mps", "effect": "NoSchedule"}],
+                      "pool_taints": [{"key": "gpuops.io/gpu-pool", "value": "mps", "effect": "NoSchedule"}],
                       "taints_changed": True,
                       "label_patch": {"tier": "a", "gpuops.io/gpu-sharing": "mps", "gpuops.io/gpu-profile": "mps-4"},
                       "sharing_spec": {"replicas": 4, "rename_by_default": True}, "expected": {"nvidia.com/gpu.shared": 8}, "roll": True},
@@ -443,6 +445,8 @@ def test_plan_whole_records_and_result():
                       "labels": {"gpuops.io/gpu-pool": "inf", "gpuops.io/gpu-sharing": "mig", "gpuops.io/gpu-profile": "all-3g"},
                       "config_labels": {"nvidia.com/device-plugin.config": "default"},
                       "taints": [{"key": "gpu", "value": "1", "effect": "NoExecute"}, {"key": "t", "effect": "NoSchedule"}],
+                      # The pool's own taints, as node_taints writes them (values as strings).
+                      "pool_taints": [{"key": "gpu", "value": "1", "effect": "NoExecute"}, {"key": "t", "effect": "NoSchedule"}],
                       "taints_changed": True,
                       "label_patch": {"gpuops.io/gpu-pool": "inf", "gpuops.io/gpu-sharing": "mig", "gpuops.io/gpu-profile": "all-3g"},
                       "sharing_spec": {}, "expected": None, "roll": False}},
@@ -605,3 +609,109 @@ def test_summary_says_per_node_pool_sharing_and_roll():
     assert F.FilterModule().filters()["gpu_pools_summary"]({"nodes": {"gpu-b": nodes["gpu-b"]}}) == (
         "gpu-b: pool training (mig), sharing unchanged")
     assert F.FilterModule().filters()["gpu_pools_summary"](None) == ""
+
+
+# --- the GPU Operator's tolerations of the pools' taints (issue 38, point 1) --------------------------------------
+
+POOL_TAINT = {"key": "gpuops.io/gpu-pool", "value": "notebooks", "effect": "NoSchedule"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+POOL_TOLERATION = {"key": "gpuops.io/gpu-pool", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def daemonset(name, tolerations, selector=None, namespace="gpu-operator", rv="7"):
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+            "spec": {"template": {"spec": {"tolerations": tolerations,
+                                           "nodeSelector": selector or {"nvidia.com/gpu.deploy.%s" % name: "true"}}}}}
+
+
+@pytest.mark.parametrize("toleration,taint,want", [
+    ({"key": "k", "operator": "Exists", "effect": "NoSchedule"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, True),
+    ({"key": "k", "operator": "Exists"}, {"key": "k", "value": "v", "effect": "NoExecute"}, True),          # no effect: all
+    ({"key": "k", "operator": "Exists", "effect": "NoExecute"}, {"key": "k", "effect": "NoSchedule"}, False),
+    ({"operator": "Exists"}, {"key": "any", "value": "v", "effect": "NoSchedule"}, True),                   # empty key + Exists
+    ({"operator": "Equal", "value": "v"}, {"key": "any", "value": "v", "effect": "NoSchedule"}, False),     # empty key, Equal
+    ({"key": "k", "value": "v", "effect": "NoSchedule"}, {"key": "k", "value": "v", "effect": "NoSchedule"}, True),  # Equal default
+    ({"key": "k", "value": "v"}, {"key": "k", "value": "w", "effect": "NoSchedule"}, False),
+    ({"key": "k"}, {"key": "k", "effect": "NoSchedule"}, True),                                            # "" == no value
+    ({"key": "j", "operator": "Exists"}, {"key": "k", "effect": "NoSchedule"}, False),
+    ({"key": "k", "operator": "Bogus"}, {"key": "k", "effect": "NoSchedule"}, False),
+])
+def test_tolerates_follows_tolerates_taint(toleration, taint, want):
+    assert P.tolerates(toleration, taint) is want
+
+
+def test_untolerated_counts_only_the_effects_that_keep_a_daemonset_pod_off():
+    soft = {"key": "x", "effect": "PreferNoSchedule"}
+    hard = {"key": "y", "value": "1", "effect": "NoExecute"}
+    assert P.untolerated([GPU_TOLERATION], [POOL_TAINT, soft, hard, dict(POOL_TAINT)]) == [POOL_TAINT, hard]
+    assert P.untolerated(None, [soft]) == []
+    assert P.with_tolerations([GPU_TOLERATION], [POOL_TAINT, dict(POOL_TAINT, value="other")]) == [GPU_TOLERATION, POOL_TOLERATION]
+    assert P.with_tolerations(None, [hard]) == [{"key": "y", "operator": "Exists", "effect": "NoExecute"}]
+
+
+def test_operator_tolerations_extend_the_cluster_policy_list_keeping_others():
+    mine = {"key": "example.com/dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+    policy = {"spec": {"daemonsets": {"tolerations": [GPU_TOLERATION, mine]}}}
+    dsets = [daemonset("device-plugin", [GPU_TOLERATION]), daemonset("other", [], selector={"app": "x"})]
+    nfd = [daemonset("nfd-worker", [GPU_TOLERATION], selector={}, namespace="nfd", rv="42")]
+    out, errors = P.operator_tolerations([POOL_TAINT], "cluster-policy", policy, dsets, nfd)
+    assert errors == []
+    assert out == {"cluster_policy_tolerations": [GPU_TOLERATION, mine, POOL_TOLERATION],
+                   "nfd_workers": [{"name": "nfd-worker", "namespace": "nfd", "resource_version": "42",
+                                    "tolerations": [GPU_TOLERATION, POOL_TOLERATION]}],
+                   "wait_taints": [POOL_TAINT], "operands": ["device-plugin"]}
+    # An empty list means the assets' tolerations: the written list keeps nvidia.com/gpu.
+    out = P.operator_tolerations([POOL_TAINT], "cluster-policy", {"spec": {}}, dsets, [])[0]
+    assert out["cluster_policy_tolerations"] == [GPU_TOLERATION, POOL_TOLERATION] and out["nfd_workers"] == []
+    # Tolerated already: nothing to write; nothing at all for a soft taint.
+    policy = {"spec": {"daemonsets": {"tolerations": [GPU_TOLERATION, POOL_TOLERATION]}}}
+    assert P.operator_tolerations([POOL_TAINT], "cp", policy, dsets, [])[0]["cluster_policy_tolerations"] is None
+    out, errors = P.operator_tolerations([{"key": "x", "effect": "PreferNoSchedule"}], "", None, dsets, nfd)
+    assert (out, errors) == ({"cluster_policy_tolerations": None, "nfd_workers": [], "wait_taints": [],
+                              "operands": ["device-plugin"]}, [])
+
+
+def test_a_taint_the_operator_cannot_be_made_to_tolerate_is_refused():
+    dsets = [daemonset("device-plugin", [GPU_TOLERATION]), daemonset("dcgm-exporter", [GPU_TOLERATION]),
+             daemonset("validator", [POOL_TOLERATION])]
+    _out, errors = P.operator_tolerations([POOL_TAINT], "", None, dsets, [])
+    assert errors == ["taint gpuops.io/gpu-pool=notebooks:NoSchedule would keep the GPU Operator's dcgm-exporter, "
+                      "device-plugin off the pool's nodes (they do not tolerate it) and gpu_pools_cluster_policy is "
+                      "empty, so the role leaves the ClusterPolicy alone; name the ClusterPolicy in "
+                      "gpu_pools_cluster_policy, add the toleration to its spec.daemonsets.tolerations, or give the "
+                      "pool other taints"]
+    errors = P.operator_tolerations([POOL_TAINT], "cluster-policy", None, dsets, [])[1]
+    assert len(errors) == 1 and "and ClusterPolicy cluster-policy was not found;" in errors[0]
+    # Every operand tolerates it already (an operator configured by hand): no error without a ClusterPolicy.
+    assert P.operator_tolerations([POOL_TAINT], "", None, [daemonset("device-plugin", [POOL_TOLERATION])], [])[1] == []
+    assert P.operands_tolerate(dsets, ["device-plugin", "validator"], [POOL_TAINT]) == ["device-plugin"]
+    assert P.operands_tolerate(dsets, ["validator"], [POOL_TAINT]) == []
+
+
+def test_plan_names_the_pool_whose_taint_cannot_be_tolerated_and_hands_the_tolerations_on():
+    dsets = [daemonset("device-plugin", [GPU_TOLERATION])]
+    nodes = {"gpu-a": node(gpus(H100, 2)), "gpu-b": node(gpus(H100, 2))}
+    operator = {"policy_name": "", "policy": None, "daemonsets": dsets, "nfd_workers": []}
+    res = run([ts(), ts("idle", nodes=(), taints=[{"key": "idle", "effect": "NoExecute"}])], nodes, operator=operator)
+    assert res["errors"] == [
+        "pool notebooks: taint gpuops.io/gpu-pool=notebooks:NoSchedule would keep the GPU Operator's device-plugin off "
+        "the pool's nodes (they do not tolerate it) and gpu_pools_cluster_policy is empty, so the role leaves the "
+        "ClusterPolicy alone; name the ClusterPolicy in gpu_pools_cluster_policy, add the toleration to its "
+        "spec.daemonsets.tolerations, or give the pool other taints"]
+    operator = dict(operator, policy_name="cp", policy={"spec": {}})
+    res = run([ts(), ts("quiet", nodes=("gpu-b",), taints=[])], nodes, operator=operator)
+    assert res["errors"] == []
+    assert res["operator"]["cluster_policy_tolerations"] == [GPU_TOLERATION, POOL_TOLERATION]
+    assert res["operator"]["wait_taints"] == [POOL_TAINT] and res["operator"]["operands"] == ["device-plugin"]
+    assert "operator" not in run([ts()], nodes)
+    missing = run([ts()], nodes, operator=dict(operator, policy=None))["errors"]
+    assert missing[0] == ("ClusterPolicy cp (gpu_pools_cluster_policy) was not found: the role points it at the device "
+                          "plugin ConfigMap; name the GPU Operator's ClusterPolicy, or set it empty to leave the "
+                          "ClusterPolicy alone")
+    assert len(missing) == 2 and missing[1].startswith("pool notebooks: taint gpuops.io/gpu-pool=notebooks:NoSchedule")
+
+
+def test_the_untolerating_filter_names_the_daemonsets_still_to_render():
+    dsets = [daemonset("device-plugin", [GPU_TOLERATION]), daemonset("validator", [POOL_TOLERATION])]
+    assert F.gpu_pools_untolerating(dsets, ["device-plugin", "validator"], [POOL_TAINT]) == ["device-plugin"]
+    assert F.gpu_pools_untolerating(dsets, None, None) == []

@@ -147,3 +147,25 @@ def test_ci_sizes_follow_go_nvlib_heuristic():
     assert m.modelled_ci_placements(3, 7) == [(0, 3), (4, 3)]
     assert m.modelled_ci_placements(2, 7) == [(0, 2), (2, 2), (4, 2)]
     assert m.modelled_ci_placements(1, 3) == [(0, 1), (1, 1), (2, 1)]
+
+
+def test_selection_notes_name_overlapping_entries_and_the_gpus_left_alone():
+    """mig-parted applies the entries in order (cmd/nvidia-mig-parted/assert/assert.go
+    WalkSelectedMigConfigForEachGPU): the last match wins, kept and named; unselected and non-MIG GPUs in one line."""
+    entries = m.parse_entries([{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}},
+                               {"devices": [0], "mig-enabled": False},
+                               {"devices": "all", "device-filter": "0x233010DE", "mig-enabled": True,
+                                "mig-devices": {"3g.40gb": 2}}])
+    h100 = {"model": "NVIDIA H100 80GB HBM3", "pci_device_id": 0x233010DE, "pci_subsystem_id": 0x16C110DE, "mig_capable": True}
+    a100 = {"model": "NVIDIA A100-SXM4-40GB", "pci_device_id": 0x20B010DE, "mig_capable": True}
+    l40s = {"model": "NVIDIA L40S", "pci_device_id": 0x26B910DE, "mig_capable": False}
+    gpus = [dict(h100, index=0), dict(a100, index=1), dict(l40s, index=2), dict(h100, index=3)]
+    assert m.selection_notes(entries, gpus) == [
+        "the configuration leaves 1 GPU(s) as they are: GPU 2 (NVIDIA L40S): no MIG",
+        "GPU 0 (NVIDIA H100 80GB HBM3) is selected by entries 0, 1, 2; mig-parted applies the last one, entry 2",
+        "GPU 3 (NVIDIA H100 80GB HBM3) is selected by entries 0, 2; mig-parted applies the last one, entry 2"]
+    only = m.parse_entries([{"devices": [1], "mig-enabled": False}])
+    assert m.selection_notes(only, gpus) == [
+        "the configuration leaves 3 GPU(s) as they are: GPU 0 (NVIDIA H100 80GB HBM3): no entry selects it; "
+        "GPU 2 (NVIDIA L40S): no entry selects it; GPU 3 (NVIDIA H100 80GB HBM3): no entry selects it"]
+    assert m.selection_notes(only, [dict(a100, index=1)]) == []

@@ -196,13 +196,16 @@ def test_node_facts_pick_the_node_and_take_the_variable_before_the_label():
                            node("n1", {"nvidia.com/mig.config": "all-1g"}, allocatable={"nvidia.com/mig-1g.10gb": "7", "cpu": "8"})]}
     facts = R.node_facts(nodes, "n1")
     assert facts == {"node": "n1", "failed": False, "msg": "", "found": True, "labels": {"nvidia.com/mig.config": "all-1g"},
-                     "mig_manager": "", "was_cordoned": False, "unavailable": False, "advertised": {"nvidia.com/mig-1g.10gb": 7},
-                     "selected": "all-1g", "skip": False, "plannable": True, "backend": "nvml"}
+                     "mig_manager": "", "mig_manager_pod": "", "mig_manager_config_error": "", "set_mig_manager_config": False,
+                     "was_cordoned": False, "unavailable": False, "advertised": {"nvidia.com/mig-1g.10gb": 7},
+                     "selected": "all-1g", "skip": False, "plannable": True, "backend": "nvml", "resume": ""}
     assert R.node_facts(nodes, "n1", selected="all-balanced")["selected"] == "all-balanced"
     # Absent: nothing selected (an empty string, as the role's messages print it), not plannable.
     assert R.node_facts(nodes, "n9") == {"node": "n9", "failed": False, "msg": "", "found": False, "labels": {},
-                                         "mig_manager": "", "was_cordoned": False, "unavailable": True, "advertised": {},
-                                         "selected": "", "skip": False, "plannable": False, "backend": "nvml"}
+                                         "mig_manager": "", "mig_manager_pod": "", "mig_manager_config_error": "",
+                                         "set_mig_manager_config": False, "was_cordoned": False, "unavailable": True,
+                                         "advertised": {}, "selected": "", "skip": False, "plannable": False,
+                                         "backend": "nvml", "resume": ""}
     unreadable = R.node_facts({"failed": True, "msg": "401"}, "n1", backend="gpu_operator")
     assert unreadable["failed"] is True and unreadable["msg"] == "401" and unreadable["backend"] == "gpu_operator"
 
@@ -220,12 +223,33 @@ def test_node_facts_cordon_readiness_and_the_skip_label():
     assert not R.node_facts(labelled, "n1", skip_label="")["skip"]
 
 
-@pytest.mark.parametrize("backend, manager, plannable", [
-    ("nvml", None, True), ("nvml", "false", True), ("nvml", "true", False),
-    ("gpu_operator", "true", True), ("gpu_operator", "false", False), ("gpu_operator", None, False)])
-def test_only_the_mig_manager_label_the_backend_needs_is_plannable(backend, manager, plannable):
-    labels = {} if manager is None else {"nvidia.com/gpu.deploy.mig-manager": manager}
-    facts = R.node_facts({"resources": [node(labels=labels)]}, "n1", selected="x", backend=backend)
+def mm_pod(node_name="n1", phase="Running", deleting=False, app="nvidia-mig-manager", name="nvidia-mig-manager-x1"):
+    meta = {"name": name, "labels": {"app": app}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node_name}, "status": {"phase": phase}}
+
+
+NAMED = {"policy_name": "cluster-policy", "config_map": "gpuops-mig",
+         "policy": {"metadata": {"name": "cluster-policy"}, "spec": {"migManager": {"config": {"name": "gpuops-mig"}}}}}
+
+
+def test_running_pod_is_a_running_mig_manager_pod_on_the_node():
+    assert R.running_pod([mm_pod()], "n1") == "nvidia-mig-manager-x1"
+    for other in (mm_pod("n2"), mm_pod(phase="Pending"), mm_pod(deleting=True), mm_pod(app="nvidia-device-plugin-daemonset")):
+        assert R.running_pod([other], "n1") == ""
+    assert R.running_pod(None, "n1") == "" and R.running_pod([{}], "n1") == ""
+
+
+@pytest.mark.parametrize("backend, label, pods, plannable", [
+    ("nvml", None, [], True), ("nvml", "true", [], True),   # the label alone: mig-manager disabled, nothing runs
+    ("nvml", "true", [mm_pod()], False), ("nvml", None, [mm_pod("n2")], True),
+    ("gpu_operator", "true", [mm_pod()], True), ("gpu_operator", "true", [], False),
+    ("gpu_operator", "true", [mm_pod(phase="Pending")], False), ("gpu_operator", None, [mm_pod()], True)])
+def test_the_backend_is_decided_from_a_running_mig_manager_pod(backend, label, pods, plannable):
+    labels = {} if label is None else {"nvidia.com/gpu.deploy.mig-manager": label}
+    facts = R.node_facts({"resources": [node(labels=labels)]}, "n1", selected="x", backend=backend,
+                         mig_manager_pods=pods, mig_manager=NAMED)
     assert facts["plannable"] is plannable
     error = R.node_plan(facts, {"skipped": True})["error"]
     assert (error == "") is plannable
@@ -233,19 +257,53 @@ def test_only_the_mig_manager_label_the_backend_needs_is_plannable(backend, mana
         R.node_facts({}, "n1", backend="mig-manager")
 
 
-@pytest.mark.parametrize("backend, manager, error", [
-    ("nvml", "true", "the GPU Operator deploys mig-manager on this node (nvidia.com/gpu.deploy.mig-manager=true), which "
-                     "re-applies its own MIG configuration; backend nvml needs it off (label it false, or disable migManager "
-                     "in the ClusterPolicy), or use mig_reconfigure_backend=gpu_operator"),
-    ("gpu_operator", None, "backend gpu_operator needs mig-manager of the GPU Operator on this node, but "
-                           "nvidia.com/gpu.deploy.mig-manager is absent (enable migManager in the ClusterPolicy)"),
-    ("gpu_operator", "false", "backend gpu_operator needs mig-manager of the GPU Operator on this node, but "
-                              "nvidia.com/gpu.deploy.mig-manager is false (enable migManager in the ClusterPolicy)"),
+@pytest.mark.parametrize("backend, label, pods, error", [
+    ("nvml", "true", [mm_pod()],
+     "the GPU Operator's mig-manager runs on this node (pod nvidia-mig-manager-x1), which re-applies its own MIG "
+     "configuration; backend nvml needs it off (label the node nvidia.com/gpu.deploy.mig-manager=false, or disable "
+     "migManager in the ClusterPolicy), or use mig_reconfigure_backend=gpu_operator"),
+    ("gpu_operator", "true", [],
+     "backend gpu_operator needs the GPU Operator's mig-manager running on this node, but no Running "
+     "app=nvidia-mig-manager pod is on it (nvidia.com/gpu.deploy.mig-manager is true; the operator sets that label on "
+     "every MIG-capable node, also with migManager disabled in the ClusterPolicy)"),
+    ("gpu_operator", None, [],
+     "backend gpu_operator needs the GPU Operator's mig-manager running on this node, but no Running "
+     "app=nvidia-mig-manager pod is on it (nvidia.com/gpu.deploy.mig-manager is absent; the operator sets that label "
+     "on every MIG-capable node, also with migManager disabled in the ClusterPolicy)"),
 ])
-def test_a_mig_manager_at_odds_with_the_backend_is_explained(backend, manager, error):
-    labels = {} if manager is None else {"nvidia.com/gpu.deploy.mig-manager": manager}
-    facts = R.node_facts({"resources": [node(labels=labels)]}, "n1", selected="x", backend=backend)
+def test_a_mig_manager_at_odds_with_the_backend_is_explained(backend, label, pods, error):
+    labels = {} if label is None else {"nvidia.com/gpu.deploy.mig-manager": label}
+    facts = R.node_facts({"resources": [node(labels=labels)]}, "n1", selected="x", backend=backend,
+                         mig_manager_pods=pods, mig_manager=NAMED)
     assert R.node_plan(facts, {"skipped": True})["error"] == error
+
+
+def test_mig_manager_reads_the_roles_configmap_only_when_the_cluster_policy_names_it():
+    """object_controls.go TransformMIGManager: CONFIG_FILE only with spec.migManager.config.name."""
+    assert R.mig_manager_config(NAMED) == ("", False)
+    unnamed = dict(NAMED, policy={"metadata": {"name": "cluster-policy"}, "spec": {}})
+    assert R.mig_manager_config(unnamed) == (
+        "mig-manager does not read the ConfigMap gpuops-mig: ClusterPolicy cluster-policy names no config "
+        "(spec.migManager.config.name), so mig-manager generates its configuration from the hardware; set "
+        "spec.migManager.config.name to gpuops-mig in the ClusterPolicy, or let the role set it "
+        "(mig_reconfigure_mig_manager_set_config: true)", False)
+    other = dict(NAMED, policy={"metadata": {"name": "cp"}, "spec": {"migManager": {"config": {"name": "custom"}}}})
+    assert R.mig_manager_config(other) == (
+        "mig-manager does not read the ConfigMap gpuops-mig: ClusterPolicy cp names custom "
+        "(spec.migManager.config.name), so mig-manager reads custom; set spec.migManager.config.name to gpuops-mig in "
+        "the ClusterPolicy, or let the role set it (mig_reconfigure_mig_manager_set_config: true)", False)
+    assert R.mig_manager_config(dict(unnamed, may_set=True)) == ("", True)
+    assert R.mig_manager_config(dict(NAMED, policy=None)) == (
+        "ClusterPolicy cluster-policy (mig_reconfigure_cluster_policy) was not found: backend gpu_operator needs the "
+        "GPU Operator's ClusterPolicy to name mig-manager's ConfigMap gpuops-mig", False)
+    facts = R.node_facts({"resources": [node()]}, "n1", selected="x", backend="gpu_operator",
+                         mig_manager_pods=[mm_pod()], mig_manager=unnamed)
+    assert not facts["plannable"] and R.node_plan(facts, {"skipped": True})["error"] == R.mig_manager_config(unnamed)[0]
+    facts = R.node_facts({"resources": [node()]}, "n1", selected="x", backend="gpu_operator",
+                         mig_manager_pods=[mm_pod()], mig_manager=dict(unnamed, may_set=True))
+    assert facts["plannable"] and facts["set_mig_manager_config"] is True
+    # The nvml backend does not care what the ClusterPolicy says.
+    assert R.node_facts({"resources": [node()]}, "n1", selected="x", mig_manager=unnamed)["mig_manager_config_error"] == ""
 
 
 def test_node_plan_names_the_first_reason_a_node_cannot_roll():
@@ -265,12 +323,32 @@ def test_node_plan_names_the_first_reason_a_node_cannot_roll():
     assert plan["error"] == "" and plan["changed"] and plan["target"] == {"nvidia.com/mig-1c.3g.40gb": 2, "nvidia.com/mig-2c.4g.40gb": 1}
 
 
+def test_a_node_an_interrupted_run_left_is_finished_whatever_its_geometry_and_skip_label_say():
+    # Issue 45: killed after the apply, the GPUs are at the target; the node is still cordoned by the roll.
+    left = node(allocatable={}, unschedulable=True)
+    left["metadata"]["annotations"] = {"gpuops.provision/roll": "mig_reconfigure", "gpuops.provision/roll-phase": "applied",
+                                       "gpuops.provision/cordoned-by": "gpuops.provision mig_reconfigure",
+                                       "gpuops.provision/roll-initial": '{"unschedulable": false}'}
+    left["metadata"]["labels"] = {"gpuops.io/mig-reconfigure": "skip"}
+    facts = R.node_facts({"resources": [left]}, "n1", selected="all-3g", skip_label="gpuops.io/mig-reconfigure=skip")
+    assert facts["resume"] == "applied" and facts["was_cordoned"] is False and facts["skip"] is True
+    plan = R.node_plan(facts, {"changed": False, "gpus": [gpu(devices={"3g.40gb": 2})]})
+    assert plan["changed"] is True and plan["resume"] == "applied" and plan["skipped_by_label"] is False
+    # An operator's cordon (no annotation of ours) is not the roll's: the node is not resumed.
+    operator = node(unschedulable=True)
+    facts = R.node_facts({"resources": [operator]}, "n1", selected="all-3g")
+    assert facts["resume"] == "" and facts["was_cordoned"] is True
+    assert R.node_plan(facts, {"changed": False})["changed"] is False
+    # A bad plan stays an error even on a node to finish.
+    assert R.node_plan(dict(facts, resume="drained"), {"failed": True, "msg": "bad"})["changed"] is False
+
+
 def test_node_plan_changes_skips_by_label_and_keeps_the_current_resources():
     facts = R.node_facts({"resources": [node(allocatable={"nvidia.com/mig-1g.10gb": "7"})]}, "n1", selected="all-3g")
     target = [gpu(devices={"3g.40gb": 2})]
     plan = R.node_plan(facts, {"changed": True, "reset_required": True, "gpus": target})
     assert plan == {"node": "n1", "selected": "all-3g", "error": "", "changed": True, "skipped_by_label": False,
-                    "reset_required": True, "gpus": target, "unavailable": False,
+                    "resume": "", "reset_required": True, "gpus": target, "unavailable": False,
                     "current": {"nvidia.com/mig-1g.10gb": 7}, "target": {"nvidia.com/mig-3g.40gb": 2}}
     cordoned = R.node_plan(dict(facts, unavailable=True), {"changed": True, "gpus": target})
     assert cordoned["unavailable"] is True and cordoned["reset_required"] is False
@@ -312,20 +390,23 @@ def test_plan_report_lines_and_records_for_every_kind_of_node():
     plans = [dict(node="gpu-1", selected="all-3g", changed=True, reset_required=True, skipped_by_label=False),
              dict(node="gpu-2", selected="all-3g", changed=False, skipped_by_label=True),
              dict(node="gpu-3", selected="all-3g", changed=False, skipped_by_label=False),
-             dict(node="gpu-4", selected="all-1g", changed=True, reset_required=False)]
-    roll = {"sizes": [1, 1], "wave_of": {"gpu-1": 0, "gpu-4": 1}}
+             dict(node="gpu-4", selected="all-1g", changed=True, reset_required=False),
+             dict(node="gpu-5", selected="all-1g", changed=True, resume="drained")]
+    roll = {"sizes": [1, 1, 1], "order": {"gpu-1": 0, "gpu-4": 1, "gpu-5": 2}}
     report = R.plan_report(plans, roll, "gpuops.io/mig-reconfigure=skip")
     assert report["lines"] == [
-        "gpu-1: reconfigure to all-3g (MIG mode change, needs a GPU reset) in wave 1 of 2",
+        "gpu-1: reconfigure to all-3g (MIG mode change, needs a GPU reset), 1 of 3 in roll order",
         "gpu-2: skipped by gpuops.io/mig-reconfigure=skip (not drained)",
         "gpu-3: already at all-3g, skipped (not drained)",
-        "gpu-4: reconfigure to all-1g in wave 2 of 2",
+        "gpu-4: reconfigure to all-1g, 2 of 3 in roll order",
+        "gpu-5: finish the interrupted roll (phase drained) to all-1g, 3 of 3 in roll order",
     ]
     assert report["nodes"] == {
         "gpu-1": {"selected": "all-3g", "result": "planned", "drained": False},
         "gpu-2": {"selected": "all-3g", "result": "skipped", "drained": False},
         "gpu-3": {"selected": "all-3g", "result": "skipped", "drained": False},
         "gpu-4": {"selected": "all-1g", "result": "planned", "drained": False},
+        "gpu-5": {"selected": "all-1g", "result": "planned", "drained": False},
     }
     assert R.plan_report([], {}) == {"lines": [], "nodes": {}}
 
@@ -377,3 +458,74 @@ def test_roll_summary_says_per_node_what_happened():
         "cordoned 0 s")
     assert R.roll_summary([("h4", {"changed": True}, {})], True) == "h4: would reconfigure"
     assert R.roll_summary([], False) == ""
+
+
+def test_mig_manager_config_file_is_the_kubelets_copy_of_the_named_configmap():
+    """pkg/kubelet/kubelet_getters.go getPodVolumeDir; the config volume and CONFIG_FILE as the GPU Operator renders
+    them (assets/state-mig-manager/0600_daemonset.yaml, object_controls.go TransformMIGManager)."""
+    def reader(node_name="n1", cm="gpuops-mig", env=None, mounts=None, **kw):
+        pod = mm_pod(node_name, **kw)
+        pod["metadata"]["uid"] = "u-1"
+        container = {"env": [{"name": "CONFIG_FILE", "value": "/mig-parted-config/config.yaml"}] if env is None else env}
+        if mounts is not None:
+            container["volumeMounts"] = mounts
+        pod["spec"].update(volumes=[{"name": "host-root", "hostPath": {"path": "/"}},
+                                    {"name": "mig-parted-config", "configMap": {"name": cm}}], containers=[container])
+        return pod
+    want = "/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~configmap/mig-parted-config/config.yaml"
+    assert R.mig_manager_config_file([reader()], "n1", "gpuops-mig", "/var/lib/kubelet/") == want
+    assert R.mig_manager_config_file([reader(node_name="n2"), reader()], "n1", "gpuops-mig", "/var/lib/kubelet") == want
+    mounted = [{"name": "mig-parted-config", "mountPath": "/etc/mig/"}]
+    assert R.mig_manager_config_file([reader(env=[{"name": "CONFIG_FILE", "value": "/etc/mig/c.yaml"}], mounts=mounted)],
+                                     "n1", "gpuops-mig", "/k") == "/k/pods/u-1/volumes/kubernetes.io~configmap/mig-parted-config/c.yaml"
+    for other in (reader(cm="default-mig-parted-config"), reader(phase="Pending"), reader(deleting=True),
+                  reader(env=[{"name": "DEFAULT_CONFIG_FILE", "value": "/mig-parted-config/config-default.yaml"}]),
+                  reader(env=[{"name": "CONFIG_FILE", "value": "/elsewhere/config.yaml"}])):
+        assert R.mig_manager_config_file([other], "n1", "gpuops-mig", "/var/lib/kubelet") == ""
+    assert R.mig_manager_config_file(None, "n1", "gpuops-mig", "/var/lib/kubelet") == ""
+
+
+def _g(index, mig=True, devices=None, capable=True):
+    after = {"mig_mode": {"current": "enabled" if mig else "disabled"}, "mig_devices": devices or {}}
+    return {"index": index, "mig_capable": capable, "changed": True, "selected": True, "after": after}
+
+
+def test_single_strategy_refuses_what_the_device_plugin_refuses():
+    """internal/rm/device_map.go: one migEnabled value per node, every MIG GPU with devices, one device type."""
+    assert R.single_strategy_problem([_g(0, devices={"1g.10gb": 7}), _g(1, devices={"1g.10gb": 7})]) == ""
+    assert R.single_strategy_problem([_g(0, mig=False), _g(1, capable=False)]) == ""
+    assert R.single_strategy_problem([_g(0, devices={"1g.10gb": 7}), _g(1, mig=False), _g(2, capable=False)]) == (
+        "the device plugin's single MIG strategy needs MIG enabled on every GPU of the node or on none, and the plan "
+        "leaves GPU 0 with MIG enabled and GPU 1, 2 without")
+    assert R.single_strategy_problem([_g(0, devices={"1g.10gb": 0}), _g(1, devices={"1g.10gb": 7})]) == (
+        "the device plugin's single MIG strategy refuses a MIG-enabled GPU without MIG devices (GPU 0)")
+    assert R.single_strategy_problem([_g(0, devices={"1g.10gb": 2, "2g.20gb": 1})]) == (
+        "the device plugin's single MIG strategy serves one MIG device type per node, and the plan leaves 1g.10gb, 2g.20gb")
+    facts = R.node_facts({"resources": [node()]}, "n1", selected="x")
+    mixed = {"changed": True, "gpus": [_g(0, devices={"1g.10gb": 2, "2g.20gb": 1})]}
+    assert R.node_plan(facts, mixed, strategy="single")["error"].startswith("the device plugin's single MIG strategy serves")
+    assert R.node_plan(facts, mixed, strategy="mixed")["error"] == ""
+    assert R.node_plan(facts, dict(mixed, changed=False), strategy="single")["error"] == ""  # not rolled: not judged
+
+
+def test_single_strategy_serves_compute_instance_profiles():
+    """rm.go AddDefaultResourcesToConfig: single adds AddMIGResource("*", "gpu"), which matches 1c.* profiles."""
+    facts = R.node_facts({"resources": [node()]}, "n1", selected="x")
+    ci = {"changed": True, "gpus": [_g(0, devices={"1c.3g.40gb": 3})]}
+    plan = R.node_plan(facts, ci, strategy="single")
+    assert plan["error"] == "" and plan["target"] == {"nvidia.com/gpu": 3}
+    assert R.node_plan(facts, ci, strategy="mixed")["error"].startswith("compute-instance profile(s) 1c.3g.40gb")
+    assert R.expected_resources(ci["gpus"], "single") == {"nvidia.com/gpu": 3}
+    assert R.expected_resources(ci["gpus"], "mixed") == {}
+
+
+def test_node_facts_resume_only_this_rolls_phase():
+    # A phase another roll (the health roll, a driver roll) left on the node is not mig_reconfigure's to finish.
+    def node(roll, phase):
+        return {"resources": [{"metadata": {"name": "n1", "labels": {"nvidia.com/mig.config": "all-1g"},
+                                            "annotations": {"gpuops.provision/roll": roll, "gpuops.provision/roll-phase": phase,
+                                                            "gpuops.provision/roll-target": "all-1g"}},
+                               "spec": {"unschedulable": True}}]}
+    assert R.node_facts(node("mig_reconfigure", "drained"), "n1")["resume"] == "drained"
+    assert R.node_facts(node("gpu_health", "drained"), "n1")["resume"] == ""
+    assert R.node_facts(node("mig_reconfigure", "released"), "n1")["resume"] == ""

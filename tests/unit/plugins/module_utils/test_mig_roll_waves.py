@@ -52,7 +52,8 @@ def test_serial_one_is_one_node_per_wave_in_order_and_unchanged_nodes_never_roll
     plan = R.roll_waves(fleet(6, changing=(1, 2, 4)))
     # The defaults: one node at a time, every node may be unavailable, no failure tolerated, no floor.
     assert plan == {"waves": [["n1"], ["n2"], ["n4"]], "sizes": [1, 1, 1], "max_parallel": 1, "max_unavailable": 6,
-                    "max_failures": 0, "unavailable_before": [], "min_capacity": {}, "wave_of": {"n1": 0, "n2": 1, "n4": 2}}
+                    "max_failures": 0, "unavailable_before": [], "min_capacity": {}, "wave_of": {"n1": 0, "n2": 1, "n4": 2},
+                    "order": {"n1": 0, "n2": 1, "n4": 2}}
     assert R.roll_waves(fleet(6, changing=(1, 2, 4)), max_parallel=None)["sizes"] == [1, 1, 1]
 
 

@@ -166,7 +166,10 @@ def test_solver_agrees_with_exhaustive_search_for_every_multiset(model_name):
         if not request:
             continue
         within_limits = all(c <= table.get(n).max_count for n, c in request.items())
-        expected = within_limits and tuple(sorted(request.items())) in packable
+        # nvml.h *_SLICE_ALL_ME: a +me.all instance "prevents allocation of all but _NO_ME profiles".
+        me_all = sum(c for n, c in request.items() if n.endswith("+me.all"))
+        me_all_ok = me_all == 0 or (me_all == 1 and all(n.endswith(("+me.all", "-me")) for n in request))
+        expected = within_limits and me_all_ok and tuple(sorted(request.items())) in packable
         try:
             groups, placed = m.validate_target(table, request)
         except m.MigError:

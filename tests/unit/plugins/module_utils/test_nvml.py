@@ -195,3 +195,79 @@ def test_binding_from_the_collections_virtualenv_when_the_interpreter_has_none(m
         assert str(site) in sys.path
     finally:
         sys.modules.pop(name, None)
+
+
+# --- versioned entry points on drivers without the newest symbol (issue 38, point 2) ------------------------------
+
+PROCS = [{"pid": 41, "gpu_instance_id": 1, "compute_instance_id": 0, "used_memory": 1048576},
+         {"pid": 42, "type": "graphics"}]
+GI = [{"profile_id": 9, "start": 4, "id": 1, "compute_instances": [{"slices": 3}]}]
+
+
+def _a100(driver, missing=(), **gpu):
+    return {"driver_version": driver, "missing_symbols": list(missing),
+            "gpus": [dict({"model": A100, "mig_mode": "enabled", "gpu_instances": GI, "processes": PROCS}, **gpu)]}
+
+
+def _entry_points(nvml, *names):
+    return {n: nvml.call_counts.get(n, 0) for n in names}
+
+
+@pytest.mark.parametrize("driver", ["505.86.01", "535.98"])
+def test_a_driver_without_the_v3_process_symbol_is_listed_through_v2(sim, driver):
+    """nvidia-ml-py's unversioned process lists call the _v3 symbol under throwOnVersionMismatch and raise
+    NVMLLibraryMismatchError, a plain Exception, when the driver lacks it (before 510.39.01, and in 535.98)."""
+    nvml = sim(_a100(driver))
+    with pytest.raises(nvml.nv.NVMLLibraryMismatchError):
+        nvml.nv.nvmlDeviceGetComputeRunningProcesses(nvml.handle(0))
+    info = nvml.fill(nvml.device(0), detail=False, strict=True).info
+    assert info["processes"] == [
+        {"pid": 41, "type": "compute", "used_memory_bytes": 1048576, "gpu_instance_id": 1, "compute_instance_id": 0},
+        {"pid": 42, "type": "graphics", "used_memory_bytes": None, "gpu_instance_id": None, "compute_instance_id": None}]
+    assert _entry_points(nvml, "nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses_v2") == {
+        "nvmlDeviceGetComputeRunningProcesses_v2": 1, "nvmlDeviceGetGraphicsRunningProcesses_v2": 1}
+
+
+def test_without_v3_and_v2_the_original_symbol_gives_v1_records(sim):
+    missing = ["nvmlDevice%sRunningProcesses_%s" % (k, v) for k in ("GetCompute", "GetGraphics") for v in ("v3", "v2")]
+    nvml = sim(_a100("550.54.15", missing))
+    info = nvml.fill(nvml.device(0), detail=False, strict=True).info
+    # v1 records have no GPU/compute instance ids.
+    assert info["processes"] == [
+        {"pid": 41, "type": "compute", "used_memory_bytes": 1048576, "gpu_instance_id": None, "compute_instance_id": None},
+        {"pid": 42, "type": "graphics", "used_memory_bytes": None, "gpu_instance_id": None, "compute_instance_id": None}]
+    assert nvml.call_counts["nvmlDeviceGetComputeRunningProcesses"] == 2  # the wrapper, then the C symbol
+    nvml = sim(_a100("550.54.15", missing, processes=[]))
+    assert nvml.fill(nvml.device(0), detail=False, strict=True).info["processes"] == []
+
+
+def test_newest_profile_and_placement_symbols_missing_fall_back_to_the_older_ones(sim):
+    """GI/CI profile info: the V entry points from 510.39.01; GI placements: _v2 from 470.42.01 (nvml.h per driver
+    release); each missing alone, and all of them on a 460.x driver."""
+    want = sim(_a100("550.54.15"))
+    table = want.snapshot(0, detail=False)
+    for missing in (["nvmlDeviceGetGpuInstanceProfileInfoV"], ["nvmlGpuInstanceGetComputeInstanceProfileInfoV"],
+                    ["nvmlDeviceGetGpuInstancePossiblePlacements_v2"]):
+        nvml = sim(_a100("550.54.15", missing))
+        got = nvml.snapshot(0, detail=False)
+        assert [(p.name, p.id, p.placements, p.max_count) for p in got.table.profiles] == \
+            [(p.name, p.id, p.placements, p.max_count) for p in table.table.profiles], missing
+        assert got.info["instances"] == table.info["instances"], missing
+    nvml = sim(_a100("460.106.00", processes=[]))
+    got = nvml.snapshot(0, detail=False)
+    assert got.info["instances"] == table.info["instances"]
+    assert nvml.call_counts["nvmlDeviceGetGpuInstancePossiblePlacements"] == 2 * len(got.table.profiles)
+
+
+def test_a_missing_symbol_is_told_from_other_errors(sim):
+    nvml = sim(_a100("550.54.15"))
+    assert nvml.missing_symbol(nvml.nv.NVMLError(nvml.nv.NVML_ERROR_FUNCTION_NOT_FOUND))
+    assert nvml.missing_symbol(nvml.nv.NVMLLibraryMismatchError("x")) and nvml.missing_symbol(AttributeError("x"))
+    assert not nvml.missing_symbol(nvml.nv.NVMLError(nvml.nv.NVML_ERROR_NO_PERMISSION))
+    assert not nvml.missing_symbol(ValueError("x"))
+    # A refusal other than a missing symbol is no reason to try an older entry point.
+    nvml = sim(dict(_a100("505.86.01"), faults={"fail_processes_after": 0, "fail_processes_error": "NO_PERMISSION"}))
+    with pytest.raises(_nvml.NvmlError, match="cannot list the processes.*NVML_ERROR_NO_PERMISSION"):
+        nvml.fill(nvml.device(0), detail=False, strict=True)
+    assert "nvmlDeviceGetComputeRunningProcesses_v2" not in nvml.call_counts or \
+        nvml.call_counts["nvmlDeviceGetComputeRunningProcesses_v2"] == 1

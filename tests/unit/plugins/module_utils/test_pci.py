@@ -119,7 +119,7 @@ def test_hostpci_equivalent(a, b):
     ("01:00", "01:00.0"),             # all functions vs function 0
     ("mapping=gpu1,rombar=0", "mapping=gpu1"),
     ("mapping=gpu1,pcie=1", "mapping=gpu1"),
-    ("01:00.4;01:00.5", "01:00.5;01:00.4"),  # order of alternatives is the try order
+    ("01:00.4;01:00.5", "01:00.5;01:00.4"),  # functions in the order they reach the VM
     ("mapping=gpu1,mdev=nvidia-1", "mapping=gpu1,mdev=nvidia-2"),
 ])
 def test_hostpci_different(a, b):
@@ -194,7 +194,7 @@ def test_hostpci_romfile_with_comma_or_path_is_refused():
     ("node=-pve1,path=0000:01:00.0,id=10de:20b5", "invalid node name"),
     ("node=pve1\n,path=0000:01:00.0,id=10de:20b5", "invalid node name"),
     ("node=pve1,path=01:00:00,id=10de:20b5", "invalid PCI address"),
-    ("node=pve1,path=0000:01:00.0;,id=10de:20b5", "empty alternative"),
+    ("node=pve1,path=0000:01:00.0;,id=10de:20b5", "empty function address"),
     ("node=pve1,path=0000:01:00.0,id=10de:20b", "invalid id"),
     ("node=pve1,node=pve2,path=0000:01:00.0,id=10de:20b5", "duplicate key"),
 ])
@@ -588,8 +588,8 @@ def test_normalize_hostpci_every_key():
 @pytest.mark.parametrize("entry,msg", [
     ("pve1,path=0000:01:00.0,id=10de:20b5", r"^unknown mapping property None in 'pve1,path=0000:01:00\.0,id=10de:20b5'$"),
     ("node=pve1,path=0000:01:00.0,id=10de:20b5,color=red", r"^unknown mapping property 'color' in 'node=pve1,"),
-    ("node=pve1,path=0000:01:00.0;,id=10de:20b5", r"^invalid mapping path '0000:01:00\.0;' \(empty alternative\)$"),
-    ("node=pve1,path=;0000:01:00.0,id=10de:20b5", r"^invalid mapping path ';0000:01:00\.0' \(empty alternative\)$"),
+    ("node=pve1,path=0000:01:00.0;,id=10de:20b5", r"^invalid mapping path '0000:01:00\.0;' \(empty function address\)$"),
+    ("node=pve1,path=;0000:01:00.0,id=10de:20b5", r"^invalid mapping path ';0000:01:00\.0' \(empty function address\)$"),
     ("node=pve1,path=0000:01:00.0,id=10de:20b5,iommugroup=x", r"^invalid iommugroup 'x' \(expected a number\)$"),
     ({"node": "pve1", "path": "01:00.0", "id": "10de:20b5", "iommugroup": True}, r"^invalid iommugroup True \(expected a number\)$"),
     ("node=pve_1,path=0000:01:00.0,id=10de:20b5", r"^invalid node name 'pve_1' \(letters, digits and inner '-' only\)$"),
@@ -875,3 +875,75 @@ def test_check_map_entry_goes_on_after_each_finding():
     no_group = [dict(d, iommu_group=-1) for d in pair]
     entry = _pci.normalize_map_entry("node=pve1,path=0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533")
     assert _pci.check_map_entry(entry, no_group) == ["'subsystem-id' does not match for '0000:02:00.0' (10de:9999 != 10de:1533)"]
+
+
+# --------------------------------------------------------------------------- ';' = one multifunction device (issue 39)
+
+@pytest.mark.parametrize("paths,expected", [
+    ("0000:01:00.0", None),
+    ("0000:01:00.0;0000:01:00.1", None),
+    ("0000:01:00.4;0000:01:00.5", None),  # two functions of one bus:slot (VFs included) are one device to PVE
+    ("0000:01:00.0;0000:02:00.0", "host 0000:01:00.0;0000:02:00.0 joins functions of different devices (0000:01:00, "
+                                  "0000:02:00): Proxmox VE passes every ';'-separated function to the VM together, as "
+                                  "one multifunction device, not as alternatives; a pool is a PCI mapping with one map "
+                                  "entry per device"),
+    ("0000:01:00.0;0000:02:00.0;0000:01:00.1;0000:03:00.0", "host 0000:01:00.0;0000:02:00.0;0000:01:00.1;0000:03:00.0 "
+                                                            "joins functions of different devices (0000:01:00, "
+                                                            "0000:02:00, 0000:03:00): "),
+    ("0000:01:00.1;0000:01:00.1", "host 0000:01:00.1;0000:01:00.1 names function 0000:01:00.1 more than once (a path "
+                                  "without function is every function of the device)"),
+    ("0000:01:00;0000:01:00.1", "host 0000:01:00;0000:01:00.1 names function 0000:01:00.1 more than once"),
+    ("0000:01:00.1;0000:01:00", "host 0000:01:00.1;0000:01:00 names function 0000:01:00 more than once"),
+    ("0000:01:00.0;0000:01:00.1;0000:01:00.0", "host 0000:01:00.0;0000:01:00.1;0000:01:00.0 names function 0000:01:00.0 "),
+])
+def test_joined_functions_problem(paths, expected):
+    got = _pci.joined_functions_problem(paths, "host")
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and got.startswith(expected), got
+
+
+def test_group_functions_joins_functions_of_a_device_and_keeps_devices_and_vfs_apart():
+    assert _pci.group_functions(["3:00.0", "01:00.0", "0000:01:00.1", "02:00"]) == [
+        "0000:03:00.0", "0000:01:00.0;0000:01:00.1", "0000:02:00"]
+    assert _pci.group_functions(["01:00.4", "01:00.5", "01:00.0"], separate=["0000:01:00.4", "01:00.5"]) == [
+        "0000:01:00.4", "0000:01:00.5", "0000:01:00.0"]
+    assert _pci.group_functions(["01:00.4", "01:00.5"]) == ["0000:01:00.4;0000:01:00.5"]
+    assert _pci.group_functions([]) == []
+    with pytest.raises(PciError, match=r"^path 0000:01:00\.0;0000:01:00\.0 names function 0000:01:00\.0 more than once"):
+        _pci.group_functions(["01:00.0", "0000:01:00.0"])
+    with pytest.raises(PciError, match=r"^path 0000:01:00\.4;0000:01:00\.4 names function"):
+        _pci.group_functions(["01:00.4", "01:00.4"], separate=["01:00.4"])
+    with pytest.raises(PciError, match=r"^invalid PCI address 'zz'"):
+        _pci.group_functions(["zz"])
+
+
+def test_path_functions_follow_lspci_prefix_matching():
+    devices = [_pci.device_facts(d) for d in HW]
+    assert _pci.path_functions("0000:01:00.1", devices) == ["0000:01:00.1"]
+    assert _pci.path_functions("0000:01:00", devices) == ["0000:01:00.0", "0000:01:00.1", "0000:01:00.4", "0000:01:00.5"]
+    assert _pci.path_functions("0000:02:00.1;0000:01:00.0", devices) == ["0000:02:00.1", "0000:01:00.0"]
+    assert _pci.path_functions("0000:07:00.0", devices) == []
+
+
+def test_strict_hostpci_refuses_joined_devices_and_mdev_on_several_functions():
+    with pytest.raises(PciError, match=r"^host 0000:01:00\.0;0000:02:00\.0 joins functions of different devices"):
+        _pci.normalize_hostpci({"host": "01:00.0;02:00.0"})
+    with pytest.raises(PciError, match=r"^host 0000:01:00\.4;0000:01:00\.5 with mdev nvidia-1: cannot use mediated device "
+                                       r"with multifunction device \(qemu-server parse_hostpci\); give one function$"):
+        _pci.normalize_hostpci({"host": "01:00.4;01:00.5", "mdev": "nvidia-1"})
+    # what the server stored is read as it is
+    assert _pci.normalize_hostpci("01:00.0;02:00.0,mdev=nvidia-1") == {"host": "0000:01:00.0;0000:02:00.0", "mdev": "nvidia-1"}
+    assert _pci.normalize_hostpci({"host": "01:00.4;01:00.5"}) == {"host": "0000:01:00.4;0000:01:00.5"}
+    assert _pci.normalize_hostpci({"host": "01:00.4", "mdev": "nvidia-1"}) == {"host": "0000:01:00.4", "mdev": "nvidia-1"}
+    assert _pci.normalize_hostpci({"mapping": "mm", "mdev": "nvidia-1"}) == {"mapping": "mm", "mdev": "nvidia-1"}
+
+
+@pytest.mark.parametrize("version,mdev,expected", [
+    ((8, 3, 4), True, None), ((8, 0, 0), False, None), ((8, 4, 0), True, True), ((8, 4, 1), False, False),
+    ((9, 0, 0), True, True), (None, False, False),
+])
+def test_mdev_checked_only_from_8_4(version, mdev, expected):
+    # pve-guest-common 57cd454 (libpve-guest-common-perl 5.1.7, PVE 8.4) added the mdev comparison to assert_valid.
+    assert _pci.mdev_checked(version, mdev) is expected

@@ -128,3 +128,101 @@ def test_passthrough_problems_none_when_ready_and_first_record_of_an_address_cou
     assert H.passthrough_problems(iommu, WANT, ["0000:17:00.0"]) == []
     assert H.passthrough_problems(iommu, WANT, []) == []
     assert F.pve_host_problems(iommu, ["intel_iommu=on"], ["0000:17:00.0"]) == []
+
+
+# --------------------------------------------------------------------------- NVIDIA vGPU hosts (issue 39 point 3)
+
+VGPU_LINES = [
+    "/r/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs:4",
+    "/r/sys/bus/pci/devices/0000:65:00.0/sriov_numvfs:0",
+    "/r/sys/bus/pci/devices/0000:41:00.4/nvidia/creatable_vgpu_types",
+    "/r/sys/bus/pci/devices/0000:41:00.4/physfn",
+    "/r/sys/bus/pci/devices/0000:21:00.0/mdev_supported_types",
+    "ls: cannot access '/r/sys/bus/pci/devices/*/physfn': No such file or directory",
+    "/r/sys/bus/pci/devices/0000:41:00.0/sriov_numvfs:x",
+]
+
+
+def test_vgpu_evidence():
+    ev = H.vgpu_evidence(VGPU_LINES, ["/usr/lib/systemd/system/nvidia-vgpu-mgr.service", "/usr/lib/systemd/system/nvidia-vgpu-mgr.service"])
+    assert ev == {"devices": {"0000:21:00.0": ["mdev_supported_types (mediated device types)"],
+                              "0000:41:00.0": ["4 SR-IOV virtual functions enabled"],
+                              "0000:41:00.4": ["nvidia/creatable_vgpu_types (NVIDIA vGPU driver)", "is an SR-IOV virtual function"]},
+                  "manager": ["/usr/lib/systemd/system/nvidia-vgpu-mgr.service"]}
+    assert H.vgpu_evidence(["/x/0000:65:00.0/sriov_numvfs:0"], []) == {"devices": {}, "manager": []}
+    assert H.vgpu_evidence(["/x/0000:65:00.0/sriov_numvfs:1"], []) == {
+        "devices": {"0000:65:00.0": ["1 SR-IOV virtual functions enabled"]}, "manager": []}
+    assert F.pve_host_vgpu_evidence(VGPU_LINES, []) == H.vgpu_evidence(VGPU_LINES, [])
+
+
+def test_vgpu_conflicts_name_the_gpus_and_the_blacklist():
+    ev = H.vgpu_evidence(VGPU_LINES, ["/u/nvidia-vgpu-mgr.service"])
+    assert H.vgpu_conflicts(ev, ["0000:41:00.0", "0000:65:00.0"], ["nouveau", "nvidia"]) == [
+        "GPU 0000:41:00.0 would be handed to vfio-pci but serves NVIDIA vGPU (4 SR-IOV virtual functions enabled)",
+        "GPU 0000:41:00.4 would be handed to vfio-pci but serves NVIDIA vGPU (nvidia/creatable_vgpu_types (NVIDIA vGPU "
+        "driver), is an SR-IOV virtual function)",
+        "blacklisting nvidia would stop the NVIDIA vGPU host driver (0000:21:00.0: mdev_supported_types (mediated device "
+        "types); 0000:41:00.0: 4 SR-IOV virtual functions enabled; 0000:41:00.4: nvidia/creatable_vgpu_types (NVIDIA "
+        "vGPU driver), is an SR-IOV virtual function; /u/nvidia-vgpu-mgr.service)"]
+    # Other GPUs, nvidia not blacklisted: the vGPU cards are left alone.
+    assert H.vgpu_conflicts(ev, ["0000:65:00.0"], ["nouveau"]) == []
+    assert H.vgpu_conflicts({"devices": {}, "manager": ["/u/m"]}, [], ["nvidia"]) == [
+        "blacklisting nvidia would stop the NVIDIA vGPU host driver (/u/m)"]
+    assert H.vgpu_conflicts({"devices": {}, "manager": []}, ["0000:41:00.0"], ["nvidia"]) == []
+    assert F.pve_host_vgpu_conflicts(ev, [], ["nvidia"]) == H.vgpu_conflicts(ev, [], ["nvidia"])
+
+
+def _fn(addr, cls="0x030200", vendor="0x10de"):
+    return {"address": addr, "vendor": vendor, "device": "0x26b9", "class": cls}
+
+
+def test_vgpu_host_problems():
+    pci = [_fn("0000:41:00.0"), _fn("0000:41:00.4"), _fn("0000:21:00.0"), _fn("0000:03:00.0", cls="0x010802", vendor="0x144d"),
+           _fn("0000:05:00.0", cls="0x040300")]
+    good = ["/r/0000:41:00.0/sriov_totalvfs:16", "/r/0000:41:00.0/sriov_numvfs:16", "/r/0000:41:00.4/physfn",
+            "/r/0000:41:00.4/nvidia/creatable_vgpu_types", "/r/0000:21:00.0/mdev_supported_types"]
+    assert H.vgpu_host_problems(pci, good) == []
+    assert F.pve_host_vgpu_problems(pci, good) == []
+    assert H.vgpu_host_problems(pci, ["/r/0000:41:00.0/sriov_totalvfs:16", "/r/0000:41:00.0/sriov_numvfs:0",
+                                      "/r/0000:41:00.4/physfn"]) == [
+        "GPU 0000:41:00.0: SR-IOV capable (16 virtual functions) but none enabled (pve-nvidia-sriov@ALL.service runs "
+        "sriov-manage -e ALL)",
+        "GPU 0000:21:00.0: no vGPU types (neither nvidia/creatable_vgpu_types nor mdev_supported_types; is the NVIDIA vGPU "
+        "host driver loaded?)"]
+    assert H.vgpu_host_problems(pci, good[:3] + good[4:] + ["/r/0000:51:00.4/physfn", "/r/0000:51:00.4/nvidia/creatable_vgpu_types"]) == [
+        "GPU 0000:41:00.0: virtual functions enabled but none has nvidia/creatable_vgpu_types (is the NVIDIA vGPU host "
+        "driver loaded?)"]
+    assert H.vgpu_host_problems([_fn("0000:03:00.0", vendor="0x144d")], good) == ["no NVIDIA GPU found"]
+    assert H.vgpu_host_problems([_fn("0000:21:00.0")], ["/r/0000:21:00.0/nvidia/creatable_vgpu_types"]) == []
+    # a function without a class is no GPU; one virtual function is SR-IOV too
+    assert H.vgpu_host_problems([{"address": "0000:07:00.0", "vendor": "0x10de"}, _fn("0000:21:00.0")],
+                                ["/r/0000:21:00.0/mdev_supported_types"]) == []
+    one_vf = ["/r/0000:21:00.0/sriov_totalvfs:1", "/r/0000:21:00.0/mdev_supported_types"]
+    assert H.vgpu_host_problems([_fn("0000:21:00.0")], one_vf) == [
+        "GPU 0000:21:00.0: SR-IOV capable (1 virtual functions) but none enabled (pve-nvidia-sriov@ALL.service runs "
+        "sriov-manage -e ALL)"]
+
+
+def test_helper_done_and_passthrough_files():
+    assert H.helper_done(["blacklist nouveau", "/usr/sbin/dkms"]) is True
+    assert H.helper_done(["  blacklist  nouveau  ", "/usr/bin/dkms "]) is True
+    assert H.helper_done(["blacklist nouveau"]) is False
+    assert H.helper_done(["/usr/sbin/dkms", "blacklist nouveaux"]) is False
+    assert H.helper_done(["# blacklist nouveau", "/usr/sbin/dkms"]) is False
+    assert F.pve_host_vgpu_helper_done(["blacklist nouveau", "/usr/sbin/dkms"]) is True
+    files = [("/a", "options vfio-pci ids=10de:26b9,10de:22ba\n"), ("/b", "blacklist nouveau\nblacklist nvidia\n"),
+             ("/c", "options vfio-pci ids=8086:1533\n"), ("/d", "blacklist nvidiafb\n"), ("/e", "")]
+    assert H.passthrough_files(files) == ["/a", "/b"]
+    slurped = [{"item": "/a", "content": "b3B0aW9ucyB2ZmlvLXBjaSBpZHM9MTBkZToyNmI5Cg=="}, {"item": "/x", "failed": True}]
+    assert F.pve_host_passthrough_files(slurped) == ["/a"]
+
+
+@pytest.mark.parametrize("remapping,unsafe,problem", [
+    (False, False, True), (False, None, True), (False, True, False), (True, False, False), (None, False, False),
+])
+def test_passthrough_problems_gate_on_interrupt_remapping(remapping, unsafe, problem):
+    iommu = {"active": True, "cmdline": "intel_iommu=on", "gpus": [_gpu("0000:17:00.0")],
+             "interrupt_remapping": remapping, "allow_unsafe_interrupts": unsafe}
+    expected = ["interrupt remapping is off (firmware, or intremap=off): VFIO refuses passthrough; enable it in the "
+                "firmware, or accept the risk with 'options vfio_iommu_type1 allow_unsafe_interrupts=1'"]
+    assert H.passthrough_problems(iommu, ["intel_iommu=on"], ["0000:17:00.0"]) == (expected if problem else [])

@@ -26,8 +26,14 @@ def lease(holder=OTHER, renewed=NOW - 10, duration=3600, nodes="gpu-01,gpu-02", 
                          "annotations": {L.NODES_ANNOTATION: nodes}}, "spec": spec}
 
 
-def decide(current, state="held", holder=ME, ttl=600, nodes=("gpu-03",), now=NOW):
-    return L.decide(current, state, "roll", "kube-system", holder, ttl, list(nodes), now)
+def decide(current, state="held", holder=ME, ttl=600, nodes=("gpu-03",), now=NOW, **kwargs):
+    return L.decide(current, state, "roll", "kube-system", holder, ttl, list(nodes), now, **kwargs)
+
+
+def notes(nodes, slots="", queue="", passed="", progress="", **more):
+    """The annotations a Lease written by decide() carries."""
+    return dict({L.NODES_ANNOTATION: nodes, L.SLOTS_ANNOTATION: slots, L.QUEUE_ANNOTATION: queue,
+                 L.PASSED_ANNOTATION: passed, L.PROGRESS_ANNOTATION: progress}, **more)
 
 
 def test_times_round_trip_as_the_api_server_writes_them():
@@ -97,11 +103,12 @@ def test_times_are_utc_whatever_the_controller_time_zone(controller_east_of_utc)
 def test_no_lease_is_created_for_this_run():
     d = decide(None, nodes=("gpu-03", "gpu-04"))
     # A create must not carry a resourceVersion.
-    assert d == {"action": "create", "before": None, "taken_over": None, "msg": "took the roll lock kube-system/roll",
+    assert d == {"action": "create", "before": None, "taken_over": None, "superseded": "",
+                 "msg": "took the roll lock kube-system/roll",
                  "body": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                           "metadata": {"name": "roll", "namespace": "kube-system",
                                        "labels": {"app.kubernetes.io/managed-by": "gpuops.provision"},
-                                       "annotations": {L.NODES_ANNOTATION: "gpu-03,gpu-04"}},
+                                       "annotations": notes("gpu-03,gpu-04", progress=L.format_time(NOW))},
                           "spec": {"holderIdentity": ME, "leaseDurationSeconds": 600, "acquireTime": L.format_time(NOW),
                                    "renewTime": L.format_time(NOW), "leaseTransitions": 0}}}
 
@@ -109,7 +116,7 @@ def test_no_lease_is_created_for_this_run():
 def test_a_live_lease_of_another_run_is_refused_naming_it_and_its_nodes():
     current = lease(renewed=NOW - 10, duration=3600)
     d = decide(current)
-    assert d == {"action": "refuse", "body": None, "before": L.record(current), "taken_over": None,
+    assert d == {"action": "refuse", "body": None, "before": L.record(current), "taken_over": None, "superseded": "",
                  "msg": "another roll holds the lock kube-system/roll: %s (nodes gpu-01, gpu-02; renewed %s; "
                         "expires in 3590 s); nothing was changed" % (OTHER, L.format_time(NOW - 10))}
     # A quarter second left rounds to 0 s, still ahead.
@@ -124,13 +131,13 @@ def test_an_expired_lease_is_taken_over_with_the_resource_version_read():
     current = lease(renewed=NOW - 4000, duration=3600, transitions=2, rv="77")
     d = decide(current)
     # client-go: LeaderTransitions + 1 on a change of hands.
-    assert d == {"action": "update", "before": L.record(current), "taken_over": OTHER,
+    assert d == {"action": "update", "before": L.record(current), "taken_over": OTHER, "superseded": OTHER,
                  "msg": "took over the roll lock kube-system/roll from %s (nodes gpu-01, gpu-02; renewed %s; expired 400 s ago), "
                         "whose lease expired" % (OTHER, L.format_time(NOW - 4000)),
                  "body": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                           "metadata": {"name": "roll", "namespace": "kube-system", "resourceVersion": "77",
                                        "labels": {"app.kubernetes.io/managed-by": "gpuops.provision"},
-                                       "annotations": {L.NODES_ANNOTATION: "gpu-03"}},
+                                       "annotations": notes("gpu-03", progress=L.format_time(NOW), **{L.SUPERSEDED: OTHER})},
                           "spec": {"holderIdentity": ME, "leaseDurationSeconds": 600, "acquireTime": L.format_time(NOW),
                                    "renewTime": L.format_time(NOW), "leaseTransitions": 3}}}
 
@@ -149,17 +156,18 @@ def test_our_own_lease_is_renewed_keeping_acquire_time_and_transitions():
     mine = lease(holder=ME, renewed=NOW - 50, transitions=4, rv="90")
     d = decide(mine, nodes=())
     # No nodes given on a renewal: the recorded ones stay.
-    assert d == {"action": "update", "before": L.record(mine), "taken_over": None, "msg": "renewed the roll lock kube-system/roll",
+    assert d == {"action": "update", "before": L.record(mine), "taken_over": None, "superseded": "",
+                 "msg": "renewed the roll lock kube-system/roll",
                  "body": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                           "metadata": {"name": "roll", "namespace": "kube-system", "resourceVersion": "90",
                                        "labels": {"app.kubernetes.io/managed-by": "gpuops.provision"},
-                                       "annotations": {L.NODES_ANNOTATION: "gpu-01,gpu-02"}},
+                                       "annotations": notes("gpu-01,gpu-02")},
                           "spec": {"holderIdentity": ME, "leaseDurationSeconds": 600, "acquireTime": mine["spec"]["acquireTime"],
                                    "renewTime": L.format_time(NOW), "leaseTransitions": 4}}}
     # Nodes given replace the recorded ones; a Lease without acquireTime gets now.
     del mine["spec"]["acquireTime"]
     body = decide(mine, nodes=("gpu-05",))["body"]
-    assert body["spec"]["acquireTime"] == L.format_time(NOW) and body["metadata"]["annotations"] == {L.NODES_ANNOTATION: "gpu-05"}
+    assert body["spec"]["acquireTime"] == L.format_time(NOW) and body["metadata"]["annotations"] == notes("gpu-05")
     # Our own expired lease (nobody took it) is renewed too.
     assert decide(lease(holder=ME, renewed=NOW - 9999))["msg"] == "renewed the roll lock kube-system/roll"
 
@@ -168,11 +176,12 @@ def test_release_empties_the_holder_only_when_this_run_holds_it():
     mine = lease(holder=ME, transitions=4, rv="91")
     d = decide(mine, state="absent")
     # client-go release: holder "" and a duration of 1 s; acquireTime and the transitions stay.
-    assert d == {"action": "update", "before": L.record(mine), "taken_over": None, "msg": "released the roll lock kube-system/roll",
+    assert d == {"action": "update", "before": L.record(mine), "taken_over": None, "superseded": "",
+                 "msg": "released the roll lock kube-system/roll",
                  "body": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                           "metadata": {"name": "roll", "namespace": "kube-system", "resourceVersion": "91",
                                        "labels": {"app.kubernetes.io/managed-by": "gpuops.provision"},
-                                       "annotations": {L.NODES_ANNOTATION: ""}},
+                                       "annotations": notes("")},
                           "spec": {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": mine["spec"]["acquireTime"],
                                    "renewTime": L.format_time(NOW), "leaseTransitions": 4}}}
     # A Lease without acquireTime is released without one.
@@ -180,14 +189,14 @@ def test_release_empties_the_holder_only_when_this_run_holds_it():
     assert decide(mine, state="absent")["body"]["spec"]["acquireTime"] is None
     current = lease()
     other = decide(current, state="absent")
-    assert other == {"action": "none", "body": None, "before": L.record(current), "taken_over": None,
+    assert other == {"action": "none", "body": None, "before": L.record(current), "taken_over": None, "superseded": "",
                      "msg": "the roll lock kube-system/roll is not held by this run, but by %s (nodes gpu-01, gpu-02; renewed %s; "
                             "expires in 3590 s); left as it is" % (OTHER, L.format_time(NOW - 10))}
     # A holder with nothing more to say is named alone.
     bare = decide(lease(nodes="", renewed=None, duration=None), state="absent")
     assert bare["msg"] == "the roll lock kube-system/roll is not held by this run, but by %s; left as it is" % OTHER
     none = decide(None, state="absent")
-    assert none == {"action": "none", "body": None, "before": None, "taken_over": None,
+    assert none == {"action": "none", "body": None, "before": None, "taken_over": None, "superseded": "",
                     "msg": "the roll lock kube-system/roll is not held by this run; left as it is"}
 
 
@@ -195,7 +204,8 @@ def test_record_reads_every_field():
     rec = L.record(lease(renewed=NOW, duration=60, transitions=5, rv="12"))
     assert rec == {"holder": OTHER, "acquired": L.format_time(NOW - 100), "renewed": L.format_time(NOW),
                    "duration": 60, "expires_at": pytest.approx(NOW + 60), "transitions": 5,
-                   "nodes": ["gpu-01", "gpu-02"], "resource_version": "12"}
+                   "nodes": ["gpu-01", "gpu-02"], "slots": [], "queue": [], "passed": [], "progress": "", "process": "",
+                   "superseded": "", "resource_version": "12"}
     assert L.record(None) is None and L.record({}) is None
     bare = L.record({"metadata": {"name": "x"}, "spec": {}})
     assert bare["holder"] == "" and bare["expires_at"] is None and bare["nodes"] == [] and bare["transitions"] == 0
@@ -230,3 +240,60 @@ def test_the_limits_on_name_and_ttl_are_inclusive():
     assert L.decide(None, "held", "r" * 253, "ns", ME, 1, [], NOW)["body"]["spec"]["leaseDurationSeconds"] == 1
     with pytest.raises(L.LockError, match="^name must be 1 to 253 characters, got '%s'$" % ("r" * 254)):
         L.decide(None, "held", "r" * 254, "ns", ME, 1, [], NOW)
+
+
+# ---- beyond client-go: a holder known to be dead, the run it supersedes, check mode, bounds ----------------------
+
+PROCESS = "host=ctl;boot=b1;pid=4242;start=99"
+
+
+def test_a_live_lease_whose_controller_process_is_gone_is_taken_over_at_once():
+    current = lease(renewed=NOW - 10, duration=3600)
+    current["metadata"]["annotations"][L.PROCESS_ANNOTATION] = PROCESS
+    d = decide(current, holder_alive=False, process="host=ctl;boot=b1;pid=5000;start=120", queue=["gpu-03"])
+    assert d["action"] == "update" and d["taken_over"] == OTHER and d["superseded"] == OTHER
+    assert d["msg"] == ("took over the roll lock kube-system/roll from %s (nodes gpu-01, gpu-02; renewed %s; expires in "
+                        "3590 s), whose controller process is gone (%s)" % (OTHER, L.format_time(NOW - 10), PROCESS))
+    assert d["body"]["metadata"]["annotations"] == notes(
+        "gpu-03", queue="gpu-03", progress=L.format_time(NOW),
+        **{L.PROCESS_ANNOTATION: "host=ctl;boot=b1;pid=5000;start=120", L.SUPERSEDED: OTHER})
+    # Alive, or not knowable from here: the lease holds.
+    assert decide(current, holder_alive=True)["action"] == "refuse"
+    assert decide(current, holder_alive=None)["action"] == "refuse"
+
+
+def test_an_interrupted_holder_recorded_on_a_free_lease_is_superseded_by_the_next_run():
+    released = lease(holder="", duration=1, renewed=NOW - 1)
+    released["metadata"]["annotations"][L.SUPERSEDED] = OTHER
+    d = decide(released)
+    assert d["taken_over"] is None and d["superseded"] == OTHER and d["msg"] == "took the roll lock kube-system/roll"
+    assert d["body"]["metadata"]["annotations"][L.SUPERSEDED] == OTHER
+    # A renewal keeps the record and says so; a clean release clears it.
+    mine = lease(holder=ME)
+    mine["metadata"]["annotations"].update({L.SUPERSEDED: OTHER, L.SLOTS_ANNOTATION: "gpu-01", L.QUEUE_ANNOTATION: "gpu-01",
+                                            L.PASSED_ANNOTATION: "gpu-01", L.PROGRESS_ANNOTATION: "T"})
+    renewed = decide(mine, nodes=())
+    assert renewed["superseded"] == OTHER
+    assert renewed["body"]["metadata"]["annotations"] == notes(
+        "gpu-01,gpu-02", slots="gpu-01", queue="gpu-01", passed="gpu-01", progress="T", **{L.SUPERSEDED: OTHER})
+    assert L.SUPERSEDED not in decide(mine, state="absent")["body"]["metadata"]["annotations"]
+
+
+def test_a_release_for_a_dead_controller_records_the_holder_for_the_next_run():
+    mine = lease(holder=ME)
+    d = decide(mine, state="absent", interrupted=True)
+    assert d["msg"] == "released the roll lock kube-system/roll, whose holder's controller is gone"
+    assert d["body"]["metadata"]["annotations"][L.SUPERSEDED] == ME and d["body"]["spec"]["holderIdentity"] == ""
+
+
+def test_check_mode_says_what_would_be_done():
+    assert decide(None, check=True)["msg"] == "would take the roll lock kube-system/roll"
+    assert decide(lease(holder=ME), check=True)["msg"] == "would renew the roll lock kube-system/roll"
+    assert decide(lease(holder=ME), state="absent", check=True)["msg"] == "would release the roll lock kube-system/roll"
+    assert decide(lease(renewed=NOW - 4000), check=True)["msg"].startswith("would take over the roll lock kube-system/roll from ")
+
+
+def test_the_holder_is_bounded():
+    with pytest.raises(L.LockError, match=r"^holder must be at most 1024 characters, got 10000$"):
+        decide(None, holder="h" * 10000)
+    assert decide(None, holder="h" * 1024)["action"] == "create"

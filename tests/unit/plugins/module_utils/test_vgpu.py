@@ -575,8 +575,8 @@ def test_plan_vm_returns_every_field():
                          ["grid_a100-40c", "grid_a100-40c"], {"esx1": A100, "esx2": A100}, "poweredOn", False, mmio,
                          placement="cluster", power_policy="shutdown_guest", firmware="efi")
     assert plan == dict(
-        vm="vm1", host="esx1", eligible_hosts=["esx1", "esx2"], changed=True,
-        remove=[dev(201, "grid_a100-4c")], add=["grid_a100-40c"], keep=[dev(200, "grid_a100-40c")],
+        vm="vm1", host="esx1", eligible_hosts=["esx1", "esx2"], changed=True, reconfigure=True, upgrade=None,
+        restore=False, remove=[dev(201, "grid_a100-4c")], add=["grid_a100-40c"], keep=[dev(200, "grid_a100-40c")],
         lock_memory=True, extra_config={_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "256"},
         power=dict(power_off="guest", power_on_after=True),
         before=dict(profiles=["grid_a100-40c", "grid_a100-4c"], memory_reservation_locked_to_max=False,
@@ -784,3 +784,98 @@ def test_validate_profiles_cluster_rejection_names_the_requested_host_when_it_is
 ])
 def test_is_gpu_host_on_any_one_of_the_three_properties(row, gpu):
     assert _vgpu.is_gpu_host(row) is gpu
+
+
+# ---- issue 40: hosts whose GPUs cannot take the vGPUs, hardware upgrade, restore after a cut run -------------------
+
+def test_hosts_with_gpu_errors_are_not_eligible_and_the_reason_is_named():
+    offers = {"esx1": A100, "esx2": A100}
+    assert _vgpu.validate_profiles("vm1", ["grid_a100-40c"], "esx1", offers, "cluster",
+                                   host_errors={"esx1": ["host esx1: vSGA"]}) == ["esx2"]
+    with pytest.raises(_vgpu.VgpuError, match=r"^VM vm1 on host esx1: host esx1: vSGA; second$"):
+        _vgpu.validate_profiles("vm1", ["grid_a100-40c"], "esx1", offers, "host",
+                                host_errors={"esx1": ["host esx1: vSGA", "second"]})
+    # a host failing both the multi-vGPU rules and its GPUs names both
+    with pytest.raises(_vgpu.VgpuError, match=r"multi-vGPU rules legacy: .*\); gpu reason$"):
+        _vgpu.validate_profiles("vm1", ["grid_a100-20c", "grid_a100-20c"], "esx1", {"esx1": A100}, "host",
+                                host_errors={"esx1": ["gpu reason"]})
+
+
+def test_plan_vm_upgrade_is_a_change_that_needs_the_vm_off():
+    plan = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_a100-40c")] * 1, ["grid_a100-40c"], {"esx1": A100}, "poweredOn",
+                         True, {_vgpu.MMIO_ENABLE_KEY: "TRUE", _vgpu.MMIO_SIZE_KEY: "128"}, power_policy="power_off",
+                         upgrade={"before": "vmx-13"})
+    assert (plan["changed"], plan["reconfigure"], plan["upgrade"]) == (True, False, {"before": "vmx-13"})
+    assert plan["power"] == dict(power_off="hard", power_on_after=True)
+
+
+@pytest.mark.parametrize("power, power_on", [("poweredOff", True), ("poweredOn", False)])
+def test_plan_vm_restore_powers_on_a_vm_an_earlier_run_left_off(power, power_on):
+    plan = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_l40s-48q")], ["grid_l40s-48q"], {"esx1": L40S}, power, True, {},
+                         restore=True)
+    assert (plan["changed"], plan["reconfigure"], plan["restore"]) == (True, False, True)
+    assert plan["power"] == dict(power_off=None, power_on_after=power_on)
+    quiet = _vgpu.plan_vm("vm1", "esx1", [dev(200, "grid_l40s-48q")], ["grid_l40s-48q"], {"esx1": L40S}, power, True, {})
+    assert (quiet["changed"], quiet["restore"], quiet["power"]["power_on_after"]) == (False, False, False)
+
+
+def test_vsga_involved_is_any_device_in_shared_mode_before_or_after():
+    direct = dict(default_graphics_type="sharedDirect", devices={})
+    shared = dict(default_graphics_type="shared", devices={})
+    pcis = ["0000:3b:00.0", "3b:00.1"]
+    assert not _vgpu.vsga_involved(direct, direct, pcis)
+    assert _vgpu.vsga_involved(shared, direct, pcis)
+    assert _vgpu.vsga_involved(direct, shared, pcis)
+    one = dict(default_graphics_type="sharedDirect", devices={"0000:3b:00.1": "shared"})
+    assert _vgpu.vsga_involved(direct, one, pcis)  # the entry counts (ids normalized)
+    assert not _vgpu.vsga_involved(direct, one, ["0000:3b:00.0"])  # not a device of this host
+    override = dict(default_graphics_type="shared", devices={"0000:3b:00.0": "sharedDirect"})
+    assert not _vgpu.vsga_involved(override, direct, ["0000:3b:00.0"])
+    assert not _vgpu.vsga_involved(shared, shared, [])  # no graphics device at all
+
+
+def test_drift_is_judged_per_cluster_and_names_the_drifting_ones():
+    versions = {"a1": "550.90.05", "a2": "550.90.05", "b1": "535.154.02", "b2": "535.154.02", "c1": "550.90.05",
+                "c2": None, "s1": "535.154.02"}
+    clusters = {"a1": "A", "a2": "A", "b1": "B", "b2": "B", "c1": "C", "c2": "C", "s1": None}
+    out = _vgpu.drift_by_cluster(versions, clusters)
+    assert out["consistent"] is False and out["drifting_clusters"] == ["C"]
+    assert out["clusters"]["A"] == dict(consistent=True, versions={"550.90.05": ["a1", "a2"]}, missing=[], majority="550.90.05")
+    assert out["clusters"]["C"] == dict(consistent=False, versions={"550.90.05": ["c1"]}, missing=["c2"], majority="550.90.05")
+    assert out["clusters"]["standalone host s1"]["consistent"] is True
+    assert list(out["clusters"]) == ["A", "B", "C", "standalone host s1"]
+    # the whole scope's groups are still reported
+    assert out["versions"] == {"535.154.02": ["b1", "b2", "s1"], "550.90.05": ["a1", "a2", "c1"]} and out["missing"] == ["c2"]
+    assert out["majority"] == "535.154.02"
+    del versions["c2"]
+    assert _vgpu.drift_by_cluster(versions, clusters)["consistent"] is True
+    assert _vgpu.drift_by_cluster({}, {}) == dict(consistent=True, versions={}, missing=[], majority=None, clusters={},
+                                                  drifting_clusters=[])
+
+
+def test_vcenter_profile_facts_win_over_the_name_for_the_multi_vgpu_rules():
+    api = dict(name="odd", board="device-7", fb_gb=4, series="q", mig=False, source="api")
+    assert _vgpu.facts_as_parsed(api) == dict(name="odd", board="device-7", fb_gb=4, series="q", mig_slices=None)
+    assert _vgpu.facts_as_parsed(dict(api, mig=True))["mig_slices"] == 1
+    assert _vgpu.facts_as_parsed(dict(api, source="name")) is None
+    assert _vgpu.facts_as_parsed(dict(api, fb_gb=None)) is None
+    assert _vgpu.facts_as_parsed({}) is None
+    # the name alone cannot prove "odd" allows several vGPUs; vCenter's facts can
+    assert _vgpu.multi_vgpu_errors(["odd", "odd"], ["odd"]) == [
+        "profile odd: unrecognised name, cannot prove it allows multiple vGPUs"]
+    assert _vgpu.multi_vgpu_errors(["odd", "odd"], ["odd"], facts={"odd": api}) == []
+    assert _vgpu.validate_profiles("vm", ["odd", "odd"], "h", {"h": ["odd"]}, facts={"h": {"odd": api}}) == ["h"]
+
+
+def test_multi_vgpu_full_framebuffer_rule_holds_with_vcenters_profile_facts():
+    # vCenter's facts name the board by its device, the offered profiles by their names: the half-size profile is
+    # still refused (it passed unchecked when the boards were compared as given).
+    api = {"grid_a100-20c": {"name": "grid_a100-20c", "board": "device-8384", "fb_gb": 20, "series": "c", "mig": False,
+                             "source": "api"},
+           "grid_a100-40c": {"name": "grid_a100-40c", "board": "device-8384", "fb_gb": 40, "series": "c", "mig": False,
+                             "source": "api"}}
+    rules = _vgpu.multi_vgpu_rules("vsphere8")
+    offered = ["grid_a100-20c", "grid_a100-40c"]
+    assert _vgpu.multi_vgpu_errors(["grid_a100-20c"] * 2, offered, rules=rules, facts=api) == [
+        "profile grid_a100-20c: multiple vGPUs need the full-framebuffer profile (grid_a100-40c)"]
+    assert _vgpu.multi_vgpu_errors(["grid_a100-40c"] * 2, offered, rules=rules, facts=api) == []

@@ -564,3 +564,17 @@ def test_device_filter_matching_no_gpu_warns(monkeypatch, tmp_path, run_module):
     assert "entry 0: device-filter 0x233010DE matches no GPU on this host (GPUs: 0 0x20B010DE)" in json.dumps(res["warnings"])
     res = run_module(mig_geometry, {"devices": [entry(**{"device-filter": "0x20B010DE"})]})
     assert res["changed"] is True and "matches no GPU" not in json.dumps(res.get("warnings", []))
+
+
+def test_overlapping_entries_and_gpus_left_alone_warn_in_check_mode_and_apply(monkeypatch, tmp_path, run_module):
+    """Two entries selecting one GPU: mig-parted applies the last (kept), and the module says so, naming the GPU and
+    the entries; a GPU the configuration leaves alone (an L40S under devices: all) is said once, at the top."""
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}, {"model": "NVIDIA L40S"}]})
+    params = {"devices": [entry(mig_devices={"7g.40gb": 1}), entry(devices=[0])]}
+    for check in (True, False):
+        res = run_module(mig_geometry, params, check_mode=check)
+        warned = [w["event"]["msg"] if isinstance(w, dict) else w for w in res["warnings"]]
+        assert warned[:2] == [
+            "the configuration leaves 1 GPU(s) as they are: GPU 1 (NVIDIA L40S): no MIG",
+            "GPU 0 (NVIDIA A100-SXM4-40GB) is selected by entries 0, 1; mig-parted applies the last one, entry 1"], res
+        assert res["gpus"][0]["after"]["mig_devices"] == TARGET

@@ -122,8 +122,10 @@ def fails(sim, res, *parts):
     ({"id": "gpu", "map": [{"node": "pve9", "path": ["01:00.0"]}]}, ["mapping gpu: unknown node pve9"]),
     ({"id": "gpu", "map": [{"node": "pve1", "path": ["01:00.0"], "pci_id": "10de:2330"}]},
      ["mapping gpu does not match the hardware, nothing changed", "node pve1", "10de:2330"]),
-    ({"id": "gpu", "map": [{"node": "pve1", "path": ["01:00.0", "0000:01:00.0"]}]},
+    ({"id": "gpu", "map": [{"node": "pve1", "path": ["01:00.0"]}, {"node": "pve1", "path": ["0000:01:00.0"]}]},
      ["mapping gpu lists the same device more than once (node pve1 path 0000:01:00.0)", "nothing changed"]),
+    ({"id": "gpu", "map": [{"node": "pve1", "path": ["01:00.0", "0000:01:00.0"]}]},
+     ["mapping gpu: node pve1: path 0000:01:00.0;0000:01:00.0 names function 0000:01:00.0 more than once"]),
     ({"id": "gpu", "map": [{"node": "pve1", "path": ["0000:41:00.4"]}, {"node": "pve1", "path": ["0000:03:00.0"]}]},
      ["mapping gpu mixes devices that provide mediated devices (pve1 0000:41:00.4)", "(pve1 0000:03:00.0)", "nothing changed"]),
     ({"id": "gpu"}, ["mapping gpu does not exist; give map or build_from to create it"]),
@@ -162,3 +164,56 @@ def test_validate_hardware_false_writes_what_was_given(sim, run):
     assert res["changed"] is True, res
     assert res["mapping"]["map"] == ["id=10de:2330,iommugroup=1,node=pve1,path=0000:01:00.0,subsystem-id=10de:1533"]
     assert sim.mappings["gpu"]["map"] == res["mapping"]["map"]
+
+
+def test_a_path_that_is_not_an_nvidia_gpu_is_refused_unless_the_item_says_so(sim, run):
+    # issue 39 point 4: a typo mapped an NVMe controller with no warning. 0000:04:00.0 of pve1 is an Intel NIC.
+    res = run({"id": "gpu", "map": [{"node": "pve1", "path": ["04:00.0"]}]})
+    assert res["failed"] is True and writes(sim) == 0, res
+    assert res["msg"] == ("mapping gpu: node pve1: path 0000:04:00.0 is not an NVIDIA GPU: 0000:04:00.0 (class 0x020000, "
+                          "8086:1533); a typo? Set allow_non_gpu: true on this map item to map other devices; nothing changed")
+    res = run({"id": "nic", "map": [{"node": "pve1", "path": ["04:00.0"], "allow_non_gpu": True}], "validate_hardware": False},
+              check_mode=True)
+    assert res.get("failed") is not True and res["changed"] is True, res
+
+
+def test_absent_refuses_a_mapping_that_vms_use_unless_forced(monkeypatch, run):
+    # issue 39 point 7: a deleted mapping leaves its VMs unable to start ("PCI device mapping not found").
+    fx = cluster(pve2_status="offline")
+    fx["vms"]["102"]["config"]["hostpci1"] = "mapping=a100,pcie=1"
+    fx["vms"]["101"]["pending"] = {"hostpci0": "mapping=a100"}  # its next start uses it too
+    sim = use_pvesim(monkeypatch, fx)
+    for check_mode in (True, False):
+        res = run({"id": "a100", "state": "absent"}, check_mode=check_mode)
+        assert res["failed"] is True and writes(sim) == 0 and "a100" in sim.mappings, res
+        assert res["msg"] == ("mapping a100 is used by VM 101 on pve1 (hostpci0), VM 102 on pve1 (hostpci1); without it "
+                              "they cannot start (\"PCI device mapping not found\"); remove it from their hostpci entries "
+                              "first, or set force: true; nothing changed")
+        assert res["users"] == ["VM 101 on pve1 (hostpci0)", "VM 102 on pve1 (hostpci1)"]
+    res = run({"id": "a100", "state": "absent", "force": True})
+    assert res["changed"] is True and "a100" not in sim.mappings, res
+    res = run({"id": "l40s-vgpu", "state": "absent"})
+    assert res["changed"] is True and warnings(res) == [
+        "mapping l40s-vgpu: node pve2 is offline; its VMs were not checked for the mapping before the delete"], res
+
+
+@pytest.mark.parametrize("args,where", [
+    ({"description": "GPU\x07 pool"}, "description holds control characters ('\\x07')"),
+    ({"map": [{"node": "pve1", "path": ["01:00.0"], "description": "a\x1bb\x7f"}]},
+     "map[0].description holds control characters ('\\x1b', '\\x7f')"),
+])
+def test_control_characters_in_descriptions_name_the_option(sim, run, args, where):
+    # issue 39 point 9 (a NUL byte still fails earlier, in ansible-core's own syslog logging of the arguments)
+    res = run(dict({"id": "gpu", "map": [{"node": "pve1", "path": ["01:00.0"]}]}, **args))
+    assert res["failed"] is True and writes(sim) == 0, res
+    assert res["msg"] == "mapping gpu: %s, which a Proxmox VE config file cannot keep; nothing changed" % where
+
+
+def test_a_malformed_ca_path_names_the_option(sim, run, tmp_path):
+    bad = tmp_path / "ca.pem"
+    bad.write_text("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+    for path in (str(bad), str(tmp_path / "missing.pem")):
+        res = run({"id": "gpu", "state": "absent", "ca_path": path})
+        assert res["failed"] is True and writes(sim) == 0, res
+        assert res["msg"].startswith("mapping gpu: pve.test: ca_path %s cannot be used as the CA to verify the server with (" % path), res
+        assert res["msg"].endswith("give a PEM file of the CA certificate(s); nothing was sent"), res

@@ -146,3 +146,40 @@ def test_option_the_server_lacks_fails_naming_both_versions(monkeypatch, run):
     fails(sim, run({"vmid": 102, "gpus": [{"mapping": "a100", "driver": "keep"}]}, check_mode=True),
           "VM 102 on node pve1: hostpci0 (mapping=a100,driver=keep): 'driver' needs Proxmox VE 9.1 or newer",
           "the server runs 9.0.3; nothing changed")
+
+
+# --------------------------------------------------------------- vm_settings (issue 39): planned before any write
+
+GPU_VM = {"machine": "q35", "bios": "ovmf", "vga": "none", "efidisk_storage": "local-lvm"}
+
+
+def test_settings_and_gpu_in_one_config_call_then_nothing(sim, run):
+    # VM 101 is i440fx/SeaBIOS: pcie=1 needs the q35 the same run asks for.
+    args = {"vmid": 101, "gpus": [{"mapping": "a100", "pcie": True, "x_vga": True}], "vm_settings": GPU_VM}
+    res = run(args, check_mode=True)
+    assert res["changed"] is True and writes(sim) == 0, res
+    assert res["vm_settings"] == {"machine": "q35", "bios": "ovmf", "vga": "none", "efidisk0": "local-lvm:1,efitype=4m"}
+    assert res["diff"]["after"] == {"hostpci0": "mapping=a100,pcie=1,x-vga=1", "machine": "q35", "bios": "ovmf",
+                                    "vga": "none", "efidisk0": "local-lvm:1,efitype=4m"}, res["diff"]
+    res = run(args)
+    assert res["changed"] is True and res["writes"] == 1, res
+    conf = sim.vms[101]["conf"]
+    assert (conf["machine"], conf["bios"], conf["vga"], conf["efidisk0"], conf["hostpci0"]) == (
+        "q35", "ovmf", "none", "local-lvm:1,efitype=4m", "mapping=a100,pcie=1,x-vga=1")
+    again = run(args)
+    assert again["changed"] is False and again["writes"] == 0 and again["vm_settings"] == {}, again
+
+
+def test_ovmf_without_efi_disk_or_storage_is_refused_before_any_write(sim, run):
+    res = run({"vmid": 101, "gpus": [{"mapping": "a100"}], "vm_settings": {"bios": "ovmf"}})
+    assert res["failed"] is True and writes(sim) == 0, res
+    assert res["msg"] == ("VM 101 on node pve1: bios ovmf needs an EFI disk and the VM has none: give "
+                          "vm_settings.efidisk_storage (the storage Proxmox VE creates it on); nothing changed")
+
+
+def test_running_vm_gets_the_settings_at_its_restart(sim, run):
+    res = run({"vmid": 100, "gpus": [], "vm_settings": {"vga": "none"}})
+    assert res["changed"] is True and res["pending"] is True, res
+    assert sim.vms[100]["pending"] == {"vga": "none"}
+    res = run({"vmid": 100, "gpus": [], "vm_settings": {"vga": "none"}, "restart": "if_needed"})
+    assert res["restarted"] is True and sim.vms[100]["conf"]["vga"] == "none" and sim.vms[100]["pending"] == {}, res

@@ -1,0 +1,384 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A node's Kubernetes side of a roll through the official Python client (module node_roll; I/O, the decisions are
+``_node_roll``): a slot taken in the roll's Lease against the budget recounted from the live nodes, the cordon with
+the node's roll state in one PATCH, a drain as kubectl drains (parallel evictions, a refusal by a
+PodDisruptionBudget retried every few seconds until the drain's timeout), the phase recorded, a failure marked.
+
+Nodes are read as plain JSON (``_preload_content=False``): the client's model classes cost seconds for a thousand
+nodes, and every write is a merge of plain dicts anyway.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _k8s, _mig_roll, _node_roll, _rolllock
+
+try:
+    import kubernetes
+except ImportError:  # pragma: no cover - _k8s.HAS_KUBERNETES says so; modules fail before any call
+    pass
+
+ApiException = _k8s.ApiException
+# kubectl drain: a refused eviction is tried again after 5 s (k8s.io/kubectl pkg/drain/drain.go evictPods); a pod
+# being deleted is looked at every second until it is gone (waitForDelete).
+EVICT_RETRY = 5.0
+DELETE_POLL = 1.0
+# Evictions in flight at once (kubectl starts one goroutine per pod; a connection pool bounds ours).
+EVICT_WORKERS = 16
+# A slot claim that lost a race for the Lease (409) reads again at once; a wait for a slot looks again this often.
+SLOT_POLL = 2.0
+CONFLICT_RETRIES = 20
+
+
+def _json(resp: Any) -> Any:
+    return json.loads(resp.data)
+
+
+def list_nodes(api: Any, timeout: int, page: int = 500, cached: bool = False,
+               pages: Optional[list[int]] = None) -> list[dict[str, Any]]:
+    """Every Node as a plain dict: one LIST in pages of ``page`` (limit/continue, a consistent snapshot), or with
+    ``cached`` one unpaged LIST from the API server's watch cache (resourceVersion 0: cheap for the server, possibly
+    a moment old, as an informer's view is). ``pages`` gets one entry per page read."""
+    core: Any = kubernetes.client.CoreV1Api(api)
+    if cached:
+        return list(_json(core.list_node(resource_version="0", _preload_content=False, _request_timeout=timeout))["items"])
+    out: list[dict[str, Any]] = []
+    token = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": page, "_preload_content": False, "_request_timeout": timeout}
+        if token:
+            kwargs["_continue"] = token
+        body = _json(core.list_node(**kwargs))
+        out.extend(body.get("items") or [])
+        if pages is not None:
+            pages.append(len(body.get("items") or []))
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            return out
+
+
+class RollLease:
+    """The roll's Lease as the slot book: who holds a slot is an annotation written with the Lease's
+    resourceVersion, so a lost race (409 Conflict) is read again and decided again."""
+
+    def __init__(self, api: Any, namespace: str, name: str, holder: str, timeout: int) -> None:
+        self.api = api
+        self.leases: Any = kubernetes.client.CoordinationV1Api(api)
+        self.namespace, self.name, self.holder, self.timeout = namespace, name, holder, timeout
+
+    @property
+    def where(self) -> str:
+        return "%s/%s" % (self.namespace, self.name)
+
+    def read(self) -> dict[str, Any]:
+        lease = _json(self.leases.read_namespaced_lease(self.name, self.namespace, _preload_content=False,
+                                                        _request_timeout=self.timeout))
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        if holder != self.holder:
+            raise RollLost("the roll lost its lock %s: it is held by %s now, not by this run; nothing more is started"
+                           % (self.where, holder or "nobody"))
+        return dict(lease)
+
+    def write(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(_json(self.leases.replace_namespaced_lease(self.name, self.namespace, lease, _preload_content=False,
+                                                               _request_timeout=self.timeout)))
+
+    def edit_slots(self, change: Callable[[list[str]], Optional[list[str]]]) -> dict[str, Any]:
+        """Read the Lease, let ``change(slots)`` return the new slot list (None: leave it), write it; again on 409."""
+        for _attempt in range(CONFLICT_RETRIES):
+            lease = self.read()
+            slots = _node_roll.lease_list(lease, _node_roll.LEASE_SLOTS)
+            new = change(slots)
+            if new is None or sorted(set(new)) == sorted(set(slots)):
+                return lease
+            try:
+                return self.write(_node_roll.lease_with_slots(lease, new))
+            except ApiException as e:
+                if getattr(e, "status", None) != 409:
+                    raise
+        raise RollLost("the roll's lock %s changed %d times in a row while this node wrote its slot"
+                       % (self.where, CONFLICT_RETRIES))
+
+    def release_slot(self, node: str) -> None:
+        try:
+            self.edit_slots(lambda slots: [s for s in slots if s != node])
+        except RollLost:
+            pass  # a lock held by another run (or released) holds no slot of ours any more
+
+
+class RollLost(Exception):
+    """The roll's Lease is no longer this run's: nothing more may start."""
+
+
+class NodeRoll:
+    """One node's Kubernetes side of a roll named ``roll``; ``done`` records what was written."""
+
+    def __init__(self, api: Any, name: str, roll: str, timeout: int) -> None:
+        self.api = api
+        self.core: Any = kubernetes.client.CoreV1Api(api)
+        self.name, self.roll, self.timeout = name, roll, timeout
+        self.done: dict[str, Any] = {"slot": None, "cordoned": False, "labels": {}, "evicted": [], "phase": None,
+                                     "waited_for_slot": 0.0}
+
+    def read(self) -> dict[str, Any]:
+        return dict(_json(self.core.read_node(self.name, _preload_content=False, _request_timeout=self.timeout)))
+
+    def patch(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(_json(self.core.patch_node(self.name, body, _preload_content=False, _request_timeout=self.timeout)))
+
+    # ---- the slot --------------------------------------------------------------------------------------------------
+    def take_slot(self, lease: Optional[RollLease], limits: Mapping[str, Any], wait: float, check: bool) -> dict[str, Any]:
+        """Take a slot in the roll, waiting up to ``wait`` seconds while another node of the roll holds one that it
+        will give back. Without a Lease (no roll lock) the budget is recounted all the same, but two hosts could take
+        a slot at once: the roll lock is what makes the count safe. Raises NodeStepError when the node may not start."""
+        start = time.monotonic()
+        deadline = start + wait
+        while True:
+            decision = self._claim(lease, list_nodes(self.api, self.timeout, cached=True), limits, check)
+            if decision["take"]:
+                self.done["slot"] = True
+                self.done["waited_for_slot"] = round(time.monotonic() - start, 2)
+                return decision
+            if decision["spent"]:
+                raise _k8s.NodeStepError("%s: not started: %s" % (self.name, "; ".join(decision["reasons"])),
+                                         dict(self.done, spent=True))
+            if check:
+                return decision
+            if not decision["wait"]:
+                raise _k8s.NodeStepError(
+                    "%s cannot be taken out now and no other node of the roll is in progress, so waiting would not "
+                    "free a slot: %s; nothing was changed" % (self.name, "; ".join(decision["reasons"])), self.done)
+            if time.monotonic() >= deadline:
+                raise _k8s.NodeStepError("%s waited %d s for a slot in the roll: %s; nothing was changed"
+                                         % (self.name, wait, "; ".join(decision["reasons"])), self.done)
+            time.sleep(min(SLOT_POLL, max(deadline - time.monotonic(), 0.0)))
+
+    def _claim(self, lease: Optional[RollLease], nodes: list[dict[str, Any]], limits: Mapping[str, Any],
+               check: bool) -> dict[str, Any]:
+        """One decision over ``nodes`` and the Lease as read now, and the slot written when it is taken; a write
+        refused with 409 (another slot moved meanwhile) reads the Lease again and decides again."""
+        def decide(current: Mapping[str, Any], slots: list[str]) -> dict[str, Any]:
+            targeted = _node_roll.lease_list(current, _node_roll.LEASE_NODES) or [self.name]
+            notes = (current.get("metadata") or {}).get("annotations") or {}
+            since = _rolllock.parse_time(notes.get(_node_roll.LEASE_PROGRESS) or None)
+            stalled = since is not None and time.time() - since > float(limits.get("turn_timeout") or 0)
+            return _node_roll.slot_decision(
+                nodes, targeted, slots, self.name, self.roll, limits,
+                lambda n: _mig_roll.advertised_resources((n.get("status") or {}).get("allocatable")),
+                queue=_node_roll.lease_list(current, _node_roll.LEASE_QUEUE),
+                passed=_node_roll.lease_list(current, _node_roll.LEASE_PASSED), stalled=stalled)
+
+        if lease is None:
+            return decide({}, [])
+        for _attempt in range(CONFLICT_RETRIES):
+            current = lease.read()
+            slots = _node_roll.lease_list(current, _node_roll.LEASE_SLOTS)
+            decision = decide(current, slots)
+            # The node's turn has come when it takes a slot or cannot start at all: the nodes after it go on.
+            done = decision["take"] or decision["spent"] or not decision["wait"]
+            if not done or check or self.name in slots:
+                return decision
+            try:
+                lease.write(_node_roll.lease_turn(current, self.name, slots + [self.name] if decision["take"] else slots,
+                                                  _rolllock.format_time(time.time())))
+                return decision
+            except ApiException as e:
+                if getattr(e, "status", None) != 409:
+                    raise
+        raise RollLost("the roll's lock %s changed %d times in a row while %s took its slot"
+                       % (lease.where, CONFLICT_RETRIES, self.name))
+
+    # ---- cordon, phase, failure ------------------------------------------------------------------------------------
+    def cordon(self, node: dict[str, Any], target: str, reason: str, labels: Mapping[str, Optional[str]],
+               check: bool) -> dict[str, Any]:
+        """Our roll state, the cordon and ``labels`` in one PATCH with the node's resourceVersion (read again on
+        409). Labels already at their value are not written."""
+        for _attempt in range(CONFLICT_RETRIES):
+            body = _node_roll.cordon_patch(node, self.roll, target, reason,
+                                           _mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels))
+            self.done["labels"] = body["metadata"].get("labels") or {}
+            self.done["cordoned"] = not bool((node.get("spec") or {}).get("unschedulable"))
+            if check:
+                return node
+            try:
+                node = self.patch(body)
+                self.done["phase"] = "cordoned"
+                return node
+            except ApiException as e:
+                if getattr(e, "status", None) != 409:
+                    raise
+                node = self.read()
+        raise _k8s.NodeStepError("%s changed %d times in a row while it was cordoned" % (self.name, CONFLICT_RETRIES),
+                                 self.done)
+
+    def mark(self, phase: str, check: bool) -> None:
+        if not check:
+            self.patch(_node_roll.phase_patch(phase))
+        self.done["phase"] = phase
+
+    def fail(self, leave: str, labels: Mapping[str, Optional[str]], check: bool) -> dict[str, Any]:
+        node = self.read()
+        body = _node_roll.failed_patch(node, self.roll, leave)
+        change = _mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels)
+        if change:
+            body["metadata"]["labels"] = change
+        self.done["labels"] = change
+        if not check:
+            node = self.patch(body)
+        self.done["phase"] = "failed"
+        return node
+
+    # ---- waiting for jobs -------------------------------------------------------------------------------------------
+    def wait_for_jobs(self, wait: Mapping[str, Any], check: bool) -> dict[str, Any]:
+        """The GPU Operator upgrade policy's waitForCompletion (k8s-operator-libs pkg/upgrade/pod_manager.go
+        ScheduleCheckOnPodCompletion): the node is cordoned, so no new pod lands; wait until no pod on it matching
+        ``wait['selector']`` is Running or Pending (``_mig_roll.running_pods``), up to ``wait['timeout']`` seconds (0:
+        no limit). When it runs out, the drain evicts them (upstream's choice), or with ``on_timeout`` 'fail' the
+        node fails. Returns ``left`` (the pods still running when the wait ended) and ``seconds``."""
+        start = time.monotonic()
+        timeout = float(wait.get("timeout") or 0)
+        while True:
+            pods = _json(self.core.list_pod_for_all_namespaces(
+                label_selector=wait["selector"], field_selector="spec.nodeName=%s" % self.name, _preload_content=False,
+                _request_timeout=self.timeout))["items"]
+            left = _mig_roll.running_pods(pods)
+            if not left or check or (timeout and time.monotonic() - start >= timeout):
+                break
+            time.sleep(max(float(wait.get("delay") or 10), 0.5))
+        if left and not check and wait.get("on_timeout") == "fail":
+            raise _k8s.NodeStepError(
+                "%s: %d pod(s) matching %s were still running after %d s: %s; the node is left cordoned"
+                % (self.name, len(left), wait["selector"], int(timeout), ", ".join(left)), dict(self.done, jobs_left=left))
+        return dict(left=left, seconds=round(time.monotonic() - start, 2))
+
+    # ---- the drain -------------------------------------------------------------------------------------------------
+    def pods(self) -> list[dict[str, Any]]:
+        pods = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % self.name,
+                                                     _preload_content=False, _request_timeout=self.timeout)
+        return list(_json(pods)["items"])
+
+    def drain(self, options: Mapping[str, Any], check: bool) -> dict[str, Any]:
+        """Evict the pods kubectl drain would (``_node_roll.drain_selection``), all at once, each refused eviction
+        (429: a PodDisruptionBudget) tried again every EVICT_RETRY s, then wait until they are gone; everything
+        within ``options['timeout']`` seconds. Returns ``evicted``, ``skipped``, ``retries`` and ``seconds``."""
+        start = time.monotonic()
+        deadline = start + float(options["timeout"])
+        pods = self.pods()
+        sel = _node_roll.drain_selection(pods, options["ignore_daemonsets"], options["delete_emptydir_data"],
+                                         options["force"], options["gpu_only"],
+                                         _node_roll.selector_pairs(options.get("selectors")))
+        if sel["errors"]:
+            raise _k8s.NodeStepError("%s: cannot drain: %s; the node is left cordoned"
+                                     % (self.name, "; ".join(sel["errors"])), self.done)
+        by_where = {"%s/%s" % (p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in pods}
+        targets = [by_where[w] for w in sel["evict"]]
+        report: dict[str, Any] = {"evicted": sel["evict"], "skipped": sel["skip"], "retries": 0, "seconds": 0.0}
+        self.done["evicted"] = sel["evict"]
+        if check or not targets:
+            return report
+        refusals: dict[str, str] = {}
+
+        def evict(pod: Mapping[str, Any]) -> None:
+            meta = pod["metadata"]
+            where = "%s/%s" % (meta["namespace"], meta["name"])
+            body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
+                                    "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
+            if options.get("grace_period") is not None:
+                body["deleteOptions"] = {"gracePeriodSeconds": int(options["grace_period"])}
+            while True:
+                try:
+                    self.core.create_namespaced_pod_eviction(meta["name"], meta["namespace"], body,
+                                                             _request_timeout=self.timeout)
+                    refusals.pop(where, None)
+                    return
+                except ApiException as e:
+                    status = getattr(e, "status", None)
+                    if status == 404:
+                        refusals.pop(where, None)
+                        return
+                    if status != 429:
+                        raise
+                    refusals[where] = _k8s.api_message(e)
+                    report["retries"] += 1
+                    if time.monotonic() + EVICT_RETRY > deadline:
+                        return
+                    time.sleep(EVICT_RETRY)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(EVICT_WORKERS, len(targets))) as pool:
+            for future in [pool.submit(evict, p) for p in targets]:
+                future.result()
+        uids = {p["metadata"]["uid"]: "%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in targets}
+        while True:
+            left = sorted(uids[p["metadata"]["uid"]] for p in self.pods() if p["metadata"].get("uid") in uids)
+            if not left:
+                break
+            if time.monotonic() >= deadline:
+                why = "; ".join("%s: eviction refused (%s)" % (w, refusals[w]) for w in left if w in refusals)
+                raise _k8s.NodeStepError(
+                    "%s: drain did not finish within %d s: pods still on the node: %s%s; the node is left cordoned"
+                    % (self.name, int(options["timeout"]), ", ".join(left), (". " + why) if why else ""),
+                    dict(self.done, pods_left=left))
+            time.sleep(DELETE_POLL)
+        report["seconds"] = round(time.monotonic() - start, 2)
+        return report
+
+
+def run(api: Any, p: Mapping[str, Any], check: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The node_roll module's work for its parameters ``p``; returns (result, the node before). Any failure is a
+    NodeStepError carrying what was written before it (``done``: the slot, the cordon, the phase)."""
+    roll = NodeRoll(api, p["name"], p["roll"], p["timeout"])
+    lease = RollLease(api, p["lease"]["namespace"], p["lease"]["name"], p["lease"]["holder"], p["timeout"]) \
+        if p.get("lease") else None
+    try:
+        try:
+            return _run(roll, lease, p, check)
+        except ApiException as e:
+            if getattr(e, "status", None) == 404 and not roll.done["phase"]:
+                raise _k8s.NodeStepError("no Kubernetes node named %s; nothing was changed" % p["name"], roll.done)
+            raise _k8s.NodeStepError(_k8s.describe_failure(p["name"], e), roll.done)
+        except (_k8s.NodeStepError, RollLost, _node_roll.RollStateError):
+            raise
+        except Exception as e:  # pylint: disable=broad-except  # API, urllib3: reported with what was done before
+            raise _k8s.NodeStepError(_k8s.describe_failure(p["name"], e), roll.done)
+    except _k8s.NodeStepError:
+        # A slot taken for a node that carries no phase of the roll yet would be held by nobody: give it back.
+        if lease is not None and roll.done["slot"] and not roll.done["phase"] and not check:
+            lease.release_slot(p["name"])
+            roll.done["slot"] = False
+        raise
+
+
+def _run(roll: NodeRoll, lease: Optional[RollLease], p: Mapping[str, Any], check: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    node = roll.read()
+    before = _node_roll.state(node, p["roll"])
+    # A node an earlier run took into the roll is in it from the start: a failure now is a failure of the roll's node,
+    # not a node left as it was.
+    if before["ours"] and before["phase"] not in ("", "released"):
+        roll.done["phase"] = before["phase"]
+    result: dict[str, Any] = {"before": before, "drain": None, "slot": None, "slot_held": False, "done": roll.done}
+    if p["state"] == "failed":
+        roll.fail(p["failed_node_state"], p["labels"] or {}, check)
+        return result, node
+    phase = before["phase"] if before["ours"] else ""
+    limits = {"max_parallel": p["max_parallel"], "max_unavailable": p["max_unavailable"],
+              "max_failures": p["max_failures"], "floors": p["floors"] or {}, "turn_timeout": p["turn_timeout"]}
+    result["slot"] = roll.take_slot(lease, limits, p["slot_timeout"], check)
+    result["slot_held"] = result["slot"]["held"]
+    # Where an earlier run of this roll stopped: past the drain (drained, applied), a node still cordoned is not
+    # drained again; anything earlier, or a node someone uncordoned meanwhile, is cordoned and drained (again).
+    past_drain = phase in ("drained", "applied") and before["unschedulable"]
+    if not past_drain and (phase != "cordoned" or not before["unschedulable"] or p["state"] == "cordoned"):
+        node = roll.cordon(node, p["target"], p["reason"], p["labels"] or {}, check)
+    if not past_drain and p["state"] == "drained":
+        if (p.get("wait_for_jobs") or {}).get("selector"):
+            result["jobs"] = roll.wait_for_jobs(p["wait_for_jobs"], check)
+        result["drain"] = roll.drain(p["drain"], check)
+        roll.mark("drained", check)
+    return result, node

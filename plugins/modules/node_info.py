@@ -1,0 +1,83 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuops.provision contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: node_info
+short_description: Read every Kubernetes node in one paginated LIST, keeping what a GPU roll plans with
+version_added: 0.1.0
+description:
+  - One LIST of the cluster's nodes in pages (C(limit)/C(continue), a consistent snapshot, as C(kubectl get nodes
+    --chunk-size) reads), returned as node objects cut down to what the collection's rolls plan with - name, labels,
+    annotations, C(spec.unschedulable) and C(spec.taints), the C(Ready) condition and C(status.allocatable) - so that a
+    plan over a thousand nodes passes megabytes less through Ansible than C(kubernetes.core.k8s_info) (no
+    C(managedFields), images or addresses).
+  - The result has the shape of C(kubernetes.core.k8s_info)'s (RV(resources)), so filters written for that read it.
+extends_documentation_fragment:
+  - gpuops.provision._attributes
+  - gpuops.provision._attributes.INFO_MODULE
+  - gpuops.provision._kubernetes_auth
+options:
+  page_size:
+    description:
+      - Nodes per page of the LIST.
+    type: int
+    default: 500
+notes:
+  - The identity needs C(list) on C(nodes).
+seealso:
+  - module: kubernetes.core.k8s_info
+"""
+
+EXAMPLES = r"""
+- name: Read the nodes once for the whole play
+  gpuops.provision.node_info:
+  register: nodes
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+resources:
+  description: The nodes, each cut down to C(metadata) (V(name), V(labels), V(annotations), V(resourceVersion)),
+    C(spec) (V(unschedulable), V(taints)) and C(status) (the V(Ready) condition, V(allocatable)).
+  returned: success
+  type: list
+  elements: dict
+pages:
+  description: How many pages the LIST took.
+  returned: success
+  type: int
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s, _node_roll, _node_roll_apply
+
+BOUNDS = {"timeout": _bounds.API_TIMEOUT, "page_size": (1, 5000, "nodes per page")}
+
+
+def main():
+    module = AnsibleModule(argument_spec=dict(page_size=dict(type="int", default=500), **_k8s.ARGUMENT_SPEC),
+                           supports_check_mode=True)
+    p = module.params
+    if not _k8s.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
+    problems = _bounds.out_of_range(p, BOUNDS)
+    if problems:
+        module.fail_json(msg="; ".join(problems))
+    try:
+        pages: list[int] = []
+        nodes = _node_roll_apply.list_nodes(_k8s.api_client(p["kubeconfig"], p["context"]), p["timeout"],
+                                            page=p["page_size"], pages=pages)
+    except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
+        module.fail_json(msg="cannot list the Kubernetes nodes: %s" % (
+            _k8s.api_message(e) if isinstance(e, _k8s.ApiException) else e))
+    module.exit_json(changed=False, resources=[_node_roll.slim(n) for n in nodes], pages=len(pages))
+
+
+if __name__ == "__main__":
+    main()
