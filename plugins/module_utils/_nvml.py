@@ -239,6 +239,7 @@ class Nvml:
     def binding(self) -> dict[str, Optional[str]]:
         """Which pynvml this run uses (its file) and the interpreter that runs it."""
         return {"module": getattr(self.nv, "__file__", None) if self.nv is not None else None, "python": sys.executable}
+
     def missing_symbol(self, err: BaseException) -> bool:
         """Whether ``err`` says the driver (or the binding) lacks the entry point called: nvidia-ml-py raises
         NVMLError_FunctionNotFound for a symbol the library does not export, and NVMLLibraryMismatchError (a plain
