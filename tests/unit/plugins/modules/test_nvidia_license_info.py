@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -194,6 +195,11 @@ def test_service_check_through_the_proxy_gridd_uses(monkeypatch, tmp_path, run_m
         res = run_module(nvidia_license_info, args)
         ep = res["service"]["endpoints"][0]
         assert ep["tcp"] and ep["tls"] and ep["error"] is None and ep["proxy"] == "127.0.0.1:%d" % proxy.port, ep
+        # The server thread counts the handshake after the client's side of it completes: wait for it (the fresh-clone
+        # make test on a loaded machine read 0 here).
+        deadline = time.monotonic() + 10
+        while service.handshakes < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert proxy.targets == [target] and service.handshakes == 1
         # a proxy that wants credentials (gridd's ProxyUserName): 407, named
         gridd = open(args["gridd_conf"], encoding="utf-8").read().replace("ProxyServerPort=%d" % proxy.port,
