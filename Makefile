@@ -23,7 +23,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-nvml-wheel lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
@@ -84,6 +84,14 @@ lab-sysfs: venv
 	  dst=build/lab/sysfs/$$(basename $$spec .json); mkdir -p $$dst; find $$dst -mindepth 1 -delete; \
 	  $(PY) lab/sysfs/fake_tree.py $$spec $$dst; \
 	done
+
+# nvidia-ml-py for the managed hosts of Molecule and the lab (tools/nvml-wheel.txt says why), once per pin.
+NVML_WHEEL := build/wheels/nvml/nvidia_ml_py-13.615.71-py3-none-any.whl
+lab-nvml-wheel: $(NVML_WHEEL)
+$(NVML_WHEEL): tools/nvml-wheel.txt | venv
+	@mkdir -p $(dir $@)
+	$(PY) -m pip download -q --disable-pip-version-check --no-deps --require-hashes -r tools/nvml-wheel.txt -d $(dir $@)
+	@test -s $@
 
 # Stand-in of NVIDIA's CUDA apt repository (lab/cuda-repo), rebuilt only when its definition changes.
 lab-cuda-repo: deps venv
@@ -165,7 +173,7 @@ lab-images: deps
 	lab/images/build.sh bookworm trixie
 
 # Two scenarios at a time (MOLECULE_JOBS), each one's log in build/molecule/<scenario>.log (tools/molecule_all.py).
-molecule: venv collection deps lab-images lab-cuda-repo lab-rpm-repo lab-kube
+molecule: venv collection deps lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-nvml-wheel
 	$(PY) tools/molecule_all.py
 
 lint: venv collection

@@ -18,8 +18,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Longest first, so the last one to start is a short one. Seconds in a fresh-clone make test on 2 cores
 # (2026-12-02): mig_reconfigure 655, driver_roll 589, driver_pin 502, driver_rhel_dnf 461, driver_cuda_repo 304,
-# pve_gpu_host 279.
-ORDER = ("mig_reconfigure", "driver_roll", "driver_pin", "driver_rhel_dnf", "driver_cuda_repo", "pve_gpu_host")
+# pve_gpu_host 279; driver_dkms (the real module build) 790 on 2026-12-05 beside driver_cuda_repo.
+ORDER = ("driver_dkms", "mig_reconfigure", "driver_roll", "driver_pin", "driver_rhel_dnf", "driver_cuda_repo",
+         "pve_gpu_host")
 
 
 def run(name, logs, molecule):

@@ -36,15 +36,26 @@ def expand(spec):
         for pkg in spec["packages"]:
             if int(branch) < int(pkg.get("since_branch", 0)):
                 continue
-            fields = {k: " ".join(str(v).format(**values).split()) for k, v in pkg.items() if k != "since_branch"}
+            fields = {k: " ".join(str(v).format(**values).split()) for k, v in pkg.items()
+                      if k not in ("since_branch", "files")}
+            # Files the package ships ({path: text}), with the same placeholders; kept as written (line breaks).
+            fields["files"] = {path.format(**values): text.format(**values) for path, text in (pkg.get("files") or {}).items()}
             out[(fields["name"], fields["version"])] = fields
     return list(out.values())
 
 
-def build_deb(fields, workdir, pool, arch="all"):
+def build_deb(fields, workdir, pool, arch="all", files=None):
+    """One package; ``files``: {path inside the package: bytes} it installs."""
     name, version = fields["name"], fields["version"]
     root = os.path.join(workdir, "%s_%s" % (name, version))
     os.makedirs(os.path.join(root, "DEBIAN"))
+    for path, data in (files or {}).items():
+        dest = os.path.join(root, path.lstrip("/"))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "wb") as f:
+            f.write(data)
+        if "/bin/" in path:
+            os.chmod(dest, 0o755)
     control = ["Package: %s" % name, "Version: %s" % version, "Architecture: %s" % arch,
                "Maintainer: gpuops.provision stand-in <noreply@example.invalid>", "Section: non-free/libs",
                "Priority: optional"]
@@ -77,21 +88,28 @@ def main(out):
         shutil.rmtree(out)
     os.makedirs(out)
     with tempfile.TemporaryDirectory() as tmp:
-        pool = os.path.join(out, "pool")
-        os.makedirs(pool)
-        for fields in expand(spec):
-            build_deb(fields, tmp, pool)
-        # Package files that come from outside a repository (the vGPU guest driver from NVIDIA's licensing portal).
-        files = os.path.join(out, "files")
-        os.makedirs(files)
-        for fields in spec.get("files", []):
-            build_deb(fields, tmp, files, arch=fields.get("arch", "all"))
         gnupg = os.path.join(tmp, "gnupg")
         os.makedirs(gnupg, mode=0o700)
         env = dict(os.environ, GNUPGHOME=gnupg)
         gpg = ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", ""]
         subprocess.run(gpg + ["--quick-gen-key", "gpuops CUDA repository stand-in", "ed25519", "sign", "never"],
                        check=True, env=env)
+        pool = os.path.join(out, "pool")
+        os.makedirs(pool)
+        for fields in expand(spec):
+            build_deb(fields, tmp, pool, files={p: t.encode() for p, t in fields.pop("files").items()})
+        # NVIDIA's cuda-keyring: the repository key (binary keyring) and the one-line source naming it.
+        keyring = spec["keyring"]
+        key = subprocess.run(gpg + ["--export"], check=True, env=env, capture_output=True).stdout
+        build_deb(keyring, tmp, pool, files={
+            keyring["keyring"]: key,
+            "/etc/apt/sources.list.d/" + keyring["list"]:
+                ("deb [signed-by=%s] %s /\n" % (keyring["keyring"], keyring["uri"])).encode()})
+        # Package files that come from outside a repository (the vGPU guest driver from NVIDIA's licensing portal).
+        files = os.path.join(out, "files")
+        os.makedirs(files)
+        for fields in spec.get("files", []):
+            build_deb(fields, tmp, files, arch=fields.get("arch", "all"))
         subprocess.run("apt-ftparchive packages pool > Packages && gzip -9nk Packages", shell=True, cwd=out, check=True)
         release = subprocess.run(["apt-ftparchive", "-o", "APT::FTPArchive::Release::Label=NVIDIA CUDA (stand-in)",
                                   "-o", "APT::FTPArchive::Release::Origin=gpuops stand-in", "release", "."],

@@ -28,6 +28,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import yaml
@@ -140,6 +141,7 @@ def kubeconfig(path, server, pki, user):
         yaml.safe_dump(doc, fh)
 
 
+AUDIT_BARRIER = "gpuops-audit-barrier"
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1", "kind": "Policy",
     # One event per request, written when the response is complete (the log backend is blocking by default).
@@ -153,6 +155,10 @@ AUDIT_POLICY = {
         # what a kubelet registered its node with (kubelet.py).
         {"level": "Request", "verbs": ["create"],
          "resources": [{"group": "", "resources": ["pods", "pods/binding", "nodes"]}]},
+        # The harness's barrier (kube_harness.Session.settle): a read of a namespace that does not exist, logged so
+        # that the harness can wait for it to appear behind every request answered before it.
+        {"level": "Metadata", "verbs": ["get"],
+         "resources": [{"group": "", "resources": ["namespaces"], "resourceNames": [AUDIT_BARRIER]}]},
         {"level": "None"},
     ],
 }
@@ -290,6 +296,16 @@ class ControlPlane:
     def get(self, path, user="lab", timeout=5.0):
         with urllib.request.urlopen(self.url + path, context=self.ssl_context(user), timeout=timeout) as resp:  # nosec - loopback
             return resp.status, resp.read()
+
+    def audit_barrier(self, timeout=5.0):
+        """Send the barrier read (AUDIT_POLICY); returns its audit ID (the Audit-ID header, apiserver
+        pkg/endpoints/filters/audit_init.go), which its audit event carries."""
+        try:
+            with urllib.request.urlopen(self.url + "/api/v1/namespaces/" + AUDIT_BARRIER, context=self.ssl_context("lab"),
+                                        timeout=timeout) as resp:  # nosec - loopback
+                return resp.headers["Audit-ID"]
+        except urllib.error.HTTPError as exc:  # 404: the namespace does not exist, which is the point
+            return exc.headers["Audit-ID"]
 
 
 def _wait(what, check, run_dir, names, timeout):

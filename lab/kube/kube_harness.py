@@ -149,7 +149,21 @@ class Session:
         with open(self.request_log, encoding="utf-8") as fh:
             return fh.read()
 
+    def settle(self, timeout=20.0):
+        """Wait until the audit log holds every request answered so far. The apiserver writes a request's
+        ResponseComplete event in a deferred call after the response body has gone out (apiserver
+        pkg/endpoints/filters/audit.go WithAudit), so a client can read the log before its last request is in it. A
+        barrier read sent now is logged after every request answered before it was sent."""
+        audit_id = self.plane.audit_barrier()
+        needle = f'"auditID":"{audit_id}"'
+        deadline = time.monotonic() + timeout
+        while needle not in self._audit_text():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the audit log did not show the barrier {audit_id} within {timeout:.0f} s")
+            time.sleep(0.02)
+
     def requests(self):
+        self.settle()
         return requestlog.from_audit(self._audit_text(), self._start)
 
     def count(self, method=None, path=None, predicate=None):

@@ -11,6 +11,7 @@ rpm and createrepo-c packages), so nothing is installed on this machine. Output:
     OUT_DIR/cuda/rhel10/x86_64/   no module streams (RHEL 10)
     OUT_DIR/el9/{baseos,extras,crb,epel}/    Rocky Linux 9 stand-in (release and repo files, epel-release, dkms)
     OUT_DIR/el10/{baseos,extras,crb,epel}/   AlmaLinux 10 stand-in
+    OUT_DIR/files/                NVIDIA's vGPU guest driver RPM (no repository: a package file)
 
 The repositories are unsigned: use them with gpgcheck off. Idempotent: a tree built from the same packages.yml and this
 script is left alone (OUT_DIR/.fingerprint). Environment: CONTAINERS_CONF (default lab/images/containers.conf),
@@ -197,6 +198,10 @@ def plan(spec, work):
             else:
                 script.append("mkdir -p /out/%s" % outdir)
             repos.append(outdir)
+    # Package files outside any repository; no dist tag (%{nil}: rpm refuses an empty macro body).
+    if spec.get("files"):
+        add_spec("files.spec", "gpuops-standin-files", [dict(p, version=str(p["version"])) for p in spec["files"]], "%{nil}",
+                 ARCH, "files")
     for outdir in repos:
         script.append("createrepo_c --quiet --no-database /out/%s" % outdir)
     for folder, meta in sorted(spec["cuda_repos"].items()):

@@ -67,8 +67,29 @@ def driver_flavour(gpus, requested="auto", branch=None):
 
 
 @_input
-def driver_package_plan(flavour, distribution, os_family, major_version, source, branch, driver_version=None, persistence=True):
-    return R.package_plan(flavour, distribution, os_family, major_version, source, branch, driver_version, persistence)
+def driver_package_plan(flavour, distribution, os_family, major_version, source, branch, driver_version=None, persistence=True,
+                        kernel_modules="dkms", kernel_flavours=None):
+    return R.package_plan(flavour, distribution, os_family, major_version, source, branch, driver_version, persistence,
+                          kernel_modules, kernel_flavours)
+
+
+@_input
+def driver_nvml_binding_plan(policy, simulation=None, minimum="12.535", method="auto"):
+    return R.nvml_binding_plan(policy, simulation, minimum, method)
+
+
+@_input
+def driver_fabric_manager(vendor_files, class_files, branch, setting="auto"):
+    return R.fabric_manager_plan(vendor_files, class_files, branch, setting)
+
+
+def driver_dkms_packages(names):
+    return [n for n in names or [] if R.is_dkms_package(n)]
+
+
+@_input
+def driver_install_check(simulation, installed, requested, packages=None):
+    return R.install_check(simulation, installed, requested, packages)
 
 
 @_input
@@ -84,6 +105,11 @@ def driver_apt_pin(driver_version):
 @_input
 def driver_apt_sources(files, uri, suites, components, signed_by="", ignore=None):
     return R.apt_sources(files, uri, suites, components, signed_by, ignore)
+
+
+@_input
+def driver_apt_source_existing(files, uri, suite="/", ignore=None):
+    return R.apt_source_existing(files, uri, suite, ignore)
 
 
 @_input
@@ -159,9 +185,14 @@ class FilterModule:
             "driver_resolve": _wrap(driver_resolve),
             "driver_flavour": _wrap(driver_flavour),
             "driver_package_plan": _wrap(driver_package_plan),
+            "driver_install_check": _wrap(driver_install_check),
+            "driver_dkms_packages": driver_dkms_packages,
+            "driver_fabric_manager": _wrap(driver_fabric_manager),
+            "driver_nvml_binding_plan": _wrap(driver_nvml_binding_plan),
             "driver_family": _wrap(driver_family),
             "driver_apt_pin": _wrap(driver_apt_pin),
             "driver_apt_sources": driver_apt_sources,
+            "driver_apt_source_existing": driver_apt_source_existing,
             "driver_package_file": _wrap(driver_package_file),
             "driver_stale_locks": _wrap(driver_stale_locks),
             "driver_version_locks": _wrap(driver_version_locks),

@@ -15,14 +15,16 @@ from ansible_collections.gpuops.provision.plugins.module_utils import _joinconfi
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 
-def preflight_join_config(existing, taint):
+def preflight_join_config(existing, taint, node_name=None):
     """One JoinConfiguration (a mapping, or None/empty for a new one) -> that document with the taint; a list of a
-    file's documents -> the list with the taint in its JoinConfiguration (appended when there is none)."""
+    file's documents -> the list with the taint in its JoinConfiguration (appended when there is none). ``node_name``
+    goes into nodeRegistration.name."""
     try:
         existing = _plain(existing)
+        name = str(node_name) if node_name else None
         if isinstance(existing, list):
-            return J.merge_join_documents(existing, _plain(taint))
-        return J.render_join_taint(existing or None, _plain(taint))
+            return J.merge_join_documents(existing, _plain(taint), name)
+        return J.render_join_taint(existing or None, _plain(taint), name)
     except J.JoinConfigError as e:
         raise AnsibleFilterError("gpuops.provision.preflight_join_config: %s" % e)
 
@@ -40,6 +42,15 @@ def preflight_register_with_taints(existing, taint, env_var=None, join_config=No
         raise AnsibleFilterError("gpuops.provision.preflight_register_with_taints: %s" % e)
 
 
+def preflight_node_name(explicit, documents=None, hostname=None):
+    """The node's Kubernetes name: explicit, else the JoinConfiguration's nodeRegistration.name, else the host name
+    as kubeadm registers it; dict(name, source)."""
+    try:
+        return J.kubeadm_node_name(_plain(explicit), _plain(documents), _plain(hostname))
+    except J.JoinConfigError as e:
+        raise AnsibleFilterError("gpuops.provision.preflight_node_name: %s" % e)
+
+
 class FilterModule:
     """gpuops.provision node registration filters."""
 
@@ -47,4 +58,5 @@ class FilterModule:
         return {
             "preflight_join_config": preflight_join_config,
             "preflight_register_with_taints": preflight_register_with_taints,
+            "preflight_node_name": preflight_node_name,
         }

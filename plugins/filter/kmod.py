@@ -55,6 +55,10 @@ def kmod_headers_packages(kernel_release, distribution=None, os_family=None, met
     return K.headers_packages(kernel_release, distribution, os_family, meta)
 
 
+def kmod_headers_plan(kernel_packages, running, next_kernel=None):
+    return K.kernel_headers_plan(kernel_packages, running, next_kernel)
+
+
 def kmod_module_check(dkms_status, next_kernel, module="nvidia", version=None):
     return K.module_check(dkms_status, next_kernel, module, version)
 
@@ -69,7 +73,7 @@ def kmod_dkms_signing_config(key_path, cert_path):
 
 _FILTERS = (
     kmod_dkms_status, kmod_sb_state, kmod_mok_test_key, kmod_next_kernel, kmod_headers_packages,
-    kmod_module_check, kmod_secure_boot_plan, kmod_dkms_signing_config,
+    kmod_module_check, kmod_secure_boot_plan, kmod_dkms_signing_config, kmod_headers_plan,
 )
 
 

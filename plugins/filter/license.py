@@ -8,6 +8,9 @@ Documentation of each filter is in the ``<filter>.yml`` file next to this one.
 
 from __future__ import annotations
 
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.provision.plugins.module_utils import _license as L
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
@@ -16,8 +19,15 @@ def license_timeout_message(state, host, timeout, token_dir, service):
     return M.license_timeout(_plain(state), _plain(host), _plain(timeout), _plain(token_dir), _plain(service))
 
 
+def license_feature_type(info):
+    try:
+        return L.default_feature_type(_plain(info))
+    except L.LicenseError as e:
+        raise AnsibleFilterError("gpuops.provision.license_feature_type: %s" % e)
+
+
 class FilterModule:
     """gpuops.provision licensing filters."""
 
     def filters(self):
-        return {"license_timeout_message": license_timeout_message}
+        return {"license_timeout_message": license_timeout_message, "license_feature_type": license_feature_type}

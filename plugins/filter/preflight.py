@@ -54,6 +54,10 @@ def preflight_cdi_files(read, root="/"):
     return out
 
 
+def preflight_driver_root(paths, driver_root=P.OPERATOR_DRIVER_ROOT):
+    return P.driver_root_facts(_plain(paths or []), str(driver_root))
+
+
 def preflight_summary(reports):
     return P.fleet_summary(_plain(reports or []))
 
@@ -83,6 +87,7 @@ class FilterModule:
             "preflight_reports": preflight_reports,
             "preflight_summary": preflight_summary,
             "preflight_cdi_files": preflight_cdi_files,
+            "preflight_driver_root": preflight_driver_root,
             "preflight_junit": preflight_junit,
             "preflight_taint_tolerated": preflight_taint_tolerated,
             "preflight_needs": preflight_needs,

@@ -8,6 +8,12 @@ apt refuses a source (URI and suite) that two entries give different Signed-By v
 deb822 stock file Debian 12 and later write: /etc/apt/sources.list.d/debian.sources with
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg). So each suite we add takes the Signed-By the host already
 uses for it. deb822 files are read and written with python-debian; one-line entries follow sources.list(5).
+
+A source the host already has is reused whole (``existing_source``): NVIDIA's ``cuda-keyring`` package (NVIDIA Driver
+Installation Guide, "Network Repository Installation" for Debian and Ubuntu: ``dpkg -i cuda-keyring_1.1-1_all.deb``)
+writes /etc/apt/sources.list.d/cuda-<distro>-<arch>.list, ``deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg]
+<repository>/ /``; a second entry for that URI with our own keyring makes apt refuse every update
+(NVIDIA/cuda-repo-management#4).
 """
 
 from __future__ import annotations
@@ -74,6 +80,15 @@ def host_signed_by(files: Optional[Mapping[str, str]]) -> dict[tuple[str, str], 
     return seen
 
 
+def _single(values: Mapping[str, str], uri: str, suite: str) -> tuple[str, str]:
+    """(signed_by, path) of the host's entries for one source; they must agree, or apt refuses them already."""
+    if len(values) > 1:
+        raise SourcesError("the host's own sources disagree on Signed-By for %s %s: %s" % (
+            uri, suite, "; ".join("%s in %s" % (v or "none", p) for v, p in sorted(values.items()))))
+    value, path = next(iter(values.items()))
+    return value, path
+
+
 def agreeing_sources(files: Optional[Mapping[str, str]], uri: str, suites: Iterable[str], components: Iterable[str],
                      signed_by: Optional[str] = "", ignore: Iterable[str] = ()) -> dict[str, Any]:
     """The deb822 text of our entries for ``uri`` and ``suites``, each suite with the host's Signed-By.
@@ -90,10 +105,7 @@ def agreeing_sources(files: Optional[Mapping[str, str]], uri: str, suites: Itera
     for suite in suites:
         values = host.get((_norm_uri(uri), suite))
         if values:
-            if len(values) > 1:
-                raise SourcesError("the host's own sources disagree on Signed-By for %s %s: %s" % (
-                    uri, suite, "; ".join("%s in %s" % (v or "none", p) for v, p in sorted(values.items()))))
-            value, path = next(iter(values.items()))
+            value, path = _single(values, uri, suite)
             if wanted and wanted != value:
                 raise SourcesError("%s %s is already configured in %s with Signed-By %s; nvidia_driver_debian_signed_by=%s "
                                    "would make apt refuse both" % (uri, suite, path, value or "(none)", wanted))
@@ -115,3 +127,20 @@ def agreeing_sources(files: Optional[Mapping[str, str]], uri: str, suites: Itera
             para["Signed-By"] = value
         paragraphs.append(para.dump().rstrip("\n"))
     return dict(text="\n\n".join(paragraphs) + "\n", signed_by=chosen, host=origin)
+
+
+def existing_source(files: Optional[Mapping[str, str]], uri: str, suite: str = "/",
+                    ignore: Iterable[str] = ()) -> Optional[dict[str, Any]]:
+    """The host's own enabled entry for ``uri`` and ``suite`` as dict(path, signed_by), or None when it has none.
+
+    ``files``: {path: text} of the host's sources; the paths in ``ignore`` (our own files) are left out. ``signed_by``
+    is None for an entry without one (its key then comes from /etc/apt/trusted.gpg.d). Raises SourcesError when the
+    host's own entries already disagree on Signed-By (apt refuses them before we add anything).
+    """
+    skipped = set(ignore)
+    host = host_signed_by({p: t for p, t in (files or {}).items() if p not in skipped})
+    values = host.get((_norm_uri(uri), suite))
+    if not values:
+        return None
+    value, path = _single(values, uri, suite)
+    return dict(path=path, signed_by=value or None)

@@ -32,7 +32,7 @@ from ansible_collections.gpuops.provision.plugins.module_utils import _versions
 __all__ = [
     "DraError", "MIN_DRIVER_GPU", "MIN_DRIVER_COMPUTE_DOMAINS", "GPU_OPERATOR_MIN_DRIVER", "DRA_CDI_ROOT",
     "DRA_CDI_KIND", "TOOLKIT_CDI_KIND", "TOOLKIT_CDI_SPECS", "CDI_SPEC_DIRS", "CDI_VERSIONS", "AMPERE_MIG_MODELS",
-    "parse_cdi_spec", "check_dra_driver", "check_dra_cdi", "check_dra_mig",
+    "parse_cdi_spec", "check_dra_driver", "check_dra_cdi", "check_dra_mig", "parse_runtime_version", "runtime_cdi",
 ]
 
 
@@ -235,9 +235,92 @@ def _stale_names(names: Iterable[str], gpus: Sequence[Mapping[str, Any]]) -> tup
     return missing, unknown
 
 
+# --- the container runtime and Kubernetes the DRA driver needs (issue 37 point 7) ------------------------------------
+# prerequisites.md (kubernetes-sigs/dra-driver-nvidia-gpu site/content/docs): Kubernetes v1.32 or newer (DRA is GA from
+# 1.34; in 1.32 and 1.33 the DynamicResourceAllocation feature gate and the resource.k8s.io API must be turned on),
+# and "CDI: Enabled in your container runtime. This is the default in containerd 2.0+ and CRI-O v1.27+".
+# containerd's CRI plugin (its config dump, with defaults): 1.7 (config version 2)
+# [plugins."io.containerd.grpc.v1.cri"] enable_cdi, default false (containerd v1.7 pkg/cri/config DefaultConfig);
+# 2.x (config version 3) [plugins."io.containerd.cri.v1.runtime"] enable_cdi, default true (containerd v2
+# internal/cri/config DefaultRuntimeConfig), a version 2 file being migrated to it; cdi_spec_dirs defaults to
+# ["/etc/cdi", "/var/run/cdi"] in both. `containerd --version`: "containerd <module> v1.7.27 <commit>";
+# `crio --version`: "crio version 1.27.1" (older) or "Version:  1.27.1"; `kubelet --version`: "Kubernetes v1.33.2".
+MIN_KUBERNETES = (1, 32)
+DRA_GA_KUBERNETES = (1, 34)
+CONTAINERD_CDI_DEFAULT = (2, 0)
+CONTAINERD_CDI_FIRST = (1, 7)
+CRIO_CDI_DEFAULT = (1, 27)
+_VERSION_LINE_RE = re.compile(r"^(?:containerd\s+\S+\s+|crio version\s+|Version:\s*|Kubernetes\s+)v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_runtime_version(text: object) -> Optional[tuple[int, int, int]]:
+    """(major, minor, patch) from ``containerd --version``, ``crio --version`` or ``kubelet --version``, or None."""
+    for line in str(text or "").splitlines():
+        m = _VERSION_LINE_RE.match(line.strip())
+        if m:
+            return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    return None
+
+
+def _toml(text: object, what: str) -> dict[str, Any]:
+    import tomllib  # pylint: disable=import-outside-toplevel  # Python 3.11+: read on the controller
+    try:
+        return tomllib.loads(str(text or ""))
+    except tomllib.TOMLDecodeError as e:
+        raise DraError("%s is not TOML: %s" % (what, e)) from e
+
+
+def _ver(v: Optional[tuple[int, int, int]]) -> str:
+    return ".".join(str(n) for n in v) if v else "unknown"
+
+
+def runtime_cdi(containerd_version: object = None, containerd_config: object = None, crio_version: object = None,
+                crio_config: object = None, kubelet_version: object = None) -> dict[str, Any]:
+    """What the node's runtime and kubelet give the DRA driver: dict(runtime, version, enabled, spec_dirs, kubernetes,
+    fails, warns). ``*_version``: the tools' --version output (empty when the tool is absent); ``containerd_config``:
+    ``containerd config dump``; ``crio_config``: ``crio config`` (or its configuration file)."""
+    out: dict[str, Any] = dict(runtime=None, version=None, enabled=None, spec_dirs=[], kubernetes=None, fails=[], warns=[])
+    ctd = parse_runtime_version(containerd_version)
+    crio = parse_runtime_version(crio_version)
+    if ctd:
+        plugins = _toml(containerd_config, "containerd's configuration").get("plugins") or {}
+        v2 = ctd >= (CONTAINERD_CDI_DEFAULT + (0,))
+        section = plugins.get("io.containerd.cri.v1.runtime") if v2 else None
+        if section is None:
+            section = plugins.get("io.containerd.grpc.v1.cri") or {}   # 1.7, or a version 2 file migrated by 2.x
+        explicit = "enable_cdi" in section
+        enabled = bool(section.get("enable_cdi", v2)) and ctd >= (CONTAINERD_CDI_FIRST + (0,))
+        out.update(runtime="containerd", version=_ver(ctd), enabled=enabled,
+                   spec_dirs=list(section.get("cdi_spec_dirs") or CDI_SPEC_DIRS) if enabled else [])
+        if ctd < (CONTAINERD_CDI_FIRST + (0,)):
+            out["fails"].append("containerd %s has no CDI (from 1.7; on by default from 2.0)" % _ver(ctd))
+        elif not enabled:
+            out["fails"].append("containerd %s runs with enable_cdi = false%s" % (
+                _ver(ctd), "" if explicit else " (its default before 2.0)"))
+    elif crio:
+        runtime = ((_toml(crio_config, "CRI-O's configuration").get("crio") or {}).get("runtime") or {}) if crio_config else {}
+        ok = crio >= (CRIO_CDI_DEFAULT + (0,))
+        out.update(runtime="cri-o", version=_ver(crio), enabled=ok,
+                   spec_dirs=list(runtime.get("cdi_spec_dirs") or CDI_SPEC_DIRS) if ok else [])
+        if not ok:
+            out["fails"].append("CRI-O %s does not enable CDI (from 1.27)" % _ver(crio))
+    else:
+        out["fails"].append("no container runtime answers (containerd --version, crio --version)")
+    kube = parse_runtime_version(kubelet_version)
+    out["kubernetes"] = _ver(kube) if kube else None
+    if kube is None:
+        out["warns"].append("the kubelet's version could not be read (kubelet --version)")
+    elif kube[:2] < MIN_KUBERNETES:
+        out["fails"].append("Kubernetes %s is older than the DRA driver's 1.32" % _ver(kube))
+    elif kube[:2] < DRA_GA_KUBERNETES:
+        out["warns"].append("Kubernetes %s: DRA is beta before 1.34, so the DynamicResourceAllocation feature gate and "
+                            "the resource.k8s.io API must be on" % _ver(kube))
+    return out
+
+
 def check_dra_cdi(specs: Optional[Sequence[Mapping[str, Any]]], expected_gpus: Optional[Iterable[Mapping[str, Any]]] = None,
                   spec_dirs: Optional[Sequence[str]] = None, cdi_root: str = DRA_CDI_ROOT, require_toolkit_spec: bool = False,
-                  toolkit_kind: str = TOOLKIT_CDI_KIND) -> tuple[str, str, str]:
+                  toolkit_kind: str = TOOLKIT_CDI_KIND, runtime: Optional[Mapping[str, Any]] = None) -> tuple[str, str, str]:
     """CDI on a DRA node: the runtime reads the directory the DRA driver writes its per-claim specs to, and the
     specs already there load.
 
@@ -246,9 +329,26 @@ def check_dra_cdi(specs: Optional[Sequence[Mapping[str, Any]]], expected_gpus: O
     spec_dirs: the container runtime's CDI spec directories in order ([] = CDI disabled, None = not gathered):
     containerd's enable_cdi/cdi_spec_dirs, CRI-O's cdi_spec_dirs. cdi_root: where the DRA driver writes
     (DRA_CDI_ROOT). require_toolkit_spec: the node also needs the toolkit's spec (nvidia.com/gpu=... requested by
-    something other than the DRA driver); the DRA driver itself does not. Returns (status, evidence, remedy).
+    something other than the DRA driver); the DRA driver itself does not. runtime: runtime_cdi's reading of the node's
+    container runtime and kubelet; its spec directories stand in for spec_dirs when spec_dirs is None. Returns
+    (status, evidence, remedy).
     """
-    fails, warns, notes, remedies = [], [], [], []
+    fails: list[str] = []
+    warns: list[str] = []
+    notes: list[str] = []
+    remedies: list[str] = []
+    if runtime is not None:
+        fails.extend(runtime.get("fails") or [])
+        warns.extend(runtime.get("warns") or [])
+        if runtime.get("runtime"):
+            notes.append("%s %s, CDI %s, Kubernetes %s" % (runtime["runtime"], runtime.get("version"),
+                                                           "enabled" if runtime.get("enabled") else "disabled",
+                                                           runtime.get("kubernetes") or "unknown"))
+        if runtime.get("fails") or runtime.get("warns"):
+            remedies.append("run containerd 2.x or CRI-O 1.27+ (or set enable_cdi = true in containerd 1.7's "
+                            "[plugins.\"io.containerd.grpc.v1.cri\"]) and Kubernetes 1.32+ with DynamicResourceAllocation")
+        if spec_dirs is None:
+            spec_dirs = runtime.get("spec_dirs")
     runtime_remedy = ("enable CDI and read %s: containerd 2.x [plugins.'io.containerd.cri.v1.runtime'] (1.7: "
                       "[plugins.\"io.containerd.grpc.v1.cri\"]) enable_cdi = true, cdi_spec_dirs = [\"/etc/cdi\", "
                       "\"/var/run/cdi\"], then systemctl restart containerd; CRI-O: cdi_spec_dirs in [crio.runtime], "

@@ -30,6 +30,12 @@ class DriverInputError(ValueError):
     """Input a driver filter cannot work with (wrong shape, bad pin or branch); the message says what and why."""
 
 
+def _epoch(value: Any) -> Any:
+    """An rpm epoch from package_facts; a package without one reads None, or the string 'None' (ansible-core's
+    package_facts RPM._none turns rpm's '(none)' into 'None', as its python3-rpm version printed str(None))."""
+    return None if value in ("None", "(none)") else value
+
+
 def package_version(entry: Any) -> Optional[str]:
     """Version string out of one package_facts entry (apt: version; rpm: epoch/version/release)."""
     if isinstance(entry, str):
@@ -40,7 +46,7 @@ def package_version(entry: Any) -> Optional[str]:
     if not version:
         return None
     release = entry.get("release")
-    epoch = entry.get("epoch")
+    epoch = _epoch(entry.get("epoch"))
     text = str(version)
     if release and entry.get("source") == "rpm":
         text = "%s-%s" % (text, release)
@@ -424,7 +430,7 @@ def version_locks(packages: Any, driver_version: str) -> list[str]:
         for e in entries:
             if "version" not in e:
                 continue
-            evr = "%s:%s-%s" % (e.get("epoch") or 0, e["version"], e["release"])
+            evr = "%s:%s-%s" % (_epoch(e.get("epoch")) or 0, e["version"], e["release"])
             if name in family or ("nvidia" in name and _DRIVER_EVR.match(evr)
                                   and V.select_version([evr], driver_version, "rpm") is not None):
                 lock = "%s-%s.*" % (name, evr)

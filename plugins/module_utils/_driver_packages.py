@@ -144,27 +144,71 @@ def platform_key(distribution: Optional[str], os_family: Optional[str]) -> str:
     raise PackageError("no NVIDIA driver packaging known for %s (%s)" % (distribution or "?", os_family or "?"))
 
 
+KERNEL_MODULES = ("dkms", "precompiled")
+SOURCES = ("distribution", "cuda", "file")
+
+
+def _major(major_version: Union[int, str, None]) -> int:
+    return int(str(major_version or "0").split(".", maxsplit=1)[0] or 0)
+
+
+def _rhel_extra_repos(major_version: Union[int, str, None]) -> list[str]:
+    """dkms comes from EPEL; EPEL's dkms needs CRB (CodeReady Builder, 'powertools' on EL8 rebuilds)."""
+    return ["epel", "powertools" if _major(major_version) == 8 else "crb"]
+
+
 def package_plan(distribution: Optional[str], os_family: Optional[str], major_version: Union[int, str, None], source: Optional[str],
-                 flavour: str, branch: Union[int, str], driver_version: Optional[str] = None, persistence: bool = True) -> dict[str, Any]:
-    """What to install for one host: dict(install, module_stream, pinning_packages, version_lock, extra_repos).
+                 flavour: str, branch: Union[int, str], driver_version: Optional[str] = None, persistence: bool = True,
+                 kernel_modules: str = "dkms", kernel_flavours: Iterable[str] = ()) -> dict[str, Any]:
+    """What to install for one host: dict(install, module_stream, pinning_packages, version_lock, extra_repos,
+    builds_module).
+
+    ``kernel_modules``: ``dkms`` (the module is built on the host; every platform) or ``precompiled`` (Ubuntu's own
+    archive only: Canonical's signed modules, the Secure Boot path without a Machine Owner Key; NVIDIA GPU Operator
+    docs, "Installing Precompiled and Canonical Signed Drivers on Ubuntu": linux-modules-nvidia-<branch>-server-<kernel>
+    with nvidia-utils-<branch>-server; the -<flavour> metapackages follow kernel upgrades). ``kernel_flavours``: the
+    host's kernel flavours for those metapackages (generic, generic-hwe-22.04, aws). ``builds_module``: the plan has
+    DKMS build a kernel module on the host.
 
     ``install``: the packages to ask for (the rest follows as their dependencies; the pin covers the whole family).
     ``pinning_packages``: NVIDIA's pinning package for the exact driver version (used when the repository offers it).
     ``module_stream``: the DNF module stream on RHEL 8/9 (None elsewhere and on RHEL 10).
     ``version_lock``: the dnf versionlock globs (RHEL family).
     ``extra_repos``: repositories the packages need besides the driver's (EPEL and CRB on the RHEL family).
+
+    ``source`` ``file``: the driver comes from a package file (``package_file_identity``), nothing from a repository;
+    on the RHEL family NVIDIA's vGPU guest RPM needs dkms from EPEL (and so CRB) all the same.
     """
     if flavour not in FLAVOURS:
         raise PackageError("flavour must be open or proprietary, not %r" % (flavour,))
     number = V.parse_branch(branch)
     platform = platform_key(distribution, os_family)
     source = str(source or "").strip()
-    if source not in ("distribution", "cuda"):
-        raise PackageError("source must be distribution or cuda, not %r" % (source,))
+    if source not in SOURCES:
+        raise PackageError("source must be distribution, cuda or file, not %r" % (source,))
     is_open = flavour == "open"
+    if kernel_modules not in KERNEL_MODULES:
+        raise PackageError("kernel modules must be dkms or precompiled, not %r" % (kernel_modules,))
+    precompiled = kernel_modules == "precompiled"
+    if precompiled and not (platform == "ubuntu" and source == "distribution"):
+        raise PackageError("precompiled signed kernel modules come from Ubuntu's own archive (source distribution on "
+                           "Ubuntu), not from %s with source %s" % (platform, source))
+    flavours = [f for f in (kernel_flavours or ()) if f]
+    if precompiled and not flavours:
+        raise PackageError("precompiled kernel modules need the host's kernel flavour (generic, aws, ...)")
     plan = dict(platform=platform, flavour=flavour, branch=number, module_stream=None, pinning_packages=[],
-                version_lock=[], extra_repos=[], module_switch=False)
-    if platform == "debian" and source == "distribution":
+                version_lock=[], extra_repos=[], module_switch=False, builds_module=not precompiled)
+    if source == "file":
+        if platform == "redhat":
+            plan["extra_repos"] = _rhel_extra_repos(major_version)
+        # What a package file builds is its own business: the role checks no DKMS module for it.
+        plan.update(install=[], builds_module=False)
+        return plan
+    if precompiled:
+        suffix = "-server%s" % ("-open" if is_open else "")
+        install = ["linux-modules-nvidia-%d%s-%s" % (number, suffix, f) for f in flavours]
+        install += ["nvidia-headless-no-dkms-%d%s" % (number, suffix), "nvidia-utils-%d-server" % number]
+    elif platform == "debian" and source == "distribution":
         # Debian's nvidia-driver depends on one of the kernel-module packages; naming it picks the flavour.
         install = ["nvidia-driver", "nvidia-open-kernel-dkms" if is_open else "nvidia-kernel-dkms"]
     elif platform == "ubuntu" and source == "distribution":
@@ -180,15 +224,14 @@ def package_plan(distribution: Optional[str], os_family: Optional[str], major_ve
             raise PackageError("the RHEL family gets NVIDIA drivers from NVIDIA's CUDA repository (source cuda), "
                                "not from the distribution")
         install = ["nvidia-open" if is_open else "cuda-drivers"]
-        major = int(str(major_version or "0").split(".", maxsplit=1)[0] or 0)
+        major = _major(major_version)
         if major >= 10:
             # RHEL 10: no module streams; the branch is held by versionlock alone.
             plan["version_lock"] = ["*nvidia*%d*" % number]
         else:
             plan["module_stream"] = "nvidia-driver:%d-%s" % (number, "open" if is_open else "dkms")
             plan["version_lock"] = ["*nvidia*%d*" % number]
-        # dkms comes from EPEL; EPEL's dkms needs CRB (CodeReady Builder, 'powertools' on EL8 rebuilds).
-        plan["extra_repos"] = ["epel", "powertools" if major == 8 else "crb"]
+        plan["extra_repos"] = _rhel_extra_repos(major)
     if persistence and platform != "redhat":
         # Recommends are off: without naming it, nvidia-persistenced is never installed on Debian/Ubuntu.
         install.append("nvidia-persistenced")
@@ -274,21 +317,57 @@ def apt_version_pin(driver_version: str) -> str:
 
 
 _DEB_FILE_RE = re.compile(r"^(?P<name>[a-z0-9][a-z0-9+.-]+)_(?P<version>[0-9][A-Za-z0-9.+~:-]*)_(?P<arch>[a-z0-9-]+)\.deb\Z")
+# rpm's default %_rpmfilename (rpm's macros.in): %{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}.rpm; VERSION and RELEASE carry
+# no '-'. NVIDIA's vGPU guest driver for the RHEL family: nvidia-linux-grid-570-570.133.20-1.x86_64.rpm.
+_RPM_FILE_RE = re.compile(r"^(?P<name>[A-Za-z0-9_+][A-Za-z0-9_.+-]*)-(?P<version>[0-9][A-Za-z0-9._+~^]*)"
+                          r"-(?P<release>[A-Za-z0-9._+~^]+)\.(?P<arch>[A-Za-z0-9_]+)\.rpm\Z")
 
 
 def package_file_identity(path: Optional[str], driver_version: str) -> dict[str, str]:
-    """dict(name, version, arch) of a driver .deb from its file name (Debian policy: <name>_<version>_<arch>.deb,
-    the form NVIDIA's licensing portal uses, nvidia-linux-grid-535_535.261.04_amd64.deb); the version must be
-    ``driver_version``'s. The file's own control fields are compared on the host before it is installed."""
+    """dict(name, version, arch, file, format) of a driver package file from its name; the version must be
+    ``driver_version``'s. ``format`` deb: Debian policy's <name>_<version>_<arch>.deb, the form NVIDIA's licensing
+    portal uses (nvidia-linux-grid-535_535.261.04_amd64.deb); rpm: <name>-<version>-<release>.<arch>.rpm (version is
+    <version>-<release>). The file's own header fields are compared on the host before it is installed."""
     base = str(path or "").replace("\\", "/").rsplit("/", 1)[-1]
     m = _DEB_FILE_RE.match(base)
-    if not m:
-        raise PackageError("%r is not a Debian package file name (<name>_<version>_<arch>.deb)" % (base,))
+    if m:
+        ident = dict(name=m.group("name"), version=m.group("version"), arch=m.group("arch"), file=base, format="deb")
+    else:
+        m = _RPM_FILE_RE.match(base)
+        if not m:
+            raise PackageError("%r is not a package file name (Debian <name>_<version>_<arch>.deb or RPM "
+                               "<name>-<version>-<release>.<arch>.rpm)" % (base,))
+        ident = dict(name=m.group("name"), version="%s-%s" % (m.group("version"), m.group("release")),
+                     arch=m.group("arch"), file=base, format="rpm")
     want = V.parse_driver_version(str(V.driver_version_of(driver_version)))
     try:
-        got = V.driver_version_of(m.group("version"))
+        got = V.driver_version_of(ident["version"])
     except V.VersionError:
-        raise PackageError("%s: version %s carries no NVIDIA driver version" % (base, m.group("version")))
+        raise PackageError("%s: version %s carries no NVIDIA driver version" % (base, ident["version"]))
     if got != want:
         raise PackageError("%s is driver %s, not the requested %s" % (base, got, want))
-    return dict(name=m.group("name"), version=m.group("version"), arch=m.group("arch"), file=base)
+    return ident
+
+
+# --- Fabric Manager (issue 37 point 3) -------------------------------------------------------------------------------
+# NVSwitch systems (HGX, DGX) need NVIDIA Fabric Manager running before CUDA can use the GPUs, and it must be the
+# driver's exact version or it refuses to start (NVIDIA Fabric Manager User Guide, "Installing Fabric Manager";
+# NVIDIA/gpu-operator#544). Package: nvidia-fabricmanager-<branch> (NVIDIA/apt-packaging-fabric-manager, the CUDA
+# repository; Ubuntu's multiverse src:fabric-manager-<branch>; NVIDIA/yum-packaging-fabric-manager on the RHEL family),
+# service nvidia-fabricmanager. An NVSwitch is an NVIDIA PCI function of class 0x0680 (bridge, other): the
+# nvidia-nvswitch devices the driver creates exist only once it runs, the PCI function before it is installed.
+FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager"
+NVSWITCH_CLASS_PREFIX = "0x0680"
+
+
+def fabric_manager_packages(branch: Union[int, str]) -> list[str]:
+    """The Fabric Manager package of a driver branch."""
+    return ["nvidia-fabricmanager-%d" % V.as_branch(branch)]
+
+
+def nvswitch_addresses(vendor_files: Optional[Iterable[str]], class_files: Optional[Iterable[str]]) -> list[str]:
+    """PCI addresses of the NVSwitches from sysfs: ``vendor_files`` are the <device>/vendor paths that read 0x10de,
+    ``class_files`` the <device>/class paths that read 0x0680xx (as ``find`` with ``contains`` lists them)."""
+    def devices(paths: Optional[Iterable[str]]) -> set[str]:
+        return {str(p).rstrip("/").rsplit("/", 2)[-2] for p in paths or () if str(p).count("/") >= 1}
+    return sorted(devices(vendor_files) & devices(class_files))

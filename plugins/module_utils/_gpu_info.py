@@ -91,7 +91,9 @@ def collect(module: Any, nvml: Nvml) -> tuple[dict[str, Any], str | None]:
     params = module.params
     result: dict[str, Any] = {"changed": False, "nvml": {"available": False, "reason": None}, "gpus": [],
                               "kernel_log": read_kernel_log(module, params["kernel_log"])}
-    if not nvml.open():
+    opened = nvml.open()
+    result["nvml"]["binding"] = nvml.binding
+    if not opened:
         result["nvml"]["reason"] = nvml.reason
         result["nvml"]["calls"] = nvml.calls
         return result, None

@@ -355,11 +355,49 @@ def _merge_extra_args(extra: object, gate: Mapping[str, Any], where: str) -> Uni
     raise JoinConfigError("%s must be a mapping (v1beta3) or a list of {name, value} (v1beta4), not %r" % (where, extra))
 
 
-def render_join_taint(existing_join_config: object, taint: object) -> dict[str, Any]:
+# The name a node registers under (issue 37 point 6): kubeadm takes nodeRegistration.name, else the host's name
+# (cmd/kubeadm/app/util/config/initconfiguration.go SetNodeRegistrationDynamicDefaults ->
+# k8s.io/component-helpers/node/util GetHostname: os.Hostname(), i.e. /proc/sys/kernel/hostname, trimmed and
+# lower-cased). An FQDN or IP inventory name is neither, so the gate looks the node up by this name and writes it into
+# the JoinConfiguration, where it is what kubeadm uses.
+def join_node_name(documents: object) -> Optional[str]:
+    """nodeRegistration.name of the JoinConfiguration among ``documents`` (a mapping or a list), or None."""
+    docs = documents if isinstance(documents, (list, tuple)) else [documents]
+    for d in docs:
+        if isinstance(d, Mapping) and d.get("kind") in (None, "", JOIN_KIND):
+            reg = d.get("nodeRegistration")
+            name = reg.get("name") if isinstance(reg, Mapping) else None
+            if name not in (None, ""):
+                return str(name)
+    return None
+
+
+def kubeadm_node_name(explicit: object, documents: object, hostname: object) -> dict[str, str]:
+    """The node's name in Kubernetes: dict(name, source). ``explicit`` (node_preflight_k8s_node_name) wins; then
+    the JoinConfiguration's nodeRegistration.name; then the host's name as kubeadm reads it (trimmed, lower-cased).
+    The name must be a DNS-1123 subdomain (the API server's rule for node names)."""
+    for value, source in ((explicit, "node_preflight_k8s_node_name"),
+                          (join_node_name(documents), "the JoinConfiguration's nodeRegistration.name")):
+        if value not in (None, ""):
+            name = str(value)
+            break
+    else:
+        name, source = str(hostname or "").strip().lower(), "the host name, as kubeadm registers it"
+    if not name:
+        raise JoinConfigError("the node's name is unknown: no node_preflight_k8s_node_name, no nodeRegistration.name "
+                              "and an empty host name")
+    if len(name) > DNS1123_SUBDOMAIN_MAX or not _DNS1123_SUBDOMAIN_RE.match(name):
+        raise JoinConfigError("node name %r (from %s) is not a DNS-1123 subdomain (lower case alphanumerics, '-' or '.')"
+                              % (name, source))
+    return {"name": name, "source": source}
+
+
+def render_join_taint(existing_join_config: object, taint: object, node_name: Optional[str] = None) -> dict[str, Any]:
     """A kubeadm JoinConfiguration (dict, or None/{} for a new one) with ``nodeRegistration.taints`` holding ``taint``
     exactly once, every other taint kept. A new document is kubeadm.k8s.io/v1beta4; a given apiVersion is kept when it
     is v1beta4 or v1beta3 and refused otherwise. A control-plane join (``controlPlane`` set) that omitted taints keeps
-    the control-plane taint kubeadm would have defaulted. The input is not modified."""
+    the control-plane taint kubeadm would have defaulted. ``node_name``: written to ``nodeRegistration.name``, which
+    must not name another node already. The input is not modified."""
     gate = validate_taint(taint)
     if existing_join_config is None:
         existing_join_config = {}
@@ -382,6 +420,11 @@ def render_join_taint(existing_join_config: object, taint: object) -> dict[str, 
     if not isinstance(reg, Mapping):
         raise JoinConfigError("%s.nodeRegistration must be a mapping, not %r" % (where, reg))
     reg = dict(reg)
+    if node_name not in (None, ""):
+        if reg.get("name") not in (None, "", node_name):
+            raise JoinConfigError("%s.nodeRegistration.name is %r, but the node is %r (node_preflight_k8s_node_name): "
+                                  "kubeadm would register it under the former" % (where, reg["name"], node_name))
+        reg["name"] = node_name
     taints = reg.get("taints")
     if taints is None:
         # Omitted (nil): kubeadm applies none to a worker and the control-plane taint to a control-plane join.
@@ -424,7 +467,7 @@ def _compact(taint: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def merge_join_documents(documents: object, taint: object) -> list[Any]:
+def merge_join_documents(documents: object, taint: object, node_name: Optional[str] = None) -> list[Any]:
     """A kubeadm config file's documents (a list; None entries, i.e. empty documents, dropped) with the taint in its
     JoinConfiguration, every other document (ClusterConfiguration, KubeletConfiguration, ...) kept as it is. A lone
     document without kind is taken for the JoinConfiguration. Without a JoinConfiguration one is appended, with the
@@ -450,14 +493,14 @@ def merge_join_documents(documents: object, taint: object) -> list[Any]:
                               % (len(joins), ", ".join(str(i + 1) for i in joins)))
     if joins:
         out = list(docs)
-        out[joins[0]] = render_join_taint(docs[joins[0]], taint)
+        out[joins[0]] = render_join_taint(docs[joins[0]], taint, node_name)
         return out
     api = None
     for i, d in enumerate(docs):
         if str(d.get("apiVersion", "")).startswith(API_GROUP + "/"):
             api = _check_api_version(d, "document %d (%s)" % (i + 1, d.get("kind")))
             break
-    return list(docs) + [render_join_taint({"apiVersion": api} if api else None, taint)]
+    return list(docs) + [render_join_taint({"apiVersion": api} if api else None, taint, node_name)]
 
 
 def registered_join_taints(documents: Optional[Iterable[Any]]) -> list[dict[str, Any]]:

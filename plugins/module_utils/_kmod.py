@@ -28,7 +28,7 @@ from ansible_collections.gpuops.provision.plugins.module_utils._versions import 
 
 __all__ = [
     "KmodError", "parse_dkms_status", "parse_dkms_version", "parse_sb_state", "parse_mok_test_key",
-    "next_boot_kernel", "headers_packages", "module_check", "secure_boot_plan", "dkms_signing_config",
+    "next_boot_kernel", "headers_packages", "parse_kernel_packages", "kernel_headers_plan", "module_check", "secure_boot_plan", "dkms_signing_config",
     "DKMS_SIGNING_CONFIG_MIN", "DEFAULT_MOK_KEY", "DEFAULT_MOK_CERT", "UBUNTU_MOK_KEY", "UBUNTU_MOK_CERT",
 ]
 
@@ -391,6 +391,106 @@ def headers_packages(kernel_release: object, distribution: Optional[str] = None,
     if metapkg:
         pkgs.append(metapkg)
     return _dedupe(pkgs)
+
+
+# The headers of a Debian/Ubuntu/Proxmox kernel follow from the package that installed it, not from a fixed name
+# (issue 37 point 2): the image package's name carries the release, and the metapackage that depends on it (what an
+# upgrade follows: linux-image-amd64, linux-image-cloud-amd64, Ubuntu's linux-image-generic-hwe-22.04 or
+# linux-image-aws, Proxmox's proxmox-kernel-6.8 / proxmox-default-kernel) has a headers twin of the same name.
+# Names: Debian linux-signed-amd64 / linux source packages (packages.debian.org: linux-image-6.1.0-28-amd64,
+# linux-image-6.1.0-28-amd64-unsigned, linux-image-amd64 -> linux-headers-6.1.0-28-amd64, linux-headers-amd64);
+# Ubuntu linux-meta (linux-image-generic-hwe-22.04 -> linux-headers-generic-hwe-22.04; signed images
+# linux-image-<rel>, unsigned linux-image-unsigned-<rel>); Proxmox VE 8.2+ proxmox-kernel-<rel>-signed /
+# proxmox-headers-<rel>, proxmox-kernel-<series> / proxmox-headers-<series>, proxmox-default-kernel /
+# proxmox-default-headers (pve-kernel-* / pve-headers-* before 8.1). dpkg-query's ${Depends} gives each one's deps.
+_IMAGE_RES = (
+    (re.compile(r"^linux-image-(?:unsigned-)?(?P<rel>\d.*?)(?:-unsigned)?\Z"), "linux-headers-"),
+    (re.compile(r"^proxmox-kernel-(?P<rel>\d+\.\d+\.\d+-\d+-pve)(?:-signed)?\Z"), "proxmox-headers-"),
+    (re.compile(r"^pve-kernel-(?P<rel>\d+\.\d+\.\d+-\d+-pve)(?:-signed)?\Z"), "pve-headers-"),
+)
+_META_TWINS = (("linux-image-", "linux-headers-"), ("proxmox-kernel-", "proxmox-headers-"),
+               ("proxmox-default-kernel", "proxmox-default-headers"), ("pve-kernel-", "pve-headers-"))
+_INSTALLED_STATES = ("ii", "hi", "iU", "hU")
+
+
+def parse_kernel_packages(text: object) -> list[dict[str, Any]]:
+    """``dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Depends}\\n' <patterns>`` ->
+    list of dict(name, version, depends: [package names, alternatives flattened]) of the installed packages."""
+    out = []
+    for line in _text(text, "dpkg-query output").splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3 or parts[2].strip()[:2] not in _INSTALLED_STATES:
+            continue
+        depends = []
+        for clause in (parts[3] if len(parts) > 3 else "").split(","):
+            for alt in clause.split("|"):
+                name = alt.strip().split(" ", 1)[0].split("(", 1)[0].split(":", 1)[0].strip()
+                if name:
+                    depends.append(name)
+        out.append(dict(name=parts[0].strip(), version=parts[1].strip(), depends=depends))
+    return out
+
+
+def _image_of(release: str, packages: Sequence[Mapping[str, Any]]) -> Optional[tuple[str, str]]:
+    """(image package, headers package) of the installed package that carries ``release``, or None."""
+    for pkg in packages:
+        for rx, headers in _IMAGE_RES:
+            m = rx.match(str(pkg.get("name") or ""))
+            if m and m.group("rel") == release:
+                return str(pkg["name"]), headers + release
+    return None
+
+
+def _metas(image: str, packages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(prefix, rest) of the installed metapackages that depend on ``image`` (linux-image-<rest>, ...)."""
+    found = []
+    for pkg in packages:
+        name = str(pkg.get("name") or "")
+        if name == image or image not in (pkg.get("depends") or []):
+            continue
+        for prefix, _twin in _META_TWINS:
+            if name.startswith(prefix):
+                found.append((prefix, name[len(prefix):]))
+                break
+    return found
+
+
+def kernel_headers_plan(kernel_packages: Any, running: object, next_kernel: object = None) -> dict[str, Any]:
+    """The headers packages DKMS needs for the running kernel and the one that boots next (Debian, Ubuntu, Proxmox).
+
+    ``kernel_packages``: ``parse_kernel_packages`` entries (or its input text). Returns dict(packages, kernels,
+    warnings, ok, reason, flavours): per kernel its image and headers package; ``flavours`` the kernel
+    metapackages' flavours (generic, generic-hwe-22.04, aws; else the release's own suffix); a running kernel that no installed package
+    carries (a custom build, or one removed since the boot) warns; the next kernel without one fails (``ok`` False,
+    ``reason`` names it), because its module could not be built.
+    """
+    pkgs = kernel_packages if isinstance(kernel_packages, (list, tuple)) else parse_kernel_packages(kernel_packages)
+    run = _release_of(running) if running not in (None, "") else ""
+    nxt = _release_of(next_kernel) if next_kernel not in (None, "") else run
+    out: dict[str, Any] = dict(packages=[], kernels={}, flavours=[], warnings=[], ok=True, reason="")
+    for role, release in (("next", nxt), ("running", run)):
+        if not release or release in out["kernels"]:
+            continue
+        found = _image_of(release, pkgs)
+        if found is None:
+            why = ("kernel %s (the %s one) comes from no installed linux-image/proxmox-kernel package, so its headers "
+                   "package is unknown" % (release, role))
+            if role == "next":
+                out.update(ok=False, reason=why + ": set nvidia_driver_kernel_headers_packages")
+            else:
+                out["warnings"].append(why + "; the module is built for the kernel that boots next")
+            out["kernels"][release] = dict(image=None, headers=None, role=role)
+            continue
+        image, headers = found
+        metas = _metas(image, pkgs)
+        out["kernels"][release] = dict(image=image, headers=headers, role=role)
+        out["packages"].extend([headers] + [dict(_META_TWINS)[prefix] + rest for prefix, rest in metas])
+        # The flavour names Ubuntu's precompiled module metapackages follow (linux-modules-nvidia-<b>-server-<flavour>).
+        out["flavours"].extend([rest for prefix, rest in metas if prefix == "linux-image-"]
+                               or [f for f in [_deb_flavour(release)] if f])
+    out["packages"] = _dedupe(out["packages"])
+    out["flavours"] = _dedupe(out["flavours"])
+    return out
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:

@@ -13,6 +13,30 @@ from typing import Any, Optional, Union
 FEATURE_TYPES = {"0": "unlicensed", "1": "vgpu", "2": "nvidia_rtx", "4": "compute"}
 
 
+class LicenseError(ValueError):
+    """A licensing decision that cannot be made from what the node reported; the message says what to set."""
+
+
+# The FeatureType NVIDIA documents per kind of GPU (NVIDIA License System User Guide, "Configuring a Licensed Client on
+# Linux", FeatureType): 1 on a vGPU guest, where the driver takes the licence edition from the vGPU type (Q: vWS,
+# B: vPC, C: vCS / NVIDIA AI Enterprise, A: vApps); 2 (RTX vWS) or 4 (Virtual Compute Server) only for a GPU passed
+# through or on bare metal, where nothing else tells the driver which licence to ask for. 4 on a Q- or B-series vGPU
+# asks for a licence those profiles cannot use, and the guest stays unlicensed (issue 37 point 10).
+def default_feature_type(info: Optional[Mapping[str, Any]]) -> int:
+    """FeatureType for ``auto``: 1 on a vGPU guest, 4 on a GPU passed through or on bare metal, from an
+    nvidia_license_info result (its NVML read). Raises LicenseError when NVML could not tell."""
+    info = info or {}
+    nvml = info.get("nvml") or {}
+    if info.get("failed") or not nvml.get("available"):
+        raise LicenseError("cannot tell a vGPU guest from a GPU passed through: NVML is not usable (%s); set "
+                           "nvidia_license_feature_type (1 on vGPU guests, 4 or 2 on passed-through GPUs)"
+                           % (nvml.get("reason") or info.get("msg") or "not read"))
+    modes = [g.get("virtualization_mode") for g in info.get("gpus") or []]
+    if not modes:
+        raise LicenseError("NVML lists no GPU to license; set nvidia_license_feature_type")
+    return 1 if "vgpu" in modes else 4
+
+
 def parse_gridd_conf(text: Optional[str]) -> dict[str, str]:
     """Active ``Key=Value`` settings of a gridd.conf; comments and blank lines ignored, the last of a repeated key wins."""
     settings = {}
@@ -42,6 +66,28 @@ def gridd_summary(settings: Mapping[str, str], exists: bool, path: str, token_di
         "token_dir": token_dir,
         "tokens": tokens,
     }
+
+
+# gridd reaches the licence service through the HTTP proxy gridd.conf names (NVIDIA License System User Guide,
+# "Configuring a Licensed Client on Linux": ProxyServerAddress, ProxyServerPort, and for an authenticating proxy
+# ProxyUserName with ProxyCredentialsFilePath, whose password file only gridd's tool can write). A probe from the guest
+# must take the same way, or it tests a path the driver never uses (issue 37 point 10).
+def gridd_proxy(settings: Mapping[str, str]) -> Optional[dict[str, Any]]:
+    """dict(host, port, user) of the proxy gridd uses, or None; LicenseError for a proxy without a valid port."""
+    address = str(settings.get("ProxyServerAddress") or "").strip()
+    if not address:
+        return None
+    for scheme in ("http://", "https://"):
+        if address.lower().startswith(scheme):
+            address = address[len(scheme):]
+    address = address.rstrip("/")
+    port_text = str(settings.get("ProxyServerPort") or "").strip()
+    if not port_text and address.count(":") == 1:
+        address, port_text = address.split(":")
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise LicenseError("gridd.conf ProxyServerAddress=%s needs ProxyServerPort (1-65535), got %r"
+                           % (settings.get("ProxyServerAddress"), settings.get("ProxyServerPort")))
+    return {"host": address, "port": int(port_text), "user": str(settings.get("ProxyUserName") or "") or None}
 
 
 def parse_expiry(text: Optional[str]) -> Optional[datetime.datetime]:

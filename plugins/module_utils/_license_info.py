@@ -11,7 +11,7 @@ import os
 import stat
 from typing import Any
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _license, _nls_probe
+from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _license, _nls_probe, _sysfs
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml
 
 DEFAULT_TOKEN_DIR = "/etc/nvidia/ClientConfigToken"
@@ -19,8 +19,8 @@ DEFAULT_TOKEN_DIR = "/etc/nvidia/ClientConfigToken"
 
 def read_gridd(gridd_conf: str, token_dir: str | None) -> dict[str, Any]:
     try:
-        with open(gridd_conf, encoding="utf-8") as fh:
-            settings = _license.parse_gridd_conf(fh.read())
+        # A regular file only, within a timeout: a FIFO there would block the module for ever (_sysfs.read_file).
+        settings = _license.parse_gridd_conf(_sysfs.read_file(gridd_conf))
         exists = True
     except FileNotFoundError:
         settings, exists = {}, False
@@ -52,15 +52,22 @@ def collect(p: dict[str, Any], nvml: Nvml) -> tuple[dict[str, Any], str | None]:
                               "licensed": None, "vgpu_guest": False, "gpus": []}
     try:
         result["gridd"] = read_gridd(p["gridd_conf"], p["token_dir"])
-    except (OSError, UnicodeDecodeError) as e:
+    except _sysfs.SysfsError as e:
         return result, "cannot read the gridd configuration: %s" % e
+    except OSError as e:
+        return result, "cannot read the gridd configuration %s: %s" % (getattr(e, "filename", None) or p["gridd_conf"],
+                                                                       e.strerror or e)
     problems = _bounds.out_of_range(p, {"connect_timeout": (1, 300, "seconds per connection")})
     if problems:
         return result, "; ".join(problems)
     if p["service_check"]:
         gridd = result["gridd"]
+        try:
+            proxy = _license.gridd_proxy(gridd["settings"])
+        except _license.LicenseError as e:
+            return result, str(e)
         result["service"] = _nls_probe.check_service(gridd["token_dir"], [t["name"] for t in gridd["tokens"]],
-                                                     p["connect_timeout"], p["validate_certs"], p["ca_path"])
+                                                     p["connect_timeout"], p["validate_certs"], p["ca_path"], proxy)
     if not nvml.open():
         result["nvml"]["reason"] = nvml.reason
         return result, None

@@ -15,7 +15,7 @@ import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _nls
+from ansible_collections.gpuops.provision.plugins.module_utils import _nls, _sysfs
 
 
 def read_token(token_dir: str, names: Sequence[str]) -> tuple[Optional[dict[str, Any]], str]:
@@ -25,10 +25,11 @@ def read_token(token_dir: str, names: Sequence[str]) -> tuple[Optional[dict[str,
         return None, "no client configuration token (*.tok) in %s" % token_dir
     paths = sorted((os.path.join(token_dir, n) for n in names), key=os.path.getmtime)
     try:
-        with open(paths[-1], encoding="utf-8") as fh:
-            return _nls.parse_token(fh.read()), os.path.basename(paths[-1])
-    except (OSError, UnicodeDecodeError) as e:
-        return None, "cannot read %s: %s" % (os.path.basename(paths[-1]), e.strerror if isinstance(e, OSError) else e)
+        return _nls.parse_token(_sysfs.read_file(paths[-1])), os.path.basename(paths[-1])
+    except _sysfs.SysfsError as e:
+        return None, str(e)
+    except OSError as e:
+        return None, "cannot read %s: %s" % (os.path.basename(paths[-1]), e.strerror or e)
     except _nls.TokenError as e:
         return None, "%s: %s" % (os.path.basename(paths[-1]), e)
 
@@ -41,13 +42,47 @@ def _not_after(cert: Optional[Mapping[str, Any]]) -> Optional[str]:
         tzinfo=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def probe(host: str, port: int, timeout: float, validate_certs: bool = False, ca_path: Optional[str] = None) -> dict[str, Any]:
-    """{tcp, tls, tls_version, certificate_expires, error} of one endpoint."""
-    out: dict[str, Any] = {"tcp": False, "tls": False, "tls_version": None, "certificate_expires": None, "error": None}
+_PROXY_REPLY_LIMIT = 8192
+
+
+def _tunnel(host: str, port: int, timeout: float, proxy: Mapping[str, Any]) -> socket.socket:
+    """A socket to host:port through the HTTP proxy's CONNECT tunnel (RFC 9110 9.3.6), as gridd opens it. Raises
+    OSError naming the proxy and its answer."""
+    where = "%s:%d" % (proxy["host"], proxy["port"])
     try:
-        sock = socket.create_connection((host, port), timeout=timeout)
+        sock = socket.create_connection((proxy["host"], proxy["port"]), timeout=timeout)
     except OSError as e:
-        out["error"] = "TCP connection to %s:%d failed: %s" % (host, port, e.strerror or e)
+        raise OSError("TCP connection to the proxy %s failed: %s" % (where, e.strerror or e)) from e
+    try:
+        sock.settimeout(timeout)
+        sock.sendall(("CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (host, port, host, port)).encode("ascii"))
+        reply = b""
+        while b"\r\n\r\n" not in reply and len(reply) < _PROXY_REPLY_LIMIT:
+            chunk = sock.recv(1024)
+            if not chunk:
+                break
+            reply += chunk
+        status = reply.split(b"\r\n", 1)[0].decode("latin-1").strip()
+        parts = status.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or parts[1] != "200":
+            hint = " (the proxy wants credentials: gridd's ProxyUserName/ProxyCredentialsFilePath are not probed)" \
+                if len(parts) > 1 and parts[1] == "407" else ""
+            raise OSError("the proxy %s refused CONNECT %s:%d: %s%s" % (where, host, port, status or "no answer", hint))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def probe(host: str, port: int, timeout: float, validate_certs: bool = False, ca_path: Optional[str] = None,
+          proxy: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """{tcp, tls, tls_version, certificate_expires, error, proxy} of one endpoint, through gridd's proxy if any."""
+    out: dict[str, Any] = {"tcp": False, "tls": False, "tls_version": None, "certificate_expires": None, "error": None,
+                           "proxy": "%s:%d" % (proxy["host"], proxy["port"]) if proxy else None}
+    try:
+        sock = _tunnel(host, port, timeout, proxy) if proxy else socket.create_connection((host, port), timeout=timeout)
+    except OSError as e:
+        out["error"] = str(e) if proxy else "TCP connection to %s:%d failed: %s" % (host, port, e.strerror or e)
         return out
     out["tcp"] = True
     ctx = ssl.create_default_context(cafile=ca_path) if (validate_certs or ca_path) else ssl.SSLContext(
@@ -73,7 +108,7 @@ def probe(host: str, port: int, timeout: float, validate_certs: bool = False, ca
 
 
 def check_service(token_dir: str, names: Sequence[str], timeout: float, validate_certs: bool = False,
-                  ca_path: Optional[str] = None) -> dict[str, Any]:
+                  ca_path: Optional[str] = None, proxy: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """{token: {...} or None, error, endpoints: [{host, port, kind, services, tcp, tls, ...}]} for the module."""
     parsed, why = read_token(token_dir, names)
     if parsed is None:
@@ -82,5 +117,5 @@ def check_service(token_dir: str, names: Sequence[str], timeout: float, validate
                "expires_at": parsed.get("expires_at")}
     endpoints = []
     for target in _nls.targets(parsed):
-        endpoints.append(dict(target, **probe(target["host"], target["port"], timeout, validate_certs, ca_path)))
+        endpoints.append(dict(target, **probe(target["host"], target["port"], timeout, validate_certs, ca_path, proxy)))
     return {"token": summary, "error": None, "endpoints": endpoints}

@@ -12,7 +12,9 @@ reports, GPU/compute instances, processes, virtualization and licence state) and
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
@@ -34,6 +36,10 @@ CLOCK_EVENT_REASONS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowe
                        "HwPowerBrakeSlowdown": 0x80, "DisplayClockSetting": 0x100}
 MAX_PLACEMENTS = 32
 NO_ID = 0xFFFFFFFF
+# Where the nvidia_driver role puts nvidia-ml-py when the distribution's package is missing or too old (its 'nvml'
+# step, issue 37 point 4): a virtualenv of the host's python3. A module that cannot import pynvml from its own
+# interpreter takes the binding from there.
+NVML_VENV = "/opt/gpuops/nvml"
 NVML_SUCCESS = 0
 NVML_ERROR_INSUFFICIENT_SIZE = 7
 # Process lists, newest entry point first: nvidia-ml-py's unversioned wrapper calls the _v3 symbol (510.39.01 and
@@ -216,6 +222,24 @@ class Nvml:
     def is_error(self, err: BaseException, *names: str) -> bool:
         return isinstance(err, self.nv.NVMLError) and getattr(err, "value", None) in [getattr(self.nv, n, None) for n in names]
 
+    def _import(self) -> Any:
+        """pynvml from this interpreter, else from the collection's virtualenv (NVML_VENV)."""
+        try:
+            return __import__(self._module_name)
+        except ImportError:
+            found = glob.glob(os.path.join(NVML_VENV, "lib", "python3*", "site-packages"))
+            if not found:
+                raise
+            # The newest python3.N (numerically: 3.11 after 3.9) when the venv was ever made by two.
+            sys.path.append(max(found, key=lambda p: [int(n) for n in os.path.basename(os.path.dirname(p))[6:].split(".")
+                                                      if n.isdigit()]))
+            return __import__(self._module_name)
+
+    @property
+    def binding(self) -> dict[str, Optional[str]]:
+        """Which pynvml this run uses (its file) and the interpreter that runs it."""
+        return {"module": getattr(self.nv, "__file__", None) if self.nv is not None else None, "python": sys.executable}
+
     def missing_symbol(self, err: BaseException) -> bool:
         """Whether ``err`` says the driver (or the binding) lacks the entry point called: nvidia-ml-py raises
         NVMLError_FunctionNotFound for a symbol the library does not export, and NVMLLibraryMismatchError (a plain
@@ -244,9 +268,10 @@ class Nvml:
 
     def open(self) -> bool:
         try:
-            self.nv = __import__(self._module_name)
+            self.nv = self._import()
         except ImportError as e:
-            self.reason = "Python module pynvml (package nvidia-ml-py) is not installed: %s" % e
+            self.reason = ("Python module pynvml (package nvidia-ml-py) is not installed (neither for %s nor in %s; the "
+                           "nvidia_driver role's nvml step installs it): %s" % (sys.executable, NVML_VENV, e))
             return False
         try:
             self.call("nvmlInit")

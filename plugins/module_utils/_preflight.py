@@ -30,13 +30,14 @@ NODE_ROLES = ("k8s_worker", "k8s_dra_worker", "vgpu_guest", "passthrough_host")
 # What checks read (the role's gather tasks run the reads the selected checks need, see needs()): iommu_info,
 # gpu_info (with GPU health, with the kernel log's Xid events), nvidia_license_info, mig_geometry in check mode, the
 # CDI spec files, DCGM's diagnostic, and the loaded module's version with the installed driver packages.
-FACTS = ("iommu", "gpu", "health", "xid", "license", "mig", "cdi", "dcgm", "driver")
+FACTS = ("iommu", "gpu", "health", "xid", "license", "mig", "cdi", "runtime", "dcgm", "driver")
 DEFAULT_OPTIONS: dict[str, Any] = {
     "node_role": "k8s_worker",
     "checks": None,              # None: DEFAULT_CHECKS[node_role]
     "passthrough_gpus": "all",   # "all" or PCI addresses of the GPUs given to VMs whole
     "vfio_devices": "all",       # "all" (every function of those GPUs) or PCI addresses that must use vfio-pci
     "driver_version": "",        # the pin; empty = installed and loaded must only agree
+    "driver_mode": "host",       # host (packages) or gpu_operator (the GPU Operator's driver container)
     "license_required": "auto",  # auto: when NVML reports a vGPU guest; or True/False
     "license_min_days": 7,       # fail when the licence expires sooner
     "license_warn_days": 30,     # warn when it expires sooner (the licence, and the client configuration token)
@@ -45,7 +46,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "dra_driver_minimum": None,     # another minimum driver version (the GPU Operator's DRA docs say 580)
     "dra_manages_mig": False,       # the DRA driver's DynamicMIG gate is on: it creates and destroys MIG devices
     "dra_require_toolkit_spec": False,  # something besides the DRA driver requests nvidia.com/gpu CDI devices
-    "cdi_spec_dirs": None,          # the container runtime's CDI spec directories; None: not known
+    "cdi_spec_dirs": None,          # the container runtime's CDI spec directories; None: as the runtime read says
     "mig_target": False,         # a MIG target was declared (the mig facts are the check-mode plan against it)
     "kernel_args": [],           # "key" (present) or "key=value" (exact value)
     "fail_on_warn": False,
@@ -176,9 +177,40 @@ def check_vfio_bound(facts: Mapping[str, Any], options: Mapping[str, Any]) -> di
 
 # --- driver ------------------------------------------------------------------------------------------------------------
 
+# The GPU Operator's driver container (issue 37 point 5) keeps the driver's userspace under its root on the host,
+# /run/nvidia/driver (gpu-operator's device-plugin entrypoint: /run/nvidia/validations/driver-ready -> driver root
+# /run/nvidia/driver, host-driver-ready -> /; NVIDIA/gpu-operator#178), not in the host's package list nor its library
+# path. The driver's libraries carry its version in their names, libnvidia-ml.so.<version> (how the Container
+# Toolkit finds a driver's libraries: nvidia-container-toolkit pkg/nvcdi, lib*.so.<driver version>).
+DRIVER_MODES = ("host", "gpu_operator")
+OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
+OPERATOR_VALIDATION = "/run/nvidia/validations/driver-ready"
+
+
+def driver_root_facts(paths: Optional[Iterable[str]], driver_root: str = OPERATOR_DRIVER_ROOT) -> dict[str, Any]:
+    """The driver in a driver container's root from the paths of its libnvidia-ml.so.* files: dict(installed_version,
+    lib_dir, driver_root, source). ``installed_version`` is None when no file names a driver version."""
+    found: list[tuple[_versions.DriverVersion, str]] = []
+    for path in paths or ():
+        directory, _sep, name = str(path).rpartition("/")
+        if not name.startswith("libnvidia-ml.so."):
+            continue
+        try:
+            found.append((_versions.parse_driver_version(name[len("libnvidia-ml.so."):]), directory))
+        except _versions.VersionError:
+            continue
+    out: dict[str, Any] = dict(installed_version=None, lib_dir=None, driver_root=driver_root, source="gpu_operator")
+    if found:
+        version, directory = max(found, key=lambda f: f[0].key)
+        out.update(installed_version=str(version), lib_dir=directory)
+    return out
+
+
 def check_driver_version(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     drv = facts.get("driver") or {}
     pin = str(options.get("driver_version") or "").strip()
+    if options.get("driver_mode") == "gpu_operator":
+        return _check_operator_driver(drv, facts, pin)
     installed = drv.get("installed_version")
     loaded = drv.get("loaded_version")
     gpu = facts.get("gpu") or {}
@@ -212,17 +244,54 @@ def check_driver_version(facts: Mapping[str, Any], options: Mapping[str, Any]) -
     if nvml_version and _versions.driver_version_of(nvml_version) != loaded_drv:
         return result("driver_version", "fail", "NVML reports driver %s but the kernel module is %s (%s)" % (nvml_version, loaded_drv, evidence),
                       "reboot the node so userspace and kernel module agree")
+    return _pin_verdict(installed, str(inst_drv), pin, evidence, "installed = loaded", "installed driver",
+                        "declare the fleet's pin in node_preflight_driver_version (or nvidia_driver_version)",
+                        install_remedy + " then reboot")
+
+
+def _pin_verdict(have: str, agreed: str, pin: str, evidence: str, agree: str, subject: str, warn_remedy: str,
+                 fail_remedy: str) -> dict[str, Any]:
+    """driver_version once the driver's parts agree on ``agreed``: warn without a pin, else ``have`` against it."""
     if not pin:
-        return result("driver_version", "warn", "installed = loaded = %s, but no pinned version is declared (%s)" % (inst_drv, evidence),
-                      "declare the fleet's pin in node_preflight_driver_version (or nvidia_driver_version)")
+        return result("driver_version", "warn", "%s = %s, but no pinned version is declared (%s)" % (agree, agreed, evidence),
+                      warn_remedy)
     try:
-        on_pin = _versions.matches_pin(installed, pin)
+        on_pin = _versions.matches_pin(have, pin)
     except _versions.VersionError as e:
         raise PreflightError("node_preflight_driver_version: %s" % e)
     if not on_pin:
-        return result("driver_version", "fail", "installed driver %s is not the pinned %s (%s)" % (installed, pin, evidence),
-                      install_remedy + " then reboot")
-    return result("driver_version", "pass", "installed = loaded = pinned %s (%s)" % (pin, evidence))
+        return result("driver_version", "fail", "%s %s is not the pinned %s (%s)" % (subject, have, pin, evidence), fail_remedy)
+    return result("driver_version", "pass", "%s = pinned %s (%s)" % (agree, pin, evidence))
+
+
+def _check_operator_driver(drv: Mapping[str, Any], facts: Mapping[str, Any], pin: str) -> dict[str, Any]:
+    """The GPU Operator's driver: no host package; the driver container's root, the loaded module and NVML agree."""
+    root = drv.get("driver_root") or OPERATOR_DRIVER_ROOT
+    version = drv.get("installed_version")
+    loaded = drv.get("loaded_version")
+    nvml = (facts.get("gpu") or {}).get("nvml") or {}
+    nvml_version = nvml.get("driver_version") if nvml.get("available") else None
+    evidence = "GPU Operator driver root %s: %s, loaded %s, NVML %s, pin %s" % (
+        root, "libnvidia-ml.so.%s" % version if version else "no libnvidia-ml.so.<version>", loaded or "none",
+        nvml_version or ("unavailable: %s" % nvml.get("reason") if nvml else "not read"), pin or "none")
+    pod = "see the nvidia-driver-daemonset pod on this node (kubectl -n gpu-operator logs) and the operator's validator"
+    if not version:
+        return result("driver_version", "fail", "no driver in the GPU Operator's driver root (%s)" % evidence,
+                      "the driver container has not installed the driver yet: " + pod)
+    want = _versions.parse_driver_version(version)
+    checks = (("the kernel module", loaded), ("NVML", nvml_version))
+    for what, other in checks:
+        if other and _versions.driver_version_of(other) != want:
+            return result("driver_version", "fail", "driver container %s, but %s reports %s (%s)" % (version, what, other, evidence),
+                          "the driver container is being replaced or failed to load its module: " + pod)
+    if not loaded:
+        return result("driver_version", "fail", "the kernel module is not loaded (%s)" % evidence, pod)
+    if nvml and not nvml.get("available"):
+        return result("driver_version", "fail", "NVML through the driver root is not usable: %s (%s)" % (nvml.get("reason"), evidence), pod)
+    return _pin_verdict(version, version, pin, evidence, "driver container = loaded", "the GPU Operator's driver",
+                        "declare the fleet's pin in node_preflight_driver_version (the ClusterPolicy's driver.version)",
+                        "set the ClusterPolicy's driver.version (or the NVIDIADriver resource) to the pin; the operator "
+                        "rolls its driver containers")
 
 
 # --- licence ---------------------------------------------------------------------------------------------------------
@@ -306,9 +375,10 @@ def check_license_service(facts: Mapping[str, Any], options: Mapping[str, Any]) 
     if svc.get("error"):
         return result("license_service", "fail", svc["error"], remedy)
     eps = svc.get("endpoints") or []
-    text = ["%s %s:%s %s" % (e.get("kind") or "service", e.get("host"), e.get("port"),
-                             "answers (%s)" % (e.get("tls_version") or "TLS") if e.get("tls") else
-                             "does NOT answer: %s" % e.get("error")) for e in eps]
+    text = ["%s %s:%s%s %s" % (e.get("kind") or "service", e.get("host"), e.get("port"),
+                               " via proxy %s" % e["proxy"] if e.get("proxy") else "",
+                               "answers (%s)" % (e.get("tls_version") or "TLS") if e.get("tls") else
+                               "does NOT answer: %s" % e.get("error")) for e in eps]
     token = svc.get("token") or {}
     evidence = "token %s of service instance %s: %s" % (
         token.get("file"), token.get("service_instance"), "; ".join(text) or "no endpoint")
@@ -392,8 +462,19 @@ def check_dra_cdi(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[
         except _dra.DraError as e:
             specs.append({"path": spec.get("path"), "error": str(e)})
     gpus = ((facts.get("gpu") or {}).get("gpus")) if not _nvml_error(facts) else None
+    # The runtime's own version and configuration, and the kubelet's version (issue 37 point 7): read on the node.
+    read = facts.get("runtime")
+    runtime = None
+    if read is not None:
+        try:
+            runtime = _dra.runtime_cdi(read.get("containerd_version"), read.get("containerd_config"),
+                                       read.get("crio_version"), read.get("crio_config"), read.get("kubelet_version"))
+        except _dra.DraError as e:
+            return result("dra_cdi", "fail", "the container runtime's configuration cannot be read: %s" % e,
+                          "check containerd config dump / crio config on the node")
     return _dra_result("dra_cdi", _dra.check_dra_cdi(specs, gpus, options["cdi_spec_dirs"],
-                                                     require_toolkit_spec=options["dra_require_toolkit_spec"]))
+                                                     require_toolkit_spec=options["dra_require_toolkit_spec"],
+                                                     runtime=runtime))
 
 
 def check_dra_mig(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -529,7 +610,7 @@ RECORDS = (
     Check("dra_driver", "NVIDIA driver new enough for the DRA driver (and ComputeDomains)", ("k8s_dra_worker",),
           ("gpu",), check_dra_driver),
     Check("dra_cdi", "CDI ready for the DRA driver (runtime spec directories, specs that load)", ("k8s_dra_worker",),
-          ("gpu", "cdi"), check_dra_cdi),
+          ("gpu", "cdi", "runtime"), check_dra_cdi),
     Check("dra_mig", "MIG devices left to the DRA driver where it manages them", ("k8s_dra_worker",), ("gpu",),
           check_dra_mig),
 ) + tuple(
@@ -582,6 +663,8 @@ def normalize_options(options: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     bad = [c for c in opts["checks"] if c not in CHECKS]
     if bad:
         raise PreflightError("unknown check(s) %s; known: %s" % (", ".join(map(str, bad)), ", ".join(CHECK_IDS)))
+    if opts["driver_mode"] not in DRIVER_MODES:
+        raise PreflightError("driver_mode must be %s, not %r" % (" or ".join(DRIVER_MODES), opts["driver_mode"]))
     if opts["license_required"] not in ("auto", True, False):
         raise PreflightError("license_required must be auto, true or false, not %r" % (opts["license_required"],))
     for key in ("license_min_days", "license_warn_days"):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+import time
 from collections.abc import Iterable
 from typing import Any, Optional
 
@@ -22,14 +24,57 @@ def _path(root: str, *parts: str) -> str:
     return os.path.join(root, *(p.lstrip("/") for p in parts))
 
 
+# Files a user can point a module at (cmdline_path, gridd_conf, a token) may be a FIFO or a device, whose open() or
+# read() blocks for ever (issue 37 point 11). Such paths are opened without blocking and read only when they are
+# regular files (procfs and sysfs attributes are), at most READ_LIMIT bytes within READ_TIMEOUT seconds.
+READ_LIMIT = 1 << 20
+READ_TIMEOUT = 10.0
+
+
+def read_file(path: str, timeout: float = READ_TIMEOUT, limit: int = READ_LIMIT) -> str:
+    """The UTF-8 text of the regular file ``path``. Raises FileNotFoundError when it does not exist and SysfsError,
+    naming the path, when it is not a regular file, not UTF-8, too large, too slow or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise SysfsError("cannot read %s: %s" % (path, exc.strerror or exc)) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else \
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file"
+            raise SysfsError("%s is not a regular file (it is %s): only regular files are read" % (path, kind))
+        deadline = time.monotonic() + timeout
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:
+                raise SysfsError("%s is larger than %d bytes: not read" % (path, limit))
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise SysfsError("reading %s took longer than %g s: not read" % (path, timeout))
+    except OSError as exc:
+        raise SysfsError("cannot read %s: %s" % (path, exc.strerror or exc)) from exc
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SysfsError("%s is not UTF-8 text (byte 0x%02x at offset %d)" % (path, data[exc.start], exc.start)) from exc
+
+
 def read_text(path: str, default: Optional[str] = None) -> Optional[str]:
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read().strip()
+        return read_file(path).strip()
     except FileNotFoundError:
         return default
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SysfsError("cannot read %s: %s" % (path, exc)) from exc
 
 
 def _hex_attr(dev_dir: str, name: str, required: bool = True) -> Optional[str]:

@@ -100,6 +100,14 @@ nvml:
       description: Why NVML is not available (library missing, driver not loaded, version mismatch); V(null) otherwise.
       type: str
       sample: the NVIDIA kernel driver is not loaded
+    binding:
+      description:
+        - The Python binding this run used - C(module) (the file of C(pynvml), the distribution's package, the
+          collection's virtualenv C(/opt/gpuops/nvml) or another install; V(null) when there is none) - and C(python),
+          the interpreter that ran the module.
+        - The P(gpuops.provision.nvidia_driver#role) role's C(nvml) step installs the binding.
+      type: dict
+      sample: {module: /usr/lib/python3/dist-packages/pynvml.py, python: /usr/bin/python3}
     driver_version:
       description: NVIDIA driver version.
       type: str

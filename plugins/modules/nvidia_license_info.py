@@ -102,12 +102,16 @@ service:
       description: Why no token could be read; V(null) otherwise.
       type: str
     endpoints:
-      description: Every host and port the token names, with C(kind) (V(DLS), V(CLS)), C(services), C(tcp), C(tls),
-        C(tls_version), C(certificate_expires) (only when verified) and C(error).
+      description:
+        - Every host and port the token names, with C(kind) (V(DLS), V(CLS)), C(services), C(tcp), C(tls),
+          C(tls_version), C(certificate_expires) (only when verified), C(error) and C(proxy).
+        - With C(ProxyServerAddress) and C(ProxyServerPort) in O(gridd_conf) each endpoint is reached through that HTTP
+          proxy's C(CONNECT) tunnel, as nvidia-gridd reaches it; C(proxy) names it (V(null) without one). A proxy that
+          wants credentials (C(ProxyUserName)) answers 407, which the error says.
       type: list
       elements: dict
       sample: [{"host": "dls.example.com", "port": 443, "kind": "DLS", "services": ["auth", "lease"], "tcp": true,
-                "tls": true, "tls_version": "TLSv1.3", "certificate_expires": null, "error": null}]
+                "tls": true, "tls_version": "TLSv1.3", "certificate_expires": null, "error": null, "proxy": null}]
 nvml:
   description: NVML availability and the driver version.
   returned: always

@@ -34,47 +34,30 @@ def _self_signed(base):
     return cert_path, key_path
 
 
-class TlsListener:
+def _nls_proxy_module():
+    spec = importlib.util.spec_from_file_location("nls_proxy", os.path.join(ROOT, "lab", "nls", "proxy.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class TlsListener(_nls_proxy_module().LoopbackServer):
     """A TLS server on 127.0.0.1 that completes handshakes and closes (what license_service probes); ``port``."""
 
     def __init__(self, base):
-        import socket  # pylint: disable=import-outside-toplevel
         import ssl  # pylint: disable=import-outside-toplevel
-        import threading  # pylint: disable=import-outside-toplevel
         cert, key = _self_signed(base)
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(cert, key)
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
         self.handshakes = 0
-        self._stop = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def _serve(self):
-        while not self._stop:
-            try:
-                conn, _addr = self.sock.accept()
-            except OSError:
-                return
-            try:
-                with self.ctx.wrap_socket(conn, server_side=True):
-                    self.handshakes += 1
-            except OSError:
-                conn.close()
-
-    def close(self):
-        import socket  # pylint: disable=import-outside-toplevel
-        self._stop = True
+    def handle(self, conn):
         try:
-            # Wakes the accept() of the serving thread; a bare close() would leave the socket listening under it.
-            self.sock.shutdown(socket.SHUT_RDWR)
+            with self.ctx.wrap_socket(conn, server_side=True):
+                self.handshakes += 1
         except OSError:
-            pass
-        self.sock.close()
-        self.thread.join(5)
+            conn.close()
 
 
 def write_token(node_dir, endpoints):
@@ -88,3 +71,8 @@ def write_token(node_dir, endpoints):
     with open(os.path.join(tokens, "client_configuration_token.tok"), "w", encoding="utf-8") as fh:
         fh.write(nls_token.make_token(endpoints))
     return tokens
+
+
+def connect_proxy(allow=None, require_auth=False):
+    """lab/nls/proxy.py's ConnectProxy: the HTTP proxy between a guest and its licence service."""
+    return _nls_proxy_module().ConnectProxy(allow, require_auth)

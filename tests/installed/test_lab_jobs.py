@@ -79,3 +79,24 @@ def test_driver_pin_with_its_survey_defaults_fails_on_the_lab_drift_with_the_tab
     # The drift is in the job's artifacts too (published before the failure), for workflows and notifications.
     pin = awx_job.artifact_data(events)["driver_pin"]
     assert pin["mode"] == "check" and pin["consistent"] in (False, "False") and "gpu-node-2" in json.dumps(pin["off_pin"]), pin
+
+
+def test_driver_pin_converge_installs_the_nvml_binding_the_modules_use(installed, lab, tmp_path):
+    """Issue 37 point 4: the product's own step puts nvidia-ml-py on the GPU nodes. The `driver pin` job converges
+    (the lab's nodes are Debian 13, whose python3-pynvml 12.550.89 is new enough: the distribution's package), and
+    gpu_info, run with the nodes' own interpreter and without the lab's gpusim on PYTHONPATH, imports that binding.
+    (Until gpusim sits under the real binding, the lab's other runs still put gpusim first on PYTHONPATH.)"""
+    rc, events, stdout = run_template(installed, lab, tmp_path, "gpuops | driver pin",
+                                      answers={"driver_pin_version": "550.163.01-2", "driver_pin_mode": "converge"})
+    assert rc == 0, stdout[-4000:]
+    for node in ("gpu-node-1", "gpu-node-2"):
+        out = _run(["podman", "exec", "gpuops-lab-" + node, "dpkg-query", "-W", "-f=${Status} ${Version}", "python3-pynvml"],
+                   env=lab).stdout
+        assert out.startswith("install ok installed 12.550"), (node, out)
+    # One line per host: "<host> | SUCCESS => {result}" (ansible -o).
+    out = _run([installed.bin("ansible"), "-i", INVENTORY, "gpu_nodes", "-o", "-m", "gpuops.provision.gpu_info",
+                "-a", "sysfs_root=/opt/gpuops-lab/sysfs kernel_log=none"], env=lab, cwd=installed.cwd).stdout
+    results = {line.split(" | ", 1)[0]: json.loads(line.split(" => ", 1)[1]) for line in out.splitlines() if " => " in line}
+    for node in ("gpu-node-1", "gpu-node-2"):
+        binding = results[node]["nvml"]["binding"]
+        assert binding == {"module": "/usr/lib/python3/dist-packages/pynvml.py", "python": "/usr/bin/python3"}, results[node]

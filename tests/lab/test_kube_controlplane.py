@@ -157,6 +157,10 @@ def test_request_log_is_the_audit_log(lab):
     assert lab.cordons("log-a") == 1 and patches[0]["user"] == "gpuops-client"
     # The lab's own requests (create, reads) are not in the product's request log.
     assert not [r for r in lab.requests() if r["method"] == "POST" and r["resource"] == "nodes"]
+    # Nor is the harness's audit barrier, which requests() waits for so that the last request is always in it.
+    assert not [r for r in lab.requests() if r["path"].endswith("/gpuops-audit-barrier")]
+    with open(lab.request_log, encoding="utf-8") as fh:
+        assert fh.read().count('"gpuops-audit-barrier"') >= 2
 
 
 def test_the_binaries_carry_the_version_stamps_of_an_upstream_release(plane):

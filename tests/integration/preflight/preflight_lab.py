@@ -36,6 +36,8 @@ def make_node(base, name, sysfs=None, gpusim=None, hostvars=None):
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
         "node_preflight_root": root,
+        # Every simulated node runs on this machine (one host name): each names its Kubernetes node itself.
+        "node_preflight_k8s_node_name": name,
     }
     if gpusim is not None:
         state = os.path.join(node_dir, "gpusim.json")

@@ -29,7 +29,9 @@ def _playbook(tmp_path, tasks="join_config"):
 
 
 def _inventory(tmp_path, **hostvars):
-    hv = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    hv = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+          # the node's Kubernetes name (else the host name of this machine, as kubeadm would take it)
+          "node_preflight_k8s_node_name": "gpu-new"}
     hv.update(hostvars)
     return write_inventory(tmp_path / "hosts.yml", {"gpu-new": hv})
 
@@ -63,7 +65,7 @@ def test_writes_the_taint_mode_0600_and_a_second_run_changes_nothing(tmp_path, p
     assert rc == 0, se
     docs = [d for d in yaml.safe_load_all(paths["join"].read_text(encoding="utf-8")) if d]
     assert docs == [{"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "JoinConfiguration",
-                     "nodeRegistration": {"taints": [GATE]}}]
+                     "nodeRegistration": {"name": "gpu-new", "taints": [GATE]}}]
     assert _mode(paths["join"]) == 0o600
     assert paths["kubelet"].read_text(encoding="utf-8") == 'KUBELET_EXTRA_ARGS="%s"\n' % GATE_FLAG
     assert _changed(out) >= 2

@@ -46,6 +46,7 @@ def _extra_args(path, var="KUBELET_EXTRA_ARGS"):
 
 
 def _first_registration(lab, node):
+    lab.settle()
     with open(lab.request_log, encoding="utf-8") as fh:
         registrations = requestlog.node_registrations(fh.read(), node)
     return registrations[0] if registrations else None

@@ -132,7 +132,8 @@ def test_configures_waits_and_never_shows_the_token(tmp_path):
     assert oct(os.stat(guest.token_file).st_mode & 0o777) == "0o600"  # issue 15: a credential, not world-readable
     conf = guest.gridd_conf()
     lines = conf.splitlines()
-    assert "FeatureType=4" in lines and "FeatureType=0" not in lines
+    # issue 37 point 10: a vGPU guest gets FeatureType 1 (its vGPU type picks the licence), not 4
+    assert "FeatureType=1" in lines and "FeatureType=0" not in lines and "FeatureType=4" not in lines
     assert "EnableUI=FALSE" in lines and "#EnableUI=TRUE" not in lines
     # unrelated keys and comments survive; the default token directory needs no ClientConfigTokenPath
     assert "LingerInterval=120" in lines and "ServerAddress=legacy-ls.example.com" in lines
@@ -156,7 +157,7 @@ def test_times_out_with_a_clear_message_when_no_licence_comes(tmp_path):
     failed = [t for p in out["plays"] for t in p["tasks"] if t["task"]["name"].endswith("Fail when the licence was not acquired in time")]
     msg = failed[0]["hosts"]["guest-1"]["msg"]
     assert "guest-1: no licence after 3 s" in msg and "GPU 0 (NVIDIA L40S): unlicensed" in msg
-    assert "FeatureType=4" in msg and "client_configuration_token.tok" in msg and "journalctl -u nvidia-gridd" in msg
+    assert "FeatureType=1" in msg and "client_configuration_token.tok" in msg and "journalctl -u nvidia-gridd" in msg
     assert elapsed < 120
     assert "ServerAddress" not in guest.gridd_conf()  # the legacy key was removed on request
     assert guest.token not in json.dumps(out)
@@ -169,3 +170,28 @@ def test_missing_token_fails_before_changing_anything(tmp_path):
     assert rc != 0
     assert not os.path.exists(os.path.join(guest.etc, "gridd.conf")) and not os.path.exists(guest.token_dir)
     assert "nvidia_license_token must be set" in json.dumps(out)
+
+
+@pytest.mark.parametrize("mode, feature_type", [("passthrough", "4"), ("none", "4")])
+def test_feature_type_auto_on_a_passed_through_gpu_is_compute(tmp_path, mode, feature_type):
+    """Issue 37 point 10: FeatureType follows the GPU NVML shows - 4 (Virtual Compute Server) where the GPU is passed
+    through or on bare metal; an explicit value still wins."""
+    guest = Guest(tmp_path)
+    with open(guest.state, "w", encoding="utf-8") as fh:
+        json.dump({"driver_version": "550.163.01", "gpus": [{"model": "NVIDIA L40S", "virtualization_mode": mode}]}, fh)
+    rc, _out, _so, se = run_playbook(PLAYBOOK, guest.inventory(nvidia_license_wait=False), extra_args=guest.secret_args())
+    assert rc == 0, se
+    assert "FeatureType=%s" % feature_type in guest.gridd_conf().splitlines()
+    rc, _out, _so, se = run_playbook(PLAYBOOK, guest.inventory(nvidia_license_wait=False, nvidia_license_feature_type=2),
+                                     extra_args=guest.secret_args())
+    assert rc == 0, se
+    assert "FeatureType=2" in guest.gridd_conf().splitlines()
+
+
+def test_feature_type_auto_without_nvml_fails_before_changing_anything(tmp_path):
+    guest = Guest(tmp_path)
+    inv = guest.inventory(nvidia_license_environment={"PYTHONPATH": str(tmp_path / "no-nvml")})
+    rc, out, _so, _se = run_playbook(PLAYBOOK, inv, extra_args=guest.secret_args())
+    assert rc != 0
+    assert "set nvidia_license_feature_type" in json.dumps(out)
+    assert not os.path.exists(os.path.join(guest.etc, "gridd.conf")) and not os.path.exists(guest.token_dir)

@@ -122,6 +122,11 @@ NODES = {
     "fail-dra": (worker(), gpusim_worker(mig_mode="disabled", gpu_instances=[]),
                  dict(DRA_VARS, nvidia_driver_facts={"installed_version": PIN + "-1"}, node_preflight_driver_version=PIN),
                  ["dra_driver"]),
+    # Issue 37 point 7: the runtime is read on the node. containerd 1.7 with its default configuration has CDI off
+    # (enable_cdi defaults to false before 2.0): the DRA driver cannot inject GPUs, whatever the spec directories.
+    "fail-dra-cdi": (worker(module_version=DRA_PIN),
+                     dict(gpusim_worker(mig_mode="disabled", gpu_instances=[]), driver_version=DRA_PIN), DRA_VARS,
+                     ["dra_cdi"]),
     # Persistence mode off only warns (node_preflight_persistence_required makes it fail).
     "warn-persistence": (worker(), gpusim_worker(mig_mode="disabled", gpu_instances=[], persistence_mode=False),
                          dict(WORKER_VARS, node_preflight_mig_devices=[{"devices": "all", "mig-enabled": False}]), []),
@@ -147,7 +152,7 @@ EXPECTED_REMEDY = {
     "mig_geometry": "mig_reconfigure", "license": "nvidia-gridd",
     "gpu_ecc": "reset the GPU", "gpu_memory": "RMA", "gpu_xid": "drain the node", "gpu_pcie": "reseat",
     "gpu_count": "lspci", "gpu_thermal": "cooling", "license_service": "firewall", "license_feature": "FeatureType",
-    "dra_driver": "driver_pin", "gpu_dcgm": "reseat",
+    "dra_driver": "driver_pin", "gpu_dcgm": "reseat", "dra_cdi": "enable_cdi = true",
 }
 EXPECTED_EVIDENCE = {
     "fail-iommu": "no IOMMU unit", "fail-isolation": "also holds 0000:66:00.0", "fail-vfio": "0000:65:00.0 is bound to nvidia",
@@ -163,8 +168,29 @@ EXPECTED_EVIDENCE = {
     "fail-service": "does NOT answer: TCP connection to 127.0.0.1:",
     "fail-feature": "GPU 0 (NVIDIA L40S-24C) (C-series): gridd FeatureType 2: vws does not license C-series vGPUs",
     "fail-dra": "550.163.01",
+    "fail-dra-cdi": "containerd 1.7.27 runs with enable_cdi = false (its default before 2.0)",
     "fail-dcgm": "dcgmi diag -r 2 failed (DCGM 4.6.0): GPU 0",
 }
+
+
+# containerd 2.x (config version 3: CDI on by default) and 1.7 (version 2, enable_cdi not set: off by default), as
+# `containerd --version` and `containerd config dump` print them; the kubelet of Kubernetes 1.34.
+CONTAINERD_2 = ("containerd github.com/containerd/containerd/v2 v2.0.4 1a43cb6a1035441f9aca8f5666a9b3ef9e70ab20",
+                'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_selinux = false\n')
+CONTAINERD_17 = ("containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da",
+                 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.8"\n')
+
+
+def runtime_tools(node_dir, version, config, kubelet="Kubernetes v1.34.1"):
+    """A bin directory with containerd and kubelet that answer as the real ones do; returns its path."""
+    bindir = node_dir / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    (bindir / "containerd").write_text("#!/bin/sh\ncase \"$1\" in\n  --version) echo '%s' ;;\n  config) cat <<'EOF'\n%sEOF\n ;;\n"
+                                       "  *) exit 1 ;;\nesac\n" % (version, config), encoding="utf-8")
+    (bindir / "kubelet").write_text("#!/bin/sh\necho '%s'\n" % kubelet, encoding="utf-8")
+    for tool in ("containerd", "kubelet"):
+        (bindir / tool).chmod(0o755)
+    return str(bindir)
 
 
 @pytest.fixture(scope="module")
@@ -179,10 +205,14 @@ def fleet(tmp_path_factory):
         gridd = base / name / "gridd.conf"
         gridd.write_text("FeatureType=%d\nClientConfigTokenPath=%s\n" % (feature_type, tokens), encoding="utf-8")
         hosts[name]["node_preflight_gridd_conf"] = str(gridd)
-    for name in ("pass-dra", "fail-dra"):
+    for name in ("pass-dra", "fail-dra", "fail-dra-cdi"):
         cdi = base / name / "root" / "etc" / "cdi"
         cdi.mkdir(parents=True, exist_ok=True)
         (cdi / "nvidia.yaml").write_text(CDI_SPEC, encoding="utf-8")
+        # The node's container runtime and kubelet, as their --version and containerd's config dump print them.
+        runtime = CONTAINERD_17 if name == "fail-dra-cdi" else CONTAINERD_2
+        hosts[name]["node_preflight_environment"]["PATH"] = os.pathsep.join(
+            [runtime_tools(base / name, *runtime), hosts[name]["node_preflight_environment"]["PATH"]])
     inventory = write_inventory(base / "hosts.yml", hosts)
     k8s_fixture = {"nodes": [{"metadata": {"name": name}, "spec": {"taints": [TAINT] + ([OTHER_TAINT] if name == "pass-worker" else [])}}
                              for name in NODES]}

@@ -21,13 +21,14 @@ FILTER_DIR = os.path.dirname(F.__file__)
 
 def test_filters_are_registered_and_documented():
     filters = F.FilterModule().filters()
-    assert sorted(filters) == ["preflight_join_config", "preflight_register_with_taints"]
+    assert sorted(filters) == ["preflight_join_config", "preflight_node_name", "preflight_register_with_taints"]
     for name in filters:
         with open(os.path.join(FILTER_DIR, name + ".yml"), encoding="utf-8") as fh:
             doc = yaml.safe_load(fh)
         assert doc["DOCUMENTATION"]["name"] == name
         assert set(doc) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}
-        assert doc["DOCUMENTATION"]["options"]["taint"]["required"] is True
+        if name != "preflight_node_name":
+            assert doc["DOCUMENTATION"]["options"]["taint"]["required"] is True
 
 
 @pytest.mark.parametrize("existing", [None, {}, ""])
@@ -72,3 +73,18 @@ def test_env_file_with_the_join_config_keeps_its_taints():
              "nodeRegistration": {"taints": [{"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}, GATE]}}]
     assert F.preflight_register_with_taints("", GATE, env_var="KUBELET_EXTRA_ARGS", join_config=join) == \
         'KUBELET_EXTRA_ARGS="--register-with-taints=example.com/dedicated=ml:NoSchedule,%s"\n' % GATE_FLAG.split("=", 1)[1]
+
+
+# --- issue 37 point 6: the name kubeadm registers the node under ----------------------------------------------------
+
+def test_node_name_filter_and_the_join_configuration_carrying_it():
+    assert F.preflight_node_name("", None, " GPU-A \n") == {"name": "gpu-a", "source": "the host name, as kubeadm registers it"}
+    doc = F.preflight_join_config(None, GATE, "gpu-a")
+    assert doc["nodeRegistration"] == {"name": "gpu-a", "taints": [GATE]}
+    assert F.preflight_join_config([{"kind": "JoinConfiguration"}], GATE, "gpu-a")[0]["nodeRegistration"]["name"] == "gpu-a"
+    with pytest.raises(AnsibleFilterError, match=r"^gpuops\.provision\.preflight_node_name: node name 'gpu_a' \(from "
+                                                 r"node_preflight_k8s_node_name\) is not a DNS-1123 subdomain"):
+        F.preflight_node_name("gpu_a")
+    with pytest.raises(AnsibleFilterError, match=r"^gpuops\.provision\.preflight_join_config: JoinConfiguration\."
+                                                 r"nodeRegistration\.name is 'other', but the node is 'gpu-a'"):
+        F.preflight_join_config({"nodeRegistration": {"name": "other"}}, GATE, "gpu-a")

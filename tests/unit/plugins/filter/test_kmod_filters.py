@@ -1,7 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""plugins/filter/kmod.py and roles/nvidia_driver/tasks/kernel_module.yml (issue 22 points 3 and 9).
+"""plugins/filter/kmod.py and roles/nvidia_driver/tasks/kernel.yml, secure_boot_gate.yml and kernel_module.yml
+(issue 22 points 3 and 9; issue 37 points 2 and 8: the Secure Boot question and the next kernel are settled in the
+plan, before any package moves).
 
 The filters as registered, their documentation files, and the task file run for real: ansible-playbook against
 localhost (connection local) with fake ``mokutil``, ``dkms`` and ``grubby`` scripts on PATH and a fake boot directory.
@@ -26,9 +28,9 @@ from ansible_collections.gpuops.provision.plugins.filter import kmod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FILTER_DIR = os.path.join(ROOT, "plugins", "filter")
-TASKS = os.path.join(ROOT, "roles", "nvidia_driver", "tasks", "kernel_module.yml")
+TASK_DIR = os.path.join(ROOT, "roles", "nvidia_driver", "tasks")
 NAMES = sorted([
-    "kmod_dkms_signing_config", "kmod_dkms_status", "kmod_headers_packages", "kmod_mok_test_key",
+    "kmod_dkms_signing_config", "kmod_dkms_status", "kmod_headers_packages", "kmod_headers_plan", "kmod_mok_test_key",
     "kmod_module_check", "kmod_next_kernel", "kmod_sb_state", "kmod_secure_boot_plan",
 ])
 
@@ -102,12 +104,19 @@ FAKE_GRUBBY = """#!/bin/sh
 [ "$1" = "--default-kernel" ] && cat "$FAKE_DIR/grubby" && exit 0
 exit 99
 """
-PLAYBOOK = """- name: Kernel module check before the reboot
+PLAYBOOK = """- name: Kernel reads and Secure Boot gate of the plan, then the kernel module check before the reboot
   hosts: all
   gather_facts: false
   tasks:
+    - name: Run the role's plan-time kernel reads
+      ansible.builtin.include_tasks: {tasks}/kernel.yml
+    - name: The plan builds the module (validate.yml decides it)
+      ansible.builtin.set_fact:
+        __nvidia_driver_builds_module: "{{{{ nvidia_driver_build_kernel_module }}}}"
+    - name: Run the role's Secure Boot gate
+      ansible.builtin.include_tasks: {tasks}/secure_boot_gate.yml
     - name: Run the role's kernel module task file
-      ansible.builtin.include_tasks: {tasks}
+      ansible.builtin.include_tasks: {tasks}/kernel_module.yml
 """
 
 
@@ -130,7 +139,7 @@ def host(tmp_path):
     boot.mkdir()
     (tmp_path / "dkms-conf.d").mkdir()
     playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK.format(tasks=TASKS), encoding="utf-8")
+    playbook.write_text(PLAYBOOK.format(tasks=TASK_DIR), encoding="utf-8")
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"gpu-node-1": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}), encoding="utf-8")
@@ -217,7 +226,7 @@ class Result:
 
 DEBIAN = {"kernel": "6.1.0-28-amd64", "os_family": "Debian", "distribution": "Debian"}
 RHEL = {"kernel": "5.14.0-503.14.1.el9_5.x86_64", "os_family": "RedHat", "distribution": "RedHat"}
-FAIL_SB = "Stop before the reboot when Secure Boot would refuse the kernel module"
+FAIL_SB = "Stop when Secure Boot would refuse the module the plan builds (nothing has been changed)"
 FAIL_KMOD = "Stop before the reboot when the next kernel has no kernel module"
 
 
@@ -272,9 +281,13 @@ def test_play_secure_boot_on_without_key_fails_with_the_enrolment_steps(host):
     assert rc == 2 and list(res.failed()) == [FAIL_SB]
     msg = res[FAIL_SB]["msg"]
     assert msg.startswith("gpu-node-1: Secure Boot is enabled") and "mokutil --import /var/lib/dkms/mok.pub" in msg
-    assert msg.endswith("Not rebooting.")
-    # It stopped before looking at DKMS at all.
+    assert msg.endswith("Nothing was changed.")
+    # It stopped in the plan, before looking at DKMS at all.
     assert host.dkms_calls() == []
+    # A plan that builds no module (Ubuntu's precompiled signed modules, userspace only) passes the gate.
+    rc, res = host.run(DEBIAN, nvidia_driver_build_kernel_module=False)
+    assert rc == 0, res.failed()
+    assert res[FAIL_SB].get("skipped")
 
 
 def test_play_secure_boot_on_with_key_not_enrolled_fails(host, tmp_path):

@@ -44,7 +44,7 @@ def render(path, name, variables):
 
 
 def test_license_filter_is_registered():
-    assert sorted(license_filters.FilterModule().filters()) == ["license_timeout_message"]
+    assert sorted(license_filters.FilterModule().filters()) == ["license_feature_type", "license_timeout_message"]
 
 
 STATE = {"nvml": {"available": True}, "licensed": False, "gpus": [{"index": 0, "model": "NVIDIA L40S", "state": "unlicensed"}],

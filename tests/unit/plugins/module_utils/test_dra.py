@@ -812,3 +812,73 @@ def test_mig_record_skip(dynamic, mode):
     plain = {"index": 0, "uuid": "GPU-0", "model": "NVIDIA L40S", "mig_capable": False, "mig_mode": None}
     assert _dra.check_dra_mig([plain], False, dra_manages_mig=dynamic) == ("skip", "no MIG-capable GPU (%s)" % mode, "")
     assert _dra.check_dra_mig(None, False, dra_manages_mig=dynamic) == ("skip", "no MIG-capable GPU (%s)" % mode, "")
+
+
+# --- issue 37 point 7: the runtime and the kubelet, read on the node --------------------------------------------------
+# prerequisites.md: Kubernetes v1.32+, CDI enabled in the runtime ("the default in containerd 2.0+ and CRI-O v1.27+").
+CTD2 = "containerd github.com/containerd/containerd/v2 v2.0.4 1a43cb6a1035441f9aca8f5666a9b3ef9e70ab20"
+CTD17 = "containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da"
+CTD16 = "containerd github.com/containerd/containerd v1.6.33 d2d58213f83a351ca8f528a95fbd145f5654e957"
+V2_DEFAULT = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.8"\n'
+V2_CDI = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n  cdi_spec_dirs = ["/var/run/cdi"]\n'
+V3_DEFAULT = 'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_selinux = false\n'
+V3_OFF = 'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = false\n'
+
+
+@pytest.mark.parametrize("text, version", [
+    (CTD2, (2, 0, 4)), (CTD17, (1, 7, 27)), ("crio version 1.26.3\n", (1, 26, 3)),
+    ("INFO[0000] Starting CRI-O\nVersion:        1.30.4\nGitCommit:      abc\n", (1, 30, 4)),
+    ("Kubernetes v1.33.2", (1, 33, 2)), ("Kubernetes v1.34", (1, 34, 0)), ("", None), (None, None),
+    ("sh: 1: containerd: not found", None), ("GitCommit: 1.2.3", None),
+])
+def test_parse_runtime_version(text, version):
+    assert _dra.parse_runtime_version(text) == version
+
+
+@pytest.mark.parametrize("ctd, config, kubelet, enabled, dirs, fails, warns", [
+    (CTD2, V3_DEFAULT, "Kubernetes v1.34.1", True, ["/etc/cdi", "/var/run/cdi"], [], []),
+    # a version 2 file under containerd 2.x: migrated, still on by default
+    (CTD2, V2_DEFAULT, "Kubernetes v1.34.1", True, ["/etc/cdi", "/var/run/cdi"], [], []),
+    (CTD2, V3_OFF, "Kubernetes v1.34.1", False, [], ["containerd 2.0.4 runs with enable_cdi = false"], []),
+    (CTD17, V2_DEFAULT, "Kubernetes v1.34.1", False, [],
+     ["containerd 1.7.27 runs with enable_cdi = false (its default before 2.0)"], []),
+    (CTD17, V2_CDI, "Kubernetes v1.33.2", True, ["/var/run/cdi"], [],
+     ["Kubernetes 1.33.2: DRA is beta before 1.34, so the DynamicResourceAllocation feature gate and the "
+      "resource.k8s.io API must be on"]),
+    (CTD16, V2_CDI, "Kubernetes v1.31.4", False, [],
+     ["containerd 1.6.33 has no CDI (from 1.7; on by default from 2.0)", "Kubernetes 1.31.4 is older than the DRA "
+      "driver's 1.32"], []),
+    (CTD2, V3_DEFAULT, "", True, ["/etc/cdi", "/var/run/cdi"], [],
+     ["the kubelet's version could not be read (kubelet --version)"]),
+])
+def test_runtime_cdi_containerd(ctd, config, kubelet, enabled, dirs, fails, warns):
+    out = _dra.runtime_cdi(ctd, config, None, None, kubelet)
+    assert (out["runtime"], out["enabled"], out["spec_dirs"], out["fails"], out["warns"]) == (
+        "containerd", enabled, dirs, fails, warns)
+
+
+def test_runtime_cdi_crio_and_none_and_bad_config():
+    ok = _dra.runtime_cdi("", "", "crio version 1.27.1", '[crio.runtime]\ncdi_spec_dirs = ["/etc/cdi"]\n', "Kubernetes v1.34.0")
+    assert (ok["runtime"], ok["version"], ok["enabled"], ok["spec_dirs"], ok["fails"]) == ("cri-o", "1.27.1", True, ["/etc/cdi"], [])
+    assert _dra.runtime_cdi(None, None, "Version: 1.28.0", None, "Kubernetes v1.34.0")["spec_dirs"] == ["/etc/cdi", "/var/run/cdi"]
+    old = _dra.runtime_cdi(None, None, "crio version 1.26.3", None, "Kubernetes v1.34.0")
+    assert old["enabled"] is False and old["fails"] == ["CRI-O 1.26.3 does not enable CDI (from 1.27)"]
+    none = _dra.runtime_cdi("", "", "", "", "Kubernetes v1.34.0")
+    assert none["runtime"] is None and none["fails"] == ["no container runtime answers (containerd --version, crio --version)"]
+    with pytest.raises(_dra.DraError, match=r"^containerd's configuration is not TOML: "):
+        _dra.runtime_cdi(CTD2, "version = = 3", None, None, "")
+
+
+def test_dra_cdi_with_the_runtime_read_fails_containerd_17_default():
+    runtime = _dra.runtime_cdi(CTD17, V2_DEFAULT, None, None, "Kubernetes v1.34.1")
+    status, evidence, remedy = _dra.check_dra_cdi([], None, None, runtime=runtime)
+    assert status == "fail"
+    assert evidence.startswith("containerd 1.7.27 runs with enable_cdi = false (its default before 2.0); CDI is disabled")
+    assert "containerd 1.7.27, CDI disabled, Kubernetes 1.34.1" in evidence
+    assert remedy.startswith("run containerd 2.x or CRI-O 1.27+ (or set enable_cdi = true in containerd 1.7's")
+    good = _dra.runtime_cdi(CTD2, V3_DEFAULT, None, None, "Kubernetes v1.34.1")
+    status, evidence, remedy = _dra.check_dra_cdi([], None, None, runtime=good)
+    assert status == "pass" and "the runtime reads CDI specs from /etc/cdi, /var/run/cdi" in evidence and remedy == ""
+    # directories stated by the user win over the runtime's
+    status, evidence, _r = _dra.check_dra_cdi([], None, ["/etc/cdi"], runtime=good)
+    assert status == "fail" and "not from /var/run/cdi" in evidence

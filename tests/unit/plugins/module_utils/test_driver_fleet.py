@@ -36,6 +36,15 @@ def test_package_version_shapes():
     assert D.package_version(dict(version="")) is None and D.package_version(7) is None
 
 
+@pytest.mark.parametrize("epoch", [None, "None", "(none)"])
+def test_an_rpm_without_an_epoch_as_package_facts_reports_it(epoch):
+    """ansible-core's package_facts (RPM._none) reports rpm's '(none)' as the string 'None': NVIDIA's vGPU guest RPM has
+    no epoch (molecule driver_rhel_dnf el9-grid failed reading 'None:535.261.04-1')."""
+    entry = dict(name="nvidia-linux-grid-535", version="535.261.04", release="1", epoch=epoch, arch="x86_64", source="rpm")
+    assert D.package_version(entry) == "535.261.04-1"
+    assert D.version_locks({"nvidia-linux-grid-535": [entry]}, "535.261.04") == ["nvidia-linux-grid-535-0:535.261.04-1.*"]
+
+
 def test_installed_packages_first_usable_entry_and_plain_versions():
     facts = {"a": [dict(version=""), dict(version="2")], "b": "3", "c": [], "d": None}
     assert D.installed_packages(facts, ["a", "b", "c", "d", "e"]) == {"a": "2", "b": "3"}

@@ -18,7 +18,9 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.filter import driver as F
 from ansible_collections.gpuops.provision.plugins.module_utils import _apt_sources as S
+from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet as D
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
+from ansible_collections.gpuops.provision.plugins.module_utils import _driver_repo as R
 
 H100, GH200, B200, V100, T4 = "0x2330", "0x2342", "0x2901", "0x1db4", "0x1eb8"
 
@@ -150,11 +152,43 @@ def test_host_state_finds_driver_without_names(facts, package, driver):
 def test_package_file_identity():
     ident = P.package_file_identity("/tmp/x/nvidia-linux-grid-535_535.261.04_amd64.deb", "535.261.04")
     assert ident == dict(name="nvidia-linux-grid-535", version="535.261.04", arch="amd64",
-                         file="nvidia-linux-grid-535_535.261.04_amd64.deb")
+                         file="nvidia-linux-grid-535_535.261.04_amd64.deb", format="deb")
     with pytest.raises(P.PackageError, match="not the requested 535.261.03"):
         P.package_file_identity("nvidia-linux-grid-535_535.261.04_amd64.deb", "535.261.03")
-    with pytest.raises(P.PackageError, match="not a Debian package file name"):
+    with pytest.raises(P.PackageError, match="not a package file name"):
         P.package_file_identity("NVIDIA-Linux-x86_64-535.261.04-grid.run", "535.261.04")
+
+
+@pytest.mark.parametrize("path, driver, ident", [
+    # NVIDIA's vGPU guest driver for the RHEL family (rpm's %_rpmfilename: NAME-VERSION-RELEASE.ARCH.rpm).
+    ("files/nvidia-linux-grid-570-570.133.20-1.x86_64.rpm", "570.133.20",
+     dict(name="nvidia-linux-grid-570", version="570.133.20-1", arch="x86_64", file="nvidia-linux-grid-570-570.133.20-1.x86_64.rpm",
+          format="rpm")),
+    ("C:\\dl\\nvidia-linux-grid-535-535.261.04-1.el9.aarch64.rpm", "3:535.261.04-1.el9",
+     dict(name="nvidia-linux-grid-535", version="535.261.04-1.el9", arch="aarch64",
+          file="nvidia-linux-grid-535-535.261.04-1.el9.aarch64.rpm", format="rpm")),
+    ("kmod-nvidia-open-dkms-580.82.07-1.el9.x86_64.rpm", "580.82.07",
+     dict(name="kmod-nvidia-open-dkms", version="580.82.07-1.el9", arch="x86_64",
+          file="kmod-nvidia-open-dkms-580.82.07-1.el9.x86_64.rpm", format="rpm")),
+])
+def test_package_file_identity_of_an_rpm(path, driver, ident):
+    """Point 10(c): the package-file path takes NVIDIA's guest RPM on the RHEL family, as its defaults promise."""
+    assert P.package_file_identity(path, driver) == ident
+
+
+@pytest.mark.parametrize("args, extra", [
+    (("Rocky", "RedHat", "9.6"), ["epel", "crb"]),
+    (("AlmaLinux", "RedHat", "8"), ["epel", "powertools"]),
+    (("Debian", "Debian", "12"), []),
+    (("Ubuntu", "Debian", "24.04"), []),
+])
+def test_package_plan_of_a_package_file(args, extra):
+    """Point 10(c): a package file is the driver: nothing from a repository, whatever the source says elsewhere (the RHEL
+    family is no longer refused for source 'distribution'); its dependency dkms still needs EPEL and CRB there."""
+    plan = P.package_plan(*args, "file", "open", "R535", "535.261.04", True)
+    assert plan == dict(platform=P.platform_key(args[0], args[1]), flavour="open", branch=535, module_stream=None,
+                        pinning_packages=[], version_lock=[], extra_repos=extra, module_switch=False, builds_module=False,
+                        install=[])
 
 
 STOCK = {"/etc/apt/sources.list.d/debian.sources": (
@@ -307,7 +341,7 @@ def test_platform_key_refused(distribution, family, shown):
 
 
 def _plan(platform, flavour, branch, install, **extra):
-    return dict(dict(platform=platform, flavour=flavour, branch=branch, module_stream=None, pinning_packages=[], version_lock=[],
+    return dict(dict(platform=platform, flavour=flavour, branch=branch, module_stream=None, pinning_packages=[], version_lock=[], builds_module=True,
                      extra_repos=[], module_switch=False, install=install), **extra)
 
 
@@ -353,8 +387,8 @@ def test_package_plan_whole_record(args, kwargs, plan):
 
 @pytest.mark.parametrize("args, message", [
     (("Debian", "Debian", "12", "distribution", "auto", "580"), "flavour must be open or proprietary, not 'auto'"),
-    (("Debian", "Debian", "12", "ppa", "open", "580"), "source must be distribution or cuda, not 'ppa'"),
-    (("Debian", "Debian", "12", None, "open", "580"), "source must be distribution or cuda, not ''"),
+    (("Debian", "Debian", "12", "ppa", "open", "580"), "source must be distribution, cuda or file, not 'ppa'"),
+    (("Debian", "Debian", "12", None, "open", "580"), "source must be distribution, cuda or file, not ''"),
     (("Rocky", "RedHat", "9", "distribution", "open", "580"), "the RHEL family gets NVIDIA drivers from NVIDIA's CUDA repository "
                                                               "(source cuda), not from the distribution"),
     (("Gentoo", "Gentoo", "1", "cuda", "open", "580"), "no NVIDIA driver packaging known for Gentoo (Gentoo)"),
@@ -415,9 +449,11 @@ def test_apt_pin_is_the_driver_version_with_any_revision():
 
 @pytest.mark.parametrize("path, driver, ident", [
     ("C:\\dl\\nvidia-linux-grid-580_580.82.07-1_arm64.deb", "580.82.07",
-     dict(name="nvidia-linux-grid-580", version="580.82.07-1", arch="arm64", file="nvidia-linux-grid-580_580.82.07-1_arm64.deb")),
+     dict(name="nvidia-linux-grid-580", version="580.82.07-1", arch="arm64", file="nvidia-linux-grid-580_580.82.07-1_arm64.deb",
+          format="deb")),
     ("nvidia-driver_535.261.03-0ubuntu1_amd64.deb", "535.261.03-1",
-     dict(name="nvidia-driver", version="535.261.03-0ubuntu1", arch="amd64", file="nvidia-driver_535.261.03-0ubuntu1_amd64.deb")),
+     dict(name="nvidia-driver", version="535.261.03-0ubuntu1", arch="amd64", file="nvidia-driver_535.261.03-0ubuntu1_amd64.deb",
+          format="deb")),
 ])
 def test_package_file_identity_record(path, driver, ident):
     assert P.package_file_identity(path, driver) == ident
@@ -427,10 +463,26 @@ def test_package_file_identity_record(path, driver, ident):
     ("/dl/nvidia-tools_1.0-1_amd64.deb", "nvidia-tools_1.0-1_amd64.deb: version 1.0-1 carries no NVIDIA driver version"),
     ("/dl/nvidia-linux-grid-535_535.261.04_amd64.deb", "nvidia-linux-grid-535_535.261.04_amd64.deb is driver 535.261.04, "
                                                        "not the requested 535.261.03"),
-    (None, "'' is not a Debian package file name (<name>_<version>_<arch>.deb)"),
-    ("/dl/Nvidia_535.261.03_amd64.deb", "'Nvidia_535.261.03_amd64.deb' is not a Debian package file name (<name>_<version>_<arch>.deb)"),
-    ("/dl/nvidia_535.261.03_amd64.deb.part", "'nvidia_535.261.03_amd64.deb.part' is not a Debian package file name "
-                                             "(<name>_<version>_<arch>.deb)"),
+    (None, "'' is not a package file name (Debian <name>_<version>_<arch>.deb or RPM <name>-<version>-<release>.<arch>.rpm)"),
+    ("/dl/Nvidia_535.261.03_amd64.deb", "'Nvidia_535.261.03_amd64.deb' is not a package file name (Debian <name>_<version>_<arch>.deb "
+                                        "or RPM <name>-<version>-<release>.<arch>.rpm)"),
+    ("/dl/nvidia_535.261.03_amd64.deb.part", "'nvidia_535.261.03_amd64.deb.part' is not a package file name (Debian "
+                                             "<name>_<version>_<arch>.deb or RPM <name>-<version>-<release>.<arch>.rpm)"),
+    # RPM file names (point 10(c))
+    ("nvidia-linux-grid-570-570.133.20-1.x86_64.rpm", "nvidia-linux-grid-570-570.133.20-1.x86_64.rpm is driver 570.133.20, "
+                                                      "not the requested 535.261.03"),
+    ("nvidia-tools-1.0-1.noarch.rpm", "nvidia-tools-1.0-1.noarch.rpm: version 1.0-1 carries no NVIDIA driver version"),
+    # No release: the last two '-' fields are read as version and release, which carry no driver version.
+    ("nvidia-linux-grid-535-535.261.03.x86_64.rpm", "nvidia-linux-grid-535-535.261.03.x86_64.rpm: version 535-535.261.03 "
+                                                    "carries no NVIDIA driver version"),
+    # No architecture: not what rpm writes.
+    ("nvidia-linux-grid-535-535.261.03-1.rpm", "'nvidia-linux-grid-535-535.261.03-1.rpm' is not a package file name "
+                                               "(Debian <name>_<version>_<arch>.deb or RPM <name>-<version>-<release>.<arch>.rpm)"),
+    ("nvidia-linux-grid-535-535.261.03-1.x86_64.rpm.part", "'nvidia-linux-grid-535-535.261.03-1.x86_64.rpm.part' is not a "
+                                                           "package file name (Debian <name>_<version>_<arch>.deb or RPM "
+                                                           "<name>-<version>-<release>.<arch>.rpm)"),
+    ("-535.261.03-1.x86_64.rpm", "'-535.261.03-1.x86_64.rpm' is not a package file name (Debian <name>_<version>_<arch>.deb "
+                                 "or RPM <name>-<version>-<release>.<arch>.rpm)"),
 ])
 def test_package_file_identity_refused_whole_message(path, message):
     with pytest.raises(P.PackageError) as err:
@@ -549,3 +601,240 @@ def test_agreeing_sources_conflict_whole_message(line, shown):
         S.agreeing_sources(files, DEBIAN, ["bookworm"], ["main"], signed_by="/x.gpg")
     assert str(err.value) == ("http://deb.debian.org/debian bookworm is already configured in /etc/apt/sources.list with "
                               "Signed-By %s; nvidia_driver_debian_signed_by=/x.gpg would make apt refuse both" % shown)
+
+
+# --- issue 37 point 1: NVIDIA's own CUDA repository source is already there ------------------------------------------
+# NVIDIA's cuda-keyring_1.1-1 writes this file (NVIDIA Driver Installation Guide, "Network Repository Installation";
+# NVIDIA/cuda-repo-management#4 quotes it); a second entry for the URI with another keyring makes apt refuse updates.
+CUDA_URI = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+CUDA_KEYRING = "/usr/share/keyrings/cuda-archive-keyring.gpg"
+CUDA_LIST = {"/etc/apt/sources.list.d/cuda-debian12-x86_64.list": "deb [signed-by=%s] %s /\n" % (CUDA_KEYRING, CUDA_URI)}
+OURS = "/etc/apt/sources.list.d/gpuops-nvidia-cuda.sources"
+
+
+def test_existing_cuda_keyring_list_is_found_with_its_keyring():
+    files = dict(STOCK, **CUDA_LIST)
+    assert S.existing_source(files, CUDA_URI) == {"path": "/etc/apt/sources.list.d/cuda-debian12-x86_64.list",
+                                                  "signed_by": CUDA_KEYRING}
+    # the same URI without the trailing slash is the same source
+    assert S.existing_source(files, CUDA_URI.rstrip("/"))["signed_by"] == CUDA_KEYRING
+
+
+def test_existing_deb822_source_and_one_without_keyring():
+    deb822 = {"/etc/apt/sources.list.d/cuda.sources": "Types: deb\nURIs: %s\nSuites: /\nSigned-By: %s\n" % (CUDA_URI, CUDA_KEYRING)}
+    assert S.existing_source(deb822, CUDA_URI) == {"path": "/etc/apt/sources.list.d/cuda.sources", "signed_by": CUDA_KEYRING}
+    old = {"/etc/apt/sources.list.d/cuda.list": "deb %s /\n" % CUDA_URI}   # apt-key era: no signed-by
+    assert S.existing_source(old, CUDA_URI) == {"path": "/etc/apt/sources.list.d/cuda.list", "signed_by": None}
+
+
+def test_no_existing_source_other_uri_disabled_or_ours():
+    assert S.existing_source(STOCK, CUDA_URI) is None
+    assert S.existing_source(CUDA_LIST, CUDA_URI.replace("debian12", "ubuntu2204")) is None
+    assert S.existing_source(CUDA_LIST, CUDA_URI, suite="bookworm") is None
+    disabled = {"/etc/apt/sources.list.d/cuda.sources":
+                "Types: deb\nURIs: %s\nSuites: /\nEnabled: no\nSigned-By: %s\n" % (CUDA_URI, CUDA_KEYRING)}
+    assert S.existing_source(disabled, CUDA_URI) is None
+    ours = {OURS: "Types: deb\nURIs: %s\nSuites: /\nSigned-By: /etc/apt/keyrings/gpuops-nvidia-cuda.asc\n" % CUDA_URI}
+    assert S.existing_source(ours, CUDA_URI, ignore=[OURS]) is None
+    # without ignoring it, our own file is an entry like any other
+    assert S.existing_source(ours, CUDA_URI)["path"] == OURS
+
+
+def test_existing_source_refuses_a_host_that_already_disagrees():
+    files = dict(CUDA_LIST, **{"/etc/apt/sources.list.d/cuda.list": "deb [signed-by=/other.gpg] %s /\n" % CUDA_URI})
+    with pytest.raises(S.SourcesError, match=r"^the host's own sources disagree on Signed-By for %s /: "
+                       r"/other.gpg in /etc/apt/sources.list.d/cuda.list; %s in /etc/apt/sources.list.d/"
+                       r"cuda-debian12-x86_64.list$" % (CUDA_URI, CUDA_KEYRING)):
+        S.existing_source(files, CUDA_URI)
+
+
+def test_driver_apt_source_existing_filter_reads_slurp_results():
+    import base64
+    slurp = [dict(source=p, content=base64.b64encode(t.encode()).decode()) for p, t in CUDA_LIST.items()]
+    slurp.append(dict(source=OURS, content=base64.b64encode(b"Types: deb\nURIs: x\nSuites: /\n").decode()))
+    got = F.FilterModule().filters()["driver_apt_source_existing"](slurp, CUDA_URI, "/", [OURS])
+    assert got == {"path": "/etc/apt/sources.list.d/cuda-debian12-x86_64.list", "signed_by": CUDA_KEYRING}
+    assert F.FilterModule().filters()["driver_apt_source_existing"]([], CUDA_URI) is None
+    with pytest.raises(AnsibleFilterError, match="driver_apt_source_existing expects"):
+        F.FilterModule().filters()["driver_apt_source_existing"]("x", CUDA_URI)
+    bad = dict(CUDA_LIST, **{"/etc/apt/sources.list": "deb [signed-by=/o.gpg] %s /\n" % CUDA_URI})
+    with pytest.raises(AnsibleFilterError, match="disagree on Signed-By"):
+        F.FilterModule().filters()["driver_apt_source_existing"](bad, CUDA_URI)
+
+
+# --- issue 37 points 2 and 9: what the install would do, from apt's own simulation ------------------------------------
+# apt-get -s install prints one line per action (apt-pkg/algorithms.cc pkgSimulate::Install / ::Remove / ::Configure).
+
+SIM_BOOKWORM = """NOTE: This is only a simulation!
+      apt-get needs root privileges for real execution.
+The following NEW packages will be installed:
+  firmware-nvidia-gsp nvidia-kernel-dkms
+Inst nvidia-installer-cleanup (20220217+3~deb12u1 Debian:12.15/oldstable [amd64])
+Inst nvidia-modprobe (535.309.01-0+deb12u1 Debian-Security:12/oldstable-security [amd64])
+Inst firmware-nvidia-gsp (535.261.03-1 Debian:12.15/oldstable [amd64])
+Inst nvidia-kernel-dkms (535.261.03-1 Debian:12.15/oldstable [amd64])
+Inst libc6:i386 [2.36-9] (2.36-10 Debian:12.15/oldstable [i386])
+Conf nvidia-kernel-dkms (535.261.03-1 Debian:12.15/oldstable [amd64])
+"""
+# Ubuntu noble: nvidia-headless-565-server became a transitional package depending on the 580 branch.
+SIM_TRANSITIONAL = """Inst nvidia-headless-565-server (580.95.05-0ubuntu0.24.04.2 Ubuntu:24.04/noble-updates [amd64])
+Inst nvidia-dkms-580-server (580.95.05-0ubuntu0.24.04.2 Ubuntu:24.04/noble-updates [amd64])
+Inst nvidia-utils-565-server (565.57.01-0ubuntu0.24.04.4 Ubuntu:24.04/noble-updates [amd64])
+Remv nvidia-driver-pinning-565.57.01 [565.57.01-1]
+Purg old-thing [1.0]
+"""
+
+
+def test_parse_apt_simulation_every_line_kind():
+    assert R.parse_apt_simulation(SIM_BOOKWORM) == [
+        {"action": "Inst", "name": "nvidia-installer-cleanup", "version": "20220217+3~deb12u1", "old": None},
+        {"action": "Inst", "name": "nvidia-modprobe", "version": "535.309.01-0+deb12u1", "old": None},
+        {"action": "Inst", "name": "firmware-nvidia-gsp", "version": "535.261.03-1", "old": None},
+        {"action": "Inst", "name": "nvidia-kernel-dkms", "version": "535.261.03-1", "old": None},
+        {"action": "Inst", "name": "libc6", "version": "2.36-10", "old": "2.36-9"},
+        {"action": "Conf", "name": "nvidia-kernel-dkms", "version": "535.261.03-1", "old": None}]
+    assert R.parse_apt_simulation(SIM_TRANSITIONAL)[3:] == [
+        {"action": "Remv", "name": "nvidia-driver-pinning-565.57.01", "version": None, "old": "565.57.01-1"},
+        {"action": "Purg", "name": "old-thing", "version": None, "old": "1.0"}]
+    assert R.parse_apt_simulation(None) == [] and R.parse_apt_simulation("") == []
+
+
+@pytest.mark.parametrize("name, dkms", [
+    ("nvidia-kernel-dkms", True), ("nvidia-open-kernel-dkms", True), ("nvidia-kernel-open-dkms", True),
+    ("nvidia-dkms-535", True), ("nvidia-dkms-580-server-open", True), ("nvidia-dkms", True),
+    ("nvidia-tesla-535-kernel-dkms", True), ("kmod-nvidia-latest-dkms", True), ("kmod-nvidia-open-dkms", True),
+    ("dkms", False), ("nvidia-driver", False), ("linux-modules-nvidia-535-server-generic", False),
+    ("nvidia-headless-no-dkms-535-server", False), ("nvidia-dkmsx", False), ("xnvidia-kernel-dkms", False),
+    ("kmod-nvidia-latest", False),
+])
+def test_is_dkms_package(name, dkms):
+    assert R.is_dkms_package(name) is dkms
+
+
+def test_install_check_builds_module_from_the_simulation_or_what_stays_installed():
+    out = R.install_check(SIM_BOOKWORM, {}, "535.261.03-1", ["nvidia-kernel-dkms=535.261.03-1"])
+    assert out == {"ok": True, "reason": "", "builds_module": True, "dkms_packages": ["nvidia-kernel-dkms"],
+                   "installs": {"nvidia-installer-cleanup": "20220217+3~deb12u1", "nvidia-modprobe": "535.309.01-0+deb12u1",
+                                "firmware-nvidia-gsp": "535.261.03-1", "nvidia-kernel-dkms": "535.261.03-1",
+                                "libc6": "2.36-10"},
+                   "removes": [], "off_branch": []}
+    # A rerun: nothing to install, the DKMS package already there still builds the module for new kernels.
+    again = R.install_check("", {"nvidia-kernel-dkms": [{"version": "535.261.03-1"}], "nvidia-smi": []}, "535.261.03")
+    assert again["builds_module"] is True and again["dkms_packages"] == ["nvidia-kernel-dkms"] and again["installs"] == {}
+    # Userspace only: nothing to build.
+    user = R.install_check("Inst nvidia-smi (535.261.03-1 Debian [amd64])\n", {"libnvidia-ml1": []}, "535.261.03")
+    assert user["builds_module"] is False and user["dkms_packages"] == [] and user["ok"] is True
+    # A DKMS package the install removes builds nothing any more.
+    gone = R.install_check("Remv nvidia-kernel-dkms [535.261.03-1]\nInst nvidia-smi (535.261.03-1 D [amd64])\n",
+                           {"nvidia-kernel-dkms": []}, "535.261.03")
+    assert gone["builds_module"] is False and gone["removes"] == ["nvidia-kernel-dkms"]
+
+
+def test_install_check_refuses_a_transitional_package_naming_both():
+    out = R.install_check(SIM_TRANSITIONAL, None, "565.57.01", ["nvidia-headless-565-server=580.95.05-0ubuntu0.24.04.2"])
+    assert out["ok"] is False and out["builds_module"] is True
+    assert out["off_branch"] == ["nvidia-dkms-580-server 580.95.05-0ubuntu0.24.04.2 (R580)",
+                                 "nvidia-headless-565-server 580.95.05-0ubuntu0.24.04.2 (R580)"]
+    assert out["reason"] == (
+        "nvidia-headless-565-server=580.95.05-0ubuntu0.24.04.2 for R565 would install packages of another branch: "
+        "nvidia-dkms-580-server 580.95.05-0ubuntu0.24.04.2 (R580); nvidia-headless-565-server 580.95.05-0ubuntu0.24.04.2 "
+        "(R580). A package of the requested branch that depends on another one is a transitional package; ask for a "
+        "version of R565 that the repositories still offer, or for the other branch")
+    # the branch alone as the request, and without package names
+    assert R.install_check(SIM_TRANSITIONAL, {}, "R565")["reason"].startswith("the driver packages for R565 would")
+    assert R.install_check(SIM_TRANSITIONAL, {}, "R580")["off_branch"] == ["nvidia-utils-565-server 565.57.01-0ubuntu0.24.04.4 (R565)"]
+    # parsed entries work as well as the text; versions that name no driver are skipped
+    assert R.install_check(R.parse_apt_simulation(SIM_BOOKWORM), {}, "R535")["ok"] is True
+
+
+@pytest.mark.parametrize("policy, sim, method, plan", [
+    # bookworm: contrib's 11.525.112 is older than the collection's minimum -> the pinned wheel
+    ("python3-pynvml:\n  Installed: (none)\n  Candidate: 11.525.112-1\n  Version table:\n", "", "auto",
+     {"method": "virtualenv", "reason": "the distribution's python3-pynvml 11.525.112-1 is older than 12.535",
+      "package_version": "11.525.112-1"}),
+    # trixie: 12.550.89, nothing else pulled in -> the distribution's package
+    ("python3-pynvml:\n  Installed: (none)\n  Candidate: 12.550.89-3\n", "Inst python3-pynvml (12.550.89-3 Debian [all])\n",
+     "auto", {"method": "distribution", "reason": "the distribution's python3-pynvml 12.550.89-3",
+              "package_version": "12.550.89-3"}),
+    ("python3-pynvml:\n  Installed: 12.535.161-1\n  Candidate: 12.550.89-3\n", "", "auto",
+     {"method": "distribution", "reason": "the distribution's python3-pynvml 12.535.161-1", "package_version": "12.535.161-1"}),
+    # a host whose driver has no libnvidia-ml1 package: apt would pull the distribution's NVML library
+    ("python3-pynvml:\n  Candidate: 12.550.89-3\n",
+     "Inst libnvidia-ml1 (550.163.01-2 Debian [amd64])\nInst python3-pynvml (12.550.89-3 Debian [all])\nInst zz (1 D [all])\n",
+     "auto", {"method": "virtualenv", "package_version": "12.550.89-3",
+              "reason": "installing python3-pynvml would also install libnvidia-ml1 beside the driver"}),
+    ("N: Unable to locate package python3-pynvml\n", "", "auto",
+     {"method": "virtualenv", "reason": "the distribution has no python3-pynvml", "package_version": None}),
+    ("", "", "auto", {"method": "virtualenv", "reason": "the distribution has no python3-pynvml", "package_version": None}),
+    ("python3-pynvml:\n  Installed: (none)\n  Candidate: (none)\n", "", "distribution",
+     {"method": "distribution", "reason": "requested", "package_version": None}),
+    ("python3-pynvml:\n  Candidate: 12.550.89-3\n", "", "virtualenv",
+     {"method": "virtualenv", "reason": "requested", "package_version": "12.550.89-3"}),
+])
+def test_nvml_binding_plan(policy, sim, method, plan):
+    assert R.nvml_binding_plan(policy, sim, "12.535", method) == plan
+
+
+def test_nvml_binding_plan_boundary_and_bad_method():
+    at = "python3-pynvml:\n  Candidate: 12.535\n"
+    assert R.nvml_binding_plan(at, "", "12.535")["method"] == "distribution"
+    assert R.nvml_binding_plan("python3-pynvml:\n  Candidate: 12.534.99-1\n", "", "12.535")["method"] == "virtualenv"
+    with pytest.raises(D.DriverInputError, match=r"^nvml method must be auto, distribution or virtualenv, not 'pip'$"):
+        R.nvml_binding_plan(at, "", "12.535", "pip")
+    assert R.apt_policy("x:\n  Installed: 1.0-1\n  Candidate: (none)\nOther: y\n") == {"installed": "1.0-1", "candidate": None}
+
+
+def test_package_plan_precompiled_ubuntu_signed_modules():
+    """Point 8: Ubuntu's precompiled, Canonical-signed modules (NVIDIA GPU Operator docs, "Precompiled and Canonical
+    Signed Drivers on Ubuntu"): nothing is built on the host, so Secure Boot needs no key of ours."""
+    plan = P.package_plan("Ubuntu", "Debian", "24", "distribution", "proprietary", "R580", "580.95.05", True,
+                          "precompiled", ["generic", "generic-hwe-24.04"])
+    assert plan["install"] == ["linux-modules-nvidia-580-server-generic", "linux-modules-nvidia-580-server-generic-hwe-24.04",
+                               "nvidia-headless-no-dkms-580-server", "nvidia-utils-580-server", "nvidia-persistenced"]
+    assert plan["builds_module"] is False
+    opened = P.package_plan("Ubuntu", "Debian", "24", "distribution", "open", "R580", None, False, "precompiled", ["aws"])
+    assert opened["install"] == ["linux-modules-nvidia-580-server-open-aws", "nvidia-headless-no-dkms-580-server-open",
+                                 "nvidia-utils-580-server"]
+    with pytest.raises(P.PackageError, match=r"^precompiled signed kernel modules come from Ubuntu's own archive \(source "
+                                             r"distribution on Ubuntu\), not from debian with source distribution$"):
+        P.package_plan("Debian", "Debian", "12", "distribution", "open", "R580", None, True, "precompiled", ["amd64"])
+    with pytest.raises(P.PackageError, match=r"^precompiled kernel modules need the host's kernel flavour"):
+        P.package_plan("Ubuntu", "Debian", "24", "distribution", "open", "R580", None, True, "precompiled", ["", None])
+    with pytest.raises(P.PackageError, match=r"^kernel modules must be dkms or precompiled, not 'signed'$"):
+        P.package_plan("Ubuntu", "Debian", "24", "distribution", "open", "R580", None, True, "signed")
+    assert R.package_plan("open", "Ubuntu", "Debian", "24", "distribution", "R580", None, True, "precompiled",
+                          ["generic"])["builds_module"] is False
+    assert R.package_plan("open", "Ubuntu", "Debian", "24", "distribution", "R580", None, True, None)["builds_module"] is True
+
+
+# --- issue 37 point 3: Fabric Manager on NVSwitch systems --------------------------------------------------------------
+DEV = "/sys/bus/pci/devices"
+
+
+def test_nvswitch_addresses_need_nvidia_and_the_bridge_class():
+    vendor = ["%s/0000:05:00.0/vendor" % DEV, "%s/0000:18:00.0/vendor" % DEV, "/r%s/0000:06:00.0/vendor" % DEV]
+    klass = ["%s/0000:05:00.0/class" % DEV, "%s/0000:00:1f.0/class" % DEV, "/r%s/0000:06:00.0/class/" % DEV]
+    assert P.nvswitch_addresses(vendor, klass) == ["0000:05:00.0", "0000:06:00.0"]
+    assert P.nvswitch_addresses(None, klass) == [] and P.nvswitch_addresses(vendor, None) == []
+    assert P.nvswitch_addresses(["vendor"], ["class"]) == []
+    assert P.fabric_manager_packages("R580") == ["nvidia-fabricmanager-580"]
+    assert P.fabric_manager_packages(535) == ["nvidia-fabricmanager-535"]
+
+
+def test_fabric_manager_plan_from_find_results_or_the_setting():
+    vendor = {"files": [{"path": "%s/0000:05:00.0/vendor" % DEV}, {"path": "%s/0000:18:00.0/vendor" % DEV}]}
+    klass = {"files": [{"path": "%s/0000:05:00.0/class" % DEV}]}
+    assert R.fabric_manager_plan(vendor, klass, "580.95.05") == {
+        "needed": True, "nvswitches": ["0000:05:00.0"], "reason": "NVSwitches 0000:05:00.0",
+        "service": "nvidia-fabricmanager", "packages": ["nvidia-fabricmanager-580"]}
+    none = R.fabric_manager_plan(vendor, {"files": []}, "R580")
+    assert none == {"needed": False, "nvswitches": [], "reason": "no NVSwitch", "service": "nvidia-fabricmanager",
+                    "packages": []}
+    skipped = {"skipped": True}   # find did not run (the setting decides)
+    assert R.fabric_manager_plan(skipped, skipped, "R535", True)["packages"] == ["nvidia-fabricmanager-535"]
+    assert R.fabric_manager_plan(skipped, skipped, "R535", "yes")["reason"] == "requested"
+    assert R.fabric_manager_plan(vendor, klass, "R535", "false")["needed"] is False
+    assert R.fabric_manager_plan([], [], "R535", "no")["packages"] == []
+    with pytest.raises(D.DriverInputError, match=r"^nvidia_driver_fabric_manager must be auto, true or false, not 'maybe'$"):
+        R.fabric_manager_plan([], [], "R535", "maybe")
+    assert F.FilterModule().filters()["driver_fabric_manager"](vendor, klass, "R580")["needed"] is True

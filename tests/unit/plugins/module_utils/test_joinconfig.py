@@ -634,3 +634,53 @@ def test_registered_join_taints_messages():
         reg(kubeletExtraArgs=[{"name": "register-with-taints", "value": "a=b:Sometimes"}])
     with _raises("JoinConfiguration.nodeRegistration.taints[1].effect 'NoSchedul' is not supported: " + EFFECTS):
         reg(taints=[OTHER, dict(OTHER, effect="NoSchedul")])
+
+
+# --- issue 37 point 6: kubeadm registers a node under nodeRegistration.name, else its lower-cased host name -----------
+# (cmd/kubeadm/app/util/config/initconfiguration.go SetNodeRegistrationDynamicDefaults; k8s.io/component-helpers/node/
+# util/hostname.go GetHostname: TrimSpace then ToLower).
+
+@pytest.mark.parametrize("explicit, documents, hostname, expected", [
+    ("gpu-a", {"nodeRegistration": {"name": "other"}}, "Host", {"name": "gpu-a", "source": "node_preflight_k8s_node_name"}),
+    ("", {"kind": "JoinConfiguration", "nodeRegistration": {"name": "gpu-b"}}, "Host",
+     {"name": "gpu-b", "source": "the JoinConfiguration's nodeRegistration.name"}),
+    (None, [{"kind": "ClusterConfiguration", "nodeRegistration": {"name": "no"}},
+            {"kind": "JoinConfiguration", "nodeRegistration": {"name": "gpu-c"}}], "Host",
+     {"name": "gpu-c", "source": "the JoinConfiguration's nodeRegistration.name"}),
+    ("", {"nodeRegistration": {"name": ""}}, "  GPU-D.Example.COM \n",
+     {"name": "gpu-d.example.com", "source": "the host name, as kubeadm registers it"}),
+    ("", {}, "gpu-e", {"name": "gpu-e", "source": "the host name, as kubeadm registers it"}),
+    ("", None, "gpu-f", {"name": "gpu-f", "source": "the host name, as kubeadm registers it"}),
+    ("", {"nodeRegistration": "bad"}, "gpu-g", {"name": "gpu-g", "source": "the host name, as kubeadm registers it"}),
+])
+def test_kubeadm_node_name(explicit, documents, hostname, expected):
+    assert J.kubeadm_node_name(explicit, documents, hostname) == expected
+
+
+def test_kubeadm_node_name_refusals():
+    with pytest.raises(J.JoinConfigError, match=r"^the node's name is unknown: no node_preflight_k8s_node_name, no "
+                                                r"nodeRegistration\.name and an empty host name$"):
+        J.kubeadm_node_name("", {}, "  ")
+    with pytest.raises(J.JoinConfigError, match=r"^node name '10\.0\.0\.7:22' \(from node_preflight_k8s_node_name\) is "
+                                                r"not a DNS-1123 subdomain \(lower case alphanumerics, '-' or '\.'\)$"):
+        J.kubeadm_node_name("10.0.0.7:22", None, "x")
+    with pytest.raises(J.JoinConfigError, match="is not a DNS-1123 subdomain"):
+        J.kubeadm_node_name("a" * 254, None, "x")
+    assert J.kubeadm_node_name("a" * 63 + "." + "b" * 63, None, "x")["name"].startswith("a")
+    assert J.join_node_name([{"kind": "JoinConfiguration"}]) is None
+
+
+def test_join_configuration_gets_the_node_name():
+    doc = J.render_join_taint(None, GATE, "gpu-a")
+    assert doc == {"apiVersion": "kubeadm.k8s.io/v1beta4", "kind": "JoinConfiguration",
+                   "nodeRegistration": {"name": "gpu-a", "taints": [GATE]}}
+    same = J.render_join_taint({"nodeRegistration": {"name": "gpu-a"}}, GATE, "gpu-a")
+    assert same["nodeRegistration"]["name"] == "gpu-a"
+    assert "name" not in J.render_join_taint(None, GATE)["nodeRegistration"]
+    assert "name" not in J.render_join_taint(None, GATE, "")["nodeRegistration"]
+    with pytest.raises(J.JoinConfigError, match=r"^JoinConfiguration\.nodeRegistration\.name is 'gpu-b', but the node is "
+                                                r"'gpu-a' \(node_preflight_k8s_node_name\): kubeadm would register it under "
+                                                r"the former$"):
+        J.render_join_taint({"nodeRegistration": {"name": "gpu-b"}}, GATE, "gpu-a")
+    docs = J.merge_join_documents([{"kind": "ClusterConfiguration", "apiVersion": "kubeadm.k8s.io/v1beta3"}], GATE, "gpu-a")
+    assert docs[1]["nodeRegistration"]["name"] == "gpu-a" and docs[1]["apiVersion"] == "kubeadm.k8s.io/v1beta3"

@@ -799,3 +799,77 @@ def test_dkms_signing_config_whole_text_and_refusals():
             "the MOK certificate 'pkcs11:token=mok' must be an absolute path without quotes, backslashes, "
             "backticks or $ (except ${kernelver})")):
         K.dkms_signing_config(KEY, "pkcs11:token=mok")
+
+
+# --- issue 37 point 2: headers from the packages that carry the running and the next kernel ---------------------------
+# dpkg-query -W -f='${Package}\t${Version}\t${db:Status-Abbrev}\t${Depends}\n' output of real hosts' package names:
+# Debian (src:linux-signed-amd64), Ubuntu HWE and cloud flavours (src:linux-meta), Proxmox VE 8.
+
+DEBIAN_PKGS = (
+    "linux-image-6.1.0-28-amd64\t6.1.119-1\tii \tkmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool\n"
+    "linux-image-6.1.0-30-amd64\t6.1.124-1\tii \tkmod, linux-base (>= 4.3~)\n"
+    "linux-image-amd64\t6.1.124-1\tii \tlinux-image-6.1.0-30-amd64 (= 6.1.124-1)\n"
+    "linux-image-6.1.0-25-amd64\t6.1.106-3\trc \t\n"
+    "linux-image-cloud-amd64\t\tun \t\n")
+UBUNTU_HWE = (
+    "linux-image-6.8.0-45-generic\t6.8.0-45.45~22.04.1\tii \tlinux-modules-6.8.0-45-generic, linux-base\n"
+    "linux-image-generic-hwe-22.04\t6.8.0-45.45~22.04.1\tii \tlinux-image-6.8.0-45-generic, linux-firmware\n"
+    "linux-image-virtual-hwe-22.04\t6.8.0-45.45~22.04.1\tii \tlinux-image-6.8.0-45-generic\n")
+UBUNTU_AWS = ("linux-image-unsigned-6.8.0-1015-aws\t6.8.0-1015.16\tii \t\n"
+              "linux-image-aws\t6.8.0.1015.16\tii \tlinux-image-unsigned-6.8.0-1015-aws | linux-image-6.8.0-1015-aws\n")
+PROXMOX = (
+    "proxmox-kernel-6.8.12-4-pve-signed\t6.8.12-4\tii \tproxmox-kernel-helper\n"
+    "proxmox-kernel-6.8\t6.8.12-4\tii \tproxmox-kernel-6.8.12-4-pve-signed | proxmox-kernel-6.8.12-4-pve\n"
+    "proxmox-default-kernel\t1.1.0\tii \tproxmox-kernel-6.8\n"
+    "pve-kernel-5.15.158-2-pve\t5.15.158-2\tii \t\n")
+
+
+def test_parse_kernel_packages_installed_only_with_flat_depends():
+    pkgs = K.parse_kernel_packages(DEBIAN_PKGS)
+    assert [p["name"] for p in pkgs] == ["linux-image-6.1.0-28-amd64", "linux-image-6.1.0-30-amd64", "linux-image-amd64"]
+    assert pkgs[0]["depends"] == ["kmod", "linux-base", "initramfs-tools", "linux-initramfs-tool"]
+    assert pkgs[2] == {"name": "linux-image-amd64", "version": "6.1.124-1", "depends": ["linux-image-6.1.0-30-amd64"]}
+    assert K.parse_kernel_packages("a\t1\thi \tb:any (>= 1), c\nshort\tline\nd\t1\tiU\n") == [
+        {"name": "a", "version": "1", "depends": ["b", "c"]}, {"name": "d", "version": "1", "depends": []}]
+    assert K.parse_kernel_packages(None) == []
+
+
+@pytest.mark.parametrize("pkgs, running, nxt, packages, flavours, warnings, ok", [
+    # Debian: the kernel upgrade installed 6.1.0-30, which boots next; headers of both, and the metapackage's twin
+    (DEBIAN_PKGS, "6.1.0-28-amd64", "/boot/vmlinuz-6.1.0-30-amd64",
+     ["linux-headers-6.1.0-30-amd64", "linux-headers-amd64", "linux-headers-6.1.0-28-amd64"], ["amd64"], 0, True),
+    # Ubuntu HWE: the flavour is the metapackage's (generic-hwe-22.04), not a fixed linux-headers-generic
+    (UBUNTU_HWE, "6.8.0-45-generic", None,
+     ["linux-headers-6.8.0-45-generic", "linux-headers-generic-hwe-22.04", "linux-headers-virtual-hwe-22.04"],
+     ["generic-hwe-22.04", "virtual-hwe-22.04"], 0, True),
+    # Ubuntu cloud kernel from the unsigned image package
+    (UBUNTU_AWS, "6.8.0-1015-aws", "6.8.0-1015-aws", ["linux-headers-6.8.0-1015-aws", "linux-headers-aws"], ["aws"], 0, True),
+    # Proxmox VE: proxmox-headers-<release>, the series and the default metapackage
+    (PROXMOX, "6.8.12-4-pve", None, ["proxmox-headers-6.8.12-4-pve", "proxmox-headers-6.8"], ["pve"], 0, True),
+    (PROXMOX, "5.15.158-2-pve", None, ["pve-headers-5.15.158-2-pve"], ["pve"], 0, True),
+    # a container or a custom kernel: the running one is no package (warned), the next one is
+    (DEBIAN_PKGS, "6.18.44-fc-v1272", "6.1.0-30-amd64", ["linux-headers-6.1.0-30-amd64", "linux-headers-amd64"],
+     ["amd64"], 1, True),
+])
+def test_kernel_headers_plan(pkgs, running, nxt, packages, flavours, warnings, ok):
+    plan = K.kernel_headers_plan(pkgs, running, nxt)
+    assert plan["packages"] == packages
+    assert plan["flavours"] == flavours
+    assert len(plan["warnings"]) == warnings and plan["ok"] is ok and plan["reason"] == ""
+
+
+def test_kernel_headers_plan_next_kernel_without_package_fails_naming_it():
+    plan = K.kernel_headers_plan(K.parse_kernel_packages(DEBIAN_PKGS), "6.1.0-30-amd64", "/boot/vmlinuz-6.5.0-custom")
+    assert plan["ok"] is False and plan["packages"] == ["linux-headers-6.1.0-30-amd64", "linux-headers-amd64"]
+    assert plan["reason"] == ("kernel 6.5.0-custom (the next one) comes from no installed linux-image/proxmox-kernel "
+                              "package, so its headers package is unknown: set nvidia_driver_kernel_headers_packages")
+    assert plan["kernels"]["6.5.0-custom"] == {"image": None, "headers": None, "role": "next"}
+    assert plan["kernels"]["6.1.0-30-amd64"] == {"image": "linux-image-6.1.0-30-amd64",
+                                                 "headers": "linux-headers-6.1.0-30-amd64", "role": "running"}
+    running = K.kernel_headers_plan("", "6.18.44-fc-v1272")
+    assert running["ok"] is False and running["warnings"] == [] and "6.18.44-fc-v1272 (the next one)" in running["reason"]
+    assert K.kernel_headers_plan("", "", None) == {"packages": [], "kernels": {}, "flavours": [], "warnings": [],
+                                                   "ok": True, "reason": ""}
+    warned = K.kernel_headers_plan(DEBIAN_PKGS, "6.18.44-fc-v1272", "6.1.0-30-amd64")["warnings"]
+    assert warned == ["kernel 6.18.44-fc-v1272 (the running one) comes from no installed linux-image/proxmox-kernel "
+                      "package, so its headers package is unknown; the module is built for the kernel that boots next"]

@@ -110,3 +110,26 @@ def test_overall():
     assert L.overall([yes, na]) is True
     assert L.overall([yes, no]) is False
     assert L.overall([na]) is None and L.overall([]) is None
+
+
+# --- issue 37 point 10: the FeatureType NVIDIA documents for the node's GPUs -----------------------------------------
+
+@pytest.mark.parametrize("modes, feature_type", [
+    (["vgpu"], 1), (["vgpu", "vgpu"], 1), (["passthrough"], 4), (["none"], 4), (["passthrough", "vgpu"], 1)])
+def test_default_feature_type(modes, feature_type):
+    info = {"nvml": {"available": True}, "gpus": [{"index": i, "virtualization_mode": m} for i, m in enumerate(modes)]}
+    assert L.default_feature_type(info) == feature_type
+
+
+def test_default_feature_type_needs_nvml_and_a_gpu():
+    with pytest.raises(L.LicenseError, match=r"^cannot tell a vGPU guest from a GPU passed through: NVML is not "
+                                             r"usable \(the NVIDIA kernel driver is not loaded\); set "
+                                             r"nvidia_license_feature_type \(1 on vGPU guests, 4 or 2 on "
+                                             r"passed-through GPUs\)$"):
+        L.default_feature_type({"nvml": {"available": False, "reason": "the NVIDIA kernel driver is not loaded"}})
+    with pytest.raises(L.LicenseError, match=r"NVML is not usable \(boom\)"):
+        L.default_feature_type({"failed": True, "msg": "boom", "nvml": {"available": True}})
+    with pytest.raises(L.LicenseError, match=r"NVML is not usable \(not read\)"):
+        L.default_feature_type(None)
+    with pytest.raises(L.LicenseError, match=r"^NVML lists no GPU to license; set nvidia_license_feature_type$"):
+        L.default_feature_type({"nvml": {"available": True}, "gpus": []})

@@ -169,6 +169,34 @@ def test_only_the_adapter_holds_nvml_handles():
     assert offenders == []
 
 
+# --- issue 37 point 4: the binding from the collection's virtualenv ----------------------------------------------------
+
+def test_binding_from_the_collections_virtualenv_when_the_interpreter_has_none(monkeypatch, tmp_path):
+    """A host whose python3 has no pynvml, and the nvidia_driver role's virtualenv (/opt/gpuops/nvml) that has it: the
+    module imports it from there and says so; without either, the reason names both places."""
+    name = "gpuops_test_pynvml_%d" % os.getpid()
+    monkeypatch.setattr(_nvml, "NVML_VENV", str(tmp_path / "venv"))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    nvml = _nvml.Nvml(module_name=name)
+    assert nvml.open() is False
+    assert nvml.reason.startswith("Python module pynvml (package nvidia-ml-py) is not installed (neither for %s nor in %s; "
+                                  "the nvidia_driver role's nvml step installs it): No module named"
+                                  % (sys.executable, tmp_path / "venv"))
+    assert nvml.binding == {"module": None, "python": sys.executable}
+    for minor in ("3.9", "3.11"):   # the newest of the venv's python3* directories is taken
+        site = tmp_path / "venv" / "lib" / ("python" + minor) / "site-packages"
+        site.mkdir(parents=True)
+    (site / (name + ".py")).write_text(
+        "class NVMLError(Exception):\n    pass\n\ndef nvmlInit():\n    raise NVMLError('stand-in: no driver')\n")
+    nvml = _nvml.Nvml(module_name=name)
+    try:
+        nvml.open()
+        assert nvml.binding == {"module": str(site / (name + ".py")), "python": sys.executable}
+        assert str(site) in sys.path
+    finally:
+        sys.modules.pop(name, None)
+
+
 # --- versioned entry points on drivers without the newest symbol (issue 38, point 2) ------------------------------
 
 PROCS = [{"pid": 41, "gpu_instance_id": 1, "compute_instance_id": 0, "used_memory": 1048576},

@@ -527,7 +527,7 @@ def _gathered_before(checks):
         out.add("gpu")
     if any(re.match("gpu_", c) for c in checks):
         out.add("health")
-    for check, fact in (("gpu_xid", "xid"), ("mig_geometry", "mig"), ("dra_cdi", "cdi"), ("gpu_dcgm", "dcgm"),
+    for check, fact in (("gpu_xid", "xid"), ("mig_geometry", "mig"), ("dra_cdi", "cdi"), ("dra_cdi", "runtime"), ("gpu_dcgm", "dcgm"),
                         ("driver_version", "driver")):
         if check in checks:
             out.add(fact)
@@ -554,3 +554,75 @@ def test_docs_table_lists_every_check_in_record_order_with_its_node_roles():
     assert tuple(check_id for check_id, _roles in rows) == P.CHECK_IDS
     for check_id, roles in rows:
         assert tuple(re.findall(r"`([a-z0-9_]+)`", roles)) == tuple(r for r in P.NODE_ROLES if check_id in P.DEFAULT_CHECKS[r])
+
+
+# --- issue 37 point 5: the GPU Operator's driver container manages the driver ----------------------------------------
+# (gpu-operator's device-plugin entrypoint: /run/nvidia/validations/driver-ready -> driver root /run/nvidia/driver;
+# NVIDIA/gpu-operator#178: no host package, the libraries under that root, named lib*.so.<driver version>).
+
+ROOT_LIBS = ["/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+             "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.163.01"]
+
+
+def test_driver_root_facts_reads_the_version_from_the_library_name():
+    assert P.driver_root_facts(ROOT_LIBS) == {"installed_version": "550.163.01", "source": "gpu_operator",
+                                              "lib_dir": "/run/nvidia/driver/usr/lib/x86_64-linux-gnu",
+                                              "driver_root": "/run/nvidia/driver"}
+    # Two drivers left in the root (an upgrade in progress): the newest; names without a version are no driver.
+    two = ROOT_LIBS + ["/run/nvidia/driver/usr/lib64/libnvidia-ml.so.550.90.07", "/x/libnvidia-ml.so.garbage",
+                       "/x/libcuda.so.570.1.1"]
+    assert P.driver_root_facts(two, "/run/nvidia/driver")["installed_version"] == "550.163.01"
+    assert P.driver_root_facts(["/a/libnvidia-ml.so.535.1.1", "/b/libnvidia-ml.so.535.10.1"])["lib_dir"] == "/b"
+    assert P.driver_root_facts([], "/r") == {"installed_version": None, "lib_dir": None, "driver_root": "/r",
+                                             "source": "gpu_operator"}
+    assert P.driver_root_facts(None)["installed_version"] is None
+
+
+OPERATOR = dict(P.driver_root_facts(ROOT_LIBS), loaded_version="550.163.01")
+
+
+@pytest.mark.parametrize("driver, nvml, pin, status, evidence, remedy", [
+    (OPERATOR, "550.163.01", "550.163.01", "pass",
+     "driver container = loaded = pinned 550.163.01 (GPU Operator driver root /run/nvidia/driver: "
+     "libnvidia-ml.so.550.163.01, loaded 550.163.01, NVML 550.163.01, pin 550.163.01)", ""),
+    (OPERATOR, None, "", "warn", "driver container = loaded = 550.163.01, but no pinned version is declared "
+     "(GPU Operator driver root /run/nvidia/driver: libnvidia-ml.so.550.163.01, loaded 550.163.01, NVML not read, pin none)",
+     "declare the fleet's pin in node_preflight_driver_version (the ClusterPolicy's driver.version)"),
+    (dict(OPERATOR, installed_version=None), None, "550.163.01", "fail",
+     "no driver in the GPU Operator's driver root (GPU Operator driver root /run/nvidia/driver: no "
+     "libnvidia-ml.so.<version>, loaded 550.163.01, NVML not read, pin 550.163.01)",
+     "the driver container has not installed the driver yet: see the nvidia-driver-daemonset pod on this node "
+     "(kubectl -n gpu-operator logs) and the operator's validator"),
+    (dict(OPERATOR, loaded_version="550.90.07"), None, "550.163.01", "fail",
+     "driver container 550.163.01, but the kernel module reports 550.90.07", "the driver container is being replaced"),
+    (OPERATOR, "550.90.07", "550.163.01", "fail", "driver container 550.163.01, but NVML reports 550.90.07",
+     "failed to load its module"),
+    (dict(OPERATOR, loaded_version=None), None, "550.163.01", "fail", "the kernel module is not loaded",
+     "see the nvidia-driver-daemonset pod"),
+    (OPERATOR, "550.163.01", "550.144.03", "fail", "the GPU Operator's driver 550.163.01 is not the pinned 550.144.03",
+     "set the ClusterPolicy's driver.version (or the NVIDIADriver resource) to the pin; the operator rolls its driver "
+     "containers"),
+    ({"loaded_version": "550.163.01"}, None, "", "fail", "driver root /run/nvidia/driver: no libnvidia", "not installed"),
+])
+def test_operator_driver_mode(driver, nvml, pin, status, evidence, remedy):
+    facts = {"driver": driver}
+    if nvml:
+        facts["gpu"] = gpu_facts(driver=nvml)
+    res = P.check_driver_version(facts, opts(driver_version=pin, driver_mode="gpu_operator"))
+    assert res["status"] == status, res
+    assert evidence in res["evidence"], res
+    assert remedy in res["remedy"] and bool(res["remedy"]) == (status != "pass"), res
+
+
+def test_operator_mode_nvml_unusable_and_bad_pin_and_mode_option():
+    facts = {"driver": OPERATOR, "gpu": gpu_facts(available=False)}
+    res = P.check_driver_version(facts, opts(driver_version="550.163.01", driver_mode="gpu_operator"))
+    assert res["status"] == "fail" and res["evidence"].startswith(
+        "NVML through the driver root is not usable: the NVIDIA kernel driver is not loaded (GPU Operator driver root")
+    with pytest.raises(P.PreflightError, match="^node_preflight_driver_version: "):
+        P.check_driver_version({"driver": OPERATOR}, opts(driver_version="x.y", driver_mode="gpu_operator"))
+    with pytest.raises(P.PreflightError, match=r"^driver_mode must be host or gpu_operator, not 'auto'$"):
+        opts(driver_mode="auto")
+    # host mode (the default) with the same facts: the host's packages are what counts there
+    assert P.check_driver_version({"driver": dict(OPERATOR, installed_version=None)},
+                                  opts(driver_version="550.163.01"))["evidence"].startswith("no NVIDIA driver package installed")

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import time
 
@@ -297,3 +298,63 @@ def test_the_holder_is_bounded():
     with pytest.raises(L.LockError, match=r"^holder must be at most 1024 characters, got 10000$"):
         decide(None, holder="h" * 10000)
     assert decide(None, holder="h" * 1024)["action"] == "create"
+
+
+# ---- the renewer beside the roll (_k8s.keep_lock; issue 45 defect 5) ---------------------------------------------
+
+class FakeLeases:
+    """CoordinationV1Api over one Lease held by ME; ``fail_at``: the renewal attempts (1-based) that get a 500."""
+
+    def __init__(self, clock, fail_at=()):
+        self.clock, self.fail_at, self.attempts, self.renewed_at = clock, set(fail_at), 0, []
+        self.lease = lease(holder=ME, renewed=time.time(), duration=9)
+
+    def read_namespaced_lease(self, name, namespace, **_kwargs):
+        return type("Response", (), {"data": json.dumps(self.lease).encode()})()
+
+    def replace_namespaced_lease(self, name, namespace, body, **_kwargs):
+        self.attempts += 1
+        if self.attempts in self.fail_at:
+            from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+            raise ApiException(status=500, reason="Internal Server Error")
+        self.lease = body
+        self.renewed_at.append(self.clock.now)
+        return type("Response", (), {"data": json.dumps(body).encode()})()
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def keep(monkeypatch, fail_at=(), keep_alive=20):
+    from ansible_collections.gpuops.provision.plugins.module_utils import _k8s  # pylint: disable=import-outside-toplevel
+    clock = FakeClock()
+    leases = FakeLeases(clock, fail_at)
+    monkeypatch.setattr(_k8s.kubernetes.client, "CoordinationV1Api", lambda _api: leases)
+    p = {"name": "roll", "namespace": "kube-system", "holder": ME, "ttl": 9, "keep_alive": keep_alive, "timeout": 5,
+         "controller": None}
+    return _k8s.keep_lock(None, p, sleep=clock.sleep, clock=clock), leases
+
+
+def test_one_transient_error_in_a_renewal_is_retried_and_the_lock_kept(monkeypatch):
+    # ttl 9: a renewal every 3 s (RetryPeriod), a failed one tried again 2 s later, given up only after 6 s
+    # without a successful one (RenewDeadline), as client-go's leader election does.
+    kept, leases = keep(monkeypatch, fail_at=(2,))
+    assert kept["ended"] == "keep_alive_elapsed" and kept["renewals"] == leases.attempts - 1
+    gaps = [b - a for a, b in zip(leases.renewed_at, leases.renewed_at[1:])]
+    assert leases.renewed_at[0] == 0 and max(gaps) <= 5.1 and leases.renewed_at[-1] > 15, leases.renewed_at
+    assert leases.lease["spec"]["holderIdentity"] == ME
+
+
+def test_renewals_failing_past_the_renew_deadline_end_the_renewer(monkeypatch):
+    kept, leases = keep(monkeypatch, fail_at=range(2, 100))
+    assert kept["ended"] == "renew_failed" and kept["renewals"] == 1
+    assert kept["msg"].startswith("no renewal of the roll lock succeeded for 6 s: ")
+    assert leases.attempts == 4  # at 3, 5 and 7 s after the one success at 0 s

@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -175,3 +176,67 @@ def test_service_check_without_a_token_or_with_a_broken_one(monkeypatch, tmp_pat
     assert "not-a-token-secret-part" not in json.dumps(res)
     bad = run_module(nvidia_license_info, {"gridd_conf": str(gridd), "service_check": True, "connect_timeout": 0})
     assert bad["failed"] and "connect_timeout=0 is out of range" in bad["msg"]
+
+
+# --- issue 37 point 10: the service check goes the way gridd goes, through gridd.conf's proxy --------------------------
+
+def test_service_check_through_the_proxy_gridd_uses(monkeypatch, tmp_path, run_module):
+    """A guest whose only way out is the proxy in gridd.conf: the check reaches the service through it (CONNECT), and a
+    proxy that refuses the target or wants credentials fails the endpoint naming the proxy and its answer."""
+    from nls_service import TlsListener, connect_proxy  # pylint: disable=import-error,import-outside-toplevel
+    service = TlsListener(tmp_path)
+    target = "127.0.0.1:%d" % service.port
+    proxy = connect_proxy(allow=[target])
+    strict = connect_proxy(require_auth=True)
+    try:
+        args = service_setup(monkeypatch, tmp_path, [("127.0.0.1", service.port)])
+        with open(args["gridd_conf"], "a", encoding="utf-8") as fh:
+            fh.write("ProxyServerAddress=127.0.0.1\nProxyServerPort=%d\n" % proxy.port)
+        res = run_module(nvidia_license_info, args)
+        ep = res["service"]["endpoints"][0]
+        assert ep["tcp"] and ep["tls"] and ep["error"] is None and ep["proxy"] == "127.0.0.1:%d" % proxy.port, ep
+        # The server thread counts the handshake after the client's side of it completes: wait for it (the fresh-clone
+        # make test on a loaded machine read 0 here).
+        deadline = time.monotonic() + 10
+        while service.handshakes < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proxy.targets == [target] and service.handshakes == 1
+        # a proxy that wants credentials (gridd's ProxyUserName): 407, named
+        gridd = open(args["gridd_conf"], encoding="utf-8").read().replace("ProxyServerPort=%d" % proxy.port,
+                                                                          "ProxyServerPort=%d" % strict.port)
+        with open(args["gridd_conf"], "w", encoding="utf-8") as fh:
+            fh.write(gridd)
+        ep = run_module(nvidia_license_info, args)["service"]["endpoints"][0]
+        assert not ep["tcp"] and not ep["tls"] and ep["error"] == (
+            "the proxy 127.0.0.1:%d refused CONNECT %s: HTTP/1.1 407 Proxy Authentication Required (the proxy wants "
+            "credentials: gridd's ProxyUserName/ProxyCredentialsFilePath are not probed)" % (strict.port, target))
+        assert service.handshakes == 1   # nothing got past it
+        # a proxy address without its port fails the run, naming the setting
+        with open(args["gridd_conf"], "w", encoding="utf-8") as fh:
+            fh.write("FeatureType=4\nClientConfigTokenPath=%s\nProxyServerAddress=proxy.example\n"
+                     % os.path.join(str(tmp_path), "node", "tokens"))
+        res = run_module(nvidia_license_info, args)
+        assert res["failed"] and res["msg"] == ("gridd.conf ProxyServerAddress=proxy.example needs ProxyServerPort "
+                                                "(1-65535), got None")
+    finally:
+        proxy.close()
+        strict.close()
+        service.close()
+
+
+@pytest.mark.parametrize("settings, proxy", [
+    ({}, None),
+    ({"ProxyServerAddress": ""}, None),
+    ({"ProxyServerAddress": "10.31.20.45", "ProxyServerPort": "3128"}, {"host": "10.31.20.45", "port": 3128, "user": None}),
+    ({"ProxyServerAddress": "http://proxy.example/", "ProxyServerPort": "8080", "ProxyUserName": "lab"},
+     {"host": "proxy.example", "port": 8080, "user": "lab"}),
+    ({"ProxyServerAddress": "proxy.example:3128"}, {"host": "proxy.example", "port": 3128, "user": None}),
+])
+def test_gridd_proxy(settings, proxy):
+    assert _license.gridd_proxy(settings) == proxy
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "x", ""])
+def test_gridd_proxy_bad_port(port):
+    with pytest.raises(_license.LicenseError, match="needs ProxyServerPort"):
+        _license.gridd_proxy({"ProxyServerAddress": "p", "ProxyServerPort": port})
