@@ -191,13 +191,13 @@ POD_READY_DELAY = {"durationMilliseconds": 0,
                    "durationFrom": {"expressionFrom": '.metadata.annotations["lab.gpuops.io/ready-delay"]'}}
 
 
-def kwok_config(path, stages_dir):
-    docs = []
+def kwok_config(path, stages_dir, options=None):
+    docs = [{"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration", "options": options}] if options else []
     for rel in KWOK_STAGES:
         with open(os.path.join(stages_dir, rel), encoding="utf-8") as fh:
             docs.extend(d for d in yaml.safe_load_all(fh) if d)
     for doc in docs:
-        if doc["metadata"]["name"] == "pod-ready":
+        if doc.get("kind") == "Stage" and doc["metadata"]["name"] == "pod-ready":
             doc["spec"]["delay"] = dict(POD_READY_DELAY)
     docs.append(POD_DELETE_STAGE)
     with open(path, "w", encoding="utf-8") as fh:
@@ -339,9 +339,25 @@ def start_gpu_operator(plane, gpusim, mig_manager):
     spawn(plane.run_dir, "gpu-operator", argv)
 
 
-def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
+# A fleet (hundreds to a thousand kwok nodes, thousands of pods; bench/mig_reconfigure --fleet) on this lab:
+# - kwokctl's --disable-qps-limits (sigs.k8s.io/kwok pkg/kwokctl/components/kube_controller_manager.go and
+#   kube_scheduler.go: --kube-api-qps 5000, --kube-api-burst 10000, consts.DefaultUnlimitedQPS/Burst): the controller
+#   manager's default 20 requests/s would take minutes to create the DaemonSets' thousands of pods (kwok's own client
+#   has no limit, pkg/utils/client/clientset.go);
+# - the node monitor's upstream grace period (kube-controller-manager --node-monitor-grace-period, 50 s in v1.36)
+#   instead of the lab's 20 s: a thousand node leases renewed on a loaded 2-core machine come late by seconds, and
+#   at 20 s nodes flap NotReady (and count against a roll's budget);
+# - kwok's parallelism raised from its default 4 (KwokConfiguration options nodeLeaseParallelism,
+#   nodePlayStageParallelism, podPlayStageParallelism: pkg/apis/config/v1alpha1/kwok_configuration_types.go), so
+#   that it renews a thousand leases every 10 s as a thousand kubelets would.
+UNLIMITED_QPS = ["--kube-api-qps", "5000", "--kube-api-burst", "10000"]
+FLEET_KWOK_OPTIONS = {"nodeLeaseParallelism": 32, "nodePlayStageParallelism": 16, "podPlayStageParallelism": 16}
+
+
+def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0, fleet=False):
     """Start everything (stopping what an earlier `up` left in ``run_dir``); returns a ControlPlane once the API server
-    is ready and the controllers have created the default ServiceAccount."""
+    is ready and the controllers have created the default ServiceAccount. ``fleet``: set up for hundreds of nodes
+    (above)."""
     run_dir = os.path.abspath(run_dir)
     os.makedirs(run_dir, exist_ok=True)
     down(run_dir)
@@ -366,7 +382,7 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
         kubeconfig(os.path.join(run_dir, f"{user}.kubeconfig" if user != "lab" else "lab.kubeconfig"), server, pki, user)
     with open(os.path.join(run_dir, "audit-policy.yaml"), "w", encoding="utf-8") as fh:
         yaml.safe_dump(AUDIT_POLICY, fh)
-    kwok_config(os.path.join(run_dir, "kwok.yaml"), os.path.join(out, "kwok-stages"))
+    kwok_config(os.path.join(run_dir, "kwok.yaml"), os.path.join(out, "kwok-stages"), FLEET_KWOK_OPTIONS if fleet else None)
 
     def p(name):
         return os.path.join(pki, name)
@@ -413,13 +429,13 @@ def up(run_dir, gpusim=(), timeout=180.0, devplugin_lag=0.0):
         "--service-account-private-key-file", p("sa.key"), "--root-ca-file", p("ca.crt"),
         "--service-cluster-ip-range", SERVICE_CIDR,
         # 20 s instead of 50 s: a node whose heartbeats stop shows NotReady within a test's time.
-        "--node-monitor-grace-period", "20s", "-v", "1",
+        "--node-monitor-grace-period", "50s" if fleet else "20s", "-v", "1", *(UNLIMITED_QPS if fleet else []),
     ])
     spawn(run_dir, "kube-scheduler", [
         os.path.join(bin_dir, "kube-scheduler"), "--kubeconfig", os.path.join(run_dir, "kube-scheduler.kubeconfig"),
         "--authentication-kubeconfig", os.path.join(run_dir, "kube-scheduler.kubeconfig"),
         "--authorization-kubeconfig", os.path.join(run_dir, "kube-scheduler.kubeconfig"),
-        "--leader-elect=false", "--secure-port", "0", "-v", "1",
+        "--leader-elect=false", "--secure-port", "0", "-v", "1", *(UNLIMITED_QPS if fleet else []),
     ])
     spawn(run_dir, "kwok", [
         os.path.join(bin_dir, "kwok"), "--kubeconfig", os.path.join(run_dir, "kwok.kubeconfig"),

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Our stand-in for NVIDIA's k8s-device-plugin on kwok nodes (there is no kubelet to register a real plugin with).
 
-For each NODE=PATH[:STRATEGY] it re-reads the node's gpusim state file and, when what the plugin would advertise has
-changed, PATCHes the node's status so `capacity`/`allocatable` carry exactly those nvidia.com/* resources, as the kubelet
-does once a device plugin has registered them (pkg/kubelet/cm/devicemanager ListAndWatch -> node status). The resource
+For each NODE=PATH[:STRATEGY] it re-reads the node's gpusim state file when it changed and, when what the plugin would
+advertise differs from the node's status, PATCHes the status so `capacity`/`allocatable` carry exactly those
+nvidia.com/* resources, as the kubelet does once a device plugin has registered them (pkg/kubelet/cm/devicemanager
+ListAndWatch -> node status). Nodes and the plugin's pods are read from watches (class Informer), not one GET per
+node and pass, so a fleet of a thousand nodes costs next to nothing while nothing changes. The resource
 rules are gpu_resources.py `device_plugin_resources` (NVIDIA/k8s-device-plugin internal/rm/rm.go, cited there).
 The plugin's complaint for an invalid layout goes into the annotation lab.gpuops.io/device-plugin-error.
 
@@ -32,6 +34,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -119,12 +122,6 @@ class SharingConfigs:
                 return config["name"], config.get("default") or ""
         return None
 
-    def plugin_pods(self):
-        """{node: uid} of the Running device plugin pods not being deleted (one LIST a pass)."""
-        pods = self.api.list_namespaced_pod(self.namespace, label_selector=self.plugin_selector).items
-        return {p.spec.node_name: p.metadata.uid for p in pods
-                if p.spec.node_name and p.status.phase == "Running" and not p.metadata.deletion_timestamp}
-
     def for_node(self, node, labels, source, plugin_uid=None):
         """(sharing, error) for ``node``; re-read only when its label or its device plugin pod changed."""
         if source is None:  # no config file: no sharing, and no per-node reads on every pass
@@ -149,40 +146,184 @@ class SharingConfigs:
         return sharing, error
 
 
-def sync(api, nodes, namer, lag=0.0, configs=None, cc_of=None):
-    source = False  # the ClusterPolicy's config, read once per pass
-    plugins = configs.plugin_pods() if configs is not None else None
-    for node, path, strategy in nodes:
-        # --lag: a changed state is advertised only once the file is that old (the plugin restarting after a change).
+class Informer:
+    """Objects of one kind as a client-go informer holds them (k8s.io/client-go tools/cache reflector.go
+    ListAndWatch: one LIST, then a WATCH from its resourceVersion, resumed from the last version seen when it ends, a
+    new LIST after 410 Gone), which is how the kubelet and every controller read: no GET per object and pass.
+    ``lister`` is the client's list call for the kind (its LIST and, with watch=True, its WATCH); ``keep`` picks the
+    objects held, by name. Names of the objects that changed since the last ``take_dirty`` are kept. Plain dicts (the
+    client's model classes are slow)."""
+
+    def __init__(self, lister, keep=None):
+        self.lister, self.keep = lister, keep or (lambda name: True)
+        self.objects, self.dirty, self.version = {}, set(), None
+        self.lock = threading.Lock()
+        self.synced = threading.Event()
+
+    def relist(self):
+        body = json.loads(self.lister(_preload_content=False, _request_timeout=60).data)
+        with self.lock:
+            gone = set(self.objects)
+            self.objects = {o["metadata"]["name"]: o for o in body["items"] if self.keep(o["metadata"]["name"])}
+            self.dirty |= set(self.objects) | gone
+        self.version = body["metadata"]["resourceVersion"]
+        self.synced.set()
+
+    def put(self, obj):
+        """Keep ``obj`` unless the cache holds a newer version of it (a PATCH's answer may overtake the watch)."""
+        name = obj["metadata"]["name"]
+        if not self.keep(name):
+            return
+        with self.lock:
+            held = self.objects.get(name)
+            try:
+                older = held is not None and int(obj["metadata"]["resourceVersion"]) < int(held["metadata"]["resourceVersion"])
+            except (KeyError, ValueError):
+                older = False
+            if not older:
+                self.objects[name] = obj
+            self.dirty.add(name)
+
+    def get(self, name):
+        with self.lock:
+            return self.objects.get(name)
+
+    def values(self):
+        with self.lock:
+            return list(self.objects.values())
+
+    def take_dirty(self):
+        with self.lock:
+            dirty, self.dirty = self.dirty, set()
+        return dirty
+
+    def watch(self, window=300):
+        """One WATCH from the version held (a LIST first when there is none), until the server ends it."""
+        from kubernetes.watch.watch import iter_resp_lines  # pylint: disable=import-outside-toplevel
+        if self.version is None:
+            self.relist()
+        resp = self.lister(watch=True, resource_version=self.version, allow_watch_bookmarks=True,
+                           timeout_seconds=window, _preload_content=False, _request_timeout=(10, window + 30))
         try:
-            if lag and time.time() - os.path.getmtime(path) < lag:
-                continue
-        except OSError:
-            continue
-        state = read_state(path)
-        if state is None:
-            continue
-        resources, error = device_plugin_resources(state, strategy, namer)
-        try:
-            obj = api.read_node(node)
-        except Exception:  # pylint: disable=broad-except  # the node may not exist yet
-            continue
-        uid = plugins.get(node) if plugins is not None else "static"
+            for line in iter_resp_lines(resp):
+                if not line:
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    if obj.get("code") == 410:  # too old to watch from: LIST again
+                        self.version = None
+                    return
+                self.version = (obj.get("metadata") or {}).get("resourceVersion") or self.version
+                if event["type"] == "DELETED":
+                    with self.lock:
+                        if self.objects.pop(obj["metadata"]["name"], None) is not None:
+                            self.dirty.add(obj["metadata"]["name"])
+                elif event["type"] in ("ADDED", "MODIFIED"):
+                    self.put(obj)
+        finally:
+            resp.release_conn()
+
+    def watch_forever(self):
+        while True:
+            try:
+                self.watch()
+            except Exception as exc:  # pylint: disable=broad-except  # the API server may restart: watch again
+                print(f"device plugin: watch: {exc}", file=sys.stderr, flush=True)
+                time.sleep(1)
+
+
+def serving_pods(pods):
+    """{node: uid} of the Running device plugin pods not being deleted."""
+    return {p["spec"]["nodeName"]: p["metadata"]["uid"] for p in pods
+            if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")}
+
+
+def _file_version(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class Plugin:
+    """The device plugins of every node mapped to a gpusim state. A real plugin tells the kubelet its devices when
+    they change (ListAndWatch streams a new list on a change), and the kubelet writes them into the node's status;
+    here a pass looks at each state file's version (a stat, no read), at the nodes the node watch saw change and at
+    the nodes whose plugin pod came, went or was replaced (the pod watch), and works out and writes only those: a
+    fleet of a thousand nodes costs a thousand stats a pass, not a thousand GETs. With a ClusterPolicy naming a
+    sharing config, every node is worked out on every pass (the config depends on its device plugin pod,
+    config-manager's trigger); without ``configs`` the plugin serves on every node (no DaemonSet modelled)."""
+
+    def __init__(self, api, nodes, namer, lag=0.0, configs=None, cc_of=None):
+        self.api, self.nodes, self.namer, self.lag, self.configs, self.cc_of = api, nodes, namer, lag, configs, cc_of
+        names = {n for n, _p, _s in nodes}
+        self.cache = Informer(api.list_node, names.__contains__)
+        self.pods = None
         if configs is not None:
-            if source is False:
-                source = configs.source()
-            sharing, config_error = configs.for_node(node, obj.metadata.labels, source, uid)
-            resources, sharing_error = apply_sharing(resources, sharing, state, cc_of)
+            self.pods = Informer(lambda **kw: api.list_namespaced_pod(configs.namespace,
+                                                                      label_selector=configs.plugin_selector, **kw))
+        self.seen = {}      # node -> the state file's version last worked out
+        self.states = {}    # node -> the gpusim state read at that version
+        self.served = {}    # node -> the plugin pod uid it was last worked out with
+        self.pending = set()
+
+    def informers(self):
+        return [i for i in (self.cache, self.pods) if i is not None]
+
+    def sync(self):
+        source = self.configs.source() if self.configs is not None else None
+        dirty = self.cache.take_dirty() | self.pending
+        self.pending = set()
+        plugins = serving_pods(self.pods.values()) if self.pods is not None else None
+        if self.pods is not None:
+            self.pods.take_dirty()
+        for node, path, strategy in self.nodes:
+            version = _file_version(path)
+            if version is None:
+                continue
+            # --lag: a changed state is advertised only once the file is that old (the plugin restarting after a change).
+            if self.lag and time.time() - version[1] / 1e9 < self.lag:
+                self.pending.add(node)
+                continue
+            uid = plugins.get(node) if plugins is not None else "static"
+            if version != self.seen.get(node):
+                state = read_state(path)
+                if state is None:  # half-written: look again on the next pass
+                    continue
+                self.states[node], self.seen[node] = state, version
+            elif node not in dirty and source is None and self.served.get(node, False) == uid:
+                continue
+            if self.advertise(node, self.states[node], strategy, source, uid):
+                self.served[node] = uid
+            else:
+                self.pending.add(node)
+
+    def advertise(self, node, state, strategy, source, uid):
+        """Write what ``node``'s plugin advertises where its status differs; False while the node is not there."""
+        obj = self.cache.get(node)
+        if obj is None:
+            return False
+        resources, error = device_plugin_resources(state, strategy, self.namer)
+        meta = obj.get("metadata") or {}
+        if self.configs is not None:
+            sharing, config_error = self.configs.for_node(node, meta.get("labels"), source, uid)
+            resources, sharing_error = apply_sharing(resources, sharing, state, self.cc_of)
             error = error or config_error or sharing_error
         # No plugin pod, or a plugin that failed on the node's devices (its resources came back empty): nothing served.
         serving = uid is not None and not (error and not resources)
-        status, annotations = status_patch(api.api_client.sanitize_for_serialization(obj.status), resources, error,
-                                           serving)
-        current_error = (obj.metadata.annotations or {}).get(ERROR_ANNOTATION)
-        if current_error != error:
-            api.patch_node(node, {"metadata": {"annotations": annotations}})
+        status, annotations = status_patch(obj.get("status"), resources, error, serving)
+        if (meta.get("annotations") or {}).get(ERROR_ANNOTATION) != error:
+            self.cache.put(json.loads(self.api.patch_node(node, {"metadata": {"annotations": annotations}},
+                                                          _preload_content=False).data))
         if status:
-            api.patch_node_status(node, {"status": status})
+            # The kubelet writes a node's device resources into its status (pkg/kubelet/nodestatus/setters.go
+            # MachineInfo): its field manager, so the node's managedFields say so.
+            self.cache.put(json.loads(self.api.patch_node_status(node, {"status": status}, field_manager="kubelet",
+                                                                 _preload_content=False).data))
+        return True
 
 
 def main(argv=None):
@@ -202,13 +343,20 @@ def main(argv=None):
     namer = gpusim_namer()
     configs = SharingConfigs(api, args.operator_namespace, args.plugin_selector)
     cc_of = gpusim_compute_capability()
+    plugin = Plugin(api, nodes, namer, args.lag, configs, cc_of)
+    if args.once:
+        for informer in plugin.informers():
+            informer.relist()
+        plugin.sync()
+        return 0
+    for informer in plugin.informers():
+        threading.Thread(target=informer.watch_forever, daemon=True).start()
+        informer.synced.wait(60)
     while True:
         try:
-            sync(api, nodes, namer, args.lag, configs, cc_of)
+            plugin.sync()
         except Exception as exc:  # pylint: disable=broad-except  # keep advertising; the API server may restart
             print(f"device plugin: {exc}", file=sys.stderr, flush=True)
-        if args.once:
-            return 0
         time.sleep(args.interval)
 
 

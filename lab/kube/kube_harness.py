@@ -211,6 +211,28 @@ class Session:
             if status:  # the Node create keeps status, but a later heartbeat may race: set it explicitly once
                 self.core.patch_node_status(obj["metadata"]["name"], {"status": status})
 
+    def create_many(self, objects, workers=8):
+        """Create ``objects`` (no Nodes) with up to ``workers`` requests in flight, their namespaces first, once each:
+        a fleet's thousands of pods one request after another take minutes."""
+        import concurrent.futures  # pylint: disable=import-outside-toplevel
+        import kubernetes.utils  # pylint: disable=import-outside-toplevel
+        for ns in sorted({o["metadata"].get("namespace") for o in objects} - {None}):
+            self.ensure_namespace(ns)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in [pool.submit(kubernetes.utils.create_from_dict, self.api_client, o) for o in objects]:
+                future.result()
+
+    def list_json(self, kind="pods", ns=None):
+        """Every Pod (of namespace ``ns``) or Node as plain dicts: one LIST, without the client's model classes,
+        which take seconds for a fleet's thousands of objects."""
+        if kind == "nodes":
+            resp = self.core.list_node(_preload_content=False, _request_timeout=60)
+        elif ns:
+            resp = self.core.list_namespaced_pod(ns, _preload_content=False, _request_timeout=60)
+        else:
+            resp = self.core.list_pod_for_all_namespaces(_preload_content=False, _request_timeout=60)
+        return json.loads(resp.data)["items"]
+
     def ensure_namespace(self, name):
         import kubernetes  # pylint: disable=import-outside-toplevel
         try:
@@ -250,14 +272,14 @@ class Session:
         n = self.core.read_node(name)
         return any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
 
-    def wait_for(self, check, timeout=60.0, what="condition"):
+    def wait_for(self, check, timeout=60.0, what="condition", interval=0.2):
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
             last = check()
             if last:
                 return last
-            time.sleep(0.2)
+            time.sleep(interval)
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
@@ -288,21 +310,30 @@ def _gpusim_specs(gpusim):
     return specs
 
 
+def _running(pod):
+    return (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+def _ready(node):
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or [])
+
+
 def settled(session, fx):
-    """The seeded cluster at rest: nodes Ready, the fixture's pods Running, every DaemonSet's pods Running."""
+    """The seeded cluster at rest: nodes Ready, the fixture's pods Running, every DaemonSet's pods Running. One LIST
+    each, the cheap ones first (a fleet has a thousand nodes and thousands of pods)."""
     import kubernetes  # pylint: disable=import-outside-toplevel
     apps = kubernetes.client.AppsV1Api(session.api_client)
-    for n in fx.get("nodes") or []:
-        if not session.node_ready(n["metadata"]["name"]):
-            return False
-    running = {(p.metadata.namespace, p.metadata.name) for p in session.running_pods()}
-    for p in fx.get("pods") or []:
-        kind = (p["metadata"].get("ownerReferences") or [{}])[0].get("kind")
-        if kind != "DaemonSet" and p["spec"].get("nodeName") and (p["metadata"]["namespace"], p["metadata"]["name"]) not in running:
-            return False
     for ds in apps.list_daemon_set_for_all_namespaces().items:
         st = ds.status
         if st.observed_generation != ds.metadata.generation or (st.number_ready or 0) != (st.desired_number_scheduled or 0):
+            return False
+    ready = {n["metadata"]["name"] for n in session.list_json("nodes") if _ready(n)}
+    if any(n["metadata"]["name"] not in ready for n in fx.get("nodes") or []):
+        return False
+    running = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in session.list_json("pods") if _running(p)}
+    for p in fx.get("pods") or []:
+        kind = (p["metadata"].get("ownerReferences") or [{}])[0].get("kind")
+        if kind != "DaemonSet" and p["spec"].get("nodeName") and (p["metadata"]["namespace"], p["metadata"]["name"]) not in running:
             return False
     return True
 
@@ -331,12 +362,13 @@ def operator_defaults(fx, gpusim_nodes):
     return fx
 
 
-def start(run_dir, fixture=None, gpusim=None, devplugin_lag=0.0, eviction_delay=None, timeout=120.0):
+def start(run_dir, fixture=None, gpusim=None, devplugin_lag=0.0, eviction_delay=None, timeout=120.0, fleet=False):
     """Control plane up in ``run_dir``, the fixture seeded (seed.py) with the operator's defaults (operator_defaults),
     our GPU Operator (gpu_operator.py) started where the fixture has its operands, and everything settled; returns the
-    Plane (its first session holds the seeding)."""
+    Plane (its first session holds the seeding). ``fleet``: the control plane set up for hundreds of nodes
+    (controlplane.up)."""
     specs = gpusim if isinstance(gpusim, list) else _gpusim_specs(gpusim)
-    plane = Plane(controlplane.up(run_dir, specs, devplugin_lag=devplugin_lag))
+    plane = Plane(controlplane.up(run_dir, specs, devplugin_lag=devplugin_lag, fleet=fleet))
     fx = seeding.load(fixture) if fixture is not None else {}
     if eviction_delay is not None:
         fx["evictionDelaySeconds"] = eviction_delay
@@ -345,20 +377,23 @@ def start(run_dir, fixture=None, gpusim=None, devplugin_lag=0.0, eviction_delay=
     seeding.seed(s, fx)
     if any(d["metadata"]["name"] in seeding.OPERAND_SELECTORS for d in fx.get("daemonsets") or []):
         controlplane.start_gpu_operator(plane.cp, specs, fx.get("migManager") or {})
-    s.wait_for(lambda: settled(s, fx), timeout=timeout, what="the seeded cluster to settle")
+    # A fleet's LISTs are tens of MB: look less often the larger the cluster.
+    s.wait_for(lambda: settled(s, fx), timeout=timeout, what="the seeded cluster to settle",
+               interval=max(0.2, len(fx.get("nodes") or []) / 200))
     plane.fixture = fx
     return plane
 
 
 @contextlib.contextmanager
-def kube_lab(fixture=None, *, run_dir=None, gpusim=None, eviction_delay=None, devplugin_lag=0.0, timeout=120.0):
+def kube_lab(fixture=None, *, run_dir=None, gpusim=None, eviction_delay=None, devplugin_lag=0.0, timeout=120.0,
+             fleet=False):
     """A control plane with ``fixture`` seeded (seed.py's format), stopped on exit: yields a Session whose request log
     starts after the seeding. ``gpusim``: {node: state_path} or {node: (state_path, strategy)} for the device plugin."""
     own = run_dir is None
     run_dir = run_dir or tempfile.mkdtemp(prefix="kubecp-")
     plane = None
     try:
-        plane = start(run_dir, fixture, gpusim, devplugin_lag, eviction_delay, timeout)
+        plane = start(run_dir, fixture, gpusim, devplugin_lag, eviction_delay, timeout, fleet)
         yield plane.session()
     finally:
         if plane is not None:

@@ -1,7 +1,9 @@
 """Seed the upstream control plane from a lab fixture (the format lab/kube/README.md describes), as a cluster would
 have come to that state: controllers own what the fixture says they own.
 
-- nodes: kwok-managed Nodes (kwok's annotation) with capacity as a kubelet registers it;
+- nodes: kwok-managed Nodes (kwok's annotation) with capacity as a kubelet registers it; a node may say who created
+  it (`fieldManager`) and who wrote to it later (`writers`: [{manager, patch}]), each then writing with its own
+  field manager, so that its managedFields are a real node's (gpu_node.py builds such nodes);
 - replicasets/daemonsets/deployments: the real objects. The fixture's pods that name a ReplicaSet as owner are
   created first, bound to their nodes, without an owner; the ReplicaSet (replicas = their count) then adopts them
   (pkg/controller/controller_ref_manager.go ClaimPods), so the ReplicaSet controller replaces them when they are
@@ -31,6 +33,8 @@ OPERAND_SELECTORS = {
     "nvidia-mig-manager": "nvidia.com/gpu.deploy.mig-manager",
     "nvidia-operator-validator": "nvidia.com/gpu.deploy.operator-validator",
     "nvidia-dcgm": "nvidia.com/gpu.deploy.dcgm",
+    "nvidia-container-toolkit-daemonset": "nvidia.com/gpu.deploy.container-toolkit",
+    "nvidia-driver-daemonset": "nvidia.com/gpu.deploy.driver",
 }
 # The tolerations every operand DaemonSet of the GPU Operator is rendered with (assets/state-*/0500_daemonset.yaml;
 # values.yaml daemonsets.tolerations): nvidia.com/gpu only. gpu_operator.py replaces them with the ClusterPolicy's
@@ -42,6 +46,8 @@ OPERAND_TOLERATIONS = ({"key": "nvidia.com/gpu", "operator": "Exists", "effect":
 MIG_MANAGER_CONFIG_VOLUME = "mig-parted-config"
 MIG_MANAGER_DEFAULT_CONFIG_MAP = "default-mig-parted-config"
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+# Keys of a fixture node that say how it came to be, not what it is (gpu_node.py): who created it, who wrote later.
+NODE_HISTORY = ("fieldManager", "writers")
 
 
 def load(fixture):
@@ -63,7 +69,7 @@ def pod_spec(spec=None, cpu="10m", grace=0):
 
 
 def node_object(obj):
-    obj = copy.deepcopy(obj)
+    obj = {k: copy.deepcopy(v) for k, v in obj.items() if k not in NODE_HISTORY}
     obj.update(apiVersion="v1", kind="Node")
     meta = obj.setdefault("metadata", {})
     meta.setdefault("labels", {}).setdefault("kubernetes.io/hostname", meta["name"])
@@ -72,6 +78,28 @@ def node_object(obj):
     status.setdefault("capacity", {"cpu": "16", "memory": "64Gi", "pods": "110"})
     status.setdefault("allocatable", dict(status["capacity"]))
     return obj
+
+
+def create_node(session, entry):
+    """One fixture node, created as its owners made it (gpu_node.py): the create and its status by ``fieldManager``
+    (a kubelet registering it), then each of ``writers`` with a PATCH of its own field manager, so that the node's
+    managedFields name them as on a cluster. Without them: the lab's own client, as before."""
+    obj = node_object(entry)
+    name = obj["metadata"]["name"]
+    owner = {"field_manager": entry["fieldManager"]} if entry.get("fieldManager") else {}
+    session.core.create_node(obj, _preload_content=False, **owner)
+    # The create keeps status, but a kwok heartbeat may race with it: set it explicitly once (kube_harness.create).
+    session.core.patch_node_status(name, {"status": obj["status"]}, _preload_content=False, **owner)
+    for writer in entry.get("writers") or []:
+        session.core.patch_node(name, writer["patch"], field_manager=writer["manager"], _preload_content=False)
+
+
+def create_nodes(session, entries, workers=8):
+    """The fixture's nodes, up to ``workers`` at a time (a fleet has a thousand)."""
+    import concurrent.futures  # pylint: disable=import-outside-toplevel
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        for future in [pool.submit(create_node, session, e) for e in entries]:
+            future.result()
 
 
 def pod_object(obj, grace, owner=None):
@@ -210,7 +238,7 @@ def seed(session, fixture):
         session.ensure_namespace(ns if isinstance(ns, str) else ns["metadata"]["name"])
     if fx.get("clusterPolicy") is not None:  # before the operands, which the operator renders from it
         create_cluster_policy(session, fx["clusterPolicy"])
-    session.create(*[node_object(n) for n in fx.get("nodes") or []])
+    create_nodes(session, fx.get("nodes") or [])
     pods = fx.get("pods") or []
     for kind, key in (("ReplicaSet", "replicasets"), ("Deployment", "deployments"), ("StatefulSet", "statefulsets")):
         for obj in fx.get(key) or []:
@@ -225,30 +253,36 @@ def seed(session, fixture):
             # (pkg/controller/controller_ref_manager.go ClaimPods adopts orphans its selector matches) instead of
             # making others, once its informer has them: hence the wait before it is created.
             obj["spec"].setdefault("replicas", len(owned) or 1)
-            names = []
+            orphans = []
             for p in owned:
                 p = pod_object(p, grace)
                 p["metadata"]["labels"] = {**obj["spec"]["selector"]["matchLabels"], **p["metadata"]["labels"]}
-                session.create(p)
-                names.append(p["metadata"]["name"])
-            session.wait_for(lambda ns=meta["namespace"], names=names: {x.metadata.name for x in session.running_pods(ns)}
-                             >= set(names), what=f"the pods of ReplicaSet {meta['name']} Running")
+                orphans.append(p)
+            session.create_many(orphans)
+            names = [p["metadata"]["name"] for p in orphans]
+
+            def running(ns=meta["namespace"], names=frozenset(names)):
+                return {p["metadata"]["name"] for p in session.list_json("pods", ns)
+                        if (p.get("status") or {}).get("phase") == "Running"} >= names
+
+            session.wait_for(running, timeout=300, what=f"the pods of ReplicaSet {meta['name']} Running",
+                             interval=max(0.2, len(names) / 100))
             session.create(obj)
 
             def adopted(ns=meta["namespace"], names=tuple(names), rs=meta["name"]):
-                pods = {x.metadata.name: x for x in session.pods(ns)}
-                return all(n in pods and any(r.controller and r.name == rs for r in pods[n].metadata.owner_references or [])
+                pods = {p["metadata"]["name"]: p for p in session.list_json("pods", ns)}
+                return all(n in pods and any(r.get("controller") and r.get("name") == rs
+                                             for r in pods[n]["metadata"].get("ownerReferences") or [])
                            for n in names)
 
-            session.wait_for(adopted, what=f"ReplicaSet {meta['name']} to adopt its pods")
+            session.wait_for(adopted, timeout=300, what=f"ReplicaSet {meta['name']} to adopt its pods",
+                             interval=max(0.2, len(names) / 100))
     for obj in fx.get("daemonsets") or []:
         obj = workload_object("DaemonSet", obj, grace)
         if obj["metadata"]["name"] in OPERAND_SELECTORS:
             render_operand(obj, fx.get("clusterPolicy"))
         session.create(obj)
-    for p in pods:
-        if _owner_of(p)[0] is None:
-            session.create(pod_object(p, grace))
+    session.create_many([pod_object(p, grace) for p in pods if _owner_of(p)[0] is None])
     for obj in fx.get("poddisruptionbudgets") or []:
         session.create({**copy.deepcopy(obj), "apiVersion": "policy/v1", "kind": "PodDisruptionBudget"})
     for obj in fx.get("configmaps") or []:

@@ -169,6 +169,19 @@ def slim(node: Mapping[str, Any]) -> dict[str, Any]:
                        "allocatable": dict(status.get("allocatable") or {})}}
 
 
+def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A Pod cut down to what a plan reads of it (module node_info's ``pods``): name, namespace, labels, whether it is
+    being deleted, its node and phase."""
+    meta = pod.get("metadata") or {}
+    out: dict[str, Any] = {"metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
+                                        "labels": dict(meta.get("labels") or {})},
+                           "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+                           "status": {"phase": (pod.get("status") or {}).get("phase")}}
+    if meta.get("deletionTimestamp"):
+        out["metadata"]["deletionTimestamp"] = meta["deletionTimestamp"]
+    return out
+
+
 # ---- the budget, recounted from the live cluster ------------------------------------------------------------------
 
 def lease_list(lease: Optional[Mapping[str, Any]], key: str) -> list[str]:
@@ -228,12 +241,9 @@ def slot_decision(nodes: Iterable[Mapping[str, Any]], targeted: Iterable[str], s
             % (len(others_failed), ", ".join(others_failed), max_failures)])
     if me in slot_set:
         return dict(take=True, held=True, wait=False, spent=False, counts=counts, reasons=[])
-    queue = list(queue)
-    done = set(passed)
-    ahead = [n for n in queue[:queue.index(me)] if n not in done] if me in queue and not stalled else []
-    if ahead:
-        return dict(take=False, held=False, wait=True, spent=False, counts=counts,
-                    reasons=["its turn comes after %s" % ", ".join(ahead)])
+    waiting = turn_decision(queue, passed, me, stalled, counts)
+    if waiting is not None:
+        return waiting
     reasons = []
     parallel = int(limits.get("max_parallel") or 0)
     if parallel and len(in_progress | {me}) > parallel:
@@ -260,6 +270,20 @@ def slot_decision(nodes: Iterable[Mapping[str, Any]], targeted: Iterable[str], s
     busy = sorted(in_progress - {me})
     return dict(take=not reasons, held=False, wait=bool(reasons) and bool(busy), spent=False, counts=counts,
                 reasons=reasons)
+
+
+def turn_decision(queue: Iterable[str], passed: Iterable[str], me: str, stalled: bool = False,
+                  counts: Optional[Mapping[str, Any]] = None) -> Optional[dict[str, Any]]:
+    """The decision for node ``me`` while nodes before it in the roll's ``queue`` have not had their turn (are not in
+    ``passed``): it waits for them; None when none is ahead of it, it is not in the queue, or the queue is
+    ``stalled``. Read from the Lease alone, so a node whose turn has not come need not list the cluster's nodes."""
+    queue = list(queue)
+    done = set(passed)
+    ahead = [n for n in queue[:queue.index(me)] if n not in done] if me in queue and not stalled else []
+    if not ahead:
+        return None
+    return dict(take=False, held=False, wait=True, spent=False, counts=dict(counts or {}),
+                reasons=["its turn comes after %s" % ", ".join(ahead)])
 
 
 def lease_with_slots(lease: Mapping[str, Any], slots: Iterable[str], more: Optional[Mapping[str, str]] = None) -> dict[str, Any]:

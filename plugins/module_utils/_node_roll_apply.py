@@ -26,10 +26,9 @@ except ImportError:  # pragma: no cover - _k8s.HAS_KUBERNETES says so; modules f
     pass
 
 ApiException = _k8s.ApiException
-# kubectl drain: a refused eviction is tried again after 5 s (k8s.io/kubectl pkg/drain/drain.go evictPods); a pod
-# being deleted is looked at every second until it is gone (waitForDelete).
+# kubectl drain: a refused eviction is tried again after 5 s (k8s.io/kubectl pkg/drain/drain.go evictPods). The wait
+# until the evicted pods are gone is a watch (NodeRoll.wait_gone), not kubectl's GET of each pod every second.
 EVICT_RETRY = 5.0
-DELETE_POLL = 1.0
 # Evictions in flight at once (kubectl starts one goroutine per pod; a connection pool bounds ours).
 EVICT_WORKERS = 16
 # A slot claim that lost a race for the Lease (409) reads again at once; a wait for a slot looks again this often.
@@ -62,6 +61,13 @@ def list_nodes(api: Any, timeout: int, page: int = 500, cached: bool = False,
         token = (body.get("metadata") or {}).get("continue")
         if not token:
             return out
+
+
+def list_pods(api: Any, namespace: str, selector: str, timeout: int) -> list[dict[str, Any]]:
+    """The pods of ``namespace`` matching the label ``selector``, as plain dicts (one LIST)."""
+    core: Any = kubernetes.client.CoreV1Api(api)
+    return list(_json(core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False,
+                                               _request_timeout=timeout))["items"])
 
 
 class RollLease:
@@ -141,7 +147,11 @@ class NodeRoll:
         start = time.monotonic()
         deadline = start + wait
         while True:
-            decision = self._claim(lease, list_nodes(self.api, self.timeout, cached=True), limits, check)
+            # While nodes before it in the roll's queue have not had their turn, the Lease alone says it waits: the
+            # cluster's nodes (a LIST of a thousand is tens of MB) are listed only once nothing is ahead of it.
+            decision = self._queued(lease, limits) if not check else None
+            if decision is None:
+                decision = self._claim(lease, list_nodes(self.api, self.timeout, cached=True), limits, check)
             if decision["take"]:
                 self.done["slot"] = True
                 self.done["waited_for_slot"] = round(time.monotonic() - start, 2)
@@ -160,20 +170,35 @@ class NodeRoll:
                                          % (self.name, wait, "; ".join(decision["reasons"])), self.done)
             time.sleep(min(SLOT_POLL, max(deadline - time.monotonic(), 0.0)))
 
+    @staticmethod
+    def _stalled(lease: Mapping[str, Any], limits: Mapping[str, Any]) -> bool:
+        """No node's turn came for turn_timeout seconds (LEASE_PROGRESS): a waiting node goes ahead."""
+        notes = (lease.get("metadata") or {}).get("annotations") or {}
+        since = _rolllock.parse_time(notes.get(_node_roll.LEASE_PROGRESS) or None)
+        return since is not None and time.time() - since > float(limits.get("turn_timeout") or 0)
+
+    def _queued(self, lease: Optional[RollLease], limits: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+        """The wait decision while the roll's queue (in the Lease) has nodes ahead of this one, else None."""
+        if lease is None:
+            return None
+        current = lease.read()
+        if self.name in _node_roll.lease_list(current, _node_roll.LEASE_SLOTS):
+            return None
+        return _node_roll.turn_decision(_node_roll.lease_list(current, _node_roll.LEASE_QUEUE),
+                                        _node_roll.lease_list(current, _node_roll.LEASE_PASSED), self.name,
+                                        self._stalled(current, limits))
+
     def _claim(self, lease: Optional[RollLease], nodes: list[dict[str, Any]], limits: Mapping[str, Any],
                check: bool) -> dict[str, Any]:
         """One decision over ``nodes`` and the Lease as read now, and the slot written when it is taken; a write
         refused with 409 (another slot moved meanwhile) reads the Lease again and decides again."""
         def decide(current: Mapping[str, Any], slots: list[str]) -> dict[str, Any]:
             targeted = _node_roll.lease_list(current, _node_roll.LEASE_NODES) or [self.name]
-            notes = (current.get("metadata") or {}).get("annotations") or {}
-            since = _rolllock.parse_time(notes.get(_node_roll.LEASE_PROGRESS) or None)
-            stalled = since is not None and time.time() - since > float(limits.get("turn_timeout") or 0)
             return _node_roll.slot_decision(
                 nodes, targeted, slots, self.name, self.roll, limits,
                 lambda n: _mig_roll.advertised_resources((n.get("status") or {}).get("allocatable")),
                 queue=_node_roll.lease_list(current, _node_roll.LEASE_QUEUE),
-                passed=_node_roll.lease_list(current, _node_roll.LEASE_PASSED), stalled=stalled)
+                passed=_node_roll.lease_list(current, _node_roll.LEASE_PASSED), stalled=self._stalled(current, limits))
 
         if lease is None:
             return decide({}, [])
@@ -315,17 +340,87 @@ class NodeRoll:
             for future in [pool.submit(evict, p) for p in targets]:
                 future.result()
         uids = {p["metadata"]["uid"]: "%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in targets}
+        left = self.wait_gone(uids, deadline)
+        if left:
+            why = "; ".join("%s: eviction refused (%s)" % (w, refusals[w]) for w in left if w in refusals)
+            raise _k8s.NodeStepError(
+                "%s: drain did not finish within %d s: pods still on the node: %s%s; the node is left cordoned"
+                % (self.name, int(options["timeout"]), ", ".join(left), (". " + why) if why else ""),
+                dict(self.done, pods_left=left))
+        report["seconds"] = round(time.monotonic() - start, 2)
+        return report
+
+    def wait_gone(self, uids: Mapping[str, str], deadline: float, namespace: Optional[str] = None) -> list[str]:
+        """Wait until none of the pods ``uids`` ({uid: 'namespace/name'}) is on the node any more; returns those
+        still there at ``deadline`` (sorted). One LIST of the node's pods, then a WATCH of them from its
+        resourceVersion, which ends the wait the moment the last one is deleted (kubectl's waitForDelete GETs each
+        pod every second instead: a request a pod a second, and up to a second late); on 410 Gone or the end of the
+        watch's window, LIST again."""
+        left = dict(uids)
         while True:
-            left = sorted(uids[p["metadata"]["uid"]] for p in self.pods() if p["metadata"].get("uid") in uids)
+            body = self._list_pods(namespace)
+            present = {(p.get("metadata") or {}).get("uid") for p in body.get("items") or []}
+            left = {uid: where for uid, where in left.items() if uid in present}
+            remaining = deadline - time.monotonic()
+            if not left or remaining <= 0:
+                return sorted(left.values())
+            window = max(1, min(int(remaining + 0.999), 60))
+            try:
+                lister, args = self._pod_lister(namespace)
+                for event in kubernetes.watch.Watch().stream(
+                        lister, *args, field_selector="spec.nodeName=%s" % self.name,
+                        resource_version=(body.get("metadata") or {}).get("resourceVersion"), timeout_seconds=window,
+                        _request_timeout=(self.timeout, window + 5)):
+                    if event["type"] == "DELETED":
+                        left.pop(((event.get("raw_object") or {}).get("metadata") or {}).get("uid"), None)
+                    if not left or time.monotonic() >= deadline:
+                        break
+            except ApiException as e:
+                if getattr(e, "status", None) != 410:  # 410 Gone: too old to watch from; LIST again
+                    raise
             if not left:
-                break
-            if time.monotonic() >= deadline:
-                why = "; ".join("%s: eviction refused (%s)" % (w, refusals[w]) for w in left if w in refusals)
-                raise _k8s.NodeStepError(
-                    "%s: drain did not finish within %d s: pods still on the node: %s%s; the node is left cordoned"
-                    % (self.name, int(options["timeout"]), ", ".join(left), (". " + why) if why else ""),
-                    dict(self.done, pods_left=left))
-            time.sleep(DELETE_POLL)
+                return []
+
+    def _pod_lister(self, namespace: Optional[str]) -> tuple[Any, tuple[str, ...]]:
+        """The client's LIST (and, with watch=True, WATCH) of pods: in ``namespace``, or in all namespaces."""
+        if namespace:
+            return self.core.list_namespaced_pod, (namespace,)
+        return self.core.list_pod_for_all_namespaces, ()
+
+    def _list_pods(self, namespace: Optional[str]) -> dict[str, Any]:
+        lister, args = self._pod_lister(namespace)
+        return dict(_json(lister(*args, field_selector="spec.nodeName=%s" % self.name, _preload_content=False,
+                                 _request_timeout=self.timeout)))
+
+    # ---- the GPU clients -------------------------------------------------------------------------------------------
+    def stop_pods(self, stop: Mapping[str, Any], check: bool) -> dict[str, Any]:
+        """The pods on the node in ``stop['namespace']`` whose labels match any of ``stop['selectors']`` (the GPU
+        clients: DaemonSet pods, which the drain leaves) deleted, then waited for until gone, within
+        ``stop['timeout']`` s: mig-manager pauses the operands and waits for their pods to be deleted (NVIDIA/mig-parted
+        pkg/mig/reconfigure/reconfigure.go waitForPodsToBeDeleted) before it touches the GPUs. A pod gone already is
+        not an error. Returns ``deleted`` (namespace/name) and ``seconds``."""
+        start = time.monotonic()
+        namespace = stop["namespace"]
+        pods = _mig_roll.pods_matching(self._list_pods(namespace).get("items") or [], stop["selectors"])
+        # A pod already being deleted (its DaemonSet's paused label) is waited for, not deleted again.
+        uids = {p["metadata"]["uid"]: "%s/%s" % (namespace, p["metadata"]["name"]) for p in pods}
+        report: dict[str, Any] = {"deleted": sorted(uids.values()), "seconds": 0.0}
+        self.done["stopped"] = report["deleted"]
+        if check or not uids:
+            return report
+        for pod in pods:
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            try:
+                self.core.delete_namespaced_pod(pod["metadata"]["name"], namespace, _request_timeout=self.timeout)
+            except ApiException as e:
+                if getattr(e, "status", None) != 404:
+                    raise
+        left = self.wait_gone(uids, start + float(stop["timeout"]), namespace)
+        if left:
+            raise _k8s.NodeStepError("%s: the GPU client pods %s were still on the node after %d s; the node is left "
+                                     "cordoned" % (self.name, ", ".join(left), int(stop["timeout"])),
+                                     dict(self.done, pods_left=left))
         report["seconds"] = round(time.monotonic() - start, 2)
         return report
 
@@ -381,4 +476,7 @@ def _run(roll: NodeRoll, lease: Optional[RollLease], p: Mapping[str, Any], check
             result["jobs"] = roll.wait_for_jobs(p["wait_for_jobs"], check)
         result["drain"] = roll.drain(p["drain"], check)
         roll.mark("drained", check)
+    if p["state"] == "drained" and (p.get("stop_pods") or {}).get("selectors"):
+        # After the drain and on every later run that finds the node past it: a client that came back meanwhile goes.
+        result["stopped"] = roll.stop_pods(p["stop_pods"], check)
     return result, node

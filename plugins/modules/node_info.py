@@ -26,8 +26,23 @@ options:
       - Nodes per page of the LIST.
     type: int
     default: 500
+  pods:
+    description:
+      - Also list the pods of O(pods.namespace) that match O(pods.label_selector), in the same API session (one module
+        run less than a C(kubernetes.core.k8s_info) of them), cut down to name, namespace, labels, C(deletionTimestamp),
+        C(spec.nodeName) and C(status.phase) (RV(pods)).
+    type: dict
+    suboptions:
+      namespace:
+        description: Namespace of the pods.
+        type: str
+        required: true
+      label_selector:
+        description: Label selector (as C(kubectl get -l) takes it).
+        type: str
+        default: ""
 notes:
-  - The identity needs C(list) on C(nodes).
+  - The identity needs C(list) on C(nodes), and with O(pods) C(list) on C(pods) in O(pods.namespace).
 seealso:
   - module: kubernetes.core.k8s_info
 """
@@ -47,6 +62,12 @@ resources:
   returned: success
   type: list
   elements: dict
+pods:
+  description: With O(pods), the pods listed, each cut down to C(metadata) (V(name), V(namespace), V(labels),
+    V(deletionTimestamp) when set), C(spec.nodeName) and C(status.phase).
+  returned: when O(pods) is set
+  type: list
+  elements: dict
 pages:
   description: How many pages the LIST took.
   returned: success
@@ -61,7 +82,11 @@ BOUNDS = {"timeout": _bounds.API_TIMEOUT, "page_size": (1, 5000, "nodes per page
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(page_size=dict(type="int", default=500), **_k8s.ARGUMENT_SPEC),
+    module = AnsibleModule(argument_spec=dict(page_size=dict(type="int", default=500),
+                                              pods=dict(type="dict", options=dict(
+                                                  namespace=dict(type="str", required=True),
+                                                  label_selector=dict(type="str", default=""))),
+                                              **_k8s.ARGUMENT_SPEC),
                            supports_check_mode=True)
     p = module.params
     if not _k8s.HAS_KUBERNETES:
@@ -69,14 +94,19 @@ def main():
     problems = _bounds.out_of_range(p, BOUNDS)
     if problems:
         module.fail_json(msg="; ".join(problems))
+    what = "the Kubernetes nodes"
+    out = {}
     try:
         pages: list[int] = []
-        nodes = _node_roll_apply.list_nodes(_k8s.api_client(p["kubeconfig"], p["context"]), p["timeout"],
-                                            page=p["page_size"], pages=pages)
+        api = _k8s.api_client(p["kubeconfig"], p["context"])
+        nodes = _node_roll_apply.list_nodes(api, p["timeout"], page=p["page_size"], pages=pages)
+        if p["pods"]:
+            what = "the pods of %s (%s)" % (p["pods"]["namespace"], p["pods"]["label_selector"] or "all")
+            out["pods"] = [_node_roll.slim_pod(x) for x in _node_roll_apply.list_pods(
+                api, p["pods"]["namespace"], p["pods"]["label_selector"], p["timeout"])]
     except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
-        module.fail_json(msg="cannot list the Kubernetes nodes: %s" % (
-            _k8s.api_message(e) if isinstance(e, _k8s.ApiException) else e))
-    module.exit_json(changed=False, resources=[_node_roll.slim(n) for n in nodes], pages=len(pages))
+        module.fail_json(msg="cannot list %s: %s" % (what, _k8s.api_message(e) if isinstance(e, _k8s.ApiException) else e))
+    module.exit_json(changed=False, resources=[_node_roll.slim(n) for n in nodes], pages=len(pages), **out)
 
 
 if __name__ == "__main__":

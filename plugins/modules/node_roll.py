@@ -27,7 +27,9 @@ description:
   - 3. Drains it as C(kubectl drain) does (C(k8s.io/kubectl pkg/drain)) - DaemonSet and mirror pods left, pods
     without a controller only with O(drain.force), emptyDir data only with O(drain.delete_emptydir_data) - all
     evictions at once, an eviction refused by a PodDisruptionBudget (HTTP 429) tried again every 5 s until
-    O(drain.timeout), then waits until the evicted pods are gone; records phase V(drained).
+    O(drain.timeout), then waits until the evicted pods are gone (a watch of the node's pods, not a poll); records
+    phase V(drained).
+  - 4. With O(stop_pods), deletes the GPU client pods on the node and waits until they are gone.
   - A node whose phase shows an earlier run got past the drain (V(drained), V(applied)) and that is still cordoned is
     not cordoned or drained again; it only takes its slot.
   - With O(state=failed), records phase V(failed) and O(labels), and leaves the node cordoned or uncordons it
@@ -195,6 +197,28 @@ options:
         type: str
         choices: [drain, fail]
         default: drain
+  stop_pods:
+    description:
+      - After the drain (and on a later run that finds the node past it), delete the pods on the node in
+        O(stop_pods.namespace) whose labels match any of O(stop_pods.selectors) - the GPU clients, DaemonSet pods the
+        drain leaves - and wait until they are gone, as mig-manager waits for the paused operands' pods to be deleted
+        (C(NVIDIA/mig-parted pkg/mig/reconfigure/reconfigure.go waitForPodsToBeDeleted)). A pod already being deleted
+        is only waited for. The wait watches the node's pods rather than polling them.
+    type: dict
+    suboptions:
+      namespace:
+        description: Namespace of the pods (the GPU Operator's).
+        type: str
+        default: gpu-operator
+      selectors:
+        description: C(key=value) label selectors; empty, nothing is deleted.
+        type: list
+        elements: str
+        default: []
+      timeout:
+        description: Seconds to wait until they are gone; the node fails (cordoned) when some are still there.
+        type: int
+        default: 300
   failed_node_state:
     description:
       - With O(state=failed), leave the node V(cordoned) or V(uncordoned) (an operator's cordon stays either way).
@@ -202,8 +226,8 @@ options:
     choices: [cordoned, uncordoned]
     default: cordoned
 notes:
-  - The identity needs C(get), C(list) and C(patch) on C(nodes), C(list) on C(pods) in all namespaces, C(create) on
-    C(pods/eviction), and C(get) and C(update) on the Lease (see C(docs/rbac.md)).
+  - The identity needs C(get), C(list) and C(patch) on C(nodes), C(list) and C(watch) on C(pods) in all namespaces
+    (C(delete) too with O(stop_pods)), C(create) on C(pods/eviction), and C(get) and C(update) on the Lease (see C(docs/rbac.md)).
 seealso:
   - module: gpuops.provision.node_release
   - module: gpuops.provision.roll_lock
@@ -261,6 +285,10 @@ jobs:
   description: With O(wait_for_jobs), the pods still running when the wait ended (V(left)) and the V(seconds) waited.
   returned: when O(wait_for_jobs.selector) is set and the node was drained
   type: dict
+stopped:
+  description: With O(stop_pods), the V(deleted) pods (V(namespace/name)) and the V(seconds) until they were gone.
+  returned: when O(stop_pods.selectors) is set and O(state=drained)
+  type: dict
 drain:
   description: The drain - V(evicted) and V(skipped) pods (V(namespace/name)), eviction V(retries), V(seconds); V(null)
     when the node was past the drain.
@@ -312,6 +340,9 @@ def main():
                                                          delay=dict(type="int", default=10),
                                                          on_timeout=dict(type="str", default="drain",
                                                                          choices=["drain", "fail"]))),
+            stop_pods=dict(type="dict", options=dict(namespace=dict(type="str", default="gpu-operator"),
+                                                     selectors=dict(type="list", elements="str", default=[]),
+                                                     timeout=dict(type="int", default=300))),
             failed_node_state=dict(type="str", default="cordoned", choices=["cordoned", "uncordoned"]),
             **_k8s.ARGUMENT_SPEC
         ),
@@ -322,6 +353,8 @@ def main():
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
     p["drain"] = dict(p["drain"] or {}, selectors=(p["drain"] or {}).get("pod_selectors") or [])
     problems = _bounds.out_of_range(p, BOUNDS) + _bounds.out_of_range(p["drain"], {"timeout": _bounds.TASK_TIMEOUT}, "drain.")
+    if p["stop_pods"]:
+        problems += _bounds.out_of_range(p["stop_pods"], {"timeout": _bounds.TASK_TIMEOUT}, "stop_pods.")
     problems += _k8s.label_problems(p, ("labels",))
     if p["max_unavailable"] is not None and p["max_unavailable"] < 0:
         problems.append("max_unavailable must be 0 or more, got %d" % p["max_unavailable"])
@@ -332,6 +365,10 @@ def main():
         problems.append("floors: every count must be an integer, got %r" % (p["floors"],))
     except _node_roll.RollStateError as e:
         problems.append("drain.pod_selectors: %s" % e)
+    try:
+        _node_roll.selector_pairs((p["stop_pods"] or {}).get("selectors"))
+    except _node_roll.RollStateError as e:
+        problems.append("stop_pods.selectors: %s" % e)
     if problems:
         module.fail_json(msg="node %s: %s; nothing was changed" % (p["name"], "; ".join(problems)))
     try:
@@ -344,7 +381,7 @@ def main():
         module.fail_json(msg=_k8s.describe_failure(p["name"], e))
     done = result.pop("done")
     changed = bool(done["slot"] and not result["slot_held"]) or done["cordoned"] or bool(done["labels"]) \
-        or bool(done["evicted"]) or done["phase"] is not None
+        or bool(done["evicted"]) or bool(done.get("stopped")) or done["phase"] is not None
     out = dict(changed=changed, **result, phase=done["phase"] or result["before"]["phase"],
                waited_for_slot=done["waited_for_slot"])
     if module._diff:

@@ -138,15 +138,27 @@ def _locked(path, exclusive):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# Every NVML call reads the state (a module's plan of an 8-GPU host makes about 500); parsing and normalizing the file
+# each time made gpusim, not the code it stands in for, cost about a CPU-second per such host. So the normalized state
+# is kept with the exact bytes it came from and handed out as a fresh copy (json.loads of its text, as a JSON file
+# round trip would give it): a change to the file by any process is other bytes, and is read and normalized anew.
+_NORMALIZED = {}
+
+
 def _read(path):
     try:
-        with open(path, encoding="utf-8") as fh:
-            raw = json.load(fh)
+        with open(path, "rb") as fh:
+            data = fh.read()
     except FileNotFoundError:
         raise StateError("state file %s does not exist" % path) from None
-    except ValueError as e:
-        raise StateError("state file %s is not valid JSON: %s" % (path, e)) from None
-    return normalize(raw)
+    held = _NORMALIZED.get(path)
+    if held is None or held[0] != data:
+        try:
+            raw = json.loads(data)
+        except ValueError as e:
+            raise StateError("state file %s is not valid JSON: %s" % (path, e)) from None
+        held = _NORMALIZED[path] = (data, json.dumps(normalize(raw)))
+    return json.loads(held[1])
 
 
 def load(path=None):

@@ -61,7 +61,10 @@ class Fleet:
     """Nodes (name -> gpusim state), the Kubernetes fixture and the inventory; start() gives a running stand-in."""
 
     def __init__(self, base, nodes, selected="all-balanced", pods_per_node=True, extra_pods=(), pdbs=(), host_vars=None,
-                 group_vars=None, label_selected=True):
+                 group_vars=None, label_selected=True, fixture=None):
+        """``fixture``: the cluster as given (lab/kube seed.py's format, e.g. bench/mig_reconfigure's fleet of
+        gpu_node.py nodes) instead of the one made here from ``nodes`` (plain nodes, a device plugin and an inference
+        pod on each)."""
         self.base = str(base)
         self.nodes = nodes
         self.lab = None
@@ -97,6 +100,8 @@ class Fleet:
                 ]
         self.fixture["pods"] += list(extra_pods)
         self.fixture["poddisruptionbudgets"] += list(pdbs)
+        if fixture is not None:
+            self.fixture = fixture
         # Extra pods owned by a ReplicaSet get that ReplicaSet in their namespace.
         known = {("ml", "inference-7d9f")}
         for p in extra_pods:

@@ -221,6 +221,18 @@ def test_the_queue_keeps_the_roll_order_until_it_stalls():
     assert decide(nodes, "n1", limits={"max_parallel": 0}, queue=["n2", "n3"])["take"] is True
 
 
+def test_the_turn_is_read_from_the_queue_alone():
+    wait = {"take": False, "held": False, "wait": True, "spent": False}
+    assert R.turn_decision(["a", "b", "c"], ["a"], "c") == dict(wait, counts={}, reasons=["its turn comes after b"])
+    assert R.turn_decision(["a", "b", "c"], [], "c", counts={"failed": ["z"]}) == dict(
+        wait, counts={"failed": ["z"]}, reasons=["its turn comes after a, b"])
+    assert R.turn_decision(["a", "b", "c"], ["b", "a"], "c") is None
+    assert R.turn_decision(["a", "b"], [], "a") is None          # first in the queue
+    assert R.turn_decision(["a", "b"], [], "x") is None          # not in the queue
+    assert R.turn_decision(["a", "b"], [], "b", stalled=True) is None
+    assert R.turn_decision([], [], "b") is None
+
+
 def test_lease_lists_and_turns():
     lease = {"metadata": {"resourceVersion": "9", "annotations": {R.LEASE_NODES: "a,b,c", R.LEASE_SLOTS: "",
                                                                   R.LEASE_PASSED: "a"}}}
@@ -329,6 +341,21 @@ def test_slim_keeps_what_a_roll_plans_with_and_nothing_else():
         "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {M3G: 2}}}
     assert R.slim({}) == {"metadata": {"name": None, "labels": {}, "annotations": {}, "resourceVersion": None},
                           "spec": {"unschedulable": False, "taints": []}, "status": {"conditions": [], "allocatable": {}}}
+
+
+def test_slim_pod_keeps_what_the_plan_reads_of_a_pod():
+    full = {"metadata": {"name": "mm-1", "namespace": "gpu-operator", "labels": {"app": "nvidia-mig-manager"},
+                         "uid": "u", "managedFields": [{"manager": "kube-controller-manager"}],
+                         "ownerReferences": [{"kind": "DaemonSet"}]},
+            "spec": {"nodeName": "gpu-a", "containers": [{"name": "mig-manager"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.9"}}
+    slim = {"metadata": {"name": "mm-1", "namespace": "gpu-operator", "labels": {"app": "nvidia-mig-manager"}},
+            "spec": {"nodeName": "gpu-a"}, "status": {"phase": "Running"}}
+    assert R.slim_pod(full) == slim
+    full["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert R.slim_pod(full) == dict(slim, metadata=dict(slim["metadata"], deletionTimestamp="2026-01-01T00:00:00Z"))
+    assert R.slim_pod({}) == {"metadata": {"name": None, "namespace": None, "labels": {}}, "spec": {"nodeName": None},
+                              "status": {"phase": None}}
 
 
 def test_a_kubeconfig_path_that_is_not_there_is_named(tmp_path, monkeypatch):
