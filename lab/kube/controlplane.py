@@ -183,6 +183,27 @@ POD_DELETE_STAGE = {
 }
 
 
+# A node that misses its heartbeats goes NotReady and the node lifecycle controller marks its pods not Ready
+# (kube-controller-manager pkg/controller/nodelifecycle, MarkPodsNotReady in pkg/controller/util/node); a real kubelet
+# sets them Ready again once it is back, on its next status sync (pkg/kubelet/status/status_manager.go, every 10 s).
+# kwok's pod-ready Stage only matches Pending pods, so without this one such pods stay not Ready for good: under load
+# a fleet's heartbeats come late, and PodDisruptionBudgets would then refuse every eviction.
+POD_READY_AGAIN_STAGE = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-ready-again"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": [
+            {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+            {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+            {"key": '.status.conditions.[] | select( .type == "Ready" ) | .status', "operator": "In", "values": ["False"]},
+        ]},
+        "delay": {"durationMilliseconds": 10000},
+        "next": {"statusTemplate": '{{ $now := Now }}\nconditions:\n- lastTransitionTime: {{ $now | Quote }}\n'
+                                   '  status: "True"\n  type: Ready\n'},
+    },
+}
+
+
 # kwok's pod-ready Stage turns a pod Ready at once; a pod whose template carries lab.gpuops.io/ready-delay (seed.py,
 # fixture podReadyDelaySeconds) waits that long first, as a replacement pod takes time to start on a real node. The
 # delay is kwok's own (a Stage's delay.durationFrom: a JQ expression yielding a Go duration string,
@@ -200,6 +221,7 @@ def kwok_config(path, stages_dir, options=None):
         if doc.get("kind") == "Stage" and doc["metadata"]["name"] == "pod-ready":
             doc["spec"]["delay"] = dict(POD_READY_DELAY)
     docs.append(POD_DELETE_STAGE)
+    docs.append(POD_READY_AGAIN_STAGE)
     with open(path, "w", encoding="utf-8") as fh:
         yaml.safe_dump_all(docs, fh)
 

@@ -17,6 +17,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet as D
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_repo as R
+from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll
 from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
@@ -160,6 +161,10 @@ def driver_version_locks(packages, driver_version):
     return D.version_locks(packages, driver_version)
 
 
+def driver_roll_queue(nodes, names, changing, roll="nvidia_driver"):
+    return _node_roll.roll_queue(_plain(nodes), roll, _plain(names), _plain(changing))
+
+
 def driver_unavailable_message(resolved, host, version):
     return M.driver_unavailable(_plain(resolved), _plain(host), _plain(version))
 
@@ -196,6 +201,7 @@ class FilterModule:
             "driver_package_file": _wrap(driver_package_file),
             "driver_stale_locks": _wrap(driver_stale_locks),
             "driver_version_locks": _wrap(driver_version_locks),
+            "driver_roll_queue": driver_roll_queue,
             "driver_unavailable_message": driver_unavailable_message,
             "driver_off_pin_message": driver_off_pin_message,
         }

@@ -32,6 +32,9 @@ ROLL = PREFIX + "roll"
 TARGET = PREFIX + "roll-target"
 PHASE = PREFIX + "roll-phase"
 INITIAL = PREFIX + "roll-initial"
+# When the node's turn failed, in seconds since the epoch (as k8s-operator-libs keeps its upgrade times on the node):
+# a failure from before the roll's Lease was taken is an earlier run's, which this run retries.
+FAILED_AT = PREFIX + "roll-failed-at"
 # Phases in the order a node goes through them; "failed" may follow any of them.
 PHASES = ("cordoned", "drained", "applied", "released", "failed")
 UNFINISHED = ("cordoned", "drained", "applied", "failed")
@@ -59,7 +62,7 @@ def state(node: Optional[Mapping[str, Any]], roll: str = "") -> dict[str, Any]:
     """The roll state of ``node`` (a Node as a dict): ``roll`` that owns it, ``target``, ``phase`` ('' when none),
     ``ours`` (the phase belongs to ``roll``, or any roll when ``roll`` is empty), ``cordoned_by_us`` (our cordon
     annotation is on), ``unschedulable``, ``ready``, ``was_cordoned`` (an operator's cordon, kept after the roll) and
-    ``initial`` (the node's state before the roll, as recorded)."""
+    ``initial`` (the node's state before the roll, as recorded) and ``failed_at`` (when its turn failed, if recorded)."""
     meta = (node or {}).get("metadata") or {}
     notes = meta.get("annotations") or {}
     spec = (node or {}).get("spec") or {}
@@ -75,9 +78,13 @@ def state(node: Optional[Mapping[str, Any]], roll: str = "") -> dict[str, Any]:
         initial = {}
     # The node's cordon before the roll: as recorded when the roll took it, else what the node shows now.
     was = bool(initial["unschedulable"]) if "unschedulable" in initial else unschedulable and not ours_cordon
+    try:
+        failed_at: Optional[float] = float(notes[FAILED_AT])
+    except (KeyError, TypeError, ValueError):
+        failed_at = None
     return dict(name=meta.get("name", ""), roll=owner, target=notes.get(TARGET, ""), phase=phase,
                 ours=bool(phase) and (not roll or owner == roll), cordoned_by_us=ours_cordon,
-                unschedulable=unschedulable, ready=ready(node), was_cordoned=was, initial=initial)
+                unschedulable=unschedulable, ready=ready(node), was_cordoned=was, initial=initial, failed_at=failed_at)
 
 
 def ready(node: Optional[Mapping[str, Any]]) -> bool:
@@ -129,19 +136,21 @@ def release_patch(node: Mapping[str, Any], roll: str) -> dict[str, Any]:
     """The annotations and cordon of the node's last PATCH in the roll: phase released, our cordon annotation and
     the recorded initial state gone, and the node uncordoned when the cordon is ours (an operator's stays)."""
     st = state(node, roll)
-    out: dict[str, Any] = {"metadata": {"annotations": {PHASE: "released", CORDONED_BY: None, INITIAL: None}}}
+    out: dict[str, Any] = {"metadata": {"annotations": {PHASE: "released", CORDONED_BY: None, INITIAL: None,
+                                                        FAILED_AT: None}}}
     if st["unschedulable"] and not st["was_cordoned"]:
         out["spec"] = {"unschedulable": False}
     return out
 
 
-def failed_patch(node: Mapping[str, Any], roll: str, leave: str) -> dict[str, Any]:
-    """Phase failed; ``leave`` 'cordoned' keeps the node cordoned, 'uncordoned' uncordons it unless an operator had
-    cordoned it (its slot is kept either way: a failed node counts against the budget until a run finishes it)."""
+def failed_patch(node: Mapping[str, Any], roll: str, leave: str, now: float) -> dict[str, Any]:
+    """Phase failed at ``now`` (seconds since the epoch); ``leave`` 'cordoned' keeps the node cordoned, 'uncordoned'
+    uncordons it unless an operator had cordoned it (its slot is kept either way: a failed node counts against the
+    budget until a run finishes it)."""
     if leave not in ("cordoned", "uncordoned"):
         raise RollStateError("a failed node is left cordoned or uncordoned, got %r" % (leave,))
     st = state(node, roll)
-    out: dict[str, Any] = {"metadata": {"annotations": {PHASE: "failed"}}}
+    out: dict[str, Any] = {"metadata": {"annotations": {PHASE: "failed", FAILED_AT: "%.3f" % now}}}
     if leave == "uncordoned" and st["unschedulable"] and not st["was_cordoned"]:
         out["spec"] = {"unschedulable": False}
         out["metadata"]["annotations"][CORDONED_BY] = None
@@ -184,6 +193,20 @@ def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---- the budget, recounted from the live cluster ------------------------------------------------------------------
 
+def roll_queue(nodes: Any, roll: str, names: Optional[Iterable[str]], changing: Optional[Iterable[str]]) -> list[str]:
+    """The roll's queue over ``names`` (the roll's nodes, in roll order): first the nodes an earlier run of ``roll``
+    left unfinished (a phase of it other than released on the node: unavailable already, so finished first), then the
+    ``changing`` ones, each once. ``nodes``: Node objects, or a node_info/k8s_info result (its ``resources``; none
+    when the read was skipped)."""
+    if isinstance(nodes, Mapping):
+        nodes = nodes.get("resources")
+    by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes or []}
+    order = list(dict.fromkeys(names or []))
+    left = [n for n in order if resume_from(state(by_name.get(n), roll), "") != ""]
+    wanted = set(changing or [])
+    return left + [n for n in order if n in wanted and n not in left]
+
+
 def lease_list(lease: Optional[Mapping[str, Any]], key: str) -> list[str]:
     """A comma-separated node list annotation of the Lease (LEASE_NODES, LEASE_SLOTS)."""
     notes = ((lease or {}).get("metadata") or {}).get("annotations") or {}
@@ -192,7 +215,7 @@ def lease_list(lease: Optional[Mapping[str, Any]], key: str) -> list[str]:
 
 def slot_decision(nodes: Iterable[Mapping[str, Any]], targeted: Iterable[str], slots: Iterable[str], me: str,
                   roll: str, limits: Mapping[str, Any], advertised: Any, queue: Iterable[str] = (),
-                  passed: Iterable[str] = (), stalled: bool = False) -> dict[str, Any]:
+                  passed: Iterable[str] = (), stalled: bool = False, since: Optional[float] = None) -> dict[str, Any]:
     """Whether node ``me`` may take a slot of the roll now (k8s-operator-libs GetUpgradesAvailable, per node).
 
     ``nodes``: the live Node objects; ``targeted``: the names the roll covers (the budget counts those);
@@ -203,7 +226,9 @@ def slot_decision(nodes: Iterable[Mapping[str, Any]], targeted: Iterable[str], s
     while: an earlier host may be unreachable and never come).
 
     Counted unavailable: a targeted node cordoned or not Ready, one with a phase of this roll (a failed one too, as
-    k8s-operator-libs keeps counting a failed upgrade, until a run finishes it), one holding a slot. In progress (for
+    k8s-operator-libs keeps counting a failed upgrade, until a run finishes it), one holding a slot. Counted failed
+    (for max_failures): the failed ones, except those that failed before ``since`` (when the roll's Lease was taken:
+    an earlier run's failure, which this run retries), unless the queue is ``stalled``. In progress (for
     max_parallel): the ones holding a slot or in a phase of this roll other than failed and released. The floors
     count what the other schedulable nodes advertise now. Returns ``take`` (bool), ``held`` (the node holds its slot already), ``wait`` (a slot may free:
     try again), ``spent`` (the failure budget is spent: this node is not started), ``reasons`` and the ``counts`` read.
@@ -213,6 +238,7 @@ def slot_decision(nodes: Iterable[Mapping[str, Any]], targeted: Iterable[str], s
     by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes}
     slot_set = set(slots)
     failed = set()
+    earlier = set()
     in_progress = set(slot_set)
     for name in names:
         node = by_name.get(name)
@@ -221,6 +247,9 @@ def slot_decision(nodes: Iterable[Mapping[str, Any]], targeted: Iterable[str], s
         st = state(node, roll)
         if st["ours"] and st["phase"] == "failed":
             failed.add(name)
+            # Undated (an older version's failure): counted, as before.
+            if st["failed_at"] is not None and since is not None and st["failed_at"] < since:
+                earlier.add(name)
         elif st["ours"] and st["phase"] != "released":
             in_progress.add(name)
     # A failed node keeps counting as unavailable until a run finishes it, cordoned or not; no work is in progress
@@ -231,7 +260,12 @@ def slot_decision(nodes: Iterable[Mapping[str, Any]], targeted: Iterable[str], s
         node = by_name.get(name)
         if node is not None and (bool((node.get("spec") or {}).get("unschedulable")) or not ready(node)):
             unavailable.add(name)
-    others_failed = sorted(failed - {me})
+    # A node of the roll that an earlier run failed is retried by this run (every run finishes the nodes an earlier
+    # one left, whether or not they are in its queue of changing nodes): that failure does not spend this run's failure
+    # budget (the node still counts as unavailable); if it fails again, it does. Unless the queue is stalled: an
+    # unreachable host may be the reason, and its node may never come.
+    retried = set() if stalled else earlier
+    others_failed = sorted(failed - {me} - retried)
     counts = dict(in_progress=sorted(in_progress), unavailable=sorted(unavailable & wanted | slot_set),
                   failed=others_failed)
     max_failures = int(limits.get("max_failures") or 0)

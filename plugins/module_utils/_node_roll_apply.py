@@ -198,7 +198,8 @@ class NodeRoll:
                 nodes, targeted, slots, self.name, self.roll, limits,
                 lambda n: _mig_roll.advertised_resources((n.get("status") or {}).get("allocatable")),
                 queue=_node_roll.lease_list(current, _node_roll.LEASE_QUEUE),
-                passed=_node_roll.lease_list(current, _node_roll.LEASE_PASSED), stalled=self._stalled(current, limits))
+                passed=_node_roll.lease_list(current, _node_roll.LEASE_PASSED), stalled=self._stalled(current, limits),
+                since=_rolllock.parse_time((current.get("spec") or {}).get("acquireTime")))
 
         if lease is None:
             return decide({}, [])
@@ -250,7 +251,7 @@ class NodeRoll:
 
     def fail(self, leave: str, labels: Mapping[str, Optional[str]], check: bool) -> dict[str, Any]:
         node = self.read()
-        body = _node_roll.failed_patch(node, self.roll, leave)
+        body = _node_roll.failed_patch(node, self.roll, leave, time.time())
         change = _mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels)
         if change:
             body["metadata"]["labels"] = change

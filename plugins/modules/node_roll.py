@@ -14,15 +14,17 @@ description:
     run killed at any point leaves a node that the next run finishes, never skips. The node's progress lives on the
     node, as NVIDIA's k8s-operator-libs keeps its upgrade state (C(pkg/upgrade)), in annotations under
     C(gpuops.provision/) - C(roll) (which roll), C(roll-target), C(roll-phase) (V(cordoned), V(drained), V(applied),
-    V(released), V(failed)), C(roll-initial) (the node's cordon before the roll), C(cordoned-by) (our cordon; an
-    operator's cordon is kept after the roll).
+    V(released), V(failed)), C(roll-initial) (the node's cordon before the roll), C(roll-failed-at) (when its turn
+    failed, seconds since the epoch), C(cordoned-by) (our cordon; an operator's cordon is kept after the roll).
   - With O(state=drained), in this order
   - 1. Takes a slot in the roll, recounting the budget from the live nodes as k8s-operator-libs'
     C(GetUpgradesAvailable) does - cordoned and not-Ready nodes, nodes of this roll in any phase (a failed one keeps
     its slot), the capacity the other schedulable nodes advertise now - and writing the slot into the roll's Lease
     (O(lease)) with its resourceVersion, so that two hosts that both see a free slot cannot both take it. Waits while
     another node of the roll holds a slot (up to O(slot_timeout)); fails at once when the failure budget is spent or
-    when no node of the roll is in progress, so that waiting would free nothing.
+    when no node of the roll is in progress, so that waiting would free nothing. A node of the roll that failed
+    before the roll's Lease was taken (an earlier run's failure) does not spend this run's failure budget: this run
+    retries it.
   - 2. Cordons the node with its roll state and O(labels) in one PATCH carrying the node's resourceVersion.
   - 3. Drains it as C(kubectl drain) does (C(k8s.io/kubectl pkg/drain)) - DaemonSet and mirror pods left, pods
     without a controller only with O(drain.force), emptyDir data only with O(drain.delete_emptydir_data) - all

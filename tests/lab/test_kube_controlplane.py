@@ -148,6 +148,22 @@ def test_nodes_and_pods_stay_ready_past_the_node_monitor_grace_period(lab):
     assert [c.status for c in pod.status.conditions if c.type == "Ready"] == ["True"]
 
 
+def test_a_pod_marked_not_ready_is_ready_again_as_its_kubelet_would_set_it(lab):
+    # What the node lifecycle controller does to the pods of a node whose heartbeats came late (MarkPodsNotReady): the
+    # Ready condition False. kwok's own stages never touch a Running pod again; a kubelet would, on its next sync.
+    lab.create(kh.node("flap-a"), kh.pod("flap", "p", node_name="flap-a"))
+    lab.wait_for(lambda: lab.running_pods("flap", "flap-a"), what="the pod Running")
+
+    def ready():
+        pod = lab.core.read_namespaced_pod("p", "flap")
+        return [c.status for c in pod.status.conditions if c.type == "Ready"]
+
+    lab.wait_for(lambda: ready() == ["True"], what="the pod Ready")
+    lab.core.patch_namespaced_pod_status("p", "flap", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+    assert ready() == ["False"]
+    lab.wait_for(lambda: ready() == ["True"], timeout=40, what="the pod Ready again")
+
+
 def test_request_log_is_the_audit_log(lab):
     lab.create(kh.node("log-a"))
     result = lab.run_module("kubernetes.core.k8s_drain", {"name": "log-a", "state": "cordon"})

@@ -245,3 +245,13 @@ def test_module_utils_input_errors_read_as_filter_errors(name, args, words):
         with pytest.raises(AnsibleFilterError) as err:
             func(*args, **kwargs)
         assert str(err.value) == "gpuops.provision driver filter: " + words
+
+
+def test_driver_roll_queue_reads_a_node_info_result_and_puts_unfinished_nodes_first():
+    left = {"metadata": {"name": "n2", "annotations": {"gpuops.provision/roll": "nvidia_driver",
+                                                       "gpuops.provision/roll-phase": "failed"}}}
+    result = {"changed": False, "resources": [{"metadata": {"name": "n1"}}, left, {"metadata": {"name": "n3"}}]}
+    assert F.FilterModule().filters()["driver_roll_queue"](result, ["n1", "n2", "n3"], ["n3", "n1"]) == ["n2", "n1", "n3"]
+    # The resources alone, another roll, and a skipped read (check mode: no resources).
+    assert F.driver_roll_queue(result["resources"], ["n1", "n2"], [], roll="gpu_health") == []
+    assert F.driver_roll_queue({"skipped": True}, ["n1", "n2"], ["n2"]) == ["n2"]

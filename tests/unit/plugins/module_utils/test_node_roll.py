@@ -18,10 +18,12 @@ M3G = "nvidia.com/mig-3g.40gb"
 
 
 def node(name, unschedulable=False, ready=True, phase=None, roll=ROLL, ours_cordon=False, initial=None, rv="7",
-         gpus=None, target="all-balanced"):
+         gpus=None, target="all-balanced", failed_at=None):
     notes = {}
     if phase:
         notes.update({R.ROLL: roll, R.PHASE: phase, R.TARGET: target})
+    if failed_at is not None:
+        notes[R.FAILED_AT] = failed_at
     if ours_cordon:
         notes[R.CORDONED_BY] = "gpuops.provision"
     if initial is not None:
@@ -47,7 +49,7 @@ def test_state_reads_the_roll_annotations_and_who_cordoned_the_node():
     st = R.state(node("a", unschedulable=True, phase="drained", ours_cordon=True, initial={"unschedulable": False}), ROLL)
     assert st == {"name": "a", "roll": ROLL, "target": "all-balanced", "phase": "drained", "ours": True,
                   "cordoned_by_us": True, "unschedulable": True, "ready": True, "was_cordoned": False,
-                  "initial": {"unschedulable": False}}
+                  "initial": {"unschedulable": False}, "failed_at": None}
     # Another roll's phase is not this roll's to finish; with no roll named, any of ours counts.
     assert R.state(node("a", phase="drained", roll="nvidia_driver"), ROLL)["ours"] is False
     assert R.state(node("a", phase="drained", roll="nvidia_driver"))["ours"] is True
@@ -111,7 +113,7 @@ def test_values_written_to_the_node_are_bounded():
 def test_release_uncordons_only_our_cordon_and_clears_our_annotations():
     ours = node("a", unschedulable=True, phase="applied", ours_cordon=True, initial={"unschedulable": False})
     assert R.release_patch(ours, ROLL) == {
-        "metadata": {"annotations": {R.PHASE: "released", R.CORDONED_BY: None, R.INITIAL: None}},
+        "metadata": {"annotations": {R.PHASE: "released", R.CORDONED_BY: None, R.INITIAL: None, R.FAILED_AT: None}},
         "spec": {"unschedulable": False}}
     operators = node("a", unschedulable=True, phase="applied", initial={"unschedulable": True})
     assert "spec" not in R.release_patch(operators, ROLL)
@@ -120,13 +122,19 @@ def test_release_uncordons_only_our_cordon_and_clears_our_annotations():
 
 def test_a_failed_node_is_left_cordoned_or_uncordoned_but_an_operators_cordon_stays():
     ours = node("a", unschedulable=True, phase="drained", ours_cordon=True, initial={"unschedulable": False})
-    assert R.failed_patch(ours, ROLL, "cordoned") == {"metadata": {"annotations": {R.PHASE: "failed"}}}
-    assert R.failed_patch(ours, ROLL, "uncordoned") == {
-        "metadata": {"annotations": {R.PHASE: "failed", R.CORDONED_BY: None}}, "spec": {"unschedulable": False}}
+    assert R.failed_patch(ours, ROLL, "cordoned", 1733390000.25) == {
+        "metadata": {"annotations": {R.PHASE: "failed", R.FAILED_AT: "1733390000.250"}}}
+    assert R.failed_patch(ours, ROLL, "uncordoned", 5) == {
+        "metadata": {"annotations": {R.PHASE: "failed", R.FAILED_AT: "5.000", R.CORDONED_BY: None}},
+        "spec": {"unschedulable": False}}
     operators = node("a", unschedulable=True, phase="drained", initial={"unschedulable": True})
-    assert "spec" not in R.failed_patch(operators, ROLL, "uncordoned")
+    assert "spec" not in R.failed_patch(operators, ROLL, "uncordoned", 5)
     with pytest.raises(R.RollStateError, match=r"^a failed node is left cordoned or uncordoned, got 'gone'$"):
-        R.failed_patch(ours, ROLL, "gone")
+        R.failed_patch(ours, ROLL, "gone", 5)
+    # The time reads back; one that does not parse reads as unknown.
+    assert R.state(node("a", phase="failed", failed_at="1733390000.250"), ROLL)["failed_at"] == 1733390000.25
+    assert R.state(node("a", phase="failed", failed_at="soon"), ROLL)["failed_at"] is None
+    assert R.state(node("a", phase="failed"), ROLL)["failed_at"] is None
 
 
 def test_phase_patch_takes_only_known_phases():
@@ -163,6 +171,38 @@ def test_a_failed_node_counts_as_unavailable_even_uncordoned_and_spends_the_fail
     assert decide(nodes, "n2", limits={"max_failures": 1, "max_parallel": 1})["take"] is True
     # A node's own earlier failure does not spend the budget for itself (a run finishing it).
     assert decide([node("n1", phase="failed"), node("n2")], "n1", limits={"max_failures": 0})["take"] is True
+
+
+def test_a_node_an_earlier_run_failed_spends_no_budget_of_the_run_that_retries_it():
+    # molecule/driver_roll: drv-node-2 failed in the first run; in the second, drv-node-3 must go on after drv-node-2,
+    # not stop because of the first run's failure - also in the moment between drv-node-2 taking its slot and its
+    # cordon PATCH (phase still failed).
+    def nodes(failed_at):
+        return [node("n1"), node("n2", unschedulable=True, ours_cordon=True, phase="failed", failed_at=failed_at),
+                node("n3")]
+    lease_taken = 2000.0
+    for passed in ([], ["n2"]):
+        d = decide(nodes("1000.000"), "n3", limits={"max_failures": 0, "max_parallel": 0}, queue=["n2", "n3"],
+                   passed=passed, since=lease_taken)
+        assert d["spent"] is False and d["counts"]["failed"] == [] and d["counts"]["unavailable"] == ["n2"]
+        assert d["take"] is (passed == ["n2"])
+    # Without a recorded time (a failure an older version left) it cannot be dated: it counts, as before.
+    assert decide(nodes(None), "n3", limits={"max_failures": 0}, queue=["n2", "n3"], passed=["n2"],
+                  since=lease_taken)["spent"] is True
+    # Failed again in this run (after the Lease was taken): it counts.
+    d = decide(nodes("2500.000"), "n3", limits={"max_failures": 0}, queue=["n2", "n3"], passed=["n2"], since=lease_taken)
+    assert d["spent"] is True and d["counts"]["failed"] == ["n2"]
+    # Also outside this run's queue of changing nodes (molecule/driver_roll: drv-node-2 was on the pin already; the
+    # run finds it unfinished from its annotations).
+    assert decide(nodes("1000.000"), "n3", limits={"max_failures": 0}, queue=["n3"], since=lease_taken)["take"] is True
+    # A stalled queue: it may never come, so it counts.
+    assert decide(nodes("1000.000"), "n3", limits={"max_failures": 0}, queue=["n2", "n3"], stalled=True,
+                  since=lease_taken)["spent"] is True
+    # No Lease time known: no failure is known to be an earlier run's.
+    assert decide(nodes("1000.000"), "n3", limits={"max_failures": 0}, queue=["n2", "n3"], passed=["n2"])["spent"] is True
+    # It still counts as unavailable meanwhile.
+    d = decide(nodes("1000.000"), "n1", limits={"max_unavailable": 1}, queue=["n1", "n2"], since=lease_taken)
+    assert d["reasons"] == ["max_unavailable 1: 2 node(s) would be unavailable (n1, n2)"]
 
 
 def test_cordoned_and_not_ready_nodes_count_against_max_unavailable_as_the_gpu_operator_counts_them():
@@ -374,3 +414,15 @@ def test_a_kubeconfig_path_that_is_not_there_is_named(tmp_path, monkeypatch):
     with pytest.raises(kubernetes.config.ConfigException) as err:
         _k8s.api_client(str(empty))
     assert "no such file" not in str(err.value)
+
+
+def test_the_roll_queue_finishes_the_nodes_an_earlier_run_left_first():
+    nodes = [node("a"), node("b", phase="failed", roll="nvidia_driver", unschedulable=True, ours_cordon=True),
+             node("c", phase="released", roll="nvidia_driver"), node("d", phase="drained", roll="mig_reconfigure"),
+             node("e", phase="cordoned", roll="nvidia_driver")]
+    names = ["a", "b", "c", "d", "e", "f"]
+    # b and e are unfinished by this roll (d by another roll, c released); then the changing ones in roll order, once.
+    assert R.roll_queue(nodes, "nvidia_driver", names, ["f", "c", "e", "a"]) == ["b", "e", "a", "c", "f"]
+    # Only the roll's own nodes: an unfinished node outside ``names`` is not this run's.
+    assert R.roll_queue(nodes, "nvidia_driver", ["a", "c"], []) == []
+    assert R.roll_queue([], "nvidia_driver", ["a", "a", "b"], ["b", "a"]) == ["a", "b"]
