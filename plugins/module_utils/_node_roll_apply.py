@@ -373,7 +373,7 @@ class NodeRoll:
                         resource_version=(body.get("metadata") or {}).get("resourceVersion"), timeout_seconds=window,
                         _request_timeout=(self.timeout, window + 5)):
                     if event["type"] == "DELETED":
-                        left.pop(((event.get("raw_object") or {}).get("metadata") or {}).get("uid"), None)
+                        left.pop(str(((event.get("raw_object") or {}).get("metadata") or {}).get("uid")), None)
                     if not left or time.monotonic() >= deadline:
                         break
             except ApiException as e:

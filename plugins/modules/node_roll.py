@@ -23,8 +23,8 @@ description:
     (O(lease)) with its resourceVersion, so that two hosts that both see a free slot cannot both take it. Waits while
     another node of the roll holds a slot (up to O(slot_timeout)); fails at once when the failure budget is spent or
     when no node of the roll is in progress, so that waiting would free nothing. A node of the roll that failed
-    before the roll's Lease was taken (an earlier run's failure) does not spend this run's failure budget: this run
-    retries it.
+    before the roll's Lease was taken (an earlier run's failure) does not spend this run's failure budget, since this
+    run retries it.
   - 2. Cordons the node with its roll state and O(labels) in one PATCH carrying the node's resourceVersion.
   - 3. Drains it as C(kubectl drain) does (C(k8s.io/kubectl pkg/drain)) - DaemonSet and mirror pods left, pods
     without a controller only with O(drain.force), emptyDir data only with O(drain.delete_emptydir_data) - all

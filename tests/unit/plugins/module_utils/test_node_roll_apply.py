@@ -122,8 +122,7 @@ class FakeWatch:
 
     def stream(self, func, *args, **kw):
         FakeWatch.asked.append((args, kw.get("resource_version"), kw.get("field_selector")))
-        for event in FakeWatch.events:
-            yield event
+        yield from FakeWatch.events
 
 
 @pytest.fixture(name="watch")
