@@ -35,6 +35,9 @@ EVICT_WORKERS = 16
 # slot given back or a turn passed is seen the moment it is written (client-go's informers watch for the same
 # reason); it looks at the nodes again at least this often, for cordons and NotReady nodes outside the roll.
 SLOT_POLL = 2.0
+# While nodes ahead of it in the queue have not had their turn, only a write of the Lease can change its answer: it
+# watches the Lease this long (the turn_timeout that lets a waiting node jump a stalled queue is checked as often).
+QUEUED_WATCH = 30.0
 CONFLICT_RETRIES = 20
 
 
@@ -181,6 +184,7 @@ class NodeRoll:
             # While nodes before it in the roll's queue have not had their turn, the Lease alone says it waits: the
             # cluster's nodes (a LIST of a thousand is tens of MB) are listed only once nothing is ahead of it.
             decision = self._queued(lease, limits) if not check else None
+            queued = decision is not None
             if decision is None:
                 decision = self._claim(lease, list_nodes(self.api, self.timeout, cached=True), limits, check)
             if decision["take"]:
@@ -199,7 +203,7 @@ class NodeRoll:
             if time.monotonic() >= deadline:
                 raise _k8s.NodeStepError("%s waited %d s for a slot in the roll: %s; nothing was changed"
                                          % (self.name, wait, "; ".join(decision["reasons"])), self.done)
-            pause = min(SLOT_POLL, max(deadline - time.monotonic(), 0.0))
+            pause = min(QUEUED_WATCH if queued else SLOT_POLL, max(deadline - time.monotonic(), 0.0))
             if lease is None:
                 time.sleep(pause)
             else:

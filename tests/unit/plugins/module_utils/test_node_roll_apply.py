@@ -63,9 +63,28 @@ def test_a_node_whose_turn_has_not_come_reads_the_lease_not_the_nodes(listed):
     decision = roll.take_slot(lease, LIMITS, wait=60, check=False)
     assert decision["take"] is True
     # Five looks at the Lease with "a" ahead, then one LIST of the nodes once nothing was ahead of "b"; between two
-    # looks it waits on the Lease (a watch), not a sleep.
+    # looks it waits on the Lease (a watch), not a sleep, as long as QUEUED_WATCH while nodes are ahead of it.
     assert listed == [True]
-    assert lease.waits == [(n, 0.0) for n in range(1, 6)]
+    assert lease.waits == [(n, A.QUEUED_WATCH) for n in range(1, 6)]
+
+
+def test_a_node_at_the_head_of_the_queue_looks_at_the_nodes_again_every_slot_poll(monkeypatch):
+    # "b" is next, but the budget (max_parallel 1, "a" holds the slot) keeps it waiting: cordons and NotReady nodes
+    # outside the roll can change the answer too, so it looks again after SLOT_POLL, not QUEUED_WATCH.
+    lists = []
+
+    def list_nodes(api, timeout, page=500, cached=False):
+        lists.append(cached)
+        if len(lists) == 3:
+            lease.notes[R.LEASE_SLOTS] = ""
+        return [ready(n) for n in "abc"]
+
+    monkeypatch.setattr(A, "list_nodes", list_nodes)
+    lease = FakeLease(turns=0)
+    lease.notes[R.LEASE_SLOTS] = "a"
+    roll = A.NodeRoll(api=None, name="b", roll="mig_reconfigure", timeout=5)
+    assert roll.take_slot(lease, dict(LIMITS, max_parallel=1), wait=60, check=False)["take"] is True
+    assert len(lists) == 3 and [s for _r, s in lease.waits] == [A.SLOT_POLL, A.SLOT_POLL]
     assert R.lease_list(lease.writes[-1], R.LEASE_SLOTS) == ["b"]
     assert R.lease_list(lease.writes[-1], R.LEASE_PASSED) == ["a", "b"]
 
