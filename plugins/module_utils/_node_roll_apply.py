@@ -31,8 +31,13 @@ ApiException = _k8s.ApiException
 EVICT_RETRY = 5.0
 # Evictions in flight at once (kubectl starts one goroutine per pod; a connection pool bounds ours).
 EVICT_WORKERS = 16
-# A slot claim that lost a race for the Lease (409) reads again at once; a wait for a slot looks again this often.
+# A slot claim that lost a race for the Lease (409) reads again at once. A wait for a slot watches the Lease, so a
+# slot given back or a turn passed is seen the moment it is written (client-go's informers watch for the same
+# reason); it looks at the nodes again at least this often, for cordons and NotReady nodes outside the roll.
 SLOT_POLL = 2.0
+# While nodes ahead of it in the queue have not had their turn, only a write of the Lease can change its answer: it
+# watches the Lease this long (the turn_timeout that lets a waiting node jump a stalled queue is checked as often).
+QUEUED_WATCH = 30.0
 CONFLICT_RETRIES = 20
 
 
@@ -78,6 +83,8 @@ class RollLease:
         self.api = api
         self.leases: Any = kubernetes.client.CoordinationV1Api(api)
         self.namespace, self.name, self.holder, self.timeout = namespace, name, holder, timeout
+        self.seen = ""  # the resourceVersion last read: wait_changed watches from it
+        self.watchable = True
 
     @property
     def where(self) -> str:
@@ -86,6 +93,7 @@ class RollLease:
     def read(self) -> dict[str, Any]:
         lease = _json(self.leases.read_namespaced_lease(self.name, self.namespace, _preload_content=False,
                                                         _request_timeout=self.timeout))
+        self.seen = str((lease.get("metadata") or {}).get("resourceVersion") or "")
         holder = (lease.get("spec") or {}).get("holderIdentity") or ""
         if holder != self.holder:
             raise RollLost("the roll lost its lock %s: it is held by %s now, not by this run; nothing more is started"
@@ -95,6 +103,32 @@ class RollLease:
     def write(self, lease: Mapping[str, Any]) -> dict[str, Any]:
         return dict(_json(self.leases.replace_namespaced_lease(self.name, self.namespace, lease, _preload_content=False,
                                                                _request_timeout=self.timeout)))
+
+    def wait_changed(self, seconds: float) -> None:
+        """Return once the Lease is written after the version last read, or after ``seconds``: one WATCH of it from
+        that resourceVersion (fieldSelector metadata.name, as client-go's single-object informers watch), instead of
+        a sleep that sees a freed slot up to SLOT_POLL late."""
+        if seconds <= 0:
+            return
+        if not self.seen or not self.watchable:
+            time.sleep(seconds)
+            return
+        window = max(1, int(seconds + 0.999))
+        watch = kubernetes.watch.Watch()
+        try:
+            for _event in watch.stream(self.leases.list_namespaced_lease, self.namespace,
+                                       field_selector="metadata.name=%s" % self.name, resource_version=self.seen,
+                                       timeout_seconds=window, _request_timeout=(self.timeout, window + 5)):
+                return
+        except ApiException as e:
+            if getattr(e, "status", None) == 403:
+                # A Role granted before this release lacks watch on leases (docs/rbac.md): wait as it did then.
+                self.watchable = False
+                time.sleep(seconds)
+            elif getattr(e, "status", None) != 410:  # 410 Gone: too old to watch from; the caller reads again
+                raise
+        finally:
+            watch.stop()
 
     def edit_slots(self, change: Callable[[list[str]], Optional[list[str]]]) -> dict[str, Any]:
         """Read the Lease, let ``change(slots)`` return the new slot list (None: leave it), write it; again on 409."""
@@ -150,6 +184,7 @@ class NodeRoll:
             # While nodes before it in the roll's queue have not had their turn, the Lease alone says it waits: the
             # cluster's nodes (a LIST of a thousand is tens of MB) are listed only once nothing is ahead of it.
             decision = self._queued(lease, limits) if not check else None
+            queued = decision is not None
             if decision is None:
                 decision = self._claim(lease, list_nodes(self.api, self.timeout, cached=True), limits, check)
             if decision["take"]:
@@ -168,7 +203,11 @@ class NodeRoll:
             if time.monotonic() >= deadline:
                 raise _k8s.NodeStepError("%s waited %d s for a slot in the roll: %s; nothing was changed"
                                          % (self.name, wait, "; ".join(decision["reasons"])), self.done)
-            time.sleep(min(SLOT_POLL, max(deadline - time.monotonic(), 0.0)))
+            pause = min(QUEUED_WATCH if queued else SLOT_POLL, max(deadline - time.monotonic(), 0.0))
+            if lease is None:
+                time.sleep(pause)
+            else:
+                lease.wait_changed(pause)
 
     @staticmethod
     def _stalled(lease: Mapping[str, Any], limits: Mapping[str, Any]) -> bool:

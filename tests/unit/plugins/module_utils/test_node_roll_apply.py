@@ -18,7 +18,7 @@ class FakeLease:
     where = "kube-system/roll"
 
     def __init__(self, turns):
-        self.turns, self.reads, self.writes = turns, 0, []
+        self.turns, self.reads, self.writes, self.waits = turns, 0, [], []
         self.notes = {R.LEASE_NODES: "a,b,c", R.LEASE_QUEUE: "a,b,c", R.LEASE_PASSED: "", R.LEASE_SLOTS: ""}
 
     def read(self):
@@ -31,6 +31,9 @@ class FakeLease:
         self.writes.append(lease)
         self.notes = dict(lease["metadata"]["annotations"])
         return lease
+
+    def wait_changed(self, seconds):
+        self.waits.append((self.reads, seconds))
 
 
 def ready(name):
@@ -59,8 +62,29 @@ def test_a_node_whose_turn_has_not_come_reads_the_lease_not_the_nodes(listed):
     roll = A.NodeRoll(api=None, name="b", roll="mig_reconfigure", timeout=5)
     decision = roll.take_slot(lease, LIMITS, wait=60, check=False)
     assert decision["take"] is True
-    # Five looks at the Lease with "a" ahead, then one LIST of the nodes once nothing was ahead of "b".
+    # Five looks at the Lease with "a" ahead, then one LIST of the nodes once nothing was ahead of "b"; between two
+    # looks it waits on the Lease (a watch), not a sleep, as long as QUEUED_WATCH while nodes are ahead of it.
     assert listed == [True]
+    assert lease.waits == [(n, A.QUEUED_WATCH) for n in range(1, 6)]
+
+
+def test_a_node_at_the_head_of_the_queue_looks_at_the_nodes_again_every_slot_poll(monkeypatch):
+    # "b" is next, but the budget (max_parallel 1, "a" holds the slot) keeps it waiting: cordons and NotReady nodes
+    # outside the roll can change the answer too, so it looks again after SLOT_POLL, not QUEUED_WATCH.
+    lists = []
+
+    def list_nodes(api, timeout, page=500, cached=False):
+        lists.append(cached)
+        if len(lists) == 3:
+            lease.notes[R.LEASE_SLOTS] = ""
+        return [ready(n) for n in "abc"]
+
+    monkeypatch.setattr(A, "list_nodes", list_nodes)
+    lease = FakeLease(turns=0)
+    lease.notes[R.LEASE_SLOTS] = "a"
+    roll = A.NodeRoll(api=None, name="b", roll="mig_reconfigure", timeout=5)
+    assert roll.take_slot(lease, dict(LIMITS, max_parallel=1), wait=60, check=False)["take"] is True
+    assert len(lists) == 3 and [s for _r, s in lease.waits] == [A.SLOT_POLL, A.SLOT_POLL]
     assert R.lease_list(lease.writes[-1], R.LEASE_SLOTS) == ["b"]
     assert R.lease_list(lease.writes[-1], R.LEASE_PASSED) == ["a", "b"]
 
@@ -124,6 +148,9 @@ class FakeWatch:
         FakeWatch.asked.append((args, kw.get("resource_version"), kw.get("field_selector")))
         yield from FakeWatch.events
 
+    def stop(self):
+        FakeWatch.asked.append("stopped")
+
 
 @pytest.fixture(name="watch")
 def fixture_watch(monkeypatch):
@@ -175,6 +202,78 @@ def test_a_watch_too_old_to_resume_lists_again(watch, monkeypatch):
     monkeypatch.setattr(A.kubernetes.watch, "Watch", Gone)
     assert roll_with(core).wait_gone({"u1": "ns/a"}, A.time.monotonic() + 30) == []
     assert [c[0] for c in core.calls] == ["list", "list"]
+
+
+class FakeLeases:
+    """CoordinationV1Api: the roll's Lease at resourceVersion 12."""
+
+    def read_namespaced_lease(self, name, namespace, **kw):
+        return Resp({"metadata": {"name": name, "resourceVersion": "12"}, "spec": {"holderIdentity": "run-1"}})
+
+    def list_namespaced_lease(self, namespace, **kw):  # pragma: no cover - only the FakeWatch calls it
+        raise AssertionError("the watch is the FakeWatch")
+
+
+def roll_lease():
+    lease = A.RollLease.__new__(A.RollLease)
+    lease.api, lease.leases, lease.namespace, lease.name, lease.holder, lease.timeout = (
+        None, FakeLeases(), "kube-system", "roll", "run-1", 5)
+    lease.seen, lease.watchable = "", True
+    return lease
+
+
+def test_a_wait_for_a_slot_watches_the_lease_from_the_version_last_read(watch, monkeypatch):
+    slept = []
+    monkeypatch.setattr(A.time, "sleep", slept.append)
+    lease = roll_lease()
+    lease.wait_changed(2.0)  # nothing read yet: nothing to watch from
+    assert slept == [2.0] and watch.asked == []
+    lease.read()
+    watch.events = [{"type": "MODIFIED", "raw_object": {}}, {"type": "MODIFIED", "raw_object": {}}]
+    lease.wait_changed(2.0)
+    # One WATCH of this Lease from the version read, ended at its first event (a slot given back, a turn passed).
+    assert watch.asked == [(("kube-system",), "12", "metadata.name=roll"), "stopped"]
+    assert slept == [2.0]
+    lease.wait_changed(0)
+    assert len(watch.asked) == 2
+
+
+def test_a_role_without_watch_on_leases_waits_as_before(watch, monkeypatch):
+    slept = []
+    monkeypatch.setattr(A.time, "sleep", slept.append)
+
+    class Forbidden(FakeWatch):
+        def stream(self, func, *args, **kw):
+            FakeWatch.asked.append("watch")
+            raise A.ApiException(status=403)
+            yield  # pylint: disable=unreachable
+
+    monkeypatch.setattr(A.kubernetes.watch, "Watch", Forbidden)
+    lease = roll_lease()
+    lease.read()
+    lease.wait_changed(2.0)
+    lease.wait_changed(2.0)
+    # Refused once (a Role granted before watch was needed), then it sleeps without asking again.
+    assert watch.asked == ["watch", "stopped"] and slept == [2.0, 2.0] and lease.watchable is False
+
+
+@pytest.mark.parametrize("status", [500, 410])
+def test_a_lease_watch_refused_otherwise_is_an_error_and_a_watch_too_old_reads_again(watch, monkeypatch, status):
+    class Refused(FakeWatch):
+        def stream(self, func, *args, **kw):
+            raise A.ApiException(status=status)
+            yield  # pylint: disable=unreachable
+
+    monkeypatch.setattr(A.kubernetes.watch, "Watch", Refused)
+    monkeypatch.setattr(A.time, "sleep", lambda s: pytest.fail("no sleep after a refused watch"))
+    lease = roll_lease()
+    lease.read()
+    if status == 410:
+        lease.wait_changed(2.0)  # too old to watch from: the caller reads the Lease again
+    else:
+        with pytest.raises(A.ApiException):
+            lease.wait_changed(2.0)
+    assert lease.watchable is True
 
 
 STOP = {"namespace": "gpu-operator", "selectors": ["app=nvidia-device-plugin-daemonset", "app=gpu-feature-discovery"],
