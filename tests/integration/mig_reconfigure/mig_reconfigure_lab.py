@@ -39,6 +39,10 @@ CONFIG = {"version": "v1", "mig-configs": {
     "all-3g": [{"devices": "all", "device-filter": "0x233010DE", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}],
     "too-big": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 3}}],
 }}
+# CONFIG plus three-1g: all-balanced with a third 1g.10gb in place of its 2g.20gb, so a node keeps its two 1g.10gb
+# through the change (test_roll_failed_node, test_roll_forks).
+THREE_1G = dict(CONFIG, **{"mig-configs": dict(CONFIG["mig-configs"], **{"three-1g": [
+    {"devices": "all", "device-filter": "0x233010DE", "mig-enabled": True, "mig-devices": {"1g.10gb": 3, "3g.40gb": 1}}]})})
 
 
 def gi(profile_id, start, slices):

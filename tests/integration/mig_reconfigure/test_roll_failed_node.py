@@ -18,16 +18,13 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mig_reconfigure_lab import CONFIG, H100_BALANCED, Fleet, failures, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from mig_reconfigure_lab import H100_BALANCED, THREE_1G, Fleet, failures, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from requestlog import mig_allocatable, unschedulable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
 STATE = "nvidia.com/mig.config.state"
 M1G = "nvidia.com/mig-1g.10gb"
-# all-balanced with a third 1g.10gb in place of its 2g.20gb: a node keeps its two 1g.10gb through the change.
-THREE_1G = dict(CONFIG, **{"mig-configs": dict(CONFIG["mig-configs"], **{"three-1g": [
-    {"devices": "all", "device-filter": "0x233010DE", "mig-enabled": True, "mig-devices": {"1g.10gb": 3, "3g.40gb": 1}}]})})
 # The first GPU instance the apply creates fails, once: the node's geometry is restored, the node fails and stays
 # cordoned (its GPUs were touched).
 FAULT = {"fail_gi_create_after": 0, "fail_gi_create_error": "INSUFFICIENT_RESOURCES", "fail_gi_create_times": 1}

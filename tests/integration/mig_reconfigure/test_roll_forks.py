@@ -20,13 +20,11 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mig_reconfigure_lab import CONFIG, H100_BALANCED, Fleet, failures, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from mig_reconfigure_lab import H100_BALANCED, THREE_1G, Fleet, failures, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from requestlog import unschedulable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
-THREE_1G = dict(CONFIG, **{"mig-configs": dict(CONFIG["mig-configs"], **{"three-1g": [
-    {"devices": "all", "device-filter": "0x233010DE", "mig-enabled": True, "mig-devices": {"1g.10gb": 3, "3g.40gb": 1}}]})})
 NAMES = ["node-1", "node-2", "node-3", "node-4"]
 
 
