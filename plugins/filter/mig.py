@@ -60,10 +60,23 @@ def mig_running_pods(pods):
 
 
 def mig_node_facts(nodes, name, selected="", skip_label="", backend="nvml", mig_manager_pods=None, mig_manager=None):
-    # Only this host's Node (and pods) are made plain: every Node of the cluster, deep-copied once per host, costs seconds.
+    # Only this host's Node (and pods) are made plain: every Node of the cluster, deep-copied once per host, costs
+    # seconds. With node_info's index, only this host's Node and pods are even read (ansible-core templates every
+    # element a filter walks: a thousand Nodes walked per host cost the 1,000-node plan minutes).
     nodes = nodes or {}
-    mine = R.nodes_named(nodes, name)
-    pods = [p for p in mig_manager_pods or [] if ((p or {}).get("spec") or {}).get("nodeName") == name]
+    index = nodes.get("index")
+    if index is None:  # kubernetes.core.k8s_info's result
+        mine = R.nodes_named(nodes, name)
+    else:
+        at = (index.get("nodes") or {}).get(name)
+        mine = [] if at is None else [nodes["resources"][at]]
+    if mig_manager_pods is None and index is not None:
+        listed = nodes.get("pods") or []
+        pods = [listed[i] for i in (index.get("pods") or {}).get(name) or []]
+    else:
+        listed = mig_manager_pods if mig_manager_pods is not None else nodes.get("pods") or []
+        pods = [p for p in listed
+                if ((p or {}).get("spec") or {}).get("nodeName") == name]
     return _wrap("mig_node_facts", R.node_facts, dict(failed=nodes.get("failed"), msg=nodes.get("msg"), resources=mine),
                  name, selected or "", skip_label or "", backend, pods, mig_manager)
 
@@ -97,6 +110,20 @@ def mig_roll_summary(hosts, hostvars, check=False):
     return _wrap("mig_roll_summary", R.roll_summary, rows, bool(check))
 
 
+def mig_plan_groups(hosts, hostvars, superseded=""):
+    """plan.yml's outcome over every host: invalid plans, the hosts' groups, the stale per-host locks to clear."""
+    rows = []
+    for host in hosts or []:
+        hv = host_vars(hostvars, host)
+        plan = hv.get("__mig_reconfigure_plan")
+        if plan is None:  # a host whose plan did not run (failed before it)
+            continue
+        boot = hv.get("__mig_reconfigure_boot_wanted")
+        rows.append((str(host), _plain(plan), boot is True or str(boot).lower() == "true",
+                     _plain(hv.get("__mig_reconfigure_stale_lock") or {})))
+    return _wrap("mig_plan_groups", R.plan_groups, rows, superseded or "")
+
+
 def mig_pods_matching(pods, selectors):
     # The pods stay Ansible's objects (only their labels are read): making every pod plain costs more than the match.
     try:
@@ -127,6 +154,7 @@ class FilterModule:
             "mig_node_plan": mig_node_plan,
             "mig_pods_matching": mig_pods_matching,
             "mig_plan_report": mig_plan_report,
+            "mig_plan_groups": mig_plan_groups,
             "mig_drain_blocking": mig_drain_blocking,
             "mig_previous_geometry": mig_previous_geometry,
             "mig_roll_summary": mig_roll_summary,

@@ -68,6 +68,15 @@ pods:
   returned: when O(pods) is set
   type: list
   elements: dict
+index:
+  description:
+    - Where each node and its pods are in RV(resources) and RV(pods) - C(nodes) (name to position) and C(pods) (node
+      name to the positions of its pods) - so that a filter run for each host of a large fleet reads only its own
+      node (P(gpuops.provision.mig_node_facts#filter) does).
+  returned: success
+  type: dict
+  sample: {"nodes": {"gpu-1": 0, "gpu-2": 1}, "pods": {"gpu-2": [0]}}
+  version_added: 0.1.0
 pages:
   description: How many pages the LIST took.
   returned: success
@@ -106,7 +115,9 @@ def main():
                 api, p["pods"]["namespace"], p["pods"]["label_selector"], p["timeout"])]
     except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
         module.fail_json(msg="cannot list %s: %s" % (what, _k8s.api_message(e) if isinstance(e, _k8s.ApiException) else e))
-    module.exit_json(changed=False, resources=[_node_roll.slim(n) for n in nodes], pages=len(pages), **out)
+    resources = [_node_roll.slim(n) for n in nodes]
+    module.exit_json(changed=False, resources=resources, pages=len(pages),
+                     index=_node_roll.positions(resources, out.get("pods") or []), **out)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ def test_filters_are_registered_and_wrap_the_pure_code():
     f = mig.FilterModule().filters()
     assert sorted(f) == ["mig_advertised_resources", "mig_ci_profiles", "mig_drain_blocking", "mig_drain_timed_out",
                          "mig_expected_resources", "mig_invalid_plans_message", "mig_manager_config_file", "mig_node_facts", "mig_node_plan",
-                         "mig_operand_labels", "mig_plan_report", "mig_pods_matching", "mig_previous_geometry",
+                         "mig_operand_labels", "mig_plan_groups", "mig_plan_report", "mig_pods_matching", "mig_previous_geometry",
                          "mig_roll_budget", "mig_roll_summary", "mig_roll_waves", "mig_running_pods"]
     plans = [{"node": "n1", "selected": "all-1g", "changed": True}, {"node": "n2", "selected": "all-1g"}]
     assert f["mig_plan_report"](plans, {"sizes": [1], "order": {"n1": 0}}, "skip=yes")["lines"] == [
@@ -37,6 +37,48 @@ def test_filters_are_registered_and_wrap_the_pure_code():
     assert f["mig_node_plan"](facts, {"changed": True, "gpus": []})["changed"] is True
     plans = [{"node": "n1", "changed": True}, {"node": "n2", "changed": True}]
     assert f["mig_roll_waves"](plans, max_parallel=0, max_failures="50%")["max_failures"] == 1
+
+
+class Walked(dict):
+    """A Node that records whether a filter read it."""
+    read: list = []
+
+    def get(self, *args):
+        Walked.read.append(dict.get(self, "metadata", {}).get("name"))
+        return dict.get(self, *args)
+
+
+def test_node_facts_reads_only_its_own_node_and_pods_through_node_infos_index():
+    from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll
+    nodes = [Walked(metadata={"name": "n%d" % i, "labels": {"nvidia.com/mig.config": "c%d" % i}}) for i in range(50)]
+    pods = [Walked(metadata={"name": "mm-%d" % i, "labels": {"app": "nvidia-mig-manager"}},
+                   spec={"nodeName": "n%d" % i}, status={"phase": "Running"}) for i in range(50)]
+    result = {"resources": nodes, "pods": pods, "index": _node_roll.positions(nodes, pods)}
+    Walked.read = []
+    facts = mig.mig_node_facts(result, "n7")
+    assert facts["selected"] == "c7" and facts["mig_manager_pod"] == "mm-7"
+    assert set(Walked.read) <= {"n7", "mm-7"}  # the other 49 nodes and pods were never read
+    assert mig.mig_node_facts(result, "gone")["found"] is False
+    # Without the index (kubernetes.core.k8s_info's result), the same facts by walking every node.
+    Walked.read = []
+    assert mig.mig_node_facts({"resources": nodes}, "n7", mig_manager_pods=pods) == facts
+    assert len(set(Walked.read)) == 100
+    # Pods given explicitly win over node_info's, also an empty list.
+    assert mig.mig_node_facts(result, "n7", mig_manager_pods=[])["mig_manager_pod"] == ""
+
+
+def test_plan_groups_reads_each_hosts_plan_facts():
+    hostvars = {"gpu-1": {"__mig_reconfigure_plan": {"node": "gpu-1", "changed": True},
+                          "__mig_reconfigure_boot_wanted": "True"},
+                "gpu-2": {"__mig_reconfigure_plan": {"node": "gpu-2", "error": "bad"},
+                          "__mig_reconfigure_boot_wanted": False,
+                          "__mig_reconfigure_stale_lock": {"path": "/l", "holder": "old (x)", "python": "/p"}},
+                "gpu-3": {}}
+    out = mig.mig_plan_groups(["gpu-1", "gpu-2", "gpu-3", "missing"], hostvars, superseded="old")
+    assert out == {"bad": [{"node": "gpu-2", "error": "bad"}],
+                   "groups": [{"host": "gpu-1", "groups": ["mig_reconfigure_changing", "mig_reconfigure_boot"]},
+                              {"host": "gpu-2", "groups": ["mig_reconfigure_unchanged"]}],
+                   "unlock": [{"host": "gpu-2", "path": "/l", "holder": "old (x)", "python": "/p"}]}
 
 
 def test_bad_input_is_a_filter_error_naming_the_filter():

@@ -74,7 +74,7 @@ REPORT = {"failed_checks": ["vfio_bound"], "checks": [
           nvidia_driver_facts={"off_driver": ["cuda-drivers"], "packages": {"cuda-drivers": "560.35.03-1"}}),
      M.driver_off_pin({"off_driver": ["cuda-drivers"], "packages": {"cuda-drivers": "560.35.03-1"}}, "gpu-2", "535.261.03")),
     ("roles/mig_reconfigure/tasks/plan.yml", "Fail the play, naming every node whose plan is invalid (nothing was cordoned)",
-     dict(hostvars={"localhost": {"__mig_reconfigure_bad": [{"node": "node-2", "error": "3g.40gb does not fit"}]}}),
+     dict(hostvars={"localhost": {"__mig_reconfigure_planned": {"bad": [{"node": "node-2", "error": "3g.40gb does not fit"}]}}}),
      M.mig_invalid_plans([{"node": "node-2", "error": "3g.40gb does not fit"}])),
 ])
 def test_the_role_task_renders_the_message(path, name, variables, want):

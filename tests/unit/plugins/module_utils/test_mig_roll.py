@@ -411,6 +411,29 @@ def test_plan_report_lines_and_records_for_every_kind_of_node():
     assert R.plan_report([], {}) == {"lines": [], "nodes": {}}
 
 
+def test_plan_groups_gathers_invalid_plans_groups_and_the_superseded_rolls_locks():
+    old = "gpuops.provision.mig_reconfigure 0000abcd (user=ops controller=c1)"
+    lock = {"path": "/run/l", "holder": old + " (user=ops node=gpu-1)", "python": "/usr/bin/python3"}
+    rows = [("gpu-1", {"node": "gpu-1", "changed": False}, False, lock),
+            ("gpu-2", {"node": "gpu-2", "changed": True}, True, lock),
+            ("gpu-3", {"node": "gpu-3", "error": "too big"}, False, {}),
+            ("gpu-4", {"node": "gpu-4"}, True, dict(lock, holder="gpuops.provision.mig_reconfigure 0000abcdef (x)")),
+            ("gpu-5", {"node": "gpu-5"}, False, dict(lock, holder=old))]
+    out = R.plan_groups(rows, old)
+    assert out["bad"] == [{"node": "gpu-3", "error": "too big"}]
+    assert out["groups"] == [{"host": "gpu-1", "groups": ["mig_reconfigure_unchanged"]},
+                             {"host": "gpu-2", "groups": ["mig_reconfigure_changing", "mig_reconfigure_boot"]},
+                             {"host": "gpu-3", "groups": ["mig_reconfigure_unchanged"]},
+                             {"host": "gpu-4", "groups": ["mig_reconfigure_unchanged", "mig_reconfigure_boot"]},
+                             {"host": "gpu-5", "groups": ["mig_reconfigure_unchanged"]}]
+    # Only nodes that do not change, and only the superseded roll's own holder (not one whose id merely starts alike).
+    assert out["unlock"] == [dict(lock, host="gpu-1"), dict(lock, host="gpu-5", holder=old)]
+    assert R.plan_groups(rows, "")["unlock"] == []
+    assert R.plan_groups([("gpu-1", {"node": "gpu-1"}, False, None)], old) == {
+        "bad": [], "groups": [{"host": "gpu-1", "groups": ["mig_reconfigure_unchanged"]}], "unlock": []}
+    assert R.plan_groups([], old) == {"bad": [], "groups": [], "unlock": []}
+
+
 # ---- the rollback entries and the drain report (mig_reconfigure rollback.yml, node_drain drain.yml) ----------------
 
 def test_previous_geometry_restores_changed_gpus_only():

@@ -383,6 +383,14 @@ def test_slim_keeps_what_a_roll_plans_with_and_nothing_else():
                           "spec": {"unschedulable": False, "taints": []}, "status": {"conditions": [], "allocatable": {}}}
 
 
+def test_positions_index_nodes_by_name_and_pods_by_their_node():
+    nodes = [{"metadata": {"name": "gpu-b"}}, {"metadata": {"name": "gpu-a"}}, {}]
+    pods = [{"spec": {"nodeName": "gpu-a"}}, {"spec": {"nodeName": "gpu-b"}}, {"spec": {"nodeName": "gpu-a"}}, {}]
+    assert R.positions(nodes, pods) == {"nodes": {"gpu-b": 0, "gpu-a": 1, "None": 2},
+                                        "pods": {"gpu-a": [0, 2], "gpu-b": [1], "": [3]}}
+    assert R.positions([]) == {"nodes": {}, "pods": {}}
+
+
 def test_slim_pod_keeps_what_the_plan_reads_of_a_pod():
     full = {"metadata": {"name": "mm-1", "namespace": "gpu-operator", "labels": {"app": "nvidia-mig-manager"},
                          "uid": "u", "managedFields": [{"manager": "kube-controller-manager"}],
