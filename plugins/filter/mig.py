@@ -9,6 +9,7 @@ Documentation of each filter is in the ``<filter>.yml`` file next to this one.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_roll as R
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
@@ -118,8 +119,7 @@ def mig_plan_groups(hosts, hostvars, superseded=""):
         plan = hv.get("__mig_reconfigure_plan")
         if plan is None:  # a host whose plan did not run (failed before it)
             continue
-        boot = hv.get("__mig_reconfigure_boot_wanted")
-        rows.append((str(host), _plain(plan), boot is True or str(boot).lower() == "true",
+        rows.append((str(host), _plain(plan), boolean(hv.get("__mig_reconfigure_boot_wanted"), strict=False),
                      _plain(hv.get("__mig_reconfigure_stale_lock") or {})))
     return _wrap("mig_plan_groups", R.plan_groups, rows, superseded or "")
 

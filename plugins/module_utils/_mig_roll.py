@@ -596,9 +596,10 @@ def plan_groups(rows: Iterable[tuple[str, Mapping[str, Any], bool, Optional[Mapp
         if boot:
             names.append("mig_reconfigure_boot")
         groups.append({"host": host, "groups": names})
-        holder = str((lock or {}).get("holder") or "")
+        lock = lock or {}
+        holder = str(lock.get("holder") or "")
         if superseded and holder and not plan.get("changed") and (holder + " ").startswith(superseded + " "):
-            unlock.append({"host": host, "path": (lock or {}).get("path"), "holder": holder, "python": (lock or {}).get("python")})
+            unlock.append({"host": host, "path": lock.get("path"), "holder": holder, "python": lock.get("python")})
     return {"bad": bad, "groups": groups, "unlock": unlock}
 
 

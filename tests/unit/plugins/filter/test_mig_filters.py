@@ -73,11 +73,14 @@ def test_plan_groups_reads_each_hosts_plan_facts():
                 "gpu-2": {"__mig_reconfigure_plan": {"node": "gpu-2", "error": "bad"},
                           "__mig_reconfigure_boot_wanted": False,
                           "__mig_reconfigure_stale_lock": {"path": "/l", "holder": "old (x)", "python": "/p"}},
-                "gpu-3": {}}
-    out = mig.mig_plan_groups(["gpu-1", "gpu-2", "gpu-3", "missing"], hostvars, superseded="old")
+                "gpu-3": {},
+                # Read as the group_by it replaces read it (``| bool``): "yes" is wanted too.
+                "gpu-4": {"__mig_reconfigure_plan": {"node": "gpu-4"}, "__mig_reconfigure_boot_wanted": "yes"}}
+    out = mig.mig_plan_groups(["gpu-1", "gpu-2", "gpu-3", "gpu-4", "missing"], hostvars, superseded="old")
     assert out == {"bad": [{"node": "gpu-2", "error": "bad"}],
                    "groups": [{"host": "gpu-1", "groups": ["mig_reconfigure_changing", "mig_reconfigure_boot"]},
-                              {"host": "gpu-2", "groups": ["mig_reconfigure_unchanged"]}],
+                              {"host": "gpu-2", "groups": ["mig_reconfigure_unchanged"]},
+                              {"host": "gpu-4", "groups": ["mig_reconfigure_unchanged", "mig_reconfigure_boot"]}],
                    "unlock": [{"host": "gpu-2", "path": "/l", "holder": "old (x)", "python": "/p"}]}
 
 
