@@ -575,7 +575,7 @@ def roll_summary(rows: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Any]]
 
 
 def plan_groups(rows: Iterable[tuple[str, Mapping[str, Any], bool, Optional[Mapping[str, Any]]]],
-                superseded: str = "") -> dict[str, Any]:
+                superseded: str) -> dict[str, Any]:
     """The plan's outcome over every node, worked out once (plan.yml) rather than in a task per host (each costs the
     controller a fork per host: seconds a hundred nodes). ``rows``: (host, plan record, whether the boot-time re-apply
     is wanted, the per-host lock the check took over: {path, holder, python} or empty) for each host whose plan ran;
@@ -597,9 +597,9 @@ def plan_groups(rows: Iterable[tuple[str, Mapping[str, Any], bool, Optional[Mapp
             names.append("mig_reconfigure_boot")
         groups.append({"host": host, "groups": names})
         lock = lock or {}
-        holder = str(lock.get("holder") or "")
-        if superseded and holder and not plan.get("changed") and (holder + " ").startswith(superseded + " "):
-            unlock.append({"host": host, "path": lock.get("path"), "holder": holder, "python": lock.get("python")})
+        holder = lock.get("holder")
+        if superseded and holder and not plan.get("changed") and (str(holder) + " ").startswith(superseded + " "):
+            unlock.append({"host": host, "path": lock.get("path"), "holder": str(holder), "python": lock.get("python")})
     return {"bad": bad, "groups": groups, "unlock": unlock}
 
 
