@@ -28,8 +28,8 @@ DELIBERATE = {
     # The health roll runs the preflight role in its own mode: its checks, no gate, no failing node, its own report
     # folder; a preflight setting in the inventory (node_preflight_gate: join) must not gate or join from a health run.
     # Every other node_preflight_* (the thresholds) comes from the inventory.
-    ("gpu_health.yml", "GPU health | check every GPU node"): {"node_preflight_checks", "node_preflight_gate",
-                                                               "node_preflight_fail", "node_preflight_report_dir"},
+    ("gpu_health.yml", "GPU health | check every GPU node"): {
+        "node_preflight_checks", "node_preflight_gate", "node_preflight_fail", "node_preflight_report_dir"},
 }
 # include_role vars a playbook passes on purpose: per-call inputs the play computes, not settings a user has.
 DELIBERATE_INCLUDE_VARS = {
@@ -130,8 +130,9 @@ def test_no_playbook_passes_a_role_setting_to_include_role(playbook):
     assert not {(playbook, name) for name in passed} - DELIBERATE_INCLUDE_VARS, passed
 
 
-@pytest.mark.parametrize("playbook,old,new", [("preflight.yml", "preflight_gate", "node_preflight_gate"),
-                                               ("driver_pin.yml", "driver_pin_version", "nvidia_driver_version")])
+@pytest.mark.parametrize("playbook,old,new", [
+    ("preflight.yml", "preflight_gate", "node_preflight_gate"),
+    ("driver_pin.yml", "driver_pin_version", "nvidia_driver_version")])
 def test_the_former_names_are_refused_with_the_new_ones(playbook, old, new, tmp_path):
     # Not silently ignored either: the run fails before the role, naming the role's own variable.
     inventory = inventory_with(tmp_path, set())
