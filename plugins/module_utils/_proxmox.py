@@ -67,6 +67,15 @@ def error_message(exc: BaseException) -> str:
     return "%s: %s" % (type(exc).__name__, exc)
 
 
+def identity(params: Mapping[str, Any]) -> str:
+    """'<host>:<port> as <user>, token id <id>' (or 'with a password'): what an authentication failure names. Never
+    the secret or the password."""
+    who = "%s:%s as %s" % (params.get("api_host"), params.get("api_port"), params.get("api_user"))
+    if params.get("api_token_id"):
+        return "%s, token id %s" % (who, params["api_token_id"])
+    return who + " with a password"
+
+
 def check_ca_path(ca_path: str, host: Any) -> None:
     """Load ``ca_path`` as the TLS stack will, so a missing or malformed file fails naming the option, not as an
     OpenSSL error from deep inside requests."""
@@ -88,6 +97,9 @@ class PveClient:
         self._nodes: Optional[list[tuple[str, str]]] = None  # (name, status), sorted
         self._version: Union[Literal[False], Optional[tuple[int, ...]]] = False  # not read yet (None: the server did not say)
         self.warnings: list[str] = []  # for the module to show (module.warn)
+        # Who is calling where, for a refused authentication: an AWX credential, an environment variable or a role
+        # default may have supplied any part of it, and PVE's own answer names none ("invalid token value!").
+        self.identity = ""
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], task_timeout: float = 300) -> PveClient:
@@ -109,10 +121,11 @@ class PveClient:
         try:
             api = ProxmoxAPI(params["api_host"], **kwargs)
         except ResourceException as exc:
-            raise PveError("cannot log in to %s as %s: %s" % (params["api_host"], params["api_user"], error_message(exc)))
+            raise PveError("cannot log in to %s: %s" % (identity(params), error_message(exc)))
         except Exception as exc:  # requests/SSL errors come in many types
             raise PveError("cannot connect to %s:%s: %s" % (params["api_host"], params.get("api_port"), exc))
         client = cls(api, task_timeout=task_timeout)
+        client.identity = identity(params)
         if tls_warning:
             client.warnings.append("%s:%s: %s" % (params["api_host"], params.get("api_port"), tls_warning))
         return client
@@ -125,6 +138,8 @@ class PveClient:
             return getattr(self.api(path), method)(**params)
         except ResourceException as exc:
             msg = "%s /%s failed: %s" % (method.upper(), path, error_message(exc))
+            if getattr(exc, "status_code", None) == 401 and self.identity:
+                msg += "; %s was refused: check the user, the token id and its secret (or the password)" % self.identity
             hint = _pve_rules.forbidden_hint(method, path) if getattr(exc, "status_code", None) == 403 else ""
             raise PveError(msg + ("; %s (docs/proxmox.md, privileges)" % hint if hint else ""))
         except Exception as exc:

@@ -135,7 +135,7 @@ class Session:
                                    pwd=params["password"], httpConnectionTimeout=timeout,
                                    sslContext=ssl_context(params["validate_certs"], params.get("ca_path")))
         except vim.fault.InvalidLogin as e:
-            raise VsphereError("login to %s as %s failed: %s" % (params["hostname"], params["username"], fault_message(e)))
+            raise VsphereError("login to %s as %s failed: %s" % (where, params["username"], fault_message(e)))
         except ssl.SSLError as e:
             raise VsphereError("TLS verification of %s failed (%s); pass ca_path for a private CA" % (where, e))
         except (OSError, vmodl.MethodFault) as e:

@@ -41,11 +41,16 @@ def assert_no_secret(events, stdout, secrets):
 
 def test_the_survey_defaults_reach_the_job_as_awx_passes_them():
     # AWX passes a default that passes the survey's validation, even an empty string; a required variable with no
-    # answer and no valid default refuses the launch.
+    # answer and no valid default refuses the launch. A question on a role option has no default, so the job carries
+    # the variable only when the launch answers it, and the inventory's value stands otherwise (issue 41).
     tmpl = awx_job.template("gpuops | MIG reconfigure")
     extra = awx_job.job_extra_vars(tmpl, {"mig_reconfigure_selected": "all-balanced"})
-    assert extra["mig_reconfigure_max_unavailable"] == "" and extra["mig_reconfigure_serial"] == "1"
+    assert extra["mig_reconfigure_selected"] == "all-balanced" and extra["mig_reconfigure_hosts"] == "gpu_nodes"
+    assert "mig_reconfigure_max_unavailable" not in extra and "mig_reconfigure_serial" not in extra
+    assert "mig_reconfigure_selected" not in awx_job.job_extra_vars(tmpl, {})
     assert extra["awx_job_id"] == 4242 and extra["tower_job_template_name"] == "gpuops | MIG reconfigure"
+    extra = awx_job.job_extra_vars(awx_job.template("gpuops | driver pin"), {})
+    assert extra["driver_pin_mode"] == "check" and extra["driver_pin_serial"] == "1" and "nvidia_driver_version" not in extra
     with pytest.raises(ValueError, match="Value every for 'driver_pin_mode' expected to be one of"):
         awx_job.job_extra_vars(awx_job.template("gpuops | driver pin"), {"driver_pin_mode": "every"})
 
@@ -59,6 +64,10 @@ def test_the_credential_injectors_render_as_awx_renders_them():
     assert extra == {}
     env, extra = awx_job.inject(types["license"], LICENSE)
     assert env == {} and extra == {"nvidia_license_token": LICENSE["token"]}
+
+
+# Survey defaults that differ from the playbook's on purpose: in AWX the fleet report goes to the job's artifacts.
+SURVEY_DEFAULTS_OF_THEIR_OWN = {"fleet_report_dir": "/runner/artifacts/fleet-report"}
 
 
 def _survey_options():
@@ -90,13 +99,21 @@ def _survey_options():
                          ids=lambda v: v["variable"] if isinstance(v, dict) and "variable" in v else "")
 def test_every_survey_question_matches_the_role_option_it_sets(tmpl, question, text, option, spec):
     var = question["variable"]
-    if spec is None:
-        # A playbook's own variable: documented in the playbook's header, as every AWX-ready playbook does.
+    # A host pattern is the playbook's own even where a role also reads it (gpu_pools_hosts): a play's hosts: line
+    # never sees the inventory's variables.
+    if spec is None or re.search(r"^\s*hosts: \"\{\{ %s\b" % re.escape(var), text, re.M):
+        # A playbook's own variable: documented in the playbook's header, as every AWX-ready playbook does, and its
+        # default the playbook's own (the driver pin's batch was 100% in the survey, 1 in the playbook).
         assert re.search(r"^#\s+%s\s" % re.escape(var), text, re.M), "%s: %s is neither a role option nor in its header" % (tmpl["playbook"], var)
+        own = set(re.findall(r"\b%s \| default\('?([^)',]*)'?\)" % re.escape(var), text)) - {"none", "omit"}
+        if "default" in question and var not in SURVEY_DEFAULTS_OF_THEIR_OWN:
+            assert own == {str(question["default"])}, "%s: the survey's default %r, the playbook's %s" % (var, question["default"], own)
         return
+    # A role option: no default, not required, so AWX leaves it out unless answered and the inventory's value stands.
+    assert "default" not in question and not question.get("required"), \
+        "%s: a survey default or a required answer beats the inventory's %s" % (tmpl["name"], var)
     if question["type"] == "multiplechoice":
         assert sorted(question["choices"]) == sorted(spec.get("choices") or []), (var, option)
-        assert question["default"] in spec["choices"]
     elif question["type"] == "integer":
         assert spec["type"] == "int", (var, option)
     else:  # text: a string reaches the role (str, or raw where the role takes a count or a percentage too)
@@ -123,7 +140,9 @@ def test_mig_reconfigure_job_through_ansible_runner(installed, tmp_path):
         kube_env = {k: v for k, v in lab.ansible_env().items() if k.startswith("K8S_AUTH_")}
         pdd, extra = awx_job.private_data_dir(tmp_path / "ok", tmpl, installed.path, inventory,
                                               answers={"mig_reconfigure_selected": "all-balanced"}, env=kube_env)
-        assert extra["mig_reconfigure_max_unavailable"] == ""  # AWX passes the empty default through
+        # No survey default on a role option: the job carries only what the launch answered (the inventory's value or
+        # the role default stands for the others).
+        assert "mig_reconfigure_max_unavailable" not in extra and extra["mig_reconfigure_selected"] == "all-balanced"
         rc, status, events, stdout = awx_job.run_job(pdd, tmpl, installed.bin("ansible-runner"), runner_env(installed))
         assert (rc, status) == (0, "successful"), stdout[-4000:]
         stats = awx_job.artifact_data(events)["mig_reconfigure"]

@@ -72,7 +72,7 @@ def test_site_as_a_check_job_from_the_install_changes_nothing(installed, lab, tm
 
 def test_driver_pin_with_its_survey_defaults_fails_on_the_lab_drift_with_the_table(installed, lab, tmp_path):
     rc, events, stdout = run_template(installed, lab, tmp_path, "gpuops | driver pin",
-                                      answers={"driver_pin_version": "550.163.01-2"})
+                                      answers={"nvidia_driver_version": "550.163.01-2"})
     assert rc == 2, stdout[-4000:]
     failed = awx_job.failures(events)
     assert len(failed) == 1 and "DRIFT" in failed[0][2] and "gpu-node-2" in failed[0][2], failed
@@ -87,7 +87,7 @@ def test_driver_pin_converge_installs_the_nvml_binding_the_modules_use(installed
     gpu_info, run with the nodes' own interpreter and without the lab's gpusim on PYTHONPATH, imports that binding.
     (Until gpusim sits under the real binding, the lab's other runs still put gpusim first on PYTHONPATH.)"""
     rc, events, stdout = run_template(installed, lab, tmp_path, "gpuops | driver pin",
-                                      answers={"driver_pin_version": "550.163.01-2", "driver_pin_mode": "converge"})
+                                      answers={"nvidia_driver_version": "550.163.01-2", "driver_pin_mode": "converge"})
     assert rc == 0, stdout[-4000:]
     for node in ("gpu-node-1", "gpu-node-2"):
         out = _run(["podman", "exec", "gpuops-lab-" + node, "dpkg-query", "-W", "-f=${Status} ${Version}", "python3-pynvml"],

@@ -71,7 +71,7 @@ def test_gpu_operator_managed_driver_passes_the_gate(tmp_path):
         _operator_root(hv["node_preflight_root"], "550.144.03" if name == "operator-old" else PIN)
     inv = write_inventory(tmp_path / "hosts.yml", hosts)
     report_dir = str(tmp_path / "reports")
-    rc, out, _so, se = run_playbook(PLAYBOOK, inv, {"preflight_report_dir": report_dir})
+    rc, out, _so, se = run_playbook(PLAYBOOK, inv, {"node_preflight_report_dir": report_dir})
     assert out is not None, se
     checks = {name: _report(report_dir, name)["driver_version"] for name in nodes}
     assert checks["operator"]["status"] == "pass", checks["operator"]
@@ -96,8 +96,8 @@ def test_node_registered_under_its_host_name_is_found_and_released(tmp_path):
     inv = write_inventory(tmp_path / "hosts.yml", {"gpu-a.example.com": host})
     fixture = {"nodes": [{"metadata": {"name": node_name}, "spec": {"taints": [TAINT]}}]}
     with kube_lab(fixture) as lab:
-        rc, out, _so, se = run_playbook(PLAYBOOK, inv, {"preflight_gate": "taint",
-                                                        "preflight_report_dir": str(tmp_path / "reports")},
+        rc, out, _so, se = run_playbook(PLAYBOOK, inv, {"node_preflight_gate": "taint",
+                                                        "node_preflight_report_dir": str(tmp_path / "reports")},
                                         env=ansible_env(lab.ansible_env()))
         nodes = {n["metadata"]["name"]: n for n in lab.get_json("/api/v1/nodes")["items"]}
     assert rc == 0, se
@@ -117,8 +117,8 @@ def test_join_configuration_carries_the_name_the_gate_looks_up(tmp_path):
     host.pop("node_preflight_k8s_node_name", None)
     inv = write_inventory(tmp_path / "hosts.yml", {"10.0.0.7": host})
     with kube_lab({"nodes": []}) as lab:
-        rc, _out, _so, se = run_playbook(PLAYBOOK, inv, {"preflight_gate": "taint",
-                                                         "preflight_report_dir": str(tmp_path / "reports")},
+        rc, _out, _so, se = run_playbook(PLAYBOOK, inv, {"node_preflight_gate": "taint",
+                                                         "node_preflight_report_dir": str(tmp_path / "reports")},
                                          env=ansible_env(lab.ansible_env()))
     assert rc == 0, se
     docs = [d for d in yaml.safe_load_all(join.read_text(encoding="utf-8")) if d]

@@ -220,7 +220,7 @@ def fleet(tmp_path_factory):
     with kube_lab(k8s_fixture) as lab:
         env = ansible_env(lab.ansible_env(), {"ANSIBLE_SHOW_CUSTOM_STATS": "1"})
         rc, out, _stdout, stderr = run_playbook(os.path.join(ROOT, "playbooks", "preflight.yml"), inventory,
-                                                {"preflight_gate": "taint", "preflight_report_dir": report_dir}, env=env)
+                                                {"node_preflight_gate": "taint", "node_preflight_report_dir": report_dir}, env=env)
         nodes = dict((n["metadata"]["name"], n) for n in lab.get_json("/api/v1/nodes")["items"])
     reports = {}
     for name in NODES:
@@ -354,8 +354,8 @@ def test_join_gate_runs_join_tasks_only_on_passing_nodes(tmp_path):
     join.write_text("- name: kubeadm join (stand-in)\n  ansible.builtin.copy:\n    content: joined\n"
                     "    dest: \"%s/{{ inventory_hostname }}\"\n    mode: \"0644\"\n" % marker_dir)
     rc, out, _so, _se = run_playbook(os.path.join(ROOT, "playbooks", "preflight.yml"), inventory,
-                                     {"preflight_gate": "join", "node_preflight_join_tasks": str(join),
-                                      "preflight_report_dir": str(tmp_path / "reports")})
+                                     {"node_preflight_gate": "join", "node_preflight_join_tasks": str(join),
+                                      "node_preflight_report_dir": str(tmp_path / "reports")})
     assert rc != 0
     assert sorted(os.listdir(marker_dir)) == ["pass-host"]
     assert out["stats"]["fail-vfio"]["failures"] == 1 and out["stats"]["pass-host"]["failures"] == 0

@@ -20,19 +20,23 @@ VMS = [
 ]
 
 
-def run_role(sim, mappings, vms, check=False, verbosity=0, output=None, extra=None):
-    """Run the role in a play on localhost; return (play recap for localhost, failure messages, API writes made)."""
+def run_role(sim, mappings, vms, check=False, verbosity=0, output=None, extra=None, auth_env=None):
+    """Run the role in a play on localhost; return (play recap for localhost, failure messages, API writes made).
+    auth_env: no connection variables in the play, these environment variables instead (an AWX credential)."""
     auth = sim.auth(token=True)
+    connection = {} if auth_env is not None else {
+        "pve_gpu_vm_api_host": auth["api_host"],
+        "pve_gpu_vm_api_port": auth["api_port"],
+        "pve_gpu_vm_api_user": auth["api_user"],
+        "pve_gpu_vm_api_token_id": auth["api_token_id"],
+        "pve_gpu_vm_api_token_secret": auth["api_token_secret"],
+        "pve_gpu_vm_ca_path": auth["ca_path"],
+    }
     play = [{
         "hosts": "localhost",
         "gather_facts": False,
         "vars": {
-            "pve_gpu_vm_api_host": auth["api_host"],
-            "pve_gpu_vm_api_port": auth["api_port"],
-            "pve_gpu_vm_api_user": auth["api_user"],
-            "pve_gpu_vm_api_token_id": auth["api_token_id"],
-            "pve_gpu_vm_api_token_secret": auth["api_token_secret"],
-            "pve_gpu_vm_ca_path": auth["ca_path"],
+            **connection,
             "pve_gpu_vm_mappings": mappings,
             "pve_gpu_vm_vms": vms,
             **(extra or {}),
@@ -41,7 +45,8 @@ def run_role(sim, mappings, vms, check=False, verbosity=0, output=None, extra=No
     }]
     playbook = sim.tmp / "play.yml"
     playbook.write_text(json.dumps(play), encoding="utf-8")
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROXMOX_")}
+    env.update(auth_env or {})
     env.update({
         "PATH": VENV_BIN + os.pathsep + env.get("PATH", ""),
         "ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "build", "collections"),
@@ -164,3 +169,38 @@ def test_a_romfile_missing_on_the_node_fails_before_any_write(pvesim, tmp_path):
                                        extra=extra)
     assert stats["failures"] == 1 and writes == 0
     assert any("VM 200 names romfile a100.rom but no node" in f for f in failures), failures
+
+
+def credential_env(sim, **override):
+    """The environment AWX's "gpuops Proxmox API token" credential injects (docs/awx.md)."""
+    auth = sim.auth(token=True)
+    env = {"PROXMOX_HOST": auth["api_host"], "PROXMOX_PORT": str(auth["api_port"]), "PROXMOX_USER": auth["api_user"],
+           "PROXMOX_TOKEN_ID": auth["api_token_id"], "PROXMOX_TOKEN_SECRET": auth["api_token_secret"],
+           "PROXMOX_VALIDATE_CERTS": "True", "PROXMOX_CA_PATH": auth["ca_path"]}
+    env.update(override)
+    return env
+
+
+def test_the_credential_environment_alone_is_enough(pvesim):
+    # issue 41 point 3: with only PROXMOX_* set (an AWX credential), the role asked for pve_gpu_vm_api_host, and once
+    # that was set its defaults (root@pam, port 8006) beat the credential's user and port. Now the role leaves every
+    # connection option to the modules' fallbacks; the simulator listens on a port other than 8006.
+    assert str(pvesim.auth(token=True)["api_port"]) != "8006"
+    stats, failures, writes = run_role(pvesim, MAPPINGS, VMS, auth_env=credential_env(pvesim))
+    assert stats["failures"] == 0, failures
+    assert writes == 3
+
+
+def test_a_refused_token_names_endpoint_user_and_token_id(pvesim):
+    auth = pvesim.auth(token=True)
+    stats, failures, writes = run_role(pvesim, MAPPINGS, VMS, auth_env=credential_env(pvesim, PROXMOX_TOKEN_SECRET="wrong-secret-value"))
+    assert stats["failures"] == 1 and writes == 0
+    where = "%s:%s as %s, token id %s was refused" % (auth["api_host"], auth["api_port"], auth["api_user"], auth["api_token_id"])
+    assert any("HTTP 401" in f and where in f for f in failures), failures
+    assert not any("wrong-secret-value" in f or auth["api_token_secret"] in f for f in failures)
+
+
+def test_without_any_connection_the_role_names_what_it_needs(pvesim):
+    stats, failures, writes = run_role(pvesim, MAPPINGS, VMS, auth_env={})
+    assert stats["failures"] == 1 and writes == 0
+    assert any("the API host (pve_gpu_vm_api_host or PROXMOX_HOST)" in f for f in failures), failures

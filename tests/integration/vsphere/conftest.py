@@ -99,13 +99,15 @@ def run_module(module, args, check=False, diff=False, env=None):
     return out["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
-def run_playbook(path, extra_vars, check=False):
-    """Run a playbook; returns (rc, parsed json output)."""
+def run_playbook(path, extra_vars, check=False, env=None):
+    """Run a playbook; returns (rc, parsed json output). env: environment variables set for the run (VMWARE_* from
+    the test's environment are dropped first, so a test says exactly which apply)."""
     cmd = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local",
            "-e", "ansible_python_interpreter=" + PYTHON, "-e", json.dumps(extra_vars), path]
     if check:
         cmd.append("--check")
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ansible_env(), cwd=ROOT, timeout=600, check=False)
+    run_env = {k: v for k, v in ansible_env(env).items() if not k.startswith("VMWARE_") or k in (env or {})}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, cwd=ROOT, timeout=600, check=False)
     try:
         out = json.loads(proc.stdout)
     except ValueError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
@@ -155,3 +157,26 @@ def test_vm_role_pins_the_drs_behavior(vcsim_factory, ansible, tmp_path):
         cluster = _vsphere.host_clusters(s.hosts(props=["name", "parent"]))[0]
         vm = s.vms(props=["name"])[0]
         assert _vsphere.cluster_drs(s, objects=[cluster])[cluster._moId]["overrides"][vm["moid"]]["behavior"] == "manual"
+
+
+def test_both_roles_connect_with_the_credential_environment_alone(vcsim_factory, ansible, tmp_path):
+    # issue 41 point 3: AWX's vCenter credential injects VMWARE_HOST/USER/PASSWORD/VALIDATE_CERTS/CA_PATH (and a port
+    # through VMWARE_PORT); the roles' port default (443) beat VMWARE_PORT. vcsim listens elsewhere, so only the
+    # environment's port reaches it. No connection variable in the play.
+    sim = vcsim_factory(hosts=3, vms=0, fixture=FIXTURE)
+    assert int(sim.port) != 443
+    env = {"VMWARE_HOST": sim.address, "VMWARE_PORT": str(sim.port), "VMWARE_USER": sim.info["username"],
+           "VMWARE_PASSWORD": sim.info["password"], "VMWARE_VALIDATE_CERTS": "True", "VMWARE_CA_PATH": sim.info["ca"]}
+    for role, extra in (("vsphere_vgpu_host", {"vsphere_vgpu_host_esxi_hostnames": ["DC0_C0_H0"]}),
+                        ("vsphere_vgpu_vm", {"vsphere_vgpu_vm_vms": []})):
+        book = tmp_path / (role + ".yml")
+        book.write_text(PLAYBOOK.format(role=role))
+        rc, out = ansible.playbook(str(book), extra, check=True, env=env)
+        assert rc == 0, (role, [t for t in ansible.tasks(out).values() if t and t.get("failed")])
+        # The roles did connect with what the environment gave: a wrong password there fails them, named with the
+        # endpoint and the user, never the password.
+        rc, out = ansible.playbook(str(book), extra, check=True, env=dict(env, VMWARE_PASSWORD="wrong-password-value"))
+        failed = [t["msg"] for t in ansible.tasks(out).values() if t and t.get("failed")]
+        assert rc != 0 and any("login to %s:%s as %s failed" % (sim.address, sim.port, sim.info["username"]) in m
+                               for m in failed), (role, failed)
+        assert "wrong-password-value" not in json.dumps(out)

@@ -126,6 +126,25 @@ def test_api_errors_become_pve_errors_with_path():
         PveClient(api).get("cluster/mapping/pci/nope")
 
 
+def test_a_refused_token_names_endpoint_user_and_token_id_never_the_secret():
+    # issue 41 point 3: PVE answers a bad token with "HTTP 401: invalid token value!", naming nothing; the credential
+    # may come from an AWX injector, an environment variable or a role default, so the error says which was used.
+    client = PveClient.from_params(_params(api_token_id="ansible", api_token_secret="s3cret-value"))
+    client.api = FakeApi({("get", "nodes"): ResourceException(401, "invalid token value!", "")})
+    with pytest.raises(PveError) as err:
+        client.get("nodes")
+    msg = str(err.value)
+    assert msg.startswith("GET /nodes failed: HTTP 401: invalid token value!; "
+                          "pve.example.com:8443 as root@pam, token id ansible was refused: check the user, the token id")
+    assert "s3cret-value" not in msg
+    # A 403 (a known user without the privilege) is another matter: no credential hint.
+    client.api = FakeApi({("get", "nodes"): ResourceException(403, "Permission check failed", "")})
+    with pytest.raises(PveError) as err:
+        client.get("nodes")
+    assert "was refused" not in str(err.value)
+    assert _proxmox.identity(_params(api_password="pw")) == "pve.example.com:8443 as root@pam with a password"
+
+
 def test_mapping_lookup_returns_none_when_absent_and_nodes_cached():
     api = FakeApi({("get", "cluster/mapping/pci"): [{"id": "a100"}],
                    ("get", "cluster/mapping/pci/a100"): {"map": ["node=pve1,path=0000:01:00.0,id=10de:20b5"], "digest": "d"},
