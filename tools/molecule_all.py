@@ -28,13 +28,16 @@ ORDER = ("driver_dkms", "mig_reconfigure", "driver_roll", "driver_pin", "driver_
          "pve_gpu_host")
 
 
+# What marks a failure in a molecule log: Ansible's fatal/failed results, molecule's own errors.
+FAILURE_MARKS = ("fatal:", "failed:", "FAILED!", "ERROR", "CRITICAL")
+
+
 def failing_lines(text, limit=40):
-    """The lines of a molecule log that say what failed (Ansible's fatal/failed results, molecule's errors)."""
-    keys = ("fatal:", "failed:", "FAILED!", "ERROR", "CRITICAL", "TASK [")
+    """The lines of a molecule log that say what failed, each after the task it belongs to."""
     lines = text.splitlines()
     out = []
     for i, line in enumerate(lines):
-        if any(k in line for k in keys[:-1]):
+        if any(k in line for k in FAILURE_MARKS):
             # the task the failure belongs to, once
             task = next((lines[j] for j in range(i - 1, max(-1, i - 60), -1) if lines[j].startswith("TASK [")), None)
             if task and task not in out:

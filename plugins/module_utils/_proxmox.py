@@ -138,9 +138,10 @@ class PveClient:
             return getattr(self.api(path), method)(**params)
         except ResourceException as exc:
             msg = "%s /%s failed: %s" % (method.upper(), path, error_message(exc))
-            if getattr(exc, "status_code", None) == 401 and self.identity:
+            status = getattr(exc, "status_code", None)
+            if status == 401 and self.identity:
                 msg += "; %s was refused: check the user, the token id and its secret (or the password)" % self.identity
-            hint = _pve_rules.forbidden_hint(method, path) if getattr(exc, "status_code", None) == 403 else ""
+            hint = _pve_rules.forbidden_hint(method, path) if status == 403 else ""
             raise PveError(msg + ("; %s (docs/proxmox.md, privileges)" % hint if hint else ""))
         except Exception as exc:
             raise PveError("%s /%s failed: %s" % (method.upper(), path, exc))
