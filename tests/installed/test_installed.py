@@ -33,8 +33,10 @@ def test_the_manifest_declares_galaxy_yml_dependencies_and_they_were_installed(i
         ns, name = collection.split(".")
         assert os.path.isfile(os.path.join(installed.collections, "ansible_collections", ns, name, "MANIFEST.json")), collection
     # Nothing of the source tree's development material came along.
-    for dev in ("lab", "bench", "molecule", "tools", "build", "inventories/lab"):
+    for dev in ("lab", "bench", "molecule", "tools", "build", "inventories/lab", "tests", "pytest.ini"):
         assert not os.path.exists(os.path.join(installed.path, dev)), dev
+    # awx.awx only where awx_setup.yml runs (requirements.yml, the execution environment): an install does not pull it.
+    assert "awx.awx" not in installed.deps and not os.path.exists(os.path.join(installed.collections, "ansible_collections", "awx"))
     # Nor any tool's hidden state (hypothesis' .hypothesis/ database, caches, dotfiles).
     hidden = [os.path.join(folder, n) for folder, dirs, files in os.walk(installed.path) for n in dirs + files if n.startswith(".")]
     assert hidden == []
