@@ -59,7 +59,7 @@ def test_one_job_template_per_workflow_playbook_and_the_example_project_has_each
     for name in workflow_playbooks():
         with open(os.path.join(EXAMPLE, "playbooks", name), encoding="utf-8") as f:
             plays = yaml.safe_load(f)
-        assert plays == [{"name": "gpuops.provision." + name[:-4], "ansible.builtin.import_playbook": "gpuops.provision." + name[:-4]}]
+        assert plays == [{"name": "Workflow gpuops.provision." + name[:-4], "ansible.builtin.import_playbook": "gpuops.provision." + name[:-4]}]
 
 
 def test_the_example_project_sets_no_connection_variable_and_requires_the_collection():
