@@ -23,7 +23,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-nvml-wheel lab-cuda-repo lab-rpm-repo lab-kube lab-mig-parted lab-down test sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-nvml-wheel lab-cuda-repo lab-rpm-repo lab-kube lab-kube-tools lab-mig-parted lab-down test sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
@@ -102,10 +102,15 @@ lab-cuda-repo: deps venv
 lab-rpm-repo: deps venv lab-images
 	$(PY) lab/rpm-repo/build.py build/lab/rpm-repo
 
-# The upstream Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, kwok)
-# built from the Go modules pinned in lab/kube/go.mod; once per pin, cached under build/kube/ (a fresh machine: ~7 min).
+# The upstream Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok) built
+# from the Go modules pinned in lab/kube/go.mod; once per pin, cached under build/kube/. `make lab` needs nothing else.
 lab-kube: deps venv
 	$(PY) lab/kube/build.py
+
+# kubeadm, kubelet, kubectl and the fake CRI, which only some tests run (the same pin and caches; built on first use
+# otherwise): built by the test targets that use them, beside the static checks in `make test`.
+lab-kube-tools: deps venv
+	$(PY) lab/kube/build.py tools
 
 # NVIDIA's nvidia-mig-parted (lab/mig-parted/go.mod), the oracle for mig-parted v1 documents; cached under build/mig-parted/.
 lab-mig-parted: deps venv
@@ -119,7 +124,7 @@ lab-down:
 # The stand-ins' builds (Go compiles, debootstrap, package repositories) run beside the static checks, which leave
 # a core idle most of the time (ansible-test sanity runs one test at a time).
 test: deps venv collection
-	$(PY) tools/test_phases.py "sanity+lint typecheck+lab-kube lab-mig-parted" "build docs-check units installed+lab-rpm-repo lab-cuda-repo" \
+	$(PY) tools/test_phases.py "sanity+lint typecheck+lab-kube lab-kube-tools lab-mig-parted" "build docs-check units installed+lab-rpm-repo lab-cuda-repo" \
 	  lab-tests integration molecule installed-lab
 	@echo "make test: all gates passed"
 
@@ -149,10 +154,10 @@ mutation: venv collection
 	$(PY) tools/mutation.py --children $(or $(MUTATION_CHILDREN),1) $(MUTATION_FILES)
 
 # The stand-ins checked against the APIs they copy, before anything relies on them.
-lab-tests: venv collection deps lab-kube lab-mig-parted
+lab-tests: venv collection deps lab-kube lab-kube-tools lab-mig-parted
 	$(PY) -m pytest tests/lab -q -n 2 --durations=15
 
-integration: venv collection deps lab-kube
+integration: venv collection deps lab-kube lab-kube-tools
 	$(PY) -m pytest tests/integration -q -n 2 --durations=25
 
 # The collection as users get it (tests/installed): the tarball installed into an empty collections path in an
@@ -183,10 +188,10 @@ build: venv
 	@rm -rf build/dist && mkdir -p build/dist
 	$(BIN)/ansible-galaxy collection build --force --output-path build/dist .
 	@tar -tzf build/dist/gpuops-provision-*.tar.gz > build/dist/contents.txt
-	@if grep -E '^(lab|bench|molecule|build|\.venv|inventories/lab)/' build/dist/contents.txt; then echo "tarball ships dev-only files"; exit 1; fi
+	@if grep -E '^((lab|bench|molecule|build|tests|\.venv|inventories/lab)/|pytest\.ini$$)' build/dist/contents.txt; then echo "tarball ships dev-only files"; exit 1; fi
 	@# No simulator secret (lab/pvesim/fixtures/lab.json passwords and tokens) may ship in the tarball.
 	@$(PY) tools/tarball_secrets.py build/dist/gpuops-provision-*.tar.gz lab/pvesim/fixtures/lab.json
-	@echo "tarball: $$(ls build/dist/*.tar.gz) ($$(wc -l < build/dist/contents.txt) entries, no lab/ bench/ molecule/)"
+	@echo "tarball: $$(ls build/dist/*.tar.gz) ($$(wc -l < build/dist/contents.txt) entries, no lab/ bench/ molecule/ tests/)"
 	@# The execution environment's definition and its inputs (the tarball, requirements.txt, bindep.txt) must render
 	@# into a build context; the image build itself (ansible-builder build) needs the base image's registry.
 	@rm -rf build/ee && $(BIN)/ansible-builder create -f execution-environment.yml --context build/ee >/dev/null

@@ -65,14 +65,16 @@ def module_dir(src, module, env):
     return out.stdout.strip()
 
 
-def ensure(name, src, programs, version, extra_files=(), after=None, ldflags=()):
+def ensure(name, src, programs, version, extra_files=(), after=None, ldflags=(), variant=""):
     """The output dir (with bin/<program>) for the current pin, built first when missing.
 
+    ``variant``: a second set of programs from the same pin, in an output dir of its own (``<key>-<variant>``) that
+    shares the module and build caches, so it compiles only the packages the first set did not.
     ``programs``: {main package: binary name}. ``after(tmp_out, env)`` adds data files before the build is marked.
     ``ldflags``: more -ldflags for every program (upstream's -X version stamps); the caller's build file, which
     spells them, is among ``extra_files`` so that a change rebuilds."""
     cache = os.path.join(REPO, "build", name)
-    out = os.path.join(cache, key(src, version, extra_files))
+    out = os.path.join(cache, key(src, version, extra_files) + (f"-{variant}" if variant else ""))
     os.makedirs(cache, exist_ok=True)
     with open(os.path.join(cache, ".build.lock"), "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

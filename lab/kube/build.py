@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""Build the lab's Kubernetes control plane from the upstream Go modules pinned in lab/kube/go.mod:
-kube-apiserver, kube-controller-manager, kube-scheduler, kubeadm, kubectl and kubelet (k8s.io/kubernetes), etcd
-(go.etcd.io/etcd/server) and kwok (sigs.k8s.io/kwok), plus kwok's own Stage files from the pinned module, and fakecri
-(cmd/fakecri: upstream's fake CRI server for the kubelet). Cached under build/kube/ by lab/gobuild.py. Prints the
-output directory (bin/, kwok-stages/)."""
+"""Build the lab's Kubernetes from the upstream Go modules pinned in lab/kube/go.mod, in two sets cached under
+build/kube/ by lab/gobuild.py (one module and build cache for both):
+
+- the control plane `make lab` runs (``ensure``): kube-apiserver, kube-controller-manager and kube-scheduler
+  (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server) and kwok (sigs.k8s.io/kwok) with kwok's own Stage files;
+- the node and client programs only some tests run (``ensure_tools``): kubeadm, kubelet and kubectl, and fakecri
+  (cmd/fakecri: upstream's fake CRI server for the kubelet). Built by `make test` before the suites, or on first
+  use (lab/kube/kubelet.py); a fresh `make lab` does not wait for them (issue 41: 871 s, 473 s of it this build).
+
+Prints the output directories (bin/, kwok-stages/)."""
 import os
 import shutil
 import sys
@@ -16,12 +21,14 @@ PROGRAMS = {
     "k8s.io/kubernetes/cmd/kube-apiserver": "kube-apiserver",
     "k8s.io/kubernetes/cmd/kube-controller-manager": "kube-controller-manager",
     "k8s.io/kubernetes/cmd/kube-scheduler": "kube-scheduler",
+    "sigs.k8s.io/kwok/cmd/kwok": "kwok",
+    "go.etcd.io/etcd/server/v3": "etcd",
+}
+TOOLS = {
     "k8s.io/kubernetes/cmd/kubeadm": "kubeadm",
     "k8s.io/kubernetes/cmd/kubectl": "kubectl",
     "k8s.io/kubernetes/cmd/kubelet": "kubelet",
     "gpuops.lab/kube/cmd/fakecri": "fakecri",
-    "sigs.k8s.io/kwok/cmd/kwok": "kwok",
-    "go.etcd.io/etcd/server/v3": "etcd",
 }
 
 
@@ -49,11 +56,25 @@ def version_ldflags(version):
 
 
 def ensure():
+    """The control plane's output dir (bin/, kwok-stages/), built first when missing."""
     version = gobuild.pinned(HERE, "k8s.io/kubernetes")
-    return gobuild.ensure("kube", HERE, PROGRAMS, version,
-                          extra_files=(os.path.abspath(__file__), os.path.join(HERE, "cmd", "fakecri", "main.go")),
+    return gobuild.ensure("kube", HERE, PROGRAMS, version, extra_files=(os.path.abspath(__file__),),
                           after=_kwok_stages, ldflags=version_ldflags(version))
 
 
+def ensure_tools():
+    """The output dir of kubeadm, kubectl, kubelet and fakecri (bin/), built first when missing."""
+    version = gobuild.pinned(HERE, "k8s.io/kubernetes")
+    return gobuild.ensure("kube", HERE, TOOLS, version, extra_files=(os.path.abspath(__file__), os.path.join(HERE, "cmd", "fakecri", "main.go")),
+                          ldflags=version_ldflags(version), variant="tools")
+
+
 if __name__ == "__main__":
-    print(ensure())
+    # `build.py` the control plane, `build.py tools` the rest, `build.py all` both.
+    WHICH = sys.argv[1] if len(sys.argv) > 1 else "control-plane"
+    if WHICH not in ("control-plane", "tools", "all"):
+        raise SystemExit("usage: build.py [control-plane|tools|all]")
+    if WHICH in ("control-plane", "all"):
+        print(ensure())
+    if WHICH in ("tools", "all"):
+        print(ensure_tools())

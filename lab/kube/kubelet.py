@@ -1,4 +1,5 @@
-"""A real kubelet (k8s.io/kubernetes cmd/kubelet, built with the control plane) that registers one Node with the
+"""A real kubelet (k8s.io/kubernetes cmd/kubelet, built from the control plane's pin: lab/kube/build.py ensure_tools,
+on first use) that registers one Node with the
 lab's API server, for what only a kubelet shows: what its flags put into the Node it registers
 (pkg/kubelet/kubelet_node_status.go initialNode: --register-with-taints becomes spec.taints of the create).
 
@@ -35,6 +36,12 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import controlplane  # noqa: E402  pylint: disable=wrong-import-position
+from controlplane import gobuild  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def tools_bin():
+    """bin/ of kubeadm, kubectl, kubelet and fakecri (built on first use, cached under build/kube/)."""
+    return os.path.join(gobuild.builder("kube").ensure_tools(), "bin")
 
 
 # The sysctls setupKernelTunables sets when protectKernelDefaults is false (utilsysctl's names, /proc/sys paths).
@@ -93,7 +100,7 @@ def kubeadm_join_flags(plane, join_config, workdir):
             raise
     dry = os.path.join(workdir, "kubeadm-dry-run")
     os.makedirs(dry, exist_ok=True)
-    proc = subprocess.run([os.path.join(plane.endpoints["bin"], "kubeadm"), "join", "--config", join_config, "--dry-run",
+    proc = subprocess.run([os.path.join(tools_bin(), "kubeadm"), "join", "--config", join_config, "--dry-run",
                            "--ignore-preflight-errors=all"], env=dict(os.environ, KUBEADM_JOIN_DRYRUN_DIR=dry),
                           capture_output=True, text=True, timeout=120, check=False)
     flags_env = os.path.join(dry, "kubeadm-flags.env")
@@ -123,7 +130,7 @@ def start(plane, node_name, extra_args=(), root=None):
             saved[name] = fh.read().strip()
     with open(os.path.join(root, "lab-kubelet.json"), "w", encoding="utf-8") as fh:
         json.dump({"tunables": saved, "owned": owned}, fh)
-    bin_dir = plane.endpoints["bin"]
+    bin_dir = tools_bin()
     controlplane.spawn(run_dir, "fakecri", [os.path.join(bin_dir, "fakecri"), f"unix://{root}/cri.sock"])
     deadline = time.monotonic() + 20
     while not os.path.exists(os.path.join(root, "cri.sock")):

@@ -39,11 +39,15 @@ def preflight_reports(hostvars, hosts, fact="node_preflight_report"):
 
 
 def preflight_cdi_files(read, root="/"):
-    """The CDI spec files slurped on the node ({results: [...]}) as [{path, text}] or [{path, error}], paths as the
-    node sees them (without ``root``)."""
+    """The CDI spec files slurped on the node (the loop's ``results``, or the registered {results: [...]}) as
+    [{path, text}] or [{path, error}], paths as the node sees them (without ``root``).
+
+    The role passes ``results`` alone: the whole result of a loop over no files carries ansible-core's deprecated
+    ``skipped_reason`` (2.21: _internal/_task.py set_skipped), and reading it prints a deprecation warning."""
     out = []
     prefix = str(root or "/").rstrip("/")
-    for res in (_plain(read) or {}).get("results") or []:
+    read = _plain(read)
+    for res in (read if isinstance(read, list) else (read or {}).get("results")) or []:
         path = str((res.get("item") or {}).get("path") or res.get("source") or "?")
         if prefix and path.startswith(prefix + "/"):
             path = path[len(prefix):]

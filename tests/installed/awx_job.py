@@ -118,10 +118,12 @@ def secrets_of(ctype, inputs):
     return [inputs[f["id"]] for f in ctype["inputs"]["fields"] if f.get("secret") and inputs.get(f["id"])]
 
 
-def private_data_dir(base, tmpl, installed_path, inventory, answers=None, credentials=None, env=None, check=False):
+def private_data_dir(base, tmpl, installed_path, inventory, answers=None, credentials=None, env=None, check=False,
+                     project=None):
     """Lay out an AWX job's private data directory; returns (path, extra vars). ``inventory``: a dict written to
     inventory/hosts.yml, or None when run_job is given an inventory path instead. ``check``: an AWX check job
-    (job_type check: ansible-playbook --check)."""
+    (job_type check: ansible-playbook --check). ``project``: a user's project folder, synced as project/ (see
+    project_update) instead of the installed collection's playbooks."""
     _templates, types = setup_vars()
     pdd = os.path.join(str(base), "pdd")
     for sub in ("env", "project") + (("inventory",) if inventory is not None else ()):
@@ -149,15 +151,36 @@ def private_data_dir(base, tmpl, installed_path, inventory, answers=None, creden
     if cmdline:
         with open(os.path.join(pdd, "env", "cmdline"), "w", encoding="utf-8") as f:
             f.write(" ".join(cmdline))
-    # The project: the playbooks as the installed collection ships them.
-    shutil.copytree(os.path.join(installed_path, "playbooks"), os.path.join(pdd, "project", "playbooks"), dirs_exist_ok=True)
+    if project is not None:
+        shutil.copytree(project, os.path.join(pdd, "project"), dirs_exist_ok=True)
+    else:  # the project: the playbooks as the installed collection ships them
+        shutil.copytree(os.path.join(installed_path, "playbooks"), os.path.join(pdd, "project", "playbooks"), dirs_exist_ok=True)
     return pdd, extra
 
 
-def run_job(pdd, tmpl, runner, env, ident="job", timeout=1200, inventory=None):
+def job_playbook(tmpl, playbook_dir="playbooks"):
+    """The playbook a template runs in the project, as awx_setup.yml sets it (awx_setup_playbook_dir/<file name>)."""
+    return "%s/%s" % (playbook_dir, os.path.basename(tmpl["playbook"]))
+
+
+def project_update(pdd, galaxy, env):
+    """What AWX's project sync does for a job before it runs (awx/main/tasks/jobs.py RunJob.pre_run_hook: the
+    install_collections step of awx/playbooks/project_update.yml): `ansible-galaxy collection install -r
+    collections/requirements.yml` into the job's requirements_collections/, which RunJob.build_env puts first on the
+    job's collections path, before the execution environment's own. Returns that directory."""
+    target = os.path.join(pdd, "requirements_collections")
+    proc = subprocess.run([galaxy, "collection", "install", "--offline", "-r",
+                           os.path.join(pdd, "project", "collections", "requirements.yml"), "-p", target],
+                          env=env, cwd=os.path.join(pdd, "project"), capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, "project update failed (%d):\n%s\n%s" % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+    return target
+
+
+def run_job(pdd, tmpl, runner, env, ident="job", timeout=1200, inventory=None, playbook=None):
     """ansible-runner run, as AWX's worker does; returns (rc, status, events, stdout). ``inventory``: a path that
-    replaces the private data directory's inventory/ (an inventory with group_vars, as AWX sources one from a project)."""
-    cmd = [runner, "run", pdd, "-p", tmpl["playbook"], "--ident", ident] + (["--inventory", inventory] if inventory else [])
+    replaces the private data directory's inventory/ (an inventory with group_vars, as AWX sources one from a project).
+    ``playbook``: the project's playbook when it is not the template's own path (a user's project)."""
+    cmd = [runner, "run", pdd, "-p", playbook or tmpl["playbook"], "--ident", ident] + (["--inventory", inventory] if inventory else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     art = os.path.join(pdd, "artifacts", ident)
     if not os.path.isdir(art):

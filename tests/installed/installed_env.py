@@ -5,7 +5,7 @@
 virtualenv holding only ansible-core and requirements.txt, run from a directory outside the source tree.
 
 Galaxy is out of reach here, so the declared dependencies come from the copies the tests use (the `ansible` package
-of requirements-dev.txt, awx.awx unpacked by `make collection`), each offered to ansible-galaxy as a directory;
+of requirements-dev.txt), each offered to ansible-galaxy as a directory;
 ansible-galaxy resolves the tarball's MANIFEST dependencies against them offline, as it would against a server."""
 
 from __future__ import annotations

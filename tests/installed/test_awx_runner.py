@@ -59,9 +59,14 @@ def test_the_credential_injectors_render_as_awx_renders_them():
     _templates, types = awx_job.setup_vars()
     env, extra = awx_job.inject(types["vcenter"], VCENTER)
     # validate_certs left out: a missing boolean is False; ca_path left out: empty.
-    assert env == {"VMWARE_HOST": "vc.example.net", "VMWARE_USER": "svc-gpuops", "VMWARE_PASSWORD": VCENTER["password"],
-                   "VMWARE_VALIDATE_CERTS": "False", "VMWARE_CA_PATH": ""}
+    # port left out: its default(), never an empty port the modules' int option would refuse.
+    assert env == {"VMWARE_HOST": "vc.example.net", "VMWARE_PORT": "443", "VMWARE_USER": "svc-gpuops",
+                   "VMWARE_PASSWORD": VCENTER["password"], "VMWARE_VALIDATE_CERTS": "False", "VMWARE_CA_PATH": ""}
     assert extra == {}
+    env, _extra = awx_job.inject(types["vcenter"], dict(VCENTER, port="8443"))
+    assert env["VMWARE_PORT"] == "8443"
+    env, _extra = awx_job.inject(types["proxmox"], {"host": "pve", "user": "u@pve", "token_id": "t", "token_secret": "s"})
+    assert env["PROXMOX_PORT"] == "8006"
     env, extra = awx_job.inject(types["license"], LICENSE)
     assert env == {} and extra == {"nvidia_license_token": LICENSE["token"]}
 

@@ -69,7 +69,8 @@ def reachable_copy(path, mutate=None):
 
 
 EXTRA = {
-    "awx_setup_project_url": "https://git.example.net/infra/gpuops-provision.git",
+    "awx_setup_project_url": "https://git.example.net/infra/gpu-platform.git",
+    "awx_setup_inventory_source": "inventory/hosts.yml",
     "awx_setup_machine_credential": "fleet ssh",
     # Long dummy inputs: Ansible masks every occurrence of a secret-looking value in the messages.
     "awx_setup_vcenter": {"host": "vc.example.net", "username": "svc-gpuops-test", "password": "not-a-secret-1",
@@ -108,8 +109,8 @@ def run(tmp_path, playbook):
 def test_every_awx_task_passes_its_module_argument_spec(tmp_path):
     rc, rows = run(tmp_path, reachable_copy(tmp_path / "awx_setup.yml"))
     assert rc == 0
-    # 3 credential types, 3 credentials, the EE, project, inventory, inventory source, 7 job templates, 1 schedule.
-    assert len(rows) == 18, rows
+    # 3 credential types, 3 credentials, the EE, project, inventory, inventory source, 12 job templates, 1 schedule.
+    assert len(rows) == 23, rows
     bad = [r for r in rows if not CONNECTION_FAILED.search(r[2])]
     assert not bad, "awx.awx tasks that did not get as far as the controller: %s" % bad
 
@@ -126,3 +127,19 @@ def test_a_wrong_option_name_or_type_is_caught(tmp_path):
     messages = {name: msg for name, _item, msg in rows}
     assert INVALID_ARGS.search(messages["Project"]) and "scm_update_on_lunch" in messages["Project"], messages["Project"]
     assert "overwrite" in messages["Inventory source from the project"], messages["Inventory source from the project"]
+
+
+@pytest.mark.parametrize("missing", ["awx_setup_project_url", "awx_setup_inventory_source"])
+def test_the_project_and_its_inventory_are_required_before_anything_is_created(tmp_path, missing):
+    # The inventory source defaulted to the collection's example inventory: a user's project got a fleet of example
+    # hosts. Both are the user's now, and without either nothing reaches the controller.
+    env = ansible_env(extra={"CONTROLLER_HOST": "https://127.0.0.1:%d" % closed_port(), "CONTROLLER_OAUTH_TOKEN": "x"})
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n      ansible_python_interpreter: %s\n"
+                         % sys.executable)
+    extra = {k: v for k, v in EXTRA.items() if k != missing}
+    rc, out = run_playbook(reachable_copy(tmp_path / "awx_setup.yml"), str(inventory), extra_vars=extra, env=env)[:2]
+    assert rc != 0
+    assert awx_results(out) == []
+    failed = [h["msg"] for play in out["plays"] for task in play["tasks"] for h in task["hosts"].values() if h.get("failed")]
+    assert len(failed) == 1 and "awx_setup_inventory_source" in failed[0] and "nothing was created" in failed[0], failed

@@ -97,6 +97,18 @@ def run_playbook(playbook, inventory, extra_vars=None, env=None, json_output=Tru
     return proc.returncode, out, proc.stdout, proc.stderr
 
 
+def deprecations(out, stderr=""):
+    """Every deprecation warning of a run: the json callback puts them in the task results ("deprecations", per loop
+    item too), the default callback prints "[DEPRECATION WARNING]" lines."""
+    found = [line for line in stderr.splitlines() if "DEPRECATION WARNING" in line]
+    for play in (out or {}).get("plays", []):
+        for task in play["tasks"]:
+            for host, res in task["hosts"].items():
+                for r in [res] + list(res.get("results") or []):
+                    found += ["%s: %s: %s" % (host, task["task"]["name"], d.get("msg")) for d in r.get("deprecations") or []]
+    return found
+
+
 def task_results(out, name):
     """{host: result} of the first task with this name (across plays)."""
     for play in out["plays"]:

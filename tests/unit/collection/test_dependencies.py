@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The collections the roles and playbooks call at run time are the ones galaxy.yml declares (an installed copy
-resolves only those), requirements.yml and execution-environment.yml install the same ones, and the versions the
-tests run with fall inside the declared ranges (ansible-galaxy's own range check)."""
+"""The collections the roles and workflow playbooks call at run time are the ones galaxy.yml declares (an installed
+copy resolves only those), requirements.yml and execution-environment.yml install the same ones plus those of the
+setup playbook (awx_setup.yml: awx.awx, which no install of the collection should pull), and the versions the tests
+run with fall inside the declared ranges (ansible-galaxy's own range check)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,20 @@ FQCN = re.compile(r"^([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*$")
 IN_TEMPLATE = re.compile(r"(?:\|\s*|\bis\s+(?:not\s+)?|\b(?:lookup|query|q)\(\s*['\"])([a-z][a-z0-9_]*\.[a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*")
 
 
-def task_files():
-    """Every YAML file Ansible reads tasks or plays from: roles' tasks and handlers, the collection's playbooks."""
+# Run once by an administrator to create the AWX objects, never by a job: what it calls is installed beside it
+# (requirements.yml, the execution environment), not declared as a dependency of every install.
+SETUP_PLAYBOOKS = ("playbooks/awx_setup.yml",)
+
+
+def task_files(setup=False):
+    """Every YAML file Ansible reads tasks or plays from: roles' tasks and handlers, the collection's playbooks
+    (``setup``: the setup playbooks instead)."""
+    if setup:
+        return [os.path.join(ROOT, p) for p in SETUP_PLAYBOOKS]
     files = glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml"))
     files += glob.glob(os.path.join(ROOT, "roles", "*", "handlers", "*.yml"))
     files += glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))
-    return sorted(files)
+    return sorted(f for f in files if os.path.relpath(f, ROOT) not in SETUP_PLAYBOOKS)
 
 
 def _strings(node):
@@ -132,17 +141,41 @@ def test_a_collection_removed_from_galaxy_yml_is_reported():
     assert [c for c in used if c not in declared] == ["kubernetes.core"]
 
 
-@pytest.mark.parametrize("collection", sorted(read_yaml("galaxy.yml")["dependencies"]))
+def test_what_only_the_setup_playbook_calls_is_no_dependency():
+    # awx.awx was a hard dependency: every install pulled it although only awx_setup.yml calls it (issue 41).
+    setup_only = set(used_collections(task_files(setup=True))) - set(used_collections(task_files()))
+    assert setup_only == {"awx.awx"}, setup_only
+    assert not setup_only & set(read_yaml("galaxy.yml")["dependencies"]), "galaxy.yml makes every install pull %s" % setup_only
+
+
+def _installed_by(name):
+    if name == "requirements.yml":
+        entries = read_yaml(name)["collections"]
+    else:
+        entries = read_yaml(name)["dependencies"]["galaxy"]["collections"]
+    return {c["name"]: c.get("version") for c in entries}
+
+
+# The range each collection is tested with: galaxy.yml's, and for awx.awx (no dependency) requirements.yml's.
+RANGES = dict(_installed_by("requirements.yml"), **read_yaml("galaxy.yml")["dependencies"])
+
+
+@pytest.mark.parametrize("collection", sorted(set(used_collections(task_files())) | set(used_collections(task_files(setup=True)))))
 def test_the_tested_version_meets_the_declared_range(collection):
     version = installed_version(collection)
     assert version, "%s is not installed on ANSIBLE_COLLECTIONS_PATH (make collection installs it)" % collection
-    spec = read_yaml("galaxy.yml")["dependencies"][collection]
-    assert meets_requirements(version, spec), "%s %s is outside galaxy.yml's range %s" % (collection, version, spec)
+    spec = RANGES.get(collection)
+    assert spec, "%s: no range in galaxy.yml or requirements.yml" % collection
+    assert meets_requirements(version, spec), "%s %s is outside the declared range %s" % (collection, version, spec)
 
 
-def test_requirements_yml_and_the_execution_environment_install_the_declared_collections():
+@pytest.mark.parametrize("name", ["requirements.yml", "execution-environment.yml"])
+def test_requirements_yml_and_the_execution_environment_install_what_the_collection_and_its_setup_call(name):
     declared = read_yaml("galaxy.yml")["dependencies"]
-    req = {c["name"]: c.get("version") for c in read_yaml("requirements.yml")["collections"]}
-    assert {k: v for k, v in req.items() if k in declared} == declared
-    ee = {c["name"]: c.get("version") for c in read_yaml("execution-environment.yml")["dependencies"]["galaxy"]["collections"]}
-    assert {k: v for k, v in ee.items() if k in declared} == declared
+    installed = _installed_by(name)
+    assert {k: v for k, v in installed.items() if k in declared} == declared
+    setup = set(used_collections(task_files(setup=True))) - set(declared)
+    missing = sorted(setup - set(installed))
+    assert not missing, "%s does not install %s, which %s calls" % (name, missing, SETUP_PLAYBOOKS)
+    # The setup's collections with the same range wherever they are installed.
+    assert {k: installed[k] for k in setup} == {k: _installed_by("requirements.yml")[k] for k in setup}

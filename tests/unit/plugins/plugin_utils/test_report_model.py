@@ -320,3 +320,6 @@ def test_preflight_cdi_files_turns_the_slurp_loop_into_node_paths():
         {"path": "/etc/cdi/nvidia.yaml", "text": "kind: nvidia.com/gpu"},
         {"path": "/var/run/cdi/x.json", "error": "Permission denied"}]
     assert preflight.preflight_cdi_files({}, "/") == [] and preflight.preflight_cdi_files({"skipped": True}) == []
+    # The role passes the loop's results alone (a whole empty-loop result carries the deprecated skipped_reason).
+    assert preflight.preflight_cdi_files(read["results"], "/lab/n1/") == preflight.preflight_cdi_files(read, "/lab/n1/")
+    assert preflight.preflight_cdi_files([], "/") == []
