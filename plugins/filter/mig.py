@@ -90,8 +90,8 @@ def mig_node_plan(facts, check, strategy="mixed", ci_profiles_served=False, forc
     return _wrap("mig_node_plan", R.node_plan, facts, check, strategy, bool(ci_profiles_served), bool(force), sharing or {})
 
 
-def mig_plan_report(plans, roll, skip_label=""):
-    return _wrap("mig_plan_report", R.plan_report, plans, roll, skip_label or "")
+def mig_plan_report(plans, roll, skip_label="", gpu_reset=True, reboot=False):
+    return _wrap("mig_plan_report", R.plan_report, plans, roll, skip_label or "", boolean(gpu_reset), boolean(reboot))
 
 
 def mig_drain_blocking(pods):

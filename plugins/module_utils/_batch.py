@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, TypeVar, Union
 
+from ansible_collections.gpuops.provision.plugins.module_utils import _disruption
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -49,13 +51,16 @@ def outcome(results: Sequence[dict[str, Any]], ident: str, header: Callable[[dic
     """(task result, failure message or None) of a batch from its per-VM results, in the task's order.
 
     ``ident``: the key naming a VM in its result; ``header(result)``: the diff header of a VM; ``diffs``: one
-    ``{before, after}`` (or None) per result, for diff mode.
+    ``{before, after}`` (or None) per result, for diff mode. Each VM's ``disruptions`` (power cycles, restarts) stay
+    in its result; the task's ``disruptions`` are all of them in the task's order, and lead its diff.
     """
     failed = [r for r in results if r.get("failed")]
-    out = dict(changed=any(r["changed"] for r in results), vms=results, failed_vms=[r[ident] for r in failed])
+    disruptions = _disruption.flatten(results)
+    out = dict(changed=any(r["changed"] for r in results), vms=results, failed_vms=[r[ident] for r in failed],
+               disruptions=disruptions)
     if diffs is not None:
-        out["diff"] = [dict(d, before_header=header(r), after_header=header(r))
-                       for r, d in zip(results, diffs) if d is not None]
+        out["diff"] = _disruption.diff_first(disruptions, [dict(d, before_header=header(r), after_header=header(r))
+                                                           for r, d in zip(results, diffs) if d is not None])
     if not failed:
         return out, None
     skipped = [str(r[ident]) for r in results if r.get("skipped")]

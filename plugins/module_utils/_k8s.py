@@ -18,7 +18,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig_roll, _node_roll, _process, _rolllock
+from ansible_collections.gpuops.provision.plugins.module_utils import (
+    _disruption, _gpu_pools, _mig_roll, _node_roll, _process, _rolllock)
 
 try:
     import kubernetes
@@ -221,6 +222,22 @@ class NodeRelease:
                  "unschedulable": final.get("spec", {}).get("unschedulable", current["unschedulable"]),
                  "advertised": _node_view(node)["advertised"]}
         return before, after
+
+
+def release_outcome(name: str, done: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any],
+                    diff: bool) -> dict[str, Any]:
+    """The node_release module's result from NodeRelease.run's: ``changed``, the node before and after, what was
+    done, the ``disruptions`` (the pods deleted, a cordon: _node_roll.release_disruptions) and, with ``diff``, those
+    first and then the node's labels and cordon before and after."""
+    result: dict[str, Any] = dict(changed=bool(done["restored"] or done["pods_deleted"] or done["final"]),
+                                  before=before, after=after, **done,
+                                  disruptions=_node_roll.release_disruptions(name, done, bool(before["unschedulable"])))
+    if diff:
+        result["diff"] = _disruption.diff_first(result["disruptions"], dict(
+            before={k: before[k] for k in ("labels", "unschedulable")},
+            after={k: after[k] for k in ("labels", "unschedulable")},
+            before_header="node/%s" % name, after_header="node/%s" % name))
+    return result
 
 
 def _merge(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:

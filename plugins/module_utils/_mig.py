@@ -684,3 +684,32 @@ def predicted_after(mode: Mapping[str, Any], instances: Iterable[Mapping[str, An
         elif a["action"] == "create_ci":
             created[a["gi_ref"]]["compute_instances"].append({"profile": a["profile"], "slices": a["slices"]})
     return summarize(new_mode, result)
+
+
+def gpu_disruptions(gpu: Mapping[str, Any], pids: Sequence[int] = ()) -> list[str]:
+    """What a GPU's change does to what runs on it, in the order the apply takes it (destroys before the mode change):
+    the GPU instances destroyed (their compute instances with them) and the MIG mode switched, each naming the GPU.
+
+    ``gpu``: the GPU's result row (``index``, ``model``, ``actions``, ``reset_required``); ``pids``: the processes on
+    what goes (force), named with the destroys, or with the mode change when nothing is destroyed. Creations take
+    nothing away and are not listed.
+    """
+    where = "GPU %s (%s)" % (gpu["index"], gpu["model"])
+    named = ", ".join(str(p) for p in sorted(pids))
+    held = " (processes %s use them)" % named if pids else ""
+    out = []
+    destroyed: dict[str, int] = {}
+    for a in gpu.get("actions") or []:
+        if a["action"] == "destroy_gi":
+            destroyed[a["profile"]] = destroyed.get(a["profile"], 0) + 1
+    if destroyed:
+        out.append("destroy the GPU instances %s of %s with their compute instances%s" % (
+            ", ".join("%s x%d" % kv for kv in sorted(destroyed.items())), where, held))
+        named = ""
+    for a in gpu.get("actions") or []:
+        if a["action"] == "set_mig_mode":
+            out.append("turn MIG mode %s for %s%s%s" % (
+                "on" if a["mode"] == "enabled" else "off", where, " (processes %s run on it)" % named if named else "",
+                ": pending until a GPU reset or reboot, which this module does not do" if gpu.get("reset_required")
+                else ""))
+    return out

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _hostlock, _mig, _mig_models
+from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _hostlock, _mig, _mig_models
 from ansible_collections.gpuops.provision.plugins.module_utils._nvml import (
     RESET_ARCHES, ApplyError, Device, Nvml, NvmlError, StepError, _text, gpu_label, host_gpu_clients)
 
@@ -383,6 +383,7 @@ def _run_locked(runner: Runner, entries: list[dict[str, Any]], params: dict[str,
                 nvml: Nvml) -> tuple[dict[str, Any], list[str]]:
     if not nvml.open():
         raise RunError("NVML is not available: %s" % nvml.reason)
+    held: list[tuple[Target, list[int]]] = []
     try:
         try:
             errors = runner.plan(entries)
@@ -394,6 +395,8 @@ def _run_locked(runner: Runner, entries: list[dict[str, Any]], params: dict[str,
             errors = runner.check_processes()
             if errors:
                 runner.fail("nothing was changed: " + "; ".join(errors), applied=False)
+        # The processes on what a change takes away, as the plan read them (named with the disruptions).
+        held = [(t, [p["pid"] for p in blocking_processes(t.gpu, t.plan)]) for t in runner.targets if t.changes()]
         if not check_mode:
             runner.apply()
     except nvml.nv.NVMLError as e:
@@ -414,8 +417,18 @@ def _run_locked(runner: Runner, entries: list[dict[str, Any]], params: dict[str,
     out = {"changed": any(r["changed"] for r in results), "gpus": results,
            "reset_required": any(r["reset_required"] for r in results),
            "reset_bus_ids": [r["pci_bus_id"] for r in results if r["reset_required"]],
-           "host_clients": runner.host_clients, "nvml_calls": nvml.calls}
+           "host_clients": runner.host_clients, "nvml_calls": nvml.calls,
+           "disruptions": [d for t, pids in held for d in _mig.gpu_disruptions(t.result, pids)]}
     return out, runner.notes + warnings
+
+
+def diff(out: Mapping[str, Any]) -> Any:
+    """The module's diff: its disruptions first (_disruption.diff_first), then the geometry before and after of each
+    GPU that changes."""
+    changed = [r for r in out["gpus"] if r["changed"]]
+    return _disruption.diff_first(out.get("disruptions") or [], {
+        "before": dict(("gpu%d" % r["index"], r["before"]) for r in changed),
+        "after": dict(("gpu%d" % r["index"], r["after"]) for r in changed)})
 
 
 # ---- the boot-time re-apply's declaration (roles/mig_reconfigure boot_install.yml writes it) --------------------------

@@ -603,12 +603,78 @@ def plan_groups(rows: Iterable[tuple[str, Mapping[str, Any], bool, Optional[Mapp
     return {"bad": bad, "groups": groups, "unlock": unlock}
 
 
-def plan_report(plans: Optional[Iterable[Mapping[str, Any]]], roll: Optional[Mapping[str, Any]], skip_label: str = "") -> dict[str, Any]:
+def _largest_first(profile: str) -> tuple[int, int, str]:
+    """Sort key of a profile in a layout: the larger GPU instance first, then the larger compute instance."""
+    try:
+        c, g, _gb, _attrs = _mig.parse_profile_name(profile)
+    except _mig.MigError:
+        return (0, 0, profile)
+    return (-g, -(g if c is None else c), profile)
+
+
+def layout(counts: Optional[Mapping[str, Any]]) -> str:
+    """A GPU's MIG devices in a few words, largest first: '3g.40gb x2, 1g.10gb x1'; 'MIG on, no instances' for none."""
+    parts = ["%s x%d" % (p, int(n)) for p, n in sorted((counts or {}).items(), key=lambda kv: _largest_first(kv[0]))
+             if int(n)]
+    return ", ".join(parts) or "MIG on, no instances"
+
+
+def _mode_word(mode: Optional[str]) -> str:
+    return "on" if mode == "enabled" else "off"
+
+
+def gpu_before(gpu: Mapping[str, Any]) -> str:
+    """The geometry a GPU has now, from its mig_geometry record: its layout, or 'MIG off'; a mode change pending from
+    an earlier run is named."""
+    before = gpu.get("before") or {}
+    mode = before.get("mig_mode") or {}
+    text = layout(before.get("mig_devices")) if mode.get("current") == "enabled" else "MIG off"
+    if mode.get("pending") and mode.get("pending") != mode.get("current"):
+        text += " (MIG %s pending)" % _mode_word(mode.get("pending"))
+    return text
+
+
+def gpu_after(gpu: Mapping[str, Any]) -> str:
+    """The geometry a GPU gets, from its mig_geometry check-mode record: 'MIG off' when its target mode is off, else
+    its layout. Where the mode change waits for a reset, check mode's ``after`` still has MIG off and no instances:
+    the layout is then the one its planned ``create_ci`` actions build once the reset is done."""
+    after = gpu.get("after") or gpu.get("before") or {}
+    mode = after.get("mig_mode") or {}
+    if (mode.get("pending") or mode.get("current")) != "enabled":
+        return "MIG off"
+    if mode.get("current") == "enabled":
+        return layout(after.get("mig_devices"))
+    counts: dict[str, int] = {}
+    for action in gpu.get("actions") or []:
+        if action.get("action") == "create_ci":
+            counts[action["profile"]] = counts.get(action["profile"], 0) + 1
+    return layout(counts)
+
+
+def reset_need(gpu: Mapping[str, Any], gpu_reset: bool = True, reboot: bool = False) -> str:
+    """What a GPU's change waits for before its instances can be made: 'none'; 'reset' when the MIG mode change
+    waits for a GPU reset and the role resets GPUs (mig_reconfigure_gpu_reset, the default; also when neither is
+    allowed, which fails the node); 'reboot' when only the reboot is allowed (mig_reconfigure_reboot)."""
+    if not gpu.get("reset_required"):
+        return "none"
+    return "reboot" if reboot and not gpu_reset else "reset"
+
+
+NEED_WORDS = {"none": "no reset", "reset": "GPU reset", "reboot": "reboot"}
+GPU_LINES_HEADER = "GPUs that change (node GPU: before → after, reset or reboot, drain):"
+
+
+def plan_report(plans: Optional[Iterable[Mapping[str, Any]]], roll: Optional[Mapping[str, Any]], skip_label: str = "",
+                gpu_reset: bool = True, reboot: bool = False) -> dict[str, Any]:
     """The plan as the roll shows and publishes it, once for every node (plan.yml): ``lines``, one per node in the
-    plans' order, and ``nodes`` ({node: {selected, result planned|skipped, drained false}}, set_stats's record)."""
+    plans' order, then under one header line one per GPU that changes (node, GPU index, geometry before and after, the
+    reset or reboot it needs, whether the node is drained for it); ``nodes`` ({node: {selected, result
+    planned|skipped, drained false}}) and ``gpus`` ([{node, gpu, model, before, after, needs, drain}]), set_stats's
+    records. ``gpu_reset``/``reboot``: how the role completes a pending MIG mode change (mig_reconfigure_gpu_reset,
+    mig_reconfigure_reboot)."""
     roll = roll or {}
     count = len(roll.get("order") or {})
-    lines, nodes = [], {}
+    lines, nodes, gpus, gpu_lines = [], {}, [], []
     for p in plans or []:
         if p.get("changed"):
             what = "%s %s%s, %d of %d in roll order" % (
@@ -621,4 +687,17 @@ def plan_report(plans: Optional[Iterable[Mapping[str, Any]]], roll: Optional[Map
             what = "already at %s, skipped (not drained)" % p["selected"]
         lines.append("%s: %s" % (p["node"], what))
         nodes[p["node"]] = dict(selected=p["selected"], result="planned" if p.get("changed") else "skipped", drained=False)
-    return dict(lines=lines, nodes=nodes)
+        if not p.get("changed"):
+            continue
+        # A node an earlier run took past the drain (still cordoned) is not drained again (node_roll).
+        drain = p.get("resume") not in ("drained", "applied")
+        for gpu in sorted((g for g in p.get("gpus") or [] if g.get("changed")), key=lambda g: g.get("index", 0)):
+            record = dict(node=p["node"], gpu=gpu.get("index"), model=gpu.get("model", ""), before=gpu_before(gpu),
+                          after=gpu_after(gpu), needs=reset_need(gpu, gpu_reset, reboot), drain=drain)
+            gpus.append(record)
+            gpu_lines.append("  %s GPU %s: %s → %s, %s, %s" % (
+                p["node"], record["gpu"], record["before"], record["after"], NEED_WORDS[record["needs"]],
+                "node drained" if drain else "node already drained"))
+    if gpu_lines:
+        lines += [GPU_LINES_HEADER] + gpu_lines
+    return dict(lines=lines, nodes=nodes, gpus=gpus)

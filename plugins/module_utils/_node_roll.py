@@ -419,3 +419,44 @@ def selector_pairs(selectors: Optional[Iterable[object]]) -> list[tuple[str, str
             raise RollStateError("pod selector %r is not key=value" % (sel,))
         out.append((key.strip(), value.strip()))
     return out
+
+
+# ---- what a run disrupts (the modules' ``disruptions``) -------------------------------------------------------------
+
+# Pods named in one disruption sentence; the rest are counted (the full lists are in the modules' results).
+NAMED_PODS = 10
+
+
+def _pods(pods: Iterable[str]) -> str:
+    """'N pod(s): a, b' naming the first NAMED_PODS, then how many more."""
+    listed = [str(p) for p in pods]
+    named = ", ".join(listed[:NAMED_PODS])
+    more = len(listed) - NAMED_PODS
+    return "%d pod(s): %s%s" % (len(listed), named, " and %d more" % more if more > 0 else "")
+
+
+def roll_disruptions(name: str, done: Mapping[str, Any]) -> list[str]:
+    """What a node_roll run does (or in check mode would do) to the node ``name`` and its pods, in its order, from
+    its ``done`` record: the cordon (not when the node is cordoned already), the drain's evictions, the GPU client
+    pods deleted (``stopped``). A node past the drain and still cordoned has none, unless GPU clients came back."""
+    out = []
+    if done.get("cordoned"):
+        out.append("cordon node %s" % name)
+    if done.get("evicted"):
+        out.append("drain node %s, evicting %s" % (name, _pods(done["evicted"])))
+    if done.get("stopped"):
+        out.append("delete the GPU client pods of node %s, %s" % (name, _pods(done["stopped"])))
+    return out
+
+
+def release_disruptions(name: str, done: Mapping[str, Any], was_cordoned: bool) -> list[str]:
+    """What a node_release run does (or would do) to the node ``name``, in its order, from its ``done`` record: the
+    pods it deletes for their controllers to recreate (``pods_deleted``), and a cordon its final patch writes
+    (``unschedulable`` true on a node that was not cordoned). Label changes and the uncordon disrupt nothing."""
+    out = []
+    if done.get("pods_deleted"):
+        out.append("restart pods of node %s (deleted for their controllers to recreate), %s"
+                   % (name, _pods(done["pods_deleted"])))
+    if ((done.get("final") or {}).get("spec") or {}).get("unschedulable") is True and not was_cordoned:
+        out.append("cordon node %s" % name)
+    return out

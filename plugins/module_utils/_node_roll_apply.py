@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _k8s, _mig_roll, _node_roll, _rolllock
+from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _k8s, _mig_roll, _node_roll, _rolllock
 
 try:
     import kubernetes
@@ -520,3 +520,20 @@ def _run(roll: NodeRoll, lease: Optional[RollLease], p: Mapping[str, Any], check
         # After the drain and on every later run that finds the node past it: a client that came back meanwhile goes.
         result["stopped"] = roll.stop_pods(p["stop_pods"], check)
     return result, node
+
+
+def outcome(result: dict[str, Any], p: Mapping[str, Any], diff: bool) -> dict[str, Any]:
+    """The node_roll module's result from :func:`run`'s: ``changed``, the phase, the seconds waited for a slot, the
+    ``disruptions`` (the cordon, the evictions, the GPU clients deleted: _node_roll.roll_disruptions) and, with
+    ``diff``, those first and then the node's phase and cordon before and after."""
+    done = result.pop("done")
+    changed = bool(done["slot"] and not result["slot_held"]) or done["cordoned"] or bool(done["labels"]) \
+        or bool(done["evicted"]) or bool(done.get("stopped")) or done["phase"] is not None
+    out = dict(changed=changed, **result, phase=done["phase"] or result["before"]["phase"],
+               waited_for_slot=done["waited_for_slot"], disruptions=_node_roll.roll_disruptions(p["name"], done))
+    if diff:
+        out["diff"] = _disruption.diff_first(out["disruptions"], dict(
+            before={"phase": result["before"]["phase"], "unschedulable": result["before"]["unschedulable"]},
+            after={"phase": out["phase"], "unschedulable": result["before"]["unschedulable"] or p["state"] != "failed"},
+            before_header="node " + p["name"], after_header="node " + p["name"]))
+    return out

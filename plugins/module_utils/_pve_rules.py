@@ -46,6 +46,15 @@ def ha_verdict(status: Mapping[str, Any], want: str) -> Optional[str]:
     return None if current == "running" and state in ("started", "") else ""
 
 
+def restart_disruptions(where: str, shutdown_timeout: int, ha: bool) -> list[str]:
+    """The disruptive steps of a VM restart for its new hostpci entries (``where``: "VM 100 on node pve1"), in order:
+    the shutdown, which Proxmox VE turns into a stop after ``shutdown_timeout`` s (``forceStop``), and the start; both
+    through ha-manager for an HA resource (``ha``)."""
+    via = " through HA" if ha else ""
+    return ["shut down %s%s (stopped after %d s if still running)" % (where, via, shutdown_timeout),
+            "start %s%s" % (where, via)]
+
+
 # --------------------------------------------------------------------------- devices that collide
 
 def entry_alternatives(norm: Mapping[str, str], node: str, mappings: Mapping[str, Mapping[str, Any]],

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _pci, _pve_rules
+from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _disruption, _pci, _pve_rules
 from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
 from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError
 
@@ -131,6 +131,7 @@ class VmGpu:
         self.ha = False  # an HA resource: start/shutdown only queue a request to ha-manager
         self.pending_keys: set[str] = set()
         self.restarted = False
+        self.disruptions: list[str] = []  # the restart's steps, once apply() decided on one
         self.settings: dict[str, str] = {}  # VM settings (machine, bios, vga, efidisk0) the plan writes
 
     @property
@@ -431,6 +432,8 @@ class VmGpu:
             elif changed_keys:
                 self.pending_keys.update(changed_keys)
         restart = self._restart_for(self.pending_keys)
+        if restart:
+            self.disruptions = _pve_rules.restart_disruptions(self.where(), self.spec["shutdown_timeout"], self.ha)
         if restart and not self.check_mode:
             self.restart()
             self.pending_keys = set()
@@ -493,6 +496,7 @@ class VmGpu:
             deleted=["hostpci%d" % s for s in plan["delete"]],
             pending=pending,
             restarted=self.restarted,
+            disruptions=list(self.disruptions),
             ha_managed=self.ha,
             vm_settings=dict(self.settings),
             writes=self.writes,
@@ -502,7 +506,7 @@ class VmGpu:
     def failed_result(self, exc: BaseException) -> dict[str, Any]:
         """What a VM whose write failed looks like now, read back (PVE may have written part of a config call)."""
         out = dict(vmid=self.vmid, node=self.node, changed=False, failed=True, msg=str(exc), writes=self.writes,
-                   ha_managed=self.ha,
+                   ha_managed=self.ha, disruptions=list(self.disruptions),
                    before={"hostpci%d" % s: v for s, v in self.plan_["before"].items()})
         try:
             now = _pci.hostpci_from_config(self.client.get(self.base + "/config"))
@@ -573,6 +577,7 @@ def run(client: PveClient, params: Mapping[str, Any], check_mode: bool) -> tuple
         if stop.is_set():
             res = vm.result()
             res.update(changed=False, skipped=True, hostpci=res["before"], set={}, deleted=[], restarted=False,
+                       disruptions=[],
                        diff=dict(before=res["before"], after=res["before"]),
                        msg="not written: an earlier VM failed and stop_on_error is set")
             return res
@@ -615,6 +620,8 @@ def module_run(params: dict[str, Any], check_mode: bool,
         result = results[0]
         result.pop("vmid")
         result["writes"] = writes
+        if "diff" in result:  # a failed write's result has none
+            result["diff"] = _disruption.diff_first(result["disruptions"], result["diff"])
         return bool(result.pop("failed", False)), result, warnings
     diffs = [r.pop("diff", None) for r in results]
     out, failure = _batch.outcome(results, "vmid", lambda r: "VM %s on %s" % (r["vmid"], r["node"]), diffs)

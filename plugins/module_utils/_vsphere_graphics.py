@@ -60,7 +60,8 @@ def run(session: Any, params: Dict[str, Any], check_mode: bool, warn: Callable[[
     """Plan every host, then update the changed ones (not in check mode); return the per-host results.
 
     ``warn`` is called at once for each changed host with powered-on VMs. A failed update names the host and the
-    hosts already changed.
+    hosts already changed. A host's ``disruptions`` name the Xorg restart of ``restart_xorg`` (only where a device is
+    or was in shared (vSGA) mode), also in check mode.
     """
     plans = plan_hosts(session, params)
     running = running_vms(session, [row for row, plan in plans if plan["changed"]])
@@ -68,6 +69,8 @@ def run(session: Any, params: Dict[str, Any], check_mode: bool, warn: Callable[[
     done: List[str] = []
     for row, plan in plans:
         vms = sorted(running.get(row["moid"], []))
+        pcis = [g["pci_id"] for g in _vsphere.graphics_devices(row.get("config.graphicsInfo"))]
+        xorg = bool(plan["changed"] and params["restart_xorg"] and _vgpu.vsga_involved(plan["before"], plan["after"], pcis))
         if plan["changed"] and vms:
             warn("host %s: %d powered-on VM(s) (%s) keep the old graphics settings until they are power-cycled"
                  % (row["name"], len(vms), ", ".join(vms[:10])))
@@ -85,8 +88,7 @@ def run(session: Any, params: Dict[str, Any], check_mode: bool, warn: Callable[[
                                             "reads the host again and finishes (already changed: %s)"
                                             % (row["name"], e, ", ".join(done) or "none"))
             done.append(row["name"])
-            pcis = [g["pci_id"] for g in _vsphere.graphics_devices(row.get("config.graphicsInfo"))]
-            if params["restart_xorg"] and _vgpu.vsga_involved(plan["before"], plan["after"], pcis):
+            if xorg:
                 try:
                     row["obj"].configManager.serviceSystem.RestartService(id="xorg")
                 except (vmodl.MethodFault, _vsphere.VsphereError) as e:
@@ -95,5 +97,6 @@ def run(session: Any, params: Dict[str, Any], check_mode: bool, warn: Callable[[
                          "Update 1 Xorg is needed only for devices in shared (vSGA) mode (VMware KB 318047)"
                          % (row["name"], _vsphere.fault_message(e) if isinstance(e, vmodl.MethodFault) else e))
         results.append(dict(name=row["name"], changed=plan["changed"], skipped=plan["skipped"],
-                            before=plan["before"], after=plan["after"], running_vms=vms))
+                            before=plan["before"], after=plan["after"], running_vms=vms,
+                            disruptions=["restart the Xorg service of host %s" % row["name"]] if xorg else []))
     return results

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu, _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _vgpu, _vsphere
 from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_placement as placement
 from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_vm
 
@@ -115,7 +115,27 @@ def plan(session: Any, params: Mapping[str, Any]) -> dict[str, Any]:
     return dict(hosts=plans, settings=settings, hotmigrate=hotmigrate)
 
 
-def _result(entry: Mapping[str, Any], state: str) -> dict[str, Any]:
+def disruptions_of(entry: Mapping[str, Any], state: str, shutdown_timeout: Any) -> list[str]:
+    """What a host's change does to it and its VMs, in the order _enter/_exit do it: the guest shutdowns, the VMs
+    DRS migrates while the host enters maintenance mode, the entry; or the exit and the VMs powered on again."""
+    host = entry["name"]
+    out = []
+    if state == "present" and not entry["in_maintenance_mode"]:
+        out += ["shut down the guest of VM %s on host %s (VMware Tools, up to %s s)" % (v["name"], host, shutdown_timeout)
+                for v in entry["vms"] if v["fate"] == "shutdown"]
+        out += ["migrate VM %s off host %s (DRS, while the host enters maintenance mode)" % (v["name"], host)
+                for v in entry["vms"] if v["fate"] == "migrate"]
+        out.append("enter maintenance mode on host %s" % host)
+    if state == "absent":
+        if entry["in_maintenance_mode"]:
+            out.append("exit maintenance mode on host %s" % host)
+        out += ["power on VM %s on host %s (shut down for maintenance)" % (v["name"], host) for v in entry["restore"]
+                if v.get("runtime.powerState") == "poweredOff"]
+    return out
+
+
+def _result(entry: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    state = params["state"]
     changed = entry["in_maintenance_mode"] != (state == "present") or (state == "absent" and bool(entry["restore"]))
     actions = []
     if state == "present" and not entry["in_maintenance_mode"]:
@@ -127,6 +147,7 @@ def _result(entry: Mapping[str, Any], state: str) -> dict[str, Any]:
         actions += ["power_on %s (shut down for maintenance)" % v["name"] for v in entry["restore"]
                     if v.get("runtime.powerState") == "poweredOff"]
     return dict(name=entry["name"], changed=changed, actions=actions,
+                disruptions=disruptions_of(entry, state, params.get("shutdown_timeout")),
                 before=dict(in_maintenance_mode=entry["in_maintenance_mode"]),
                 after=dict(in_maintenance_mode=state == "present"),
                 vms=[dict(vm) for vm in entry["vms"]])
@@ -135,7 +156,7 @@ def _result(entry: Mapping[str, Any], state: str) -> dict[str, Any]:
 def run(session: Any, params: Mapping[str, Any], check_mode: bool) -> dict[str, Any]:
     """Plan every host, then (not in check mode) change them one by one; return the module's result fields."""
     the_plan = plan(session, params)
-    results = [_result(e, params["state"]) for e in the_plan["hosts"]]
+    results = [_result(e, params) for e in the_plan["hosts"]]
     settings = [dict(scope=s["cluster"]["name"] if s["kind"] == "cluster" else "vCenter", key=s["key"], before=s["before"],
                      after=s["after"]) for s in the_plan["settings"]]
     if check_mode:
@@ -195,8 +216,9 @@ def _vm_objs(session: Any, entry: Mapping[str, Any]) -> list[Any]:
 def outcome(fields: Mapping[str, Any], diff: bool) -> dict[str, Any]:
     hosts = list(fields["hosts"])
     result: dict[str, Any] = dict(changed=any(h["changed"] for h in hosts) or bool(fields["settings"]), hosts=hosts,
-                                  settings=list(fields["settings"]))
+                                  settings=list(fields["settings"]), disruptions=_disruption.flatten(hosts))
     if diff:
-        result["diff"] = dict(before={h["name"]: h["before"] for h in hosts if h["changed"]},
-                              after={h["name"]: h["after"] for h in hosts if h["changed"]})
+        result["diff"] = _disruption.diff_first(result["disruptions"], dict(
+            before={h["name"]: h["before"] for h in hosts if h["changed"]},
+            after={h["name"]: h["after"] for h in hosts if h["changed"]}))
     return result

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu, _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _vgpu, _vsphere
 
 ERRORS: Tuple[Type[Exception], ...] = (_vsphere.VsphereError, _vgpu.VgpuError)
 
@@ -50,10 +50,16 @@ def run(module: Any, work: Callable[[Any, List[str]], Any], errors: Tuple[Type[E
     return result
 
 
-def host_result(hosts: Sequence[Dict[str, Any]], diff: bool, **extra: Any) -> Dict[str, Any]:
-    """``changed``, the per-host results (and ``extra``), and with ``diff`` the before/after of the changed hosts."""
+def host_result(hosts: Sequence[Dict[str, Any]], diff: bool, disrupts: bool = False, **extra: Any) -> Dict[str, Any]:
+    """``changed``, the per-host results (and ``extra``), and with ``diff`` the before/after of the changed hosts.
+
+    ``disrupts``: the hosts carry ``disruptions``; the result then has all of them, in the hosts' order, and they
+    lead the diff (_disruption.diff_first)."""
     result: Dict[str, Any] = dict(changed=any(h["changed"] for h in hosts), hosts=list(hosts), **extra)
+    if disrupts:
+        result["disruptions"] = _disruption.flatten(hosts)
     if diff:
-        result["diff"] = dict(before={h["name"]: h["before"] for h in hosts if h["changed"]},
-                              after={h["name"]: h["after"] for h in hosts if h["changed"]})
+        result["diff"] = _disruption.diff_first(result.get("disruptions") or [], dict(
+            before={h["name"]: h["before"] for h in hosts if h["changed"]},
+            after={h["name"]: h["after"] for h in hosts if h["changed"]}))
     return result

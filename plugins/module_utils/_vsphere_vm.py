@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _vgpu, _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _disruption, _vgpu, _vsphere
 from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_placement as placement
 from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
 
@@ -254,6 +254,22 @@ def actions_of(plan: Mapping[str, Any]) -> list[str]:
     return acts
 
 
+def disruptions_of(name: str, plan: Mapping[str, Any], shutdown_timeout: Any) -> list[str]:
+    """The disruptive steps of a VM's plan, in the order apply() takes them: the power-off (a guest shutdown or a hard
+    power-off) and the power-on; empty when the VM's power is not touched."""
+    out = []
+    power = plan["power"]
+    if power["power_off"] == "guest":
+        out.append("shut down the guest of VM %s (VMware Tools, up to %s s)" % (name, shutdown_timeout))
+    elif power["power_off"]:
+        out.append("power off VM %s (hard, no guest shutdown)" % name)
+    if power["power_on_after"]:
+        host = plan.get("start_host")
+        out.append("power on VM %s%s%s" % (name, " on host %s" % host if host else " on the host DRS picks",
+                                           "" if power["power_off"] else " (an earlier run powered it off)"))
+    return out
+
+
 class VmVgpu:
     """One VM: :meth:`plan` decides from the bulk-read rows (no writes), :meth:`apply` reconfigures."""
 
@@ -346,8 +362,9 @@ class VmVgpu:
             after = dict(after, drs_override=self.drs["after"])
             if self.drs["changed"]:
                 actions.insert(0, drs_action(self.drs))
-        self.result = dict(vm=vm["name"], host=host_name, before=before, after=after,
-                           actions=actions, eligible_hosts=plan["eligible_hosts"], power_cycled=False,
+        self.result = dict(vm=vm["name"], host=host_name, before=before, after=after, actions=actions,
+                           disruptions=disruptions_of(vm["name"], plan, self.params["shutdown_timeout"]),
+                           eligible_hosts=plan["eligible_hosts"], power_cycled=False,
                            start_host=plan["start_host"],
                            changed=plan["changed"] or bool(self.drs and self.drs["changed"]), multi_vgpu_rules=plan["rules"],
                            vgpus=[_vsphere.public_vgpu(d) for d in current])
@@ -509,7 +526,7 @@ def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) 
         kept = dict(vm.result["before"], drs_override=vm.drs["after"]) if vm.drs else vm.result["before"]
         drs_done = [drs_action(vm.drs)] if vm.drs and vm.drs["changed"] else []
         if stop.is_set():
-            vm.result.update(changed=bool(drs_done), skipped=True, after=kept, actions=drs_done,
+            vm.result.update(changed=bool(drs_done), skipped=True, after=kept, actions=drs_done, disruptions=[],
                              msg="not started: an earlier VM failed and stop_on_error is set")
             return vm
         try:
@@ -569,7 +586,8 @@ def outcome(results: list[dict[str, Any]], batch: bool, diff: bool) -> tuple[dic
     if not batch:
         result = results[0]
         if diff:
-            result["diff"] = dict(before=result["before"], after=result["after"])
+            result["diff"] = _disruption.diff_first(result["disruptions"], dict(before=result["before"],
+                                                                                after=result["after"]))
         return result, bool(result.pop("failed", False))
     diffs = [dict(before=r["before"], after=r["after"]) for r in results] if diff else None
     out, fail = _batch.outcome(results, "vm", lambda r: "VM %s" % r["vm"], diffs)

@@ -259,6 +259,17 @@ reset_required:
   description: Whether any GPU waits for a reset.
   returned: always
   type: bool
+disruptions:
+  description:
+    - What the run takes away (in check mode would take away) from what runs on the GPUs, GPU by GPU in the apply's
+      order - the GPU instances destroyed with their compute instances (with O(force), the processes using them), and
+      the MIG mode change, saying when it waits for a GPU reset or reboot that this module does not do. Creations are
+      not listed; empty when no GPU changes.
+    - With diff mode they come first in the diff, in an entry of their own, before the configuration diff.
+  returned: success
+  type: list
+  elements: str
+  sample: ["destroy the GPU instances 7g.40gb x1 of GPU 0 (NVIDIA A100-SXM4-40GB) with their compute instances"]
 reset_bus_ids:
   description: PCI bus ids of the GPUs that wait for a reset, to reset together in one C(nvidia-smi -r -i <ids>) as
     mig-parted does.
@@ -375,9 +386,7 @@ def main():
     for w in warnings:
         module.warn(w)
     if module._diff:
-        changed_gpus = [r for r in out["gpus"] if r["changed"]]
-        out["diff"] = {"before": dict(("gpu%d" % r["index"], r["before"]) for r in changed_gpus),
-                       "after": dict(("gpu%d" % r["index"], r["after"]) for r in changed_gpus)}
+        out["diff"] = _mig_apply.diff(out)
     module.exit_json(**out)
 
 

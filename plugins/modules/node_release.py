@@ -173,6 +173,16 @@ final:
   description: The final PATCH (labels and C(spec.unschedulable)); empty when nothing changed.
   returned: always
   type: dict
+disruptions:
+  description:
+    - What the run does (in check mode would do) to the node and its pods, in order - the O(restart_pods) deleted
+      (naming the first 10), and a cordon (O(unschedulable=true) on a node that was not cordoned). Labels and the
+      uncordon disrupt nothing and are not listed.
+    - With diff mode they come first in the diff, in an entry of their own, before the configuration diff.
+  returned: success
+  type: list
+  elements: str
+  sample: ["restart pods of node gpu-node-1 (deleted for their controllers to recreate), 1 pod(s): gpu-operator/nvidia-operator-validator-x"]
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -224,14 +234,7 @@ def main():
         module.fail_json(msg=str(e), **e.done)
     except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
         module.fail_json(msg=_k8s.describe_failure(p["name"], e), **(release.done if release else {}))
-    done = release.done
-    changed = bool(done["restored"] or done["pods_deleted"] or done["final"])
-    result = dict(changed=changed, before=before, after=after, **done)
-    if module._diff:
-        result["diff"] = dict(before={k: before[k] for k in ("labels", "unschedulable")},
-                              after={k: after[k] for k in ("labels", "unschedulable")},
-                              before_header="node/%s" % p["name"], after_header="node/%s" % p["name"])
-    module.exit_json(**result)
+    module.exit_json(**_k8s.release_outcome(p["name"], release.done, before, after, module._diff))
 
 
 if __name__ == "__main__":

@@ -300,6 +300,16 @@ phase:
   description: The phase recorded (or that would be).
   returned: always
   type: str
+disruptions:
+  description:
+    - What the run does (in check mode would do) to the node and its pods, in order - the cordon (not for a node
+      cordoned already), the drain's evictions and the GPU client pods deleted (O(stop_pods)), naming the first 10 pods
+      of each (RV(drain) and RV(stopped) list all). Empty for a node past the drain, and with O(state=failed).
+    - With diff mode they come first in the diff, in an entry of their own, before the configuration diff.
+  returned: success
+  type: list
+  elements: str
+  sample: ["cordon node gpu-node-1", "drain node gpu-node-1, evicting 2 pod(s): ml/train-0, ml/train-1"]
 waited_for_slot:
   description: Seconds waited for a slot.
   returned: always
@@ -381,17 +391,7 @@ def main():
         module.fail_json(msg="node %s: %s" % (p["name"], e))
     except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
         module.fail_json(msg=_k8s.describe_failure(p["name"], e))
-    done = result.pop("done")
-    changed = bool(done["slot"] and not result["slot_held"]) or done["cordoned"] or bool(done["labels"]) \
-        or bool(done["evicted"]) or bool(done.get("stopped")) or done["phase"] is not None
-    out = dict(changed=changed, **result, phase=done["phase"] or result["before"]["phase"],
-               waited_for_slot=done["waited_for_slot"])
-    if module._diff:
-        out["diff"] = dict(before={"phase": result["before"]["phase"], "unschedulable": result["before"]["unschedulable"]},
-                           after={"phase": out["phase"],
-                                  "unschedulable": result["before"]["unschedulable"] or p["state"] != "failed"},
-                           before_header="node " + p["name"], after_header="node " + p["name"])
-    module.exit_json(**out)
+    module.exit_json(**_node_roll_apply.outcome(result, p, module._diff))
 
 
 if __name__ == "__main__":

@@ -277,6 +277,17 @@ restarted:
       waited until HA had stopped it and then had it running with the service state C(started).
   returned: with O(vmid)
   type: bool
+disruptions:
+  description:
+    - What the run does (in check mode would do) to the running VM, in order - the shutdown (a stop after
+      O(shutdown_timeout) seconds) and the start of the restart O(restart) asks for, through HA for an HA resource;
+      empty without a restart.
+    - With diff mode they come first in the diff, in an entry of their own, before the configuration diff.
+    - Batch form - every VM's, in the order of O(vms) (each VM's own are in RV(vms[].disruptions)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["shut down VM 100 on node pve1 (stopped after 180 s if still running)", "start VM 100 on node pve1"]
 vm_settings:
   description: The VM settings written (or that would be in check mode), config key to value.
   returned: with O(vmid)
@@ -293,7 +304,7 @@ ha_managed:
 vms:
   description:
     - Batch form. One result per VM of O(vms), in their order, with the keys of the single-VM form (RV(node), RV(hostpci),
-      RV(before), RV(set), RV(deleted), RV(pending), RV(restarted)) and these.
+      RV(before), RV(set), RV(deleted), RV(pending), RV(restarted), RV(disruptions)) and these.
     - For a VM whose write failed, RV(vms[].hostpci) is its configuration read back after the failure.
   returned: with O(vms)
   type: list
@@ -305,6 +316,10 @@ vms:
     changed:
       description: This VM was (or in check mode would be) changed or restarted.
       type: bool
+    disruptions:
+      description: This VM's shutdown and start (empty for a VM not written because of O(stop_on_error)).
+      type: list
+      elements: str
     writes:
       description: API write calls made for this VM.
       type: int

@@ -123,6 +123,7 @@ hosts:
       type: dict
     after: {description: Configuration after (predicted in check mode)., type: dict}
     running_vms: {description: Powered-on VMs on the host., type: list, elements: str}
+    disruptions: {description: "The host's part of RV(disruptions).", type: list, elements: str}
   sample:
     - name: esx1
       changed: true
@@ -131,6 +132,18 @@ hosts:
       after: {default_graphics_type: sharedDirect, assignment_policy: performance, devices: {"0000:3b:00.0": sharedDirect},
               vgpu_modes: {"0000:3b:00.0": mixedSize}}
       running_vms: []
+      disruptions: []
+disruptions:
+  description:
+    - What the run does (in check mode would do) beyond the configuration, host by host - the restart of the Xorg
+      service that O(restart_xorg) asks for, on a changed host where a device is or was in shared (vSGA) mode; empty
+      otherwise. Powered-on VMs keep their settings until they are power-cycled (a warning); the module does not
+      power-cycle them.
+    - With diff mode they come first in the diff, in an entry of their own, before the configuration diff.
+  returned: always
+  type: list
+  elements: str
+  sample: ["restart the Xorg service of host esx1"]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -155,7 +168,7 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
     hosts = _vsphere_module.run(module, lambda session, warnings: _vsphere_graphics.run(
         session, module.params, module.check_mode, module.warn))
-    module.exit_json(**_vsphere_module.host_result(hosts, module._diff))
+    module.exit_json(**_vsphere_module.host_result(hosts, module._diff, disrupts=True))
 
 
 if __name__ == "__main__":

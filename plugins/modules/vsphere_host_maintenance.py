@@ -104,6 +104,7 @@ hosts:
     name: {description: Host name., type: str}
     changed: {description: Whether the host was (or in check mode would be) changed., type: bool}
     actions: {description: "What was (or would be) done, in order.", type: list, elements: str}
+    disruptions: {description: "The host's part of RV(disruptions).", type: list, elements: str}
     before: {description: "C(in_maintenance_mode) before.", type: dict}
     after: {description: "C(in_maintenance_mode) after.", type: dict}
     vms:
@@ -113,6 +114,16 @@ hosts:
           would not move it (null when it would).
       type: list
       elements: dict
+disruptions:
+  description:
+    - What the run does (in check mode would do) to the hosts and their VMs, host by host in order - the guest
+      shutdowns of O(vgpu_vms=shutdown), the VMs DRS migrates, the entry into maintenance mode; with O(state=absent)
+      the exit and the VMs powered on again. Empty for hosts already in the state asked for.
+    - With diff mode they come first in the diff, in an entry of their own, before the configuration diff.
+  returned: always
+  type: list
+  elements: str
+  sample: ["shut down the guest of VM train-01 on host esx1 (VMware Tools, up to 300 s)", "enter maintenance mode on host esx1"]
 settings:
   description: The vGPU migration settings changed (or to change) with O(vgpu_vms=migrate) (C(scope), C(key), C(before), C(after)).
   returned: always

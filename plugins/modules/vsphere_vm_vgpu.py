@@ -308,6 +308,17 @@ power_cycled:
   description: Whether the VM was powered off and on again.
   returned: with O(name), O(uuid) or O(moid)
   type: bool
+disruptions:
+  description:
+    - What the run does (in check mode would do) to running VMs, in order, one sentence each naming the VM - the guest
+      shutdown or hard power-off that O(power_policy) allows, and the power-on on the host it starts on; empty when no
+      VM's power is touched.
+    - With diff mode they come first in the diff, in an entry of their own, before the configuration diff.
+    - Batch form - every VM's, in the order of O(vms) (each VM's own are in RV(vms[].disruptions)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["shut down the guest of VM train-01 (VMware Tools, up to 300 s)", "power on VM train-01 on host esx1"]
 start_host:
   description:
     - The host the VM starts on after the change (its own host when that host can run the vGPUs); null when DRS places
@@ -322,8 +333,8 @@ multi_vgpu_rules:
 vms:
   description:
     - Batch form. One result per VM of O(vms), in their order, with the keys of the single-VM form (RV(vm), RV(host),
-      RV(before), RV(after), RV(actions), RV(eligible_hosts), RV(start_host), RV(vgpus), RV(power_cycled),
-      RV(multi_vgpu_rules)) and these.
+      RV(before), RV(after), RV(actions), RV(disruptions), RV(eligible_hosts), RV(start_host), RV(vgpus),
+      RV(power_cycled), RV(multi_vgpu_rules)) and these.
     - For a VM whose reconfigure failed, RV(vms[].vgpus) is what it holds, read back after the failure.
   returned: with O(vms)
   type: list
@@ -332,6 +343,10 @@ vms:
     changed:
       description: This VM was (or in check mode would be) changed.
       type: bool
+    disruptions:
+      description: This VM's power-off and power-on (empty for a VM not started because of O(stop_on_error)).
+      type: list
+      elements: str
     vgpus:
       description: The VM's vGPU devices after the run; for a VM whose reconfigure failed, as read back after the failure.
       type: list

@@ -185,8 +185,11 @@ def test_check_mode_reports_the_patches_and_writes_nothing(lab, run_module):
     assert result["final"] == {"metadata": {"labels": {"nvidia.com/mig.config.state": "success"}},
                                "spec": {"unschedulable": False}}
     assert result["waited_seconds"] is None
-    assert result["diff"]["before"]["unschedulable"] is True and result["diff"]["after"]["unschedulable"] is False
-    assert result["diff"]["after"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] == "true"
+    # The validator's restart is the one disruption, first in the diff (issue 41); the uncordon is none.
+    assert result["disruptions"] == ["restart pods of node %s (deleted for their controllers to recreate), 1 pod(s): %s"
+                                     % (NODE, result["pods_deleted"][0])], result
+    assert result["diff"][1]["before"]["unschedulable"] is True and result["diff"][1]["after"]["unschedulable"] is False
+    assert result["diff"][1]["after"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] == "true"
     assert writes(since(lab, start)) == []
 
 

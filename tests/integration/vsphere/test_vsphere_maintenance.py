@@ -59,7 +59,11 @@ def test_shutdown_takes_the_host_in_and_the_exit_powers_the_vm_on_again(sim, run
     give_vgpu(sim, run_module)
     r = maintenance(sim, run_module, check_mode=True, vgpu_vms="shutdown")
     assert r["changed"] and r["hosts"][0]["actions"] == ["shutdown_guest DC0_C0_H0_VM0", "enter_maintenance_mode"], r
-    assert r["hosts"][0]["vms"][0]["fate"] == "shutdown" and r["diff"]["after"] == {"DC0_C0_H0": {"in_maintenance_mode": True}}
+    assert r["hosts"][0]["vms"][0]["fate"] == "shutdown" and r["diff"][1]["after"] == {"DC0_C0_H0": {"in_maintenance_mode": True}}
+    # The disruptions come first in the diff, in an entry of their own (issue 41).
+    assert r["disruptions"][0] == "shut down the guest of VM DC0_C0_H0_VM0 on host DC0_C0_H0 (VMware Tools, up to 300 s)"
+    assert r["disruptions"][-1] == "enter maintenance mode on host DC0_C0_H0", r
+    assert r["diff"][0]["prepared"].startswith("Disruptive actions, in order:\n1. shut down the guest of VM DC0_C0_H0_VM0")
     r = maintenance(sim, run_module, vgpu_vms="shutdown")
     assert not r.get("failed") and r["changed"], r
     now = state(sim)

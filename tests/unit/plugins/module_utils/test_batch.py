@@ -31,7 +31,28 @@ def test_outcome_keeps_the_order_names_failures_and_skips():
     assert msg is None and "diff" not in out and out["failed_vms"] == []
     out, msg = _batch.outcome(results[:2], "vmid", str)
     assert msg == "1 of 2 VMs failed: VM 2: locked; the other VMs are done"
-    assert _batch.outcome([], "vmid", str) == (dict(changed=False, vms=[], failed_vms=[]), None)
+    assert _batch.outcome([], "vmid", str) == (dict(changed=False, vms=[], failed_vms=[], disruptions=[]), None)
+
+
+def test_outcome_keeps_each_vms_disruptions_and_puts_all_of_them_first_in_the_diff():
+    results = [{"vmid": 1, "changed": True, "disruptions": ["shut down VM 1", "start VM 1"]},
+               {"vmid": 2, "changed": True, "disruptions": []},
+               {"vmid": 3, "changed": True, "disruptions": ["shut down VM 3", "start VM 3"]}]
+    diffs = [{"before": {"a": 0}, "after": {"a": 1}}, {"before": {}, "after": {"b": 1}}, {"before": {}, "after": {}}]
+    out, msg = _batch.outcome(results, "vmid", lambda r: "VM %s" % r["vmid"], diffs)
+    assert msg is None
+    # Per VM as each VM reported them; the task's list: all of them, in the task's order of the VMs.
+    assert [r["disruptions"] for r in out["vms"]] == [["shut down VM 1", "start VM 1"], [], ["shut down VM 3", "start VM 3"]]
+    assert out["disruptions"] == ["shut down VM 1", "start VM 1", "shut down VM 3", "start VM 3"]
+    # ansible-core renders a diff list in order: the disruptions come first, in an entry of their own, then the VMs.
+    assert out["diff"][0] == {"prepared": "Disruptive actions, in order:\n1. shut down VM 1\n2. start VM 1\n"
+                                          "3. shut down VM 3\n4. start VM 3\n"}
+    assert [d.get("before_header") for d in out["diff"][1:]] == ["VM 1", "VM 2", "VM 3"]
+    assert out["diff"][1] == dict(diffs[0], before_header="VM 1", after_header="VM 1")
+    # Without disruptions the batch diff is the list of the VMs' diffs, as before.
+    quiet = [dict(r, disruptions=[]) for r in results]
+    out, _msg = _batch.outcome(quiet, "vmid", lambda r: "VM %s" % r["vmid"], diffs)
+    assert out["disruptions"] == [] and [d["before_header"] for d in out["diff"]] == ["VM 1", "VM 2", "VM 3"]
 
 
 def test_pool_map_returns_caught_errors_in_place_and_raises_the_others():

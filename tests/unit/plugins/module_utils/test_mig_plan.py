@@ -136,3 +136,26 @@ def test_rollback_recreates_previous_instances_with_placements():
     acts = m.rollback_actions(current)
     assert acts[0] == {"action": "create_gi", "ref": 0, "profile": "3g.20gb", "profile_id": 9, "placement": {"start": 4, "size": 4}}
     assert [(a["profile"], a["slices"]) for a in acts[1:]] == [("1c.3g.20gb", 1), ("2c.3g.20gb", 2)]
+
+
+def test_gpu_disruptions_name_what_goes_and_the_mode_change_in_the_apply_order():
+    gpu = {"index": 3, "model": "NVIDIA A100-SXM4-40GB", "reset_required": False}
+    plan = m.plan_gpu(a100(), ON, [gi(1, "3g.20gb", 4, 4), gi(2, "1g.5gb", 0, 1), gi(3, "1g.5gb", 1, 1)],
+                      target({"3g.20gb": 1, "2g.10gb": 2}))
+    # Both 1g instances go (the 3g stays); the creations take nothing away.
+    assert m.gpu_disruptions(dict(gpu, actions=plan["actions"])) == [
+        "destroy the GPU instances 1g.5gb x2 of GPU 3 (NVIDIA A100-SXM4-40GB) with their compute instances"]
+    assert m.gpu_disruptions(dict(gpu, actions=plan["actions"]), [99, 7]) == [
+        "destroy the GPU instances 1g.5gb x2 of GPU 3 (NVIDIA A100-SXM4-40GB) with their compute instances "
+        "(processes 7, 99 use them)"]
+    off = m.plan_gpu(a100(), ON, [gi(1, "3g.20gb", 4, 4), gi(2, "2g.10gb", 0, 2)], target({}, enabled=False))
+    assert m.gpu_disruptions(dict(gpu, actions=off["actions"])) == [
+        "destroy the GPU instances 2g.10gb x1, 3g.20gb x1 of GPU 3 (NVIDIA A100-SXM4-40GB) with their compute instances",
+        "turn MIG mode off for GPU 3 (NVIDIA A100-SXM4-40GB)"]
+    # A mode change alone carries the processes; one that waits for a reset says who does not do it.
+    on = [{"action": "set_mig_mode", "mode": "enabled"}, {"action": "create_gi", "profile": "7g.40gb"}]
+    assert m.gpu_disruptions(dict(gpu, actions=on, reset_required=True), [5]) == [
+        "turn MIG mode on for GPU 3 (NVIDIA A100-SXM4-40GB) (processes 5 run on it): pending until a GPU reset or "
+        "reboot, which this module does not do"]
+    unchanged = m.plan_gpu(a100(), ON, [gi(1, "7g.40gb", 0, 8)], target({"7g.40gb": 1}))
+    assert m.gpu_disruptions(dict(gpu, actions=unchanged["actions"])) == [] and m.gpu_disruptions(gpu) == []

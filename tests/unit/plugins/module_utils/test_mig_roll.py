@@ -408,7 +408,85 @@ def test_plan_report_lines_and_records_for_every_kind_of_node():
         "gpu-4": {"selected": "all-1g", "result": "planned", "drained": False},
         "gpu-5": {"selected": "all-1g", "result": "planned", "drained": False},
     }
-    assert R.plan_report([], {}) == {"lines": [], "nodes": {}}
+    assert R.plan_report([], {}) == {"lines": [], "nodes": {}, "gpus": []}
+
+
+def mig_gpu(index, before, after, changed=True, reset=False, actions=(), model="NVIDIA H100 80GB HBM3"):
+    """A GPU of mig_geometry's result: ``before``/``after`` as (current mode, pending mode, mig_devices)."""
+    def geometry(g):
+        return {"mig_mode": {"current": g[0], "pending": g[1]}, "mig_devices": g[2]}
+    return dict(index=index, model=model, changed=changed, reset_required=reset, actions=list(actions),
+                before=geometry(before), after=geometry(after))
+
+
+ON, OFF = "enabled", "disabled"
+
+
+def test_layout_names_the_largest_instances_first_and_leaves_out_zero_counts():
+    assert R.layout({"1g.10gb": 1, "3g.40gb": 2, "2g.20gb": 0}) == "3g.40gb x2, 1g.10gb x1"
+    # A compute instance of a 3g GPU instance goes with its GPU instance, after the full-size one.
+    assert R.layout({"1c.3g.40gb": 3, "3g.40gb": 1, "2g.20gb": 1}) == "3g.40gb x1, 1c.3g.40gb x3, 2g.20gb x1"
+    assert R.layout({"1g.10gb+me": 1, "1g.10gb": 2}) == "1g.10gb x2, 1g.10gb+me x1"
+    assert R.layout({"oddname": 1, "1g.5gb": 1}) == "1g.5gb x1, oddname x1"
+    assert R.layout({}) == R.layout(None) == R.layout({"1g.5gb": 0}) == "MIG on, no instances"
+
+
+def test_a_gpus_geometry_before_and_after_in_words():
+    gpu = mig_gpu(0, (ON, ON, {"1g.10gb": 7}), (ON, ON, {"3g.40gb": 2}))
+    assert (R.gpu_before(gpu), R.gpu_after(gpu)) == ("1g.10gb x7", "3g.40gb x2")
+    off = mig_gpu(0, (ON, ON, {"7g.80gb": 1}), (OFF, OFF, {}))
+    assert (R.gpu_before(off), R.gpu_after(off)) == ("7g.80gb x1", "MIG off")
+    # A disable waiting for its reset: MIG is still current, the target is off.
+    assert R.gpu_after(mig_gpu(0, (ON, ON, {}), (ON, OFF, {}), reset=True)) == "MIG off"
+    # An enable waiting for its reset: check mode's 'after' has no instances yet; the planned creations say what comes.
+    creates = [{"action": "set_mig_mode", "mode": "enabled"}, {"action": "create_gi", "profile": "3g.20gb"},
+               {"action": "create_ci", "profile": "3g.20gb"}, {"action": "create_gi", "profile": "3g.20gb"},
+               {"action": "create_ci", "profile": "3g.20gb"}]
+    pending = mig_gpu(1, (OFF, OFF, {}), (OFF, ON, {}), reset=True, actions=creates)
+    assert (R.gpu_before(pending), R.gpu_after(pending)) == ("MIG off", "3g.20gb x2")
+    # An earlier run's enable still pending is named in 'before'.
+    assert R.gpu_before(mig_gpu(1, (OFF, ON, {}), (OFF, ON, {}))) == "MIG off (MIG on pending)"
+    assert R.gpu_before(mig_gpu(1, (ON, OFF, {"1g.5gb": 1}), (ON, OFF, {}))) == "1g.5gb x1 (MIG off pending)"
+    assert R.gpu_after({"before": {"mig_mode": {"current": ON, "pending": ON}, "mig_devices": {"1g.5gb": 7}}}) == "1g.5gb x7"
+    assert R.gpu_before({}) == R.gpu_after({}) == "MIG off"
+
+
+@pytest.mark.parametrize("reset,gpu_reset,reboot,needs", [
+    (False, True, True, "none"),
+    (True, True, False, "reset"),
+    (True, True, True, "reset"),   # the reset first; the reboot only where it fails (tasks/reset.yml)
+    (True, False, True, "reboot"),
+    (True, False, False, "reset"),  # neither allowed: the node fails at its reset, which is what it waits for
+])
+def test_what_a_gpu_waits_for_follows_the_roles_reset_and_reboot_settings(reset, gpu_reset, reboot, needs):
+    assert R.reset_need({"reset_required": reset}, gpu_reset, reboot) == needs
+
+
+def test_plan_report_lists_only_the_gpus_that_change_on_nodes_that_change():
+    changing = [mig_gpu(1, (ON, ON, {"1g.10gb": 7}), (ON, ON, {"3g.40gb": 2})),
+                mig_gpu(0, (ON, ON, {"7g.80gb": 1}), (OFF, OFF, {})),
+                mig_gpu(2, (ON, ON, {"3g.40gb": 2}), (ON, ON, {"3g.40gb": 2}), changed=False)]
+    plans = [dict(node="gpu-1", selected="mix", changed=True, gpus=changing),
+             # Skipped by its label: its GPUs would change, but the roll leaves the node alone.
+             dict(node="gpu-2", selected="mix", changed=False, skipped_by_label=True, gpus=changing),
+             # An interrupted run drained it already: it is not drained again.
+             dict(node="gpu-3", selected="mix", changed=True, resume="applied", gpus=changing[:1])]
+    out = R.plan_report(plans, {"order": {"gpu-1": 0, "gpu-3": 1}}, "skip", gpu_reset=False, reboot=True)
+    assert out["lines"][3:] == [
+        "GPUs that change (node GPU: before → after, reset or reboot, drain):",
+        "  gpu-1 GPU 0: 7g.80gb x1 → MIG off, no reset, node drained",
+        "  gpu-1 GPU 1: 1g.10gb x7 → 3g.40gb x2, no reset, node drained",
+        "  gpu-3 GPU 1: 1g.10gb x7 → 3g.40gb x2, no reset, node already drained"]
+    assert [(g["node"], g["gpu"], g["drain"]) for g in out["gpus"]] == [("gpu-1", 0, True), ("gpu-1", 1, True),
+                                                                        ("gpu-3", 1, False)]
+    waits = dict(plans[0], gpus=[mig_gpu(4, (OFF, OFF, {}), (OFF, ON, {}), reset=True, model="NVIDIA A30")])
+    out = R.plan_report([waits], {}, "", gpu_reset=False, reboot=True)
+    assert out["lines"][-1] == "  gpu-1 GPU 4: MIG off → MIG on, no instances, reboot, node drained"
+    assert out["gpus"] == [dict(node="gpu-1", gpu=4, model="NVIDIA A30", before="MIG off", after="MIG on, no instances",
+                                needs="reboot", drain=True)]
+    # No GPU changes: the node's line alone, no header.
+    lines = R.plan_report([dict(node="gpu-9", selected="x", changed=True, gpus=[])], {"order": {"gpu-9": 0}})["lines"]
+    assert lines == ["gpu-9: reconfigure to x, 1 of 1 in roll order"]
 
 
 def test_plan_groups_gathers_invalid_plans_groups_and_the_superseded_rolls_locks():

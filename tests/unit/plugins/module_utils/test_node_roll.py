@@ -434,3 +434,35 @@ def test_the_roll_queue_finishes_the_nodes_an_earlier_run_left_first():
     # Only the roll's own nodes: an unfinished node outside ``names`` is not this run's.
     assert R.roll_queue(nodes, "nvidia_driver", ["a", "c"], []) == []
     assert R.roll_queue([], "nvidia_driver", ["a", "a", "b"], ["b", "a"]) == ["a", "b"]
+
+
+# ---- what node_roll and node_release disrupt (their ``disruptions``) --------------------------------------------------
+
+def test_roll_disruptions_follow_the_runs_order_and_name_the_pods():
+    done = {"cordoned": True, "evicted": ["ml/train-0", "ml/train-1"], "stopped": ["gpu-operator/dp-1"]}
+    assert R.roll_disruptions("gpu-1", done) == [
+        "cordon node gpu-1", "drain node gpu-1, evicting 2 pod(s): ml/train-0, ml/train-1",
+        "delete the GPU client pods of node gpu-1, 1 pod(s): gpu-operator/dp-1"]
+    # A node cordoned already (an operator's cordon, or past the drain) is not cordoned again; nothing evicted.
+    assert R.roll_disruptions("gpu-1", {"cordoned": False, "evicted": [], "stopped": []}) == []
+    assert R.roll_disruptions("gpu-1", {"cordoned": False, "evicted": ["a/b"]}) == [
+        "drain node gpu-1, evicting 1 pod(s): a/b"]
+
+
+def test_a_long_pod_list_names_the_first_ten_and_counts_the_rest():
+    pods = ["ml/p%02d" % i for i in range(13)]
+    assert R.roll_disruptions("n", {"evicted": pods}) == [
+        "drain node n, evicting 13 pod(s): %s and 3 more" % ", ".join(pods[:10])]
+    assert R.roll_disruptions("n", {"evicted": pods[:10]}) == ["drain node n, evicting 10 pod(s): %s" % ", ".join(pods[:10])]
+
+
+def test_release_disruptions_are_the_pods_restarted_and_a_cordon_never_the_uncordon():
+    done = {"pods_deleted": ["gpu-operator/validator-x"], "final": {"spec": {"unschedulable": True}}}
+    assert R.release_disruptions("gpu-1", done, was_cordoned=False) == [
+        "restart pods of node gpu-1 (deleted for their controllers to recreate), 1 pod(s): gpu-operator/validator-x",
+        "cordon node gpu-1"]
+    assert R.release_disruptions("gpu-1", done, was_cordoned=True) == [
+        "restart pods of node gpu-1 (deleted for their controllers to recreate), 1 pod(s): gpu-operator/validator-x"]
+    uncordon = {"pods_deleted": [], "final": {"metadata": {"labels": {"a": "b"}}, "spec": {"unschedulable": False}}}
+    assert R.release_disruptions("gpu-1", uncordon, was_cordoned=True) == []
+    assert R.release_disruptions("gpu-1", {"pods_deleted": [], "final": {}}, was_cordoned=False) == []

@@ -226,3 +226,11 @@ def test_romfile_checks():
 ])
 def test_default_value_of_a_property_string(text, value):
     assert R._default_value(text) == value  # pylint: disable=protected-access
+
+
+def test_restart_disruptions_name_the_shutdown_its_stop_and_the_start_through_ha_where_managed():
+    assert R.restart_disruptions("VM 100 on node pve1", 180, False) == [
+        "shut down VM 100 on node pve1 (stopped after 180 s if still running)", "start VM 100 on node pve1"]
+    assert R.restart_disruptions("VM 7 on node pve2", 30, True) == [
+        "shut down VM 7 on node pve2 through HA (stopped after 30 s if still running)",
+        "start VM 7 on node pve2 through HA"]

@@ -77,8 +77,12 @@ def test_check_mode_changes_nothing_and_reports_plan(monkeypatch, tmp_path, run_
     assert path.read_bytes() == before
     kinds = [a["action"] for a in res["gpus"][0]["actions"]]
     assert kinds[:2] == ["destroy_ci", "destroy_gi"] and kinds.count("create_gi") == 3
-    assert res["diff"]["before"]["gpu0"]["mig_devices"] == {"7g.40gb": 1}
-    assert res["diff"]["after"]["gpu0"]["mig_devices"] == TARGET
+    # The 7g instance goes: that disruption leads the diff, then the geometry before and after.
+    assert res["disruptions"] == ["destroy the GPU instances 7g.40gb x1 of GPU 0 (NVIDIA A100-SXM4-40GB) with their "
+                                  "compute instances"]
+    assert res["diff"][0] == {"prepared": "Disruptive actions, in order:\n1. %s\n" % res["disruptions"][0]}
+    assert res["diff"][1]["before"]["gpu0"]["mig_devices"] == {"7g.40gb": 1}
+    assert res["diff"][1]["after"]["gpu0"]["mig_devices"] == TARGET
 
 
 def test_impossible_layout_fails_naming_gpu_and_reason(monkeypatch, tmp_path, run_module):
@@ -578,3 +582,48 @@ def test_overlapping_entries_and_gpus_left_alone_warn_in_check_mode_and_apply(mo
             "the configuration leaves 1 GPU(s) as they are: GPU 1 (NVIDIA L40S): no MIG",
             "GPU 0 (NVIDIA A100-SXM4-40GB) is selected by entries 0, 1; mig-parted applies the last one, entry 1"], res
         assert res["gpus"][0]["after"]["mig_devices"] == TARGET
+
+
+# ---- disruptions (issue 41): what a change takes away, named first ---------------------------------------------------
+
+def test_a_change_that_only_adds_instances_disrupts_nothing_and_keeps_its_plain_diff(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
+    res = run_module(mig_geometry, {"devices": [entry()], "_ansible_diff": True}, check_mode=True)
+    assert res["changed"] is True and res["disruptions"] == [], res
+    assert res["diff"]["after"]["gpu0"]["mig_devices"] == TARGET
+
+
+def test_a_mode_change_waiting_for_a_reset_says_this_module_does_not_reset(monkeypatch, tmp_path, run_module):
+    # A100 in a pass-through VM: the driver cannot reset it, so the change waits (the role resets or reboots).
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "disabled", "reset_supported": False}]})
+    expected = ["turn MIG mode on for GPU 0 (NVIDIA A100-SXM4-40GB): pending until a GPU reset or reboot, which this "
+                "module does not do"]
+    plan = run_module(mig_geometry, {"devices": [entry()], "_ansible_diff": True}, check_mode=True)
+    assert plan["disruptions"] == expected and plan["diff"][0]["prepared"].endswith("1. %s\n" % expected[0]), plan
+    res = run_module(mig_geometry, {"devices": [entry()]})
+    assert res["changed"] is True and res["disruptions"] == expected, res
+    # Nothing left to do until the reset: no disruption.
+    assert run_module(mig_geometry, {"devices": [entry()]})["disruptions"] == []
+
+
+def test_hopper_mode_changes_in_both_directions_are_named_and_a_rerun_has_none(monkeypatch, tmp_path, run_module):
+    use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": H100, "mig_mode": "disabled"}, {"model": H100, "mig_mode": "disabled"}]})
+    on = run_module(mig_geometry, {"devices": [entry([1], mig_devices={"1g.10gb": 7})]})
+    assert on["disruptions"] == ["turn MIG mode on for GPU 1 (NVIDIA H100 80GB HBM3)"], on
+    again = run_module(mig_geometry, {"devices": [entry([1], mig_devices={"1g.10gb": 7})], "_ansible_diff": True})
+    assert again["changed"] is False and again["disruptions"] == [] and again["diff"] == {"before": {}, "after": {}}
+    off = run_module(mig_geometry, {"devices": [entry([1], enabled=False)]}, check_mode=True)
+    # Turning MIG off destroys the seven instances first, then the mode.
+    assert off["disruptions"] == [
+        "destroy the GPU instances 1g.10gb x7 of GPU 1 (NVIDIA H100 80GB HBM3) with their compute instances",
+        "turn MIG mode off for GPU 1 (NVIDIA H100 80GB HBM3)"], off
+
+
+def test_forced_changes_name_the_processes_that_lose_their_instances(monkeypatch, tmp_path, run_module):
+    state = {"gpus": [{"model": A100, "mig_mode": "enabled",
+                       "gpu_instances": [{"profile_id": 0, "id": 0, "start": 0, "compute_instances": [{}]}],
+                       "processes": [{"pid": 4242, "gpu_instance_id": 0, "compute_instance_id": 0}, {"pid": 77, "gpu_instance_id": 0}]}]}
+    use_gpusim(monkeypatch, tmp_path, state)
+    res = run_module(mig_geometry, {"devices": [entry()], "force": True}, check_mode=True)
+    assert res["disruptions"] == ["destroy the GPU instances 7g.40gb x1 of GPU 0 (NVIDIA A100-SXM4-40GB) with their "
+                                  "compute instances (processes 77, 4242 use them)"], res

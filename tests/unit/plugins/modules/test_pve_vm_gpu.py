@@ -183,3 +183,46 @@ def test_running_vm_gets_the_settings_at_its_restart(sim, run):
     assert sim.vms[100]["pending"] == {"vga": "none"}
     res = run({"vmid": 100, "gpus": [], "vm_settings": {"vga": "none"}, "restart": "if_needed"})
     assert res["restarted"] is True and sim.vms[100]["conf"]["vga"] == "none" and sim.vms[100]["pending"] == {}, res
+
+
+# --------------------------------------------------------------- disruptions (issue 41): the restart named first
+
+RESTART_100 = ["shut down VM 100 on node pve1 (stopped after 180 s if still running)", "start VM 100 on node pve1"]
+
+
+def test_check_mode_names_the_restart_first_in_the_diff_and_writes_nothing(sim, run):
+    res = run({"vmid": 100, "gpus": [{"mapping": "a100", "pcie": True}], "restart": "if_needed"}, check_mode=True)
+    assert res["changed"] is True and res["restarted"] is True and writes(sim) == 0, res
+    # shutdown_timeout (default 180) is when Proxmox VE turns the shutdown into a stop (forceStop).
+    assert res["disruptions"] == RESTART_100
+    assert res["diff"] == [{"prepared": "Disruptive actions, in order:\n1. %s\n2. %s\n" % tuple(RESTART_100)},
+                           {"before": {}, "after": {"hostpci0": "mapping=a100,pcie=1"}}]
+    assert sim.vms[100]["status"] == "running"
+
+
+def test_the_real_restart_reports_its_disruptions_and_a_rerun_none(sim, run):
+    args = {"vmid": 100, "gpus": [{"mapping": "a100", "pcie": True}], "restart": "if_needed", "shutdown_timeout": 60}
+    res = run(args)
+    assert res["restarted"] is True and res["disruptions"] == [
+        "shut down VM 100 on node pve1 (stopped after 60 s if still running)", "start VM 100 on node pve1"], res
+    again = run(args)
+    assert again["changed"] is False and again["disruptions"] == [] and again["diff"] == {
+        "before": {"hostpci0": "mapping=a100,pcie=1"}, "after": {"hostpci0": "mapping=a100,pcie=1"}}, again
+
+
+def test_no_restart_no_disruption_a_pending_change_and_a_stopped_vm_included(sim, run):
+    res = run({"vmid": 100, "gpus": [{"mapping": "a100", "pcie": True}]}, check_mode=True)  # restart=never
+    assert res["pending"] is True and res["disruptions"] == [] and isinstance(res["diff"], dict), res
+    res = run({"vmid": 102, "gpus": [{"mapping": "a100"}], "restart": "always"}, check_mode=True)
+    assert res["changed"] is True and res["restarted"] is False and res["disruptions"] == [], res
+
+
+def test_batch_keeps_each_vms_restart_and_leads_the_diff_with_them(sim, run):
+    res = run({"vms": [{"vmid": 102, "gpus": [{"mapping": "a100", "pcie": True}]},
+                       {"vmid": 100, "gpus": [{"mapping": "a100", "pcie": True}], "restart": "always"}]},
+              check_mode=True)
+    assert res["changed"] is True and writes(sim) == 0, res
+    assert [(v["vmid"], v["disruptions"]) for v in res["vms"]] == [(102, []), (100, RESTART_100)]
+    assert res["disruptions"] == RESTART_100
+    assert res["diff"][0] == {"prepared": "Disruptive actions, in order:\n1. %s\n2. %s\n" % tuple(RESTART_100)}
+    assert [d["before_header"] for d in res["diff"][1:]] == ["VM 102 on pve1", "VM 100 on pve1"]

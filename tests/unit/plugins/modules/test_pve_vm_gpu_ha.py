@@ -49,8 +49,17 @@ def test_ha_start_that_fails_is_reported_with_the_service_state(sim, run):
     assert res["msg"] == ("VM 100 on node pve1 (HA-managed) did not become running: HA service vm:100 is in state "
                           "'error' (ha-manager status shows why) (the new hostpci configuration is saved; the VM is "
                           "stopped)")
+    # The failed result still names the restart it set out to do: the VM was shut down, its start is what failed.
+    assert res["disruptions"] == ["shut down VM 100 on node pve1 through HA (stopped after 180 s if still running)",
+                                  "start VM 100 on node pve1 through HA"]
 
 
 def test_vm_without_ha_says_so(sim, run):
     res = run({"vmid": 102, "gpus": [{"mapping": "a100"}]}, check_mode=True)
     assert res["ha_managed"] is False and res["restarted"] is False, res
+
+
+def test_an_ha_restart_is_named_as_going_through_ha(sim, run):
+    res = run({"vmid": 100, "gpus": [{"mapping": "a100", "pcie": True}], "restart": "if_needed"}, check_mode=True)
+    assert res["disruptions"] == ["shut down VM 100 on node pve1 through HA (stopped after 180 s if still running)",
+                                  "start VM 100 on node pve1 through HA"], res

@@ -149,7 +149,8 @@ def test_apply_writes_each_changed_host_once_then_rerun_is_idempotent(run, calls
     sent = writes(calls)[0][2].deviceType
     assert [(d.deviceId, d.graphicsType, d.vgpuMode) for d in sent] == [(PCI, "sharedDirect", "mixedSize")]
     hosts = by_name(res)
-    assert hosts["esx3"] == dict(name="esx3", changed=False, skipped=True, before=None, after=None, running_vms=[])
+    assert hosts["esx3"] == dict(name="esx3", changed=False, skipped=True, before=None, after=None, running_vms=[],
+                                 disruptions=[])
     assert hosts["esx1"]["after"]["vgpu_modes"] == {PCI: "mixedSize"}
     again = run(args)
     assert again["changed"] is False and len(writes(calls)) == 2, again
@@ -161,6 +162,31 @@ def test_restart_xorg_restarts_only_changed_hosts(run, calls, inventory):
     res = run({"esxi_hostname": ["esx1", "esx2"], "default_graphics_type": "sharedDirect", "restart_xorg": True})
     assert res["changed"] is True
     assert [c for c in calls if c[0] == "RestartService"] == [("RestartService", "esx1", "xorg")]
+
+
+def test_the_xorg_restart_is_a_disruption_named_first_in_check_mode_and_done_in_the_run(run, calls, inventory):
+    inventory["hosts"][1].config.hostDefaultGraphicsType = "sharedDirect"
+    args = {"esxi_hostname": ["esx1", "esx2"], "default_graphics_type": "sharedDirect", "restart_xorg": True}
+    res = run(args, check_mode=True)
+    # Only esx1 changes, and its GPU was in shared (vSGA) mode: Xorg is restarted there, nowhere else.
+    assert calls == [] and res["disruptions"] == ["restart the Xorg service of host esx1"], res
+    assert by_name(res)["esx1"]["disruptions"] == res["disruptions"] and by_name(res)["esx2"]["disruptions"] == []
+    assert res["diff"][0] == {"prepared": "Disruptive actions, in order:\n1. restart the Xorg service of host esx1\n"}
+    assert set(res["diff"][1]["after"]) == {"esx1"}
+    done = run(args)
+    assert done["disruptions"] == res["disruptions"]
+    assert [c for c in calls if c[0] == "RestartService"] == [("RestartService", "esx1", "xorg")]
+    again = run(args)
+    assert again["changed"] is False and again["disruptions"] == [] and again["diff"] == {"before": {}, "after": {}}
+
+
+def test_without_restart_xorg_or_vsga_nothing_is_disruptive(run, inventory):
+    res = run({"esxi_hostname": ["esx1"], "default_graphics_type": "sharedDirect"}, check_mode=True)
+    assert res["changed"] is True and res["disruptions"] == [] and not isinstance(res["diff"], list), res
+    # A GPU that is neither before nor after in shared (vSGA) mode needs no Xorg (VMware KB 318047).
+    inventory["hosts"][0].config.hostDefaultGraphicsType = "sharedDirect"
+    res = run({"esxi_hostname": ["esx1"], "assignment_policy": "consolidation", "restart_xorg": True}, check_mode=True)
+    assert res["changed"] is True and res["disruptions"] == [], res
 
 
 def test_unknown_host_fails_naming_it_and_writes_nothing(run, calls):
