@@ -23,7 +23,7 @@ from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files imp
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("hosts", "dest", "title", "driver_pin", "run_log", "generated_at"))
+    _VALID_ARGS = frozenset(("hosts", "dest", "title", "driver_pin", "run_log", "generated_at", "proxmox", "vsphere"))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -41,6 +41,12 @@ class ActionModule(ActionBase):
             if facts is not None and not isinstance(facts, dict):
                 raise AnsibleActionFail("fleet_report: facts of host %s must be a dict, got %s; nothing was written"
                                         % (name, type(facts).__name__))
+        apis = {}
+        for key in ("proxmox", "vsphere"):
+            apis[key] = plain(args.get(key)) or None
+            if apis[key] is not None and not isinstance(apis[key], dict):
+                raise AnsibleActionFail("fleet_report: %s must be a dict of inventory entry to its read, got %s; nothing "
+                                        "was written" % (key, type(apis[key]).__name__))
         run_log = args.get("run_log")
         if run_log:
             run_log = os.path.expanduser(str(run_log))
@@ -59,7 +65,8 @@ class ActionModule(ActionBase):
                     hosts[name] = facts
         try:
             model = R.fleet_model(hosts, title=str(args.get("title") or "GPU fleet report"),
-                                  generated_at=args.get("generated_at") or None, driver_pin=args.get("driver_pin") or None)
+                                  generated_at=args.get("generated_at") or None, driver_pin=args.get("driver_pin") or None,
+                                  proxmox=apis["proxmox"], vsphere=apis["vsphere"])
         except (AnsibleFilterError, TypeError, ValueError) as e:
             raise AnsibleActionFail("fleet_report: %s; nothing was written" % e)
         # Relative: from the directory ansible-playbook runs in (the controller process's), reported absolute.

@@ -13,8 +13,9 @@ from __future__ import annotations
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _report
 
 
-def report_model(hosts, title="GPU fleet report", generated_at=None, driver_pin=None):
-    return _report.fleet_model(hosts, title=title, generated_at=generated_at, driver_pin=driver_pin)
+def report_model(hosts, title="GPU fleet report", generated_at=None, driver_pin=None, proxmox=None, vsphere=None):
+    return _report.fleet_model(hosts, title=title, generated_at=generated_at, driver_pin=driver_pin, proxmox=proxmox,
+                               vsphere=vsphere)
 
 
 class FilterModule(object):

@@ -175,6 +175,19 @@ def check_gpu_ecc(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[
 
 # --- row remapping / page retirement --------------------------------------------------------------------------------
 
+def remapping_hidden_by_mig(gpu: Mapping[str, Any]) -> Optional[str]:
+    """Why row remapping cannot be read on this GPU when MIG hides it, else None.
+
+    nvml.h nvmlDeviceGetRemappedRows: NVML_ERROR_NOT_SUPPORTED on a MIG-enabled GPU. The preflight warns on it (the
+    state is unknown); the fleet report shows it as not applicable, since no operator action short of leaving MIG
+    makes it readable."""
+    rows = (gpu.get("health") or {}).get("remapped_rows") or {}
+    if rows.get("error") != "NVML_ERROR_NOT_SUPPORTED" or (gpu.get("mig_mode") or {}).get("current") != "enabled":
+        return None
+    return "row remapping cannot be read while MIG is enabled (%s, NVML_ERROR_NOT_SUPPORTED)" % (
+        "%d GPU instance(s)" % len(gpu.get("instances") or []) if gpu.get("instances") is not None else "MIG enabled")
+
+
 def _judge_memory(gpu: Mapping[str, Any], health: Mapping[str, Any]) -> tuple[str, str]:
     rows = health.get("remapped_rows") or {}
     if not rows.get("error"):
@@ -186,14 +199,10 @@ def _judge_memory(gpu: Mapping[str, Any], health: Mapping[str, Any]) -> tuple[st
         if rows.get("pending"):
             return "fail", "a row remap is pending (%s): it takes effect at the next GPU reset" % counts
         return "pass", counts
-    mig = (gpu.get("mig_mode") or {}).get("current") == "enabled"
-    if rows["error"] == "NVML_ERROR_NOT_SUPPORTED" and mig:
-        # nvml.h nvmlDeviceGetRemappedRows: not readable on a MIG-enabled GPU (with active instances); unknown, so a
-        # warning rather than a silent pass.
-        return "warn", ("row remapping cannot be read while MIG is enabled (%s, NVML_ERROR_NOT_SUPPORTED): pending or "
-                        "failed remaps are unknown" % (
-                            "%d GPU instance(s)" % len(gpu.get("instances") or []) if gpu.get("instances") is not None
-                            else "MIG enabled"))
+    hidden = remapping_hidden_by_mig(dict(gpu, health=health))
+    if hidden:
+        # Unknown, so a warning rather than a silent pass (the fleet report calls it not applicable).
+        return "warn", hidden + ": pending or failed remaps are unknown"
     retired = health.get("retired_pages") or {}
     if not retired.get("error"):
         # Page retirement (Volta and earlier): retired pages take effect when the driver is reloaded.

@@ -568,6 +568,33 @@ def gpu_facts(node: str, pci_list: Iterable[Mapping[str, Any]], mdev_types: Opti
     return gpus
 
 
+def gpu_vms(node: str, gpus: Iterable[Mapping[str, Any]], vm_list: Iterable[Mapping[str, Any]],
+            vm_configs: Mapping[Any, Mapping[str, Any]], mappings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The node's VMs that hold a GPU, by vmid: ``{vmid, name, status, node, hostpci}``, each hostpci entry as
+    hostpci_usage words it plus ``gpus`` (the GPUs and virtual functions of ``gpus``, gpu_facts' list, that its paths
+    cover; empty for a mapping without an entry on this node) and ``mdev_name`` (the mdev type's name on that device).
+
+    A VM is listed when one of its entries covers a GPU or names a mapping; ``vm_list``: ``GET /nodes/{node}/qemu``
+    items (name and status), ``vm_configs``: {vmid: config}."""
+    devices = [d for g in gpus for d in [g] + list(g.get("vfs") or [])]
+    listed = {int(v["vmid"]): v for v in vm_list if v.get("vmid") is not None}
+    by_vm: dict[int, dict[str, Any]] = {}
+    for use in hostpci_usage(node, mappings, vm_configs):
+        covered = [d for d in devices if any(address_covers(p, d["id"]) for p in use["paths"])]
+        types = {t.get("type"): t.get("name") for d in covered for t in d.get("mdev_types") or []}
+        by_vm.setdefault(use["vmid"], {"hostpci": [], "gpu": False})
+        by_vm[use["vmid"]]["hostpci"].append(dict(use, gpus=[d["id"] for d in covered], mdev_name=types.get(use["mdev"])))
+        by_vm[use["vmid"]]["gpu"] = by_vm[use["vmid"]]["gpu"] or bool(covered) or use["via"] == "mapping"
+    out = []
+    for vmid in sorted(by_vm):
+        if not by_vm[vmid]["gpu"]:
+            continue
+        item, cfg = listed.get(vmid) or {}, vm_configs.get(vmid) or vm_configs.get(str(vmid)) or {}
+        out.append({"vmid": vmid, "name": cfg.get("name") or item.get("name"), "status": item.get("status"), "node": node,
+                    "hostpci": by_vm[vmid]["hostpci"]})
+    return out
+
+
 def mapping_refs(node: str, mappings: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """[(mapping id, path)] of every ``map`` path that a mapping defines on ``node``."""
     refs: list[tuple[str, str]] = []

@@ -241,7 +241,14 @@ class PveClient:
 
     def gpu_facts(self, node: str, gather_mdev: bool = True, gather_vms: bool = True,
                   mappings: Optional[list[dict[str, Any]]] = None) -> list[dict[str, Any]]:
-        """pve_gpu_info facts of one node (see _pci.gpu_facts)."""
+        """pve_gpu_info's GPU facts of one node (see _pci.gpu_facts)."""
+        gpus: list[dict[str, Any]] = self.node_facts(node, gather_mdev, gather_vms, mappings)["gpus"]
+        return gpus
+
+    def node_facts(self, node: str, gather_mdev: bool = True, gather_vms: bool = True,
+                   mappings: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+        """pve_gpu_info facts of one node: ``gpus`` (_pci.gpu_facts) and ``vms``, the VMs holding them (_pci.gpu_vms;
+        the VM list that names the configs to read also gives each VM's name and status)."""
         raw, devices = self.hardware(node)
         mdev = {}
         if gather_mdev:
@@ -255,5 +262,7 @@ class PveClient:
                     mdev[d["id"]] = self.mdev_types(node, d["id"])
         if mappings is None:
             mappings = self.mappings()
-        configs = self.vm_configs(node) if gather_vms else {}
-        return _pci.gpu_facts(node, raw, mdev_types=mdev, mappings=mappings, vm_configs=configs)
+        vm_list = (self.get("nodes/%s/qemu" % node) or []) if gather_vms else []
+        configs = {int(vm["vmid"]): self.get("nodes/%s/qemu/%s/config" % (node, vm["vmid"])) for vm in vm_list}
+        gpus = _pci.gpu_facts(node, raw, mdev_types=mdev, mappings=mappings, vm_configs=configs)
+        return {"gpus": gpus, "vms": _pci.gpu_vms(node, gpus, vm_list, configs, mappings)}

@@ -17,6 +17,13 @@ description:
   - The HTML page has inline CSS only (no scripts, no external assets). Each MIG-enabled GPU is drawn as its memory
     slices (8 on A100/H100/H200, 4 on A30) with every GPU instance placed at its placement start and size.
   - Every piece of a host's facts is optional; a failed or skipped gathering task shows as a note on that host.
+  - The summary counts failed and warned nodes (preflight) and GPUs (health) and colours each count, the fail colour
+    over the warn colour over the ok colour. A check that cannot apply is shown as not applicable with its reason and
+    is not a warning - C(gpu_memory) on a MIG-enabled GPU, whose row remapping NVML cannot read (nvml.h
+    C(nvmlDeviceGetRemappedRows)) - and a host whose GPUs are all bound to C(vfio-pci) says why it has no NVML instead
+    of warning.
+  - With O(proxmox) and O(vsphere), the page lists the Proxmox VE VMs holding GPUs per node and the vSphere GPU hosts
+    with their vGPU VMs and the driver drift per cluster.
   - Runs on the controller as an action plugin; nothing is sent to the managed node. Files are replaced atomically
     and only when their content differs.
 extends_documentation_fragment:
@@ -66,8 +73,20 @@ options:
     description:
       - Timestamp shown in the report, for example C({{ now(utc=true).isoformat() }}).
     type: str
+  proxmox:
+    description:
+      - Proxmox VE cluster inventory entry to its registered M(gpuops.provision.pve_gpu_info) result; a failed read
+        is shown with its reason.
+    type: dict
+  vsphere:
+    description:
+      - vCenter inventory entry to its registered M(gpuops.provision.vsphere_gpu_info) result; a failed read is shown
+        with its reason.
+    type: dict
 seealso:
   - module: gpuops.provision.gpu_info
+  - module: gpuops.provision.pve_gpu_info
+  - module: gpuops.provision.vsphere_gpu_info
   - module: gpuops.provision.iommu_info
   - module: gpuops.provision.nvidia_license_info
 """
@@ -102,12 +121,20 @@ written:
   type: list
   elements: str
 summary:
-  description: Fleet counts C(hosts), C(gpus), C(mig_enabled), C(gpu_instances) and host lists C(off_pin),
-    C(unlicensed), C(not_isolated), C(preflight_failed), C(changed).
+  description:
+    - Fleet counts C(hosts), C(gpus), C(mig_enabled), C(gpu_instances); host lists C(off_pin), C(unlicensed),
+      C(not_isolated), C(preflight_failed), C(preflight_warned), C(changed); GPU lists C(unhealthy_gpus) (a health
+      check fails), C(warned_gpus) (one warns), C(not_applicable_gpus) (a check does not apply, see the description);
+      C(counts), the length of each of those five lists.
+    - From O(proxmox) and O(vsphere) - C(proxmox_gpu_vms), C(vsphere_vgpu_vms), C(driver_drift) (the vSphere clusters whose
+      GPU hosts run different drivers) and C(unread) (the entries whose read failed).
   returned: always
   type: dict
   sample: {hosts: 2, gpus: 3, mig_enabled: 1, gpu_instances: 3, off_pin: [], unlicensed: [], not_isolated: [],
-           preflight_failed: [], changed: [gpu-node-1]}
+           preflight_failed: [], preflight_warned: [gpu-node-2], unhealthy_gpus: [], warned_gpus: [gpu-node-2 GPU 0],
+           not_applicable_gpus: [gpu-node-1 GPU 0, gpu-node-2 GPU 0], changed: [gpu-node-1],
+           counts: {preflight_failed: 0, preflight_warned: 1, unhealthy_gpus: 0, warned_gpus: 1, not_applicable_gpus: 2},
+           proxmox_gpu_vms: 0, vsphere_vgpu_vms: 0, driver_drift: [], unread: []}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -123,6 +150,8 @@ def main():
             driver_pin=dict(type="str"),
             run_log=dict(type="path"),
             generated_at=dict(type="str"),
+            proxmox=dict(type="dict"),
+            vsphere=dict(type="dict"),
         ),
         supports_check_mode=True,
     )

@@ -33,7 +33,8 @@ options:
     default: true
   gather_vms:
     description:
-      - Read every VM configuration of the nodes to report which VM uses which device (one API call per VM).
+      - Read every VM configuration of the nodes to report which VM uses which device (one API call per VM), in
+        RV(nodes.gpus[].used_by) and RV(nodes.vms).
     type: bool
     default: true
 notes:
@@ -98,8 +99,31 @@ nodes:
           description: VMs of the node whose hostpci entries use the device (vmid, slot, via, mapping, paths, mdev).
           type: list
           elements: dict
+    vms:
+      description:
+        - The node's VMs that hold a GPU (a C(hostpciN) entry covering one of its GPUs or their virtual functions, or
+          naming a cluster mapping), by vmid; empty with O(gather_vms=false).
+      type: list
+      elements: dict
+      contains:
+        vmid: {description: VM id., type: int}
+        name: {description: VM name from its configuration., type: str}
+        status: {description: 'V(running) or V(stopped), as C(GET /nodes/{node}/qemu) gives it.', type: str}
+        node: {description: Node name., type: str}
+        hostpci:
+          description:
+            - Every C(hostpciN) entry of the VM - C(slot), C(via) (V(mapping) or V(host)), C(mapping), C(paths), C(mdev)
+              (the mediated device type, the vGPU) - with C(gpus), the addresses of this node's GPUs and virtual
+              functions the entry covers (empty when a mapping has no entry on this node), and C(mdev_name), the
+              type's name on that device (null when unknown or O(gather_mdev=false)).
+          type: list
+          elements: dict
   sample:
     pve1:
+      vms:
+        - {vmid: 100, name: ml-01, status: running, node: pve1,
+           hostpci: [{slot: hostpci0, via: mapping, mapping: a100, paths: ["0000:01:00.0"], mdev: null, mdev_name: null,
+                      gpus: ["0000:01:00.0"]}]}
       gpus:
         - id: "0000:01:00.0"
           pci_id: "10de:20b5"
@@ -109,6 +133,11 @@ nodes:
           used_by: [{vmid: 100, slot: hostpci0, via: mapping, mapping: a100, paths: ["0000:01:00.0"], mdev: null}]
 gpus:
   description: All GPUs of all nodes in one list (the same dicts as in RV(nodes)).
+  returned: always
+  type: list
+  elements: dict
+vms:
+  description: The VMs of all nodes that hold a GPU, in one list (the same dicts as RV(nodes.vms)).
   returned: always
   type: list
   elements: dict
@@ -156,14 +185,14 @@ def main():
         mappings = client.mappings()
         result = {}
         for node in nodes:
-            result[node] = {"gpus": client.gpu_facts(node, gather_mdev=p["gather_mdev"], gather_vms=p["gather_vms"], mappings=mappings)}
+            result[node] = client.node_facts(node, gather_mdev=p["gather_mdev"], gather_vms=p["gather_vms"], mappings=mappings)
     except PveError as exc:
         module.fail_json(msg=str(exc))
     else:
         for warning in client.warnings:
             module.warn(warning)
-        module.exit_json(changed=False, nodes=result, gpus=[g for n in nodes for g in result[n]["gpus"]], mappings=mappings,
-                         skipped_nodes=skipped)
+        module.exit_json(changed=False, nodes=result, gpus=[g for n in nodes for g in result[n]["gpus"]],
+                         vms=[v for n in nodes for v in result[n]["vms"]], mappings=mappings, skipped_nodes=skipped)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import html
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, Optional, TypeGuard
 
@@ -115,6 +116,68 @@ def _gpu_entry(gpu: Mapping[str, Any], iommu_by_addr: Mapping[str, Any], lic_by_
     return entry
 
 
+def _not_applicable(check_id: Any, gpu: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """Why a check's warning on this GPU is not applicable (nothing an operator can act on), else None: only
+    gpu_memory on a MIG-enabled GPU, whose row remapping NVML cannot read (module_utils/_health.py)."""
+    if check_id != "gpu_memory" or not _is_map(gpu):
+        return None
+    return _health.remapping_hidden_by_mig(gpu)
+
+
+def _health_entry(verdict: Optional[Model], gpu: Mapping[str, Any]) -> Optional[Model]:
+    """A GPU's health verdict with its not-applicable warnings moved out of ``failing`` into ``not_applicable`` and
+    the status recomputed from what is left, so a MIG GPU is not yellow for what nobody can fix."""
+    if verdict is None:
+        return None
+    failing: list[Model] = []
+    not_applicable: list[Model] = []
+    for f in verdict.get("failing") or []:
+        reason = _not_applicable(f.get("check"), gpu) if f.get("status") == "warn" else None
+        if reason:
+            not_applicable.append({"check": f.get("check"), "reason": reason})
+        else:
+            failing.append(f)
+    status = verdict.get("status")
+    if not_applicable:
+        status = max((str(f.get("status")) for f in failing), key=lambda st: _health.WORST.get(st, 0), default="pass")
+    return {"status": status, "failing": failing, "not_applicable": not_applicable}
+
+
+def _preflight_entry(pf: Mapping[str, Any], gpus_by_index: Mapping[Any, Mapping[str, Any]]) -> Model:
+    """The node's preflight report as the page shows it: a check whose every warning is not applicable (see
+    _not_applicable) shows as ``n/a`` with the reason, and a node that warned only for such checks passes here;
+    ``reported_verdict`` keeps what the node said. A failed node stays failed (fail_on_warn may have made it)."""
+    checks: list[Model] = []
+    for c in pf.get("checks") or []:
+        if not _is_map(c) or c.get("status") == "skip":
+            continue
+        status, evidence, remedy = c.get("status"), c.get("evidence"), c.get("remedy") or ""
+        per_gpu = [g for g in c.get("gpus") or [] if _is_map(g) and g.get("status") in ("warn", "fail")]
+        reasons = [(g.get("index"), _not_applicable(c.get("id"), gpus_by_index.get(g.get("index"))))
+                   for g in per_gpu if g.get("status") == "warn"]
+        if status == "warn" and per_gpu and len(reasons) == len(per_gpu) and all(r for _i, r in reasons):
+            status, remedy = "n/a", ""
+            evidence = "not applicable: " + "; ".join("GPU %s: %s" % (i, r) for i, r in reasons)
+        checks.append({"id": c.get("id"), "status": status, "evidence": evidence, "remedy": remedy})
+    reported = pf.get("verdict")
+    warned = [c["id"] for c in checks if c["status"] == "warn"]
+    verdict = "pass" if reported == "warn" and not warned and not any(c["status"] == "fail" for c in checks) else reported
+    return {"verdict": verdict, "reported_verdict": reported, "ready": pf.get("ready"), "generated_at": pf.get("generated_at"),
+            "failed_checks": list(pf.get("failed_checks") or []),
+            "warned_checks": warned if checks else list(pf.get("warned_checks") or []),
+            "not_applicable_checks": [c["id"] for c in checks if c["status"] == "n/a"], "checks": checks}
+
+
+def vfio_passthrough(nvml: Mapping[str, Any], iommu_gpus: list[Mapping[str, Any]]) -> Optional[str]:
+    """Why NVML is absent by design, or None: every NVIDIA GPU of the host is bound to vfio-pci (a passthrough host
+    such as a Proxmox VE node: the GPUs belong to VMs and no NVIDIA driver is loaded). Without IOMMU facts, or with
+    any GPU on another driver (or none), a missing NVML stays a warning."""
+    if nvml.get("available", True) or not iommu_gpus or any(g.get("driver") != "vfio-pci" for g in iommu_gpus):
+        return None
+    return ("NVML not loaded: all %d GPU(s) are bound to vfio-pci for passthrough, so no NVIDIA driver runs on this "
+            "host by design (gpu_info: %s)" % (len(iommu_gpus), nvml.get("reason") or "not available"))
+
+
 def _changes(value: Any) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     for item in value or []:
@@ -157,11 +220,16 @@ def host_model(host: Any, facts: Any) -> Model:
     iommu_by_addr = dict((str(g.get("address") or "").lower(), g) for g in (iommu or {}).get("gpus") or [] if _is_map(g))
     lic_by_index = dict((g.get("index"), g) for g in (lic or {}).get("gpus") or [] if _is_map(g))
     nvml = (gpu_res or {}).get("nvml") or {}
+    info: list[str] = []
     if gpu_res is not None and not nvml.get("available", True):
-        notes.append("NVML: %s" % (nvml.get("reason") or "not available"))
+        why = vfio_passthrough(nvml, list(iommu_by_addr.values()))
+        if why:
+            info.append(why)
+        else:
+            notes.append("NVML: %s" % (nvml.get("reason") or "not available"))
     health = _host_health(gpu_res, facts.get("preflight"))
-    gpus = [_gpu_entry(g, iommu_by_addr, lic_by_index, health.get(g.get("index"))) for g in (gpu_res or {}).get("gpus") or []
-            if _is_map(g)]
+    gpu_facts = [g for g in (gpu_res or {}).get("gpus") or [] if _is_map(g)]
+    gpus = [_gpu_entry(g, iommu_by_addr, lic_by_index, _health_entry(health.get(g.get("index")), g)) for g in gpu_facts]
     if not gpus and iommu_by_addr:
         # A passthrough host with GPUs bound to vfio-pci has no NVML view: show them from the IOMMU side.
         for addr, io in sorted(iommu_by_addr.items()):
@@ -199,18 +267,102 @@ def host_model(host: Any, facts: Any) -> Model:
     pf = facts.get("preflight")
     preflight = None
     if _is_map(pf) and pf.get("verdict"):
-        preflight = {"verdict": pf.get("verdict"), "ready": pf.get("ready"), "generated_at": pf.get("generated_at"),
-                     "failed_checks": list(pf.get("failed_checks") or []), "warned_checks": list(pf.get("warned_checks") or []),
-                     "checks": [{"id": c.get("id"), "status": c.get("status"), "evidence": c.get("evidence"),
-                                 "remedy": c.get("remedy") or ""}
-                                for c in pf.get("checks") or [] if _is_map(c) and c.get("status") != "skip"]}
+        preflight = _preflight_entry(pf, dict((g.get("index"), g) for g in gpu_facts))
     return {"host": str(host), "gpus": gpus, "driver": driver, "license": licence, "iommu": iommu_summary,
-            "preflight": preflight, "changes": _changes(facts.get("changes")), "notes": notes}
+            "preflight": preflight, "changes": _changes(facts.get("changes")), "notes": notes, "info": info}
+
+
+# --- Proxmox VE VMs and vSphere hosts (the API-managed half of the fleet) ------------------------------------------
+
+def _vms_from_used_by(node: str, gpus: list[Mapping[str, Any]]) -> list[Model]:
+    """VMs from the GPUs' ``used_by`` where pve_gpu_info returned no ``vms`` (before it did): no names or states."""
+    by_vm: dict[int, Model] = {}
+    for g in gpus:
+        for dev in [g] + [v for v in g.get("vfs") or [] if _is_map(v)]:
+            for u in dev.get("used_by") or []:
+                vm = by_vm.setdefault(int(u["vmid"]), {"vmid": int(u["vmid"]), "name": None, "status": None, "node": node,
+                                                       "hostpci": []})
+                if not any(h["slot"] == u.get("slot") for h in vm["hostpci"]):
+                    vm["hostpci"].append(dict(u, mdev_name=None, gpus=[dev.get("id")]))
+    return [by_vm[k] for k in sorted(by_vm)]
+
+
+def proxmox_model(name: Any, result: Any) -> Model:
+    """One Proxmox VE cluster entry from its registered pve_gpu_info result: per node its GPUs and the VMs whose
+    hostpci entries hold them (a mapping or a raw PCI address, the mdev/vGPU type); a failed read keeps its reason."""
+    entry: Model = {"name": str(name), "error": _failed(result) if _is_map(result) else "not read", "nodes": [],
+                    "skipped_nodes": {}}
+    if entry["error"] or not _is_map(result):
+        return entry
+    entry["skipped_nodes"] = dict(result.get("skipped_nodes") or {})
+    for node, facts in sorted((result.get("nodes") or {}).items()):
+        gpus = [g for g in (facts or {}).get("gpus") or [] if _is_map(g)]
+        names = {}
+        for g in gpus:
+            for dev in [g] + [v for v in g.get("vfs") or [] if _is_map(v)]:
+                names[dev.get("id")] = "%s %s" % (dev.get("id"), dev.get("device_name") or dev.get("pci_id") or "")
+        raw_vms = (facts or {}).get("vms")
+        vms: list[Model] = []
+        for vm in raw_vms if raw_vms is not None else _vms_from_used_by(node, gpus):
+            if not _is_map(vm):
+                continue
+            devices = [{"slot": h.get("slot"), "via": h.get("via"), "mapping": h.get("mapping"),
+                        "paths": list(h.get("paths") or []), "mdev": h.get("mdev"), "mdev_name": h.get("mdev_name"),
+                        "gpus": [names.get(i, i) for i in h.get("gpus") or []]}
+                       for h in vm.get("hostpci") or [] if _is_map(h)]
+            vms.append({"vmid": vm.get("vmid"), "name": vm.get("name"), "status": vm.get("status"), "devices": devices})
+        used = {i for vm in vms for d in vm["devices"] for i in d["gpus"]}
+        entry["nodes"].append({"node": str(node), "gpus": [names[g.get("id")] for g in gpus],
+                               "free_gpus": [names[g.get("id")] for g in gpus if names[g.get("id")] not in used
+                                             and not any(names.get(v.get("id")) in used for v in g.get("vfs") or [])],
+                               "vms": vms})
+    return entry
+
+
+def vsphere_model(name: Any, result: Any) -> Model:
+    """One vCenter entry from its registered vsphere_gpu_info result: per cluster its GPU hosts with their vGPU VMs
+    (profiles) and the cluster's driver drift (one driver per cluster); a failed read keeps its reason."""
+    entry: Model = {"name": str(name), "error": _failed(result) if _is_map(result) else "not read", "clusters": []}
+    if entry["error"] or not _is_map(result):
+        return entry
+    drift: Mapping[str, Any] = result["drift"] if _is_map(result.get("drift")) else {}
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for h in result.get("hosts") or []:
+        if _is_map(h):
+            # vsphere_gpu_info names a standalone host's drift group so (module_utils/_vgpu.py drift_by_cluster).
+            groups.setdefault(h.get("cluster") or "standalone host %s" % h.get("name"), []).append(h)
+    for cluster, hosts in sorted(groups.items()):
+        c_drift = (drift.get("clusters") or {}).get(cluster)
+        gpu_hosts = [h for h in hosts if h.get("gpu_host")]
+        entry["clusters"].append({
+            "cluster": cluster, "other_hosts": len(hosts) - len(gpu_hosts),
+            "drift": None if not _is_map(c_drift) else {
+                "consistent": c_drift.get("consistent"), "versions": dict(c_drift.get("versions") or {}),
+                "missing": list(c_drift.get("missing") or []), "majority": c_drift.get("majority")},
+            "hosts": [{"name": h.get("name"), "connection_state": h.get("connection_state"),
+                       "maintenance": bool(h.get("in_maintenance_mode")), "esxi_version": h.get("esxi_version"),
+                       "driver": ((h.get("driver") or {}).get("version")),
+                       "gpus": [g.get("device_name") for g in h.get("gpus") or [] if _is_map(g)],
+                       "vgpu_vms": [{"name": v.get("name"), "power_state": v.get("power_state"),
+                                     "profiles": list(v.get("profiles") or [])}
+                                    for v in h.get("vgpu_vms") or [] if _is_map(v)]}
+                      for h in sorted(gpu_hosts, key=lambda h: str(h.get("name")))]})
+    return entry
+
+
+def _entries(value: Any, build: Any, what: str) -> list[Model]:
+    if value is None:
+        return []
+    if not _is_map(value):
+        raise AnsibleFilterError("fleet report: %s must be a mapping of inventory entry to its read, got %s"
+                                 % (what, type(value).__name__))
+    return [build(k, value[k]) for k in sorted(value)]
 
 
 def fleet_model(hosts: Any, title: str = "GPU fleet report", generated_at: Optional[str] = None,
-                driver_pin: Optional[str] = None) -> Model:
-    """The whole report: ``hosts`` maps host name -> facts dict with the optional keys of PIECES."""
+                driver_pin: Optional[str] = None, proxmox: Any = None, vsphere: Any = None) -> Model:
+    """The whole report: ``hosts`` maps host name -> facts dict with the optional keys of PIECES; ``proxmox`` and
+    ``vsphere`` map a cluster / vCenter inventory entry to its registered pve_gpu_info / vsphere_gpu_info result."""
     if not _is_map(hosts):
         raise AnsibleFilterError("fleet report: hosts must be a mapping of host name to facts, got %s" % type(hosts).__name__)
     entries: list[Model] = []
@@ -219,8 +371,10 @@ def fleet_model(hosts: Any, title: str = "GPU fleet report", generated_at: Optio
         if driver_pin and _is_map(facts) and not facts.get("driver_pin"):
             facts = dict(facts, driver_pin=driver_pin)
         entries.append(host_model(name, facts))
+    pve = _entries(proxmox, proxmox_model, "proxmox")
+    vsp = _entries(vsphere, vsphere_model, "vsphere")
     gpus = [g for h in entries for g in h["gpus"]]
-    summary = {
+    summary: Model = {
         "hosts": len(entries),
         "gpus": len(gpus),
         "mig_enabled": sum(1 for g in gpus if g["mig"] and g["mig"]["current"] == "enabled"),
@@ -229,11 +383,25 @@ def fleet_model(hosts: Any, title: str = "GPU fleet report", generated_at: Optio
         "unlicensed": [h["host"] for h in entries if h["license"] and h["license"]["licensed"] is False],
         "not_isolated": [h["host"] for h in entries if h["iommu"] and h["iommu"]["not_isolated"]],
         "preflight_failed": [h["host"] for h in entries if h["preflight"] and h["preflight"]["verdict"] == "fail"],
+        "preflight_warned": [h["host"] for h in entries if h["preflight"] and h["preflight"]["verdict"] == "warn"],
         "unhealthy_gpus": ["%s GPU %s" % (h["host"], g["index"]) for h in entries for g in h["gpus"]
                            if (g.get("health") or {}).get("status") == "fail"],
+        "warned_gpus": ["%s GPU %s" % (h["host"], g["index"]) for h in entries for g in h["gpus"]
+                        if (g.get("health") or {}).get("status") == "warn"],
+        "not_applicable_gpus": ["%s GPU %s" % (h["host"], g["index"]) for h in entries for g in h["gpus"]
+                                if (g.get("health") or {}).get("not_applicable")],
         "changed": [h["host"] for h in entries if h["changes"]],
+        "proxmox_gpu_vms": sum(len(n["vms"]) for c in pve for n in c["nodes"]),
+        "vsphere_vgpu_vms": sum(len(h["vgpu_vms"]) for v in vsp for c in v["clusters"] for h in c["hosts"]),
+        "driver_drift": ["%s %s" % (v["name"], c["cluster"]) for v in vsp for c in v["clusters"]
+                         if c["drift"] and c["drift"]["consistent"] is False],
+        "unread": [e["name"] for e in pve + vsp if e["error"]],
     }
-    return {"title": title, "generated_at": generated_at, "driver_pin": driver_pin, "summary": summary, "hosts": entries}
+    # The counts AWX shows (set_stats) and the band colours come from: fail beats warn beats ok.
+    summary["counts"] = {key: len(summary[key]) for key in ("preflight_failed", "preflight_warned", "unhealthy_gpus",
+                                                             "warned_gpus", "not_applicable_gpus")}
+    return {"title": title, "generated_at": generated_at, "driver_pin": driver_pin, "summary": summary, "hosts": entries,
+            "proxmox": pve, "vsphere": vsp}
 
 
 # --- health over runs ----------------------------------------------------------------------------------------------
@@ -278,7 +446,7 @@ TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates"
 PAGE = "fleet_report.html.j2"
 
 # A check's or a verdict's status as the CSS class its cell gets.
-STATUS_CLASS = {"pass": "ok", "warn": "warn", "fail": "bad"}
+STATUS_CLASS = {"pass": "ok", "warn": "warn", "fail": "bad", "n/a": "na"}
 
 
 def _finalize(value: Any) -> Any:
@@ -298,8 +466,19 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def run_label(generated_at: Any) -> str:
+    """A run's column heading in the health-over-runs table: ``MM-DD HH:MM`` of its ISO 8601 time (UTC as written,
+    ``2026-12-05T23:10:17Z`` -> ``12-05 23:10``); a time in another form as it is, a missing one as ``?``."""
+    text = str(generated_at or "")
+    m = re.match(r"\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d)", text)
+    if m:
+        return "%s-%s %s:%s" % m.groups()
+    return text or "?"
+
+
 def render_html(model: Mapping[str, Any]) -> str:
     """One self-contained HTML page (inline CSS, no scripts, no external assets), from templates/fleet_report.html.j2."""
     runs = list(model.get("health_history") or [])
     return _environment().get_template(PAGE).render(
-        model=model, history_runs=runs, history_gpus=sorted({g for run in runs for g in run["gpus"]}))
+        model=model, history_runs=runs, history_gpus=sorted({g for run in runs for g in run["gpus"]}),
+        history_labels=[run_label(r.get("generated_at")) for r in runs])

@@ -85,3 +85,56 @@ def test_a_gpu_failing_a_health_check_is_drawn_red(tmp_path):
     assert sum(1 for p in samples if p == SICK_RGB) > 2000, "the sick GPU's GI blocks are not red"
     # The healthy colour remains only in the headings' underline (the healthy drawing has several thousand samples).
     assert sum(1 for p in samples if p == GI_RGB) < 1000, "a sick GPU's blocks must not keep the healthy colour"
+
+
+# --- issue 41: the representative report of docs/images/fleet-report.png -----------------------------------------------
+
+# The warn colour of the report's CSS (.warn background #ffeab0) and the band's height from the page's top at 1x:
+# the title, the generated line and the two-row summary table end well before y=150.
+WARN_RGB = (0xFF, 0xEA, 0xB0)
+BAND = 150
+DOC_PNG = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
+                       "docs", "images", "fleet-report.png")
+
+
+def band_warn_pixels(png_path):
+    width, _height, bpp, rows = png_info(png_path)
+    return sum(1 for y in range(0, BAND) for x in range(0, width) if pixel(rows, bpp, x, y) == WARN_RGB)
+
+
+def test_the_sample_report_counts_its_warnings_and_lists_the_vm_sections():
+    import report_sample  # noqa: E402  pylint: disable=import-error,import-outside-toplevel
+    model = report_sample.sample_model()
+    s = model["summary"]
+    # One warned node and GPU (gpu-node-2 runs hot); the MIG GPUs' gpu_memory is not applicable, not a warning.
+    assert (s["preflight_warned"], s["warned_gpus"]) == (["gpu-node-2"], ["gpu-node-2 GPU 0"])
+    assert s["not_applicable_gpus"] == ["gpu-node-1 GPU 0", "gpu-node-1 GPU 1", "gpu-node-2 GPU 0"]
+    assert s["counts"]["preflight_warned"] == 1 and s["counts"]["warned_gpus"] == 1
+    assert s["proxmox_gpu_vms"] == 4 and s["vsphere_vgpu_vms"] == 3 and s["driver_drift"] == ["lab-vcenter DC0_C0"]
+    page = R.render_html(model)
+    assert '<td class="warn" data-failed="0" data-warned="1">0 failed &middot; 1 warned: gpu-node-2</td>' in page
+    assert "<h2>Proxmox VE VMs with GPUs</h2>" in page and "<h2>vSphere GPU hosts and vGPU VMs</h2>" in page
+    for text in ("k8s-gpu-a", "nvidia-1150 (NVIDIA L40S-8Q)", "ml-train-01 (poweredOn): grid_a100-20c",
+                 "DRIFT - 535.216.01 on DC0_C0_H1, 550.90.05 on DC0_C0_H0", "NVML not loaded: all 2 GPU(s) are bound to vfio-pci",
+                 '>12-06 08:30</th>'):
+        assert text in page, text
+
+
+def test_the_warn_badge_is_drawn_in_the_band_and_only_while_something_warns(tmp_path):
+    import report_sample  # noqa: E402  pylint: disable=import-error,import-outside-toplevel
+    warned = report_sample.write(str(tmp_path / "warned.png"))
+    calm = report_sample.write(str(tmp_path / "calm.png"), model=report_sample.sample_model(hot=False))
+    assert png_info(warned)[:2] == (report_sample.WIDTH, report_sample.HEIGHT)
+    # Two counted cells in the warn colour (nodes and GPUs), each well over a thousand pixels at this width.
+    assert band_warn_pixels(warned) > 2000, "the summary band shows no warn colour"
+    assert band_warn_pixels(calm) == 0, "nothing warns, yet the band has the warn colour"
+
+
+@pytest.mark.skipif(not os.path.exists(DOC_PNG), reason="docs/images/fleet-report.png not generated")
+def test_the_documented_screenshot_shows_the_warn_badge_and_the_api_sections():
+    # docs/images/fleet-report.png comes from report_sample.py: it must show the warn colour in its band and be tall
+    # enough for the Proxmox VE and vSphere sections below the hosts (the page's last ~600 px at 1x).
+    width, height, bpp, rows = png_info(DOC_PNG)
+    assert band_warn_pixels(DOC_PNG) > 2000
+    lower = [pixel(rows, bpp, x, y) for y in range(height - 700, height, 3) for x in range(0, width, 3)]
+    assert sum(1 for p in lower if p != (0xFF, 0xFF, 0xFF)) > 5000, "the bottom of the screenshot is empty"

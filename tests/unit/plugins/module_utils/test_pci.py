@@ -947,3 +947,24 @@ def test_strict_hostpci_refuses_joined_devices_and_mdev_on_several_functions():
 def test_mdev_checked_only_from_8_4(version, mdev, expected):
     # pve-guest-common 57cd454 (libpve-guest-common-perl 5.1.7, PVE 8.4) added the mdev comparison to assert_valid.
     assert _pci.mdev_checked(version, mdev) is expected
+
+
+def test_gpu_vms_lists_the_vms_holding_a_gpu_or_a_mapping():
+    mappings = [{"id": "a100", "map": ["node=pve1,path=0000:01:00.0,id=10de:20b5"]},
+                {"id": "elsewhere", "map": ["node=pve2,path=0000:01:00.0,id=10de:20b5"]}]
+    configs = {100: {"name": "ml", "hostpci0": "mapping=a100,pcie=1"}, 101: {"hostpci1": "0000:04:00.0"},
+               102: {"name": "moved", "hostpci0": "mapping=elsewhere"}, 103: {"name": "nogpu"}}
+    listing = [{"vmid": 100, "name": "old-name", "status": "running"}, {"vmid": 102, "status": "stopped"},
+               {"vmid": "101", "status": "stopped"}, {"vmid": 103, "status": "running"}]
+    gpus = [{"id": "0000:01:00.0", "mdev_types": [], "vfs": []},
+            {"id": "0000:41:00.0", "mdev_types": [], "vfs": [
+                {"id": "0000:41:00.4", "mdev_types": [{"type": "nvidia-1", "name": "L40S-1Q"}]}]}]
+    vms = _pci.gpu_vms("pve1", gpus, listing, configs, mappings)
+    # 101 passes a NIC through only and 103 has no hostpci: not GPU VMs. 102's mapping has no entry on pve1.
+    assert [(v["vmid"], v["name"], v["status"], v["node"]) for v in vms] == [
+        (100, "ml", "running", "pve1"), (102, "moved", "stopped", "pve1")]
+    assert vms[0]["hostpci"][0]["gpus"] == ["0000:01:00.0"] and vms[1]["hostpci"][0]["gpus"] == []
+    vf = _pci.gpu_vms("pve1", gpus, [], {7: {"hostpci0": "0000:41:00.4,mdev=nvidia-1"}}, [])
+    assert vf == [{"vmid": 7, "name": None, "status": None, "node": "pve1", "hostpci": [
+        {"vmid": 7, "slot": "hostpci0", "via": "host", "mapping": None, "paths": ["0000:41:00.4"], "mdev": "nvidia-1",
+         "gpus": ["0000:41:00.4"], "mdev_name": "L40S-1Q"}]}]

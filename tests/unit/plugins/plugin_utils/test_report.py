@@ -4,7 +4,10 @@
 The golden page was written by the Python string renderer the template replaced (plugins/filter/report.py before
 issue 20) for the model next to it: every part of the page (health red and amber, MIG slices with an invalid
 placement, a pending reset, isolation, licences, driver pin, preflight checks, changes, notes, the health history)
-and escaping of <&"' everywhere. Any change to the template's output fails here, byte for byte.
+and escaping of <&"' everywhere. Issue 41 regenerated it from the template, on purpose, with what it added to the model:
+the warn counts of the summary band, a not-applicable check (GPU and preflight), a vfio host's information, run
+times over the health history, and the Proxmox VE and vSphere sections (a failed read of each too). Any change to the
+template's output fails here, byte for byte.
 """
 
 from __future__ import annotations
