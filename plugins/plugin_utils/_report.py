@@ -398,8 +398,8 @@ def fleet_model(hosts: Any, title: str = "GPU fleet report", generated_at: Optio
         "unread": [e["name"] for e in pve + vsp if e["error"]],
     }
     # The counts AWX shows (set_stats) and the band colours come from: fail beats warn beats ok.
-    summary["counts"] = {key: len(summary[key]) for key in ("preflight_failed", "preflight_warned", "unhealthy_gpus",
-                                                             "warned_gpus", "not_applicable_gpus")}
+    counted = ("preflight_failed", "preflight_warned", "unhealthy_gpus", "warned_gpus", "not_applicable_gpus")
+    summary["counts"] = {key: len(summary[key]) for key in counted}
     return {"title": title, "generated_at": generated_at, "driver_pin": driver_pin, "summary": summary, "hosts": entries,
             "proxmox": pve, "vsphere": vsp}
 

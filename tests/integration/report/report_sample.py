@@ -107,20 +107,22 @@ def proxmox():
     """pve_gpu_info of the lab's two-node cluster (lab/pvesim/fixtures/lab.json), trimmed to what the report reads."""
     def gpu(addr, name, vfs=()):
         return {"id": addr, "device_name": name, "vfs": [{"id": v, "device_name": name} for v in vfs]}
+    def vm(vmid, name, status, node, *hostpci):
+        return {"vmid": vmid, "name": name, "status": status, "node": node, "hostpci": list(hostpci)}
     vfs = ["0000:02:00.4", "0000:02:00.5", "0000:02:00.6", "0000:02:00.7"]
     pve1 = {"gpus": [gpu("0000:01:00.0", "GA100 [A100 PCIe 80GB]"), gpu("0000:02:00.0", "AD102GL [L40S]", vfs),
                      gpu("0000:41:00.0", "TU104GL [Quadro RTX 4000]")],
-            "vms": [{"vmid": 100, "name": "k8s-gpu-a", "status": "running", "node": "pve1", "hostpci": [
-                        _hostpci(100, "hostpci0", "mapping", ["0000:01:00.0"], ["0000:01:00.0"], mapping="a100")]},
-                    {"vmid": 102, "name": "vdi-l40s-1", "status": "running", "node": "pve1", "hostpci": [
-                        _hostpci(102, "hostpci0", "mapping", vfs, vfs[:1], mapping="l40s-vgpu", mdev="nvidia-1150",
-                                 mdev_name="NVIDIA L40S-8Q")]},
-                    {"vmid": 103, "name": "ws-rtx4000", "status": "stopped", "node": "pve1", "hostpci": [
-                        _hostpci(103, "hostpci0", "host", ["0000:41:00"], ["0000:41:00.0"])]}]}
+            "vms": [vm(100, "k8s-gpu-a", "running", "pve1",
+                       _hostpci(100, "hostpci0", "mapping", ["0000:01:00.0"], ["0000:01:00.0"], mapping="a100")),
+                    vm(102, "vdi-l40s-1", "running", "pve1",
+                       _hostpci(102, "hostpci0", "mapping", vfs, vfs[:1], mapping="l40s-vgpu", mdev="nvidia-1150",
+                                mdev_name="NVIDIA L40S-8Q")),
+                    vm(103, "ws-rtx4000", "stopped", "pve1",
+                       _hostpci(103, "hostpci0", "host", ["0000:41:00"], ["0000:41:00.0"]))]}
     pve2 = {"gpus": [gpu("0000:01:00.0", "GA100 [A100 PCIe 80GB]"), gpu("0000:21:00.0", "TU104GL [Tesla T4]")],
-            "vms": [{"vmid": 201, "name": "vdi-t4-1", "status": "running", "node": "pve2", "hostpci": [
-                _hostpci(201, "hostpci0", "host", ["0000:21:00.0"], ["0000:21:00.0"], mdev="nvidia-223",
-                         mdev_name="GRID T4-2Q")]}]}
+            "vms": [vm(201, "vdi-t4-1", "running", "pve2",
+                       _hostpci(201, "hostpci0", "host", ["0000:21:00.0"], ["0000:21:00.0"], mdev="nvidia-223",
+                                mdev_name="GRID T4-2Q"))]}
     return {"lab-pve-cluster": {"changed": False, "nodes": {"pve1": pve1, "pve2": pve2}, "skipped_nodes": {}}}
 
 
@@ -130,11 +132,11 @@ def vsphere():
         return {"name": name, "cluster": "DC0_C0", "connection_state": "connected", "in_maintenance_mode": False,
                 "esxi_version": "8.0.3", "gpu_host": True, "gpus": [{"device_name": g} for g in gpus],
                 "driver": {"version": version}, "vgpu_vms": vms}
-    hosts_ = [host("DC0_C0_H0", ["NVIDIA A100-PCIE-40GB"] * 2, "550.90.05", [
-                  {"name": "ml-train-01", "power_state": "poweredOn", "profiles": ["grid_a100-20c"]},
-                  {"name": "ml-infer-02", "power_state": "poweredOn", "profiles": ["grid_a100-10c"]}]),
-              host("DC0_C0_H1", ["NVIDIA L40S"] * 2, "535.216.01", [
-                  {"name": "vdi-03", "power_state": "poweredOff", "profiles": ["nvidia_l40s-8q"]}]),
+    train = [{"name": "ml-train-01", "power_state": "poweredOn", "profiles": ["grid_a100-20c"]},
+             {"name": "ml-infer-02", "power_state": "poweredOn", "profiles": ["grid_a100-10c"]}]
+    vdi = [{"name": "vdi-03", "power_state": "poweredOff", "profiles": ["nvidia_l40s-8q"]}]
+    hosts_ = [host("DC0_C0_H0", ["NVIDIA A100-PCIE-40GB"] * 2, "550.90.05", train),
+              host("DC0_C0_H1", ["NVIDIA L40S"] * 2, "535.216.01", vdi),
               dict(host("DC0_C0_H2", [], None, []), gpu_host=False)]
     drift = {"consistent": False, "drifting_clusters": ["DC0_C0"], "clusters": {"DC0_C0": {
         "consistent": False, "versions": {"535.216.01": ["DC0_C0_H1"], "550.90.05": ["DC0_C0_H0"]}, "missing": [],

@@ -177,8 +177,8 @@ def test_history_columns_are_headed_by_their_run_times():
 
 # --- 4. a vfio passthrough host -----------------------------------------------------------------------------------------
 
-NO_NVML = {"nvml": {"available": False, "reason": "NVML library (libnvidia-ml.so.1) not found: the NVIDIA driver is not "
-                                                 "installed"}, "gpus": []}
+NO_NVML = {"nvml": {"available": False,
+                    "reason": "NVML library (libnvidia-ml.so.1) not found: the NVIDIA driver is not installed"}, "gpus": []}
 
 
 def iommu(*drivers):
@@ -301,5 +301,5 @@ def test_a_failed_read_shows_its_reason_and_no_entries_means_no_sections():
 def test_the_report_model_filter_takes_the_api_reads_too():
     from ansible_collections.gpuops.provision.plugins.filter import report  # pylint: disable=import-outside-toplevel
     model = report.FilterModule().filters()["report_model"]({}, proxmox={"pve-cluster": pve_result()},
-                                                           vsphere={"vc1": vsphere_result()})
+                                                            vsphere={"vc1": vsphere_result()})
     assert model["summary"]["proxmox_gpu_vms"] == 3 and model["summary"]["driver_drift"] == ["vc1 gpu-a"]
