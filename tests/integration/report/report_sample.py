@@ -107,6 +107,7 @@ def proxmox():
     """pve_gpu_info of the lab's two-node cluster (lab/pvesim/fixtures/lab.json), trimmed to what the report reads."""
     def gpu(addr, name, vfs=()):
         return {"id": addr, "device_name": name, "vfs": [{"id": v, "device_name": name} for v in vfs]}
+
     def vm(vmid, name, status, node, *hostpci):
         return {"vmid": vmid, "name": name, "status": status, "node": node, "hostpci": list(hostpci)}
     vfs = ["0000:02:00.4", "0000:02:00.5", "0000:02:00.6", "0000:02:00.7"]
