@@ -16,11 +16,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet as D
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_repo as R
-from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll
 from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
-from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
-from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 
 def _error(msg):
@@ -47,11 +43,6 @@ _wrap = _raising(V.VersionError, P.PackageError)
 
 
 @_input
-def driver_host_state(packages, names=None, loaded_version=None, pin=None, scheme="deb"):
-    return D.host_state(packages, names, loaded_version, pin, scheme)
-
-
-@_input
 def driver_drift(data, pin=None, branch=None, hosts=None, fact=None, packages=None, vgpu_pairs=None, scheme="deb",
                  count_reboot_pending=True, host_pin=None):
     return D.fleet_drift(data, pin, branch, hosts, fact, packages, vgpu_pairs, scheme, count_reboot_pending, host_pin)
@@ -60,62 +51,6 @@ def driver_drift(data, pin=None, branch=None, hosts=None, fact=None, packages=No
 @_input
 def driver_drift_table(drift):
     return D.drift_table(drift)
-
-
-@_input
-def driver_flavour(gpus, requested="auto", branch=None):
-    return R.host_flavour(gpus, requested, branch)
-
-
-@_input
-def driver_package_plan(flavour, distribution, os_family, major_version, source, branch, driver_version=None, persistence=True,
-                        kernel_modules="dkms", kernel_flavours=None):
-    return R.package_plan(flavour, distribution, os_family, major_version, source, branch, driver_version, persistence,
-                          kernel_modules, kernel_flavours)
-
-
-@_input
-def driver_nvml_binding_plan(policy, simulation=None, minimum="12.535", method="auto"):
-    return R.nvml_binding_plan(policy, simulation, minimum, method)
-
-
-@_input
-def driver_fabric_manager(vendor_files, class_files, branch, setting="auto"):
-    return R.fabric_manager_plan(vendor_files, class_files, branch, setting)
-
-
-def driver_dkms_packages(names):
-    return [n for n in names or [] if R.is_dkms_package(n)]
-
-
-@_input
-def driver_install_check(simulation, installed, requested, packages=None):
-    return R.install_check(simulation, installed, requested, packages)
-
-
-@_input
-def driver_family(packages, driver_version):
-    return D.installed_family(packages, driver_version)
-
-
-@_input
-def driver_apt_pin(driver_version):
-    return P.apt_version_pin(str(V.driver_version_of(driver_version)))
-
-
-@_input
-def driver_apt_sources(files, uri, suites, components, signed_by="", ignore=None):
-    return R.apt_sources(files, uri, suites, components, signed_by, ignore)
-
-
-@_input
-def driver_apt_source_existing(files, uri, suite="/", ignore=None):
-    return R.apt_source_existing(files, uri, suite, ignore)
-
-
-@_input
-def driver_package_file(path, driver_version):
-    return P.package_file_identity(path, driver_version)
 
 
 @_input
@@ -138,70 +73,15 @@ def driver_vgpu_compat(host, guest):
     return V.vgpu_compatibility(host, guest)
 
 
-@_input
-def driver_validate(version, branch=None):
-    return R.validate(version, branch)
-
-
-@_input
-def driver_repo_versions(text, fmt="madison"):
-    return R.repo_versions(text, fmt)
-
-
-@_input
-def driver_resolve(available, packages, requested, scheme="deb"):
-    return R.resolve(available, packages, requested, scheme)
-
-
-def driver_stale_locks(entries, target_evr, hold=True):
-    return D.stale_locks(entries or [], target_evr, bool(hold))
-
-
-def driver_version_locks(packages, driver_version):
-    return D.version_locks(packages, driver_version)
-
-
-def driver_roll_queue(nodes, names, changing, roll="nvidia_driver"):
-    return _node_roll.roll_queue(_plain(nodes), roll, _plain(names), _plain(changing))
-
-
-def driver_unavailable_message(resolved, host, version):
-    return M.driver_unavailable(_plain(resolved), _plain(host), _plain(version))
-
-
-def driver_off_pin_message(facts, host, version):
-    return M.driver_off_pin(_plain(facts), _plain(host), _plain(version))
-
-
 class FilterModule:
-    """gpuops.provision driver filters."""
+    """gpuops.provision driver filters for playbooks (documented in <filter>.yml beside this file)."""
 
     def filters(self):
         return {
             "driver_drift": driver_drift,
             "driver_drift_table": driver_drift_table,
-            "driver_host_state": _wrap(driver_host_state),
             "driver_branch": _wrap(driver_branch),
             "driver_version_compare": _wrap(driver_version_compare),
             "driver_version_select": _wrap(driver_version_select),
             "driver_vgpu_compat": _wrap(driver_vgpu_compat),
-            "driver_validate": driver_validate,
-            "driver_repo_versions": driver_repo_versions,
-            "driver_resolve": _wrap(driver_resolve),
-            "driver_flavour": _wrap(driver_flavour),
-            "driver_package_plan": _wrap(driver_package_plan),
-            "driver_install_check": _wrap(driver_install_check),
-            "driver_dkms_packages": driver_dkms_packages,
-            "driver_fabric_manager": _wrap(driver_fabric_manager),
-            "driver_nvml_binding_plan": _wrap(driver_nvml_binding_plan),
-            "driver_family": _wrap(driver_family),
-            "driver_apt_pin": _wrap(driver_apt_pin),
-            "driver_apt_sources": driver_apt_sources,
-            "driver_apt_source_existing": driver_apt_source_existing,
-            "driver_package_file": _wrap(driver_package_file),
-            "driver_stale_locks": _wrap(driver_stale_locks),
-            "driver_version_locks": _wrap(driver_version_locks),
-            "driver_roll_queue": driver_roll_queue,
-            "driver_unavailable_message": driver_unavailable_message,
-            "driver_off_pin_message": driver_off_pin_message,
         }

@@ -42,15 +42,6 @@ def preflight_register_with_taints(existing, taint, env_var=None, join_config=No
         raise AnsibleFilterError("gpuops.provision.preflight_register_with_taints: %s" % e)
 
 
-def preflight_node_name(explicit, documents=None, hostname=None):
-    """The node's Kubernetes name: explicit, else the JoinConfiguration's nodeRegistration.name, else the host name
-    as kubeadm registers it; dict(name, source)."""
-    try:
-        return J.kubeadm_node_name(_plain(explicit), _plain(documents), _plain(hostname))
-    except J.JoinConfigError as e:
-        raise AnsibleFilterError("gpuops.provision.preflight_node_name: %s" % e)
-
-
 class FilterModule:
     """gpuops.provision node registration filters."""
 
@@ -58,5 +49,4 @@ class FilterModule:
         return {
             "preflight_join_config": preflight_join_config,
             "preflight_register_with_taints": preflight_register_with_taints,
-            "preflight_node_name": preflight_node_name,
         }

@@ -72,7 +72,7 @@ index:
   description:
     - Where each node and its pods are in RV(resources) and RV(pods) - C(nodes) (name to position) and C(pods) (node
       name to the positions of its pods) - so that a filter run for each host of a large fleet reads only its own
-      node (P(gpuops.provision.mig_node_facts#filter) does).
+      node (the mig_reconfigure role does).
   returned: success
   type: dict
   sample: {"nodes": {"gpu-1": 0, "gpu-2": 1}, "pods": {"gpu-2": [0]}}

@@ -10,7 +10,7 @@ module: node_preflight_report
 short_description: Write node preflight reports (JSON per node, JUnit XML) on the controller
 version_added: 0.1.0
 description:
-  - Writes each report made by the P(gpuops.provision.preflight_report#filter) filter to C(<report_dir>/<node>.json)
+  - Writes each report made by the P(gpuops.provision.node_preflight#role) role to C(<report_dir>/<node>.json)
     and all of them to one JUnit XML file (one C(testsuite) per node, one C(testcase) per check), and returns the
     fleet summary.
   - Runs on the controller as an action plugin; nothing is sent to the managed node. Files are replaced atomically

@@ -9,6 +9,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.filter import driver as F
+from collection_filters import every  # pylint: disable=import-error
+from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import driver as RF
 
 PIN = "535.261.03-1"
 BPO = "535.216.03-2~bpo12+1"
@@ -23,16 +25,16 @@ def apt_facts(**versions):
 
 def lab_fleet(third=BPO, loaded=None):
     return {
-        "lab-gpu-1": F.driver_host_state(apt_facts(nvidia_smi=PIN, libnvidia_ml1=PIN), LAB_PKGS, loaded),
-        "lab-gpu-2": F.driver_host_state(apt_facts(nvidia_smi=PIN, libnvidia_ml1=PIN), LAB_PKGS, loaded),
-        "lab-gpu-3": F.driver_host_state(apt_facts(nvidia_smi=third, libnvidia_ml1=third), LAB_PKGS, loaded),
+        "lab-gpu-1": RF.driver_host_state(apt_facts(nvidia_smi=PIN, libnvidia_ml1=PIN), LAB_PKGS, loaded),
+        "lab-gpu-2": RF.driver_host_state(apt_facts(nvidia_smi=PIN, libnvidia_ml1=PIN), LAB_PKGS, loaded),
+        "lab-gpu-3": RF.driver_host_state(apt_facts(nvidia_smi=third, libnvidia_ml1=third), LAB_PKGS, loaded),
     }
 
 
 # --- per-host state --------------------------------------------------------------------------------
 
 def test_host_state_installed_not_loaded():
-    st = F.driver_host_state(apt_facts(nvidia_smi=BPO, libnvidia_ml1=BPO), LAB_PKGS, None, PIN)
+    st = RF.driver_host_state(apt_facts(nvidia_smi=BPO, libnvidia_ml1=BPO), LAB_PKGS, None, PIN)
     assert st["installed_version"] == BPO and st["package"] == "nvidia-smi"
     assert st["driver_version"] == "535.216.03" and st["branch"] == 535
     assert st["state"] == "installed but not loaded" and not st["reboot_pending"]
@@ -41,21 +43,21 @@ def test_host_state_installed_not_loaded():
 
 def test_host_state_loaded_and_reboot_pending():
     pkgs = apt_facts(nvidia_driver=PIN)
-    assert F.driver_host_state(pkgs, None, "535.261.03\n")["state"] == "loaded"
-    st = F.driver_host_state(pkgs, None, "535.216.03")
+    assert RF.driver_host_state(pkgs, None, "535.261.03\n")["state"] == "loaded"
+    st = RF.driver_host_state(pkgs, None, "535.216.03")
     assert st["state"] == "reboot pending" and st["reboot_pending"] is True
-    assert F.driver_host_state({}, None, None)["state"] == "not installed"
+    assert RF.driver_host_state({}, None, None)["state"] == "not installed"
 
 
 def test_host_state_mixed_packages_not_on_pin():
-    st = F.driver_host_state(apt_facts(nvidia_smi=PIN, libnvidia_ml1=BPO), LAB_PKGS, None, PIN)
+    st = RF.driver_host_state(apt_facts(nvidia_smi=PIN, libnvidia_ml1=BPO), LAB_PKGS, None, PIN)
     assert st["mixed"] is True
     assert st["on_pin"] is False   # primary package on the pin, but not all of them
 
 
 def test_host_state_rpm_facts():
     pkgs = {"nvidia-driver": [dict(name="nvidia-driver", version="550.163.01", release="1.el9", epoch=3, source="rpm")]}
-    st = F.driver_host_state(pkgs, ["nvidia-driver"], None, "3:550.163.01-1.el9", "rpm")
+    st = RF.driver_host_state(pkgs, ["nvidia-driver"], None, "3:550.163.01-1.el9", "rpm")
     assert st["installed_version"] == "3:550.163.01-1.el9" and st["branch"] == 550 and st["on_pin"] is True
 
 
@@ -105,7 +107,7 @@ def test_drift_branch_mismatch_and_missing_and_errors():
 
 
 def test_drift_reboot_pending_counts_unless_told_not_to():
-    fleet = {h: F.driver_host_state(apt_facts(nvidia_driver=PIN), None, "535.216.03") for h in ("x", "y")}
+    fleet = {h: RF.driver_host_state(apt_facts(nvidia_driver=PIN), None, "535.216.03") for h in ("x", "y")}
     assert F.driver_drift(fleet, pin=PIN)["drift"]
     assert F.driver_drift(fleet, pin=PIN, count_reboot_pending=False)["consistent"]
     assert "REBOOT PENDING" in F.driver_drift(fleet, pin=PIN)["table"]
@@ -113,7 +115,7 @@ def test_drift_reboot_pending_counts_unless_told_not_to():
 
 def test_drift_mixed_host_is_drift():
     fleet = lab_fleet(third=PIN)
-    fleet["lab-gpu-2"] = F.driver_host_state(apt_facts(nvidia_smi=PIN, libnvidia_ml1=BPO), LAB_PKGS, None)
+    fleet["lab-gpu-2"] = RF.driver_host_state(apt_facts(nvidia_smi=PIN, libnvidia_ml1=BPO), LAB_PKGS, None)
     r = F.driver_drift(fleet, pin=PIN)
     assert r["mixed"] == ["lab-gpu-2"] and r["off_pin"] == ["lab-gpu-2"]
     assert "MIXED PACKAGES libnvidia-ml1=535.216.03-2~bpo12+1, nvidia-smi=535.261.03-1" in r["table"]
@@ -122,7 +124,7 @@ def test_drift_mixed_host_is_drift():
 def test_drift_from_package_facts_and_hostvars_shape():
     hostvars = {
         "n1": {"ansible_facts": {"packages": apt_facts(nvidia_driver=PIN)}},
-        "n2": {"nvidia_driver_facts": F.driver_host_state(apt_facts(nvidia_driver=BPO))},
+        "n2": {"nvidia_driver_facts": RF.driver_host_state(apt_facts(nvidia_driver=BPO))},
         "n3": {"gpu_info": {"nvml": {"available": False, "reason": "the NVIDIA kernel driver is not loaded"}}},
     }
     r = F.driver_drift(hostvars, pin=PIN, hosts=["n1", "n2"])
@@ -184,33 +186,33 @@ libnvidia-ml1 | 535.261.03-1 | http://deb.debian.org/debian bookworm/non-free am
 
 
 def test_repo_versions_and_resolve():
-    avail = F.driver_repo_versions(MADISON)
+    avail = RF.driver_repo_versions(MADISON)
     assert avail == {"nvidia-smi": [PIN, BPO], "libnvidia-ml1": [PIN]}
-    res = F.driver_resolve(avail, LAB_PKGS, "535.261.03")
+    res = RF.driver_resolve(avail, LAB_PKGS, "535.261.03")
     assert res["specs"] == ["nvidia-smi=535.261.03-1", "libnvidia-ml1=535.261.03-1"] and res["missing"] == []
-    res = F.driver_resolve(avail, LAB_PKGS, "535.216.03")
+    res = RF.driver_resolve(avail, LAB_PKGS, "535.216.03")
     assert res["missing"] == ["libnvidia-ml1"] and res["versions"] == {"nvidia-smi": BPO}
-    assert F.driver_resolve(avail, LAB_PKGS, "535.999.01")["missing"] == LAB_PKGS
+    assert RF.driver_resolve(avail, LAB_PKGS, "535.999.01")["missing"] == LAB_PKGS
 
 
 def test_repoquery_rpm_specs():
     text = "nvidia-driver 3:550.163.01-1.el9\nnvidia-driver 3:550.144.03-1.el9\nkmod 0:29-10.el9\n"
-    avail = F.driver_repo_versions(text, "repoquery")
+    avail = RF.driver_repo_versions(text, "repoquery")
     assert avail["kmod"] == ["29-10.el9"]
-    res = F.driver_resolve(avail, ["nvidia-driver"], "550.163.01", "rpm")
+    res = RF.driver_resolve(avail, ["nvidia-driver"], "550.163.01", "rpm")
     assert res["specs"] == ["nvidia-driver-3:550.163.01-1.el9"]
 
 
 def test_driver_validate_never_raises():
-    assert F.driver_validate("535.261.03-1", "R535")["ok"]
-    bad = F.driver_validate("535.261.03", "550")
+    assert RF.driver_validate("535.261.03-1", "R535")["ok"]
+    bad = RF.driver_validate("535.261.03", "550")
     assert not bad["ok"] and "R550" in bad["errors"][0]
-    assert not F.driver_validate("", None)["ok"]
-    assert "not a branch" in F.driver_validate("535.261.03", "five")["errors"][0]
+    assert not RF.driver_validate("", None)["ok"]
+    assert "not a branch" in RF.driver_validate("535.261.03", "five")["errors"][0]
 
 
 def test_filter_module_exports_and_wraps_errors():
-    filters = F.FilterModule().filters()
+    filters = every()
     assert {"driver_drift", "driver_drift_table", "driver_host_state", "driver_branch", "driver_version_compare",
             "driver_version_select", "driver_vgpu_compat", "driver_validate", "driver_repo_versions",
             "driver_resolve", "driver_unavailable_message", "driver_off_pin_message"} <= set(filters)
@@ -226,11 +228,12 @@ def test_filter_module_exports_and_wraps_errors():
 
 def test_every_filter_is_a_two_line_wrapper():
     import ast
-    tree = ast.parse(open(F.__file__, encoding="utf-8").read())
-    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    for name in F.FilterModule().filters():
-        body = funcs[name].body
-        assert len(body) == 1 and isinstance(body[0], ast.Return), name
+    for module, names in ((F, F.FilterModule().filters()), (RF, RF.filters())):
+        tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+        funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for name in names:
+            body = funcs[name].body
+            assert len(body) == 1 and isinstance(body[0], ast.Return), name
 
 
 @pytest.mark.parametrize("name, args, words", [
@@ -241,7 +244,7 @@ def test_every_filter_is_a_two_line_wrapper():
 ])
 def test_module_utils_input_errors_read_as_filter_errors(name, args, words):
     kwargs = dict(scheme="zip") if name == "driver_drift" else {}
-    for func in (getattr(F, name), F.FilterModule().filters()[name]):
+    for func in (getattr(F if hasattr(F, name) else RF, name), every()[name]):
         with pytest.raises(AnsibleFilterError) as err:
             func(*args, **kwargs)
         assert str(err.value) == "gpuops.provision driver filter: " + words
@@ -251,7 +254,7 @@ def test_driver_roll_queue_reads_a_node_info_result_and_puts_unfinished_nodes_fi
     left = {"metadata": {"name": "n2", "annotations": {"gpuops.provision/roll": "nvidia_driver",
                                                        "gpuops.provision/roll-phase": "failed"}}}
     result = {"changed": False, "resources": [{"metadata": {"name": "n1"}}, left, {"metadata": {"name": "n3"}}]}
-    assert F.FilterModule().filters()["driver_roll_queue"](result, ["n1", "n2", "n3"], ["n3", "n1"]) == ["n2", "n1", "n3"]
+    assert every()["driver_roll_queue"](result, ["n1", "n2", "n3"], ["n3", "n1"]) == ["n2", "n1", "n3"]
     # The resources alone, another roll, and a skipped read (check mode: no resources).
-    assert F.driver_roll_queue(result["resources"], ["n1", "n2"], [], roll="gpu_health") == []
-    assert F.driver_roll_queue({"skipped": True}, ["n1", "n2"], ["n2"]) == ["n2"]
+    assert RF.driver_roll_queue(result["resources"], ["n1", "n2"], [], roll="gpu_health") == []
+    assert RF.driver_roll_queue({"skipped": True}, ["n1", "n2"], ["n2"]) == ["n2"]

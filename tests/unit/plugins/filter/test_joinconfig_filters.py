@@ -13,6 +13,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.filter import joinconfig as F
+from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import preflight as RF
 
 GATE = {"key": "gpuops.io/preflight", "value": "pending", "effect": "NoSchedule"}
 GATE_FLAG = "--register-with-taints=gpuops.io/preflight=pending:NoSchedule"
@@ -21,14 +22,14 @@ FILTER_DIR = os.path.dirname(F.__file__)
 
 def test_filters_are_registered_and_documented():
     filters = F.FilterModule().filters()
-    assert sorted(filters) == ["preflight_join_config", "preflight_node_name", "preflight_register_with_taints"]
+    assert sorted(filters) == ["preflight_join_config", "preflight_register_with_taints"]
+    assert "preflight_node_name" in RF.filters()  # the role's own: through gpuops.provision.internal
     for name in filters:
         with open(os.path.join(FILTER_DIR, name + ".yml"), encoding="utf-8") as fh:
             doc = yaml.safe_load(fh)
         assert doc["DOCUMENTATION"]["name"] == name
         assert set(doc) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}
-        if name != "preflight_node_name":
-            assert doc["DOCUMENTATION"]["options"]["taint"]["required"] is True
+        assert doc["DOCUMENTATION"]["options"]["taint"]["required"] is True
 
 
 @pytest.mark.parametrize("existing", [None, {}, ""])
@@ -78,13 +79,13 @@ def test_env_file_with_the_join_config_keeps_its_taints():
 # --- issue 37 point 6: the name kubeadm registers the node under ----------------------------------------------------
 
 def test_node_name_filter_and_the_join_configuration_carrying_it():
-    assert F.preflight_node_name("", None, " GPU-A \n") == {"name": "gpu-a", "source": "the host name, as kubeadm registers it"}
+    assert RF.preflight_node_name("", None, " GPU-A \n") == {"name": "gpu-a", "source": "the host name, as kubeadm registers it"}
     doc = F.preflight_join_config(None, GATE, "gpu-a")
     assert doc["nodeRegistration"] == {"name": "gpu-a", "taints": [GATE]}
     assert F.preflight_join_config([{"kind": "JoinConfiguration"}], GATE, "gpu-a")[0]["nodeRegistration"]["name"] == "gpu-a"
     with pytest.raises(AnsibleFilterError, match=r"^gpuops\.provision\.preflight_node_name: node name 'gpu_a' \(from "
                                                  r"node_preflight_k8s_node_name\) is not a DNS-1123 subdomain"):
-        F.preflight_node_name("gpu_a")
+        RF.preflight_node_name("gpu_a")
     with pytest.raises(AnsibleFilterError, match=r"^gpuops\.provision\.preflight_join_config: JoinConfiguration\."
                                                  r"nodeRegistration\.name is 'other', but the node is 'gpu-a'"):
         F.preflight_join_config({"nodeRegistration": {"name": "other"}}, GATE, "gpu-a")

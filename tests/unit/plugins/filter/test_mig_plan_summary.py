@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.filter import mig
+from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import mig as role_mig
 from ansible_collections.gpuops.provision.plugins.modules import mig_geometry
 
 from gpusim_nvml import use_gpusim  # pylint: disable=import-error
@@ -52,12 +52,12 @@ def fixture_plans(monkeypatch, tmp_path, run_module):
               "gpu-b": check(monkeypatch, tmp_path, run_module,
                              [{"model": A100, "mig_mode": "disabled", "reset_supported": False}] * 8, "all-3g.20gb")}
     nodes = {"resources": [node("gpu-a", "all-3g.40gb"), node("gpu-b", "all-3g.20gb")]}
-    return [mig.mig_node_plan(mig.mig_node_facts(nodes, name), checks[name]) for name in ("gpu-a", "gpu-b")]
+    return [role_mig.mig_node_plan(role_mig.mig_node_facts(nodes, name), checks[name]) for name in ("gpu-a", "gpu-b")]
 
 
 def report(plans, **kw):
-    roll = mig.mig_roll_waves(plans, max_parallel=1)
-    return mig.mig_plan_report(plans, roll, "gpuops.io/mig-reconfigure=skip", **kw)
+    roll = role_mig.mig_roll_waves(plans, max_parallel=1)
+    return role_mig.mig_plan_report(plans, roll, "gpuops.io/mig-reconfigure=skip", **kw)
 
 
 def test_two_nodes_of_eight_gpus_give_a_line_per_gpu_under_their_node_lines(plans):

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.provision.plugins.filter import pve
+from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import pve
 
 
 def test_registered():
-    assert sorted(pve.FilterModule().filters()) == [
+    assert sorted(pve.filters()) == [
         "pve_host_card_functions", "pve_host_cmdline", "pve_host_passthrough_files", "pve_host_pci", "pve_host_problems",
         "pve_host_vfio_stolen", "pve_host_vgpu_conflicts", "pve_host_vgpu_evidence", "pve_host_vgpu_helper_done",
         "pve_host_vgpu_problems", "pve_vm_batch", "pve_vm_romfiles"]

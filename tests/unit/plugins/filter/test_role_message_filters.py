@@ -18,15 +18,14 @@ import pytest
 import yaml
 from jinja2.nativetypes import NativeEnvironment
 
-from ansible_collections.gpuops.provision.plugins.filter import driver, mig, preflight
-from ansible_collections.gpuops.provision.plugins.filter import license as license_filters
+from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import license as license_filters
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
+from collection_filters import jinja  # pylint: disable=import-error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
 ENV = NativeEnvironment()
-for _module in (driver, license_filters, mig, preflight):
-    ENV.filters.update(("gpuops.provision." + k, v) for k, v in _module.FilterModule().filters().items())
+ENV.filters.update(jinja())
 
 
 def task_message(path, name):
@@ -44,7 +43,7 @@ def render(path, name, variables):
 
 
 def test_license_filter_is_registered():
-    assert sorted(license_filters.FilterModule().filters()) == ["license_feature_type", "license_timeout_message"]
+    assert sorted(license_filters.filters()) == ["license_feature_type", "license_timeout_message"]
 
 
 STATE = {"nvml": {"available": True}, "licensed": False, "gpus": [{"index": 0, "model": "NVIDIA L40S", "state": "unlicensed"}],

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.filter import driver as F
+from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import driver as F
 from ansible_collections.gpuops.provision.plugins.module_utils import _apt_sources as S
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet as D
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
@@ -57,7 +57,7 @@ def test_flavour_refused(requested, branch, gpus, words):
 
 def test_flavour_filter_error_names_devices():
     with pytest.raises(AnsibleFilterError, match="0x2901"):
-        F.FilterModule().filters()["driver_flavour"]([B200], "proprietary", "R580")
+        F.filters()["driver_flavour"]([B200], "proprietary", "R580")
 
 
 @pytest.mark.parametrize("args, install, extra", [
@@ -112,7 +112,7 @@ def test_family_leaves_out_what_versions_on_its_own():
 
 
 def test_apt_pin_covers_every_revision():
-    assert F.FilterModule().filters()["driver_apt_pin"]("535.261.03-1") == "535.261.03-*"
+    assert F.filters()["driver_apt_pin"]("535.261.03-1") == "535.261.03-*"
 
 
 def apt(**versions):
@@ -276,7 +276,7 @@ def test_bad_vendor_id_refused(gpu, message):
         P.kernel_flavour("auto", "R580", [gpu])
     assert str(err.value) == message
     with pytest.raises(AnsibleFilterError, match="is not a PCI vendor"):
-        F.FilterModule().filters()["driver_flavour"]([gpu], "auto", "R580")
+        F.filters()["driver_flavour"]([gpu], "auto", "R580")
 
 
 def test_flavour_record_for_open_only_gpus():
@@ -652,14 +652,14 @@ def test_driver_apt_source_existing_filter_reads_slurp_results():
     import base64
     slurp = [dict(source=p, content=base64.b64encode(t.encode()).decode()) for p, t in CUDA_LIST.items()]
     slurp.append(dict(source=OURS, content=base64.b64encode(b"Types: deb\nURIs: x\nSuites: /\n").decode()))
-    got = F.FilterModule().filters()["driver_apt_source_existing"](slurp, CUDA_URI, "/", [OURS])
+    got = F.filters()["driver_apt_source_existing"](slurp, CUDA_URI, "/", [OURS])
     assert got == {"path": "/etc/apt/sources.list.d/cuda-debian12-x86_64.list", "signed_by": CUDA_KEYRING}
-    assert F.FilterModule().filters()["driver_apt_source_existing"]([], CUDA_URI) is None
+    assert F.filters()["driver_apt_source_existing"]([], CUDA_URI) is None
     with pytest.raises(AnsibleFilterError, match="driver_apt_source_existing expects"):
-        F.FilterModule().filters()["driver_apt_source_existing"]("x", CUDA_URI)
+        F.filters()["driver_apt_source_existing"]("x", CUDA_URI)
     bad = dict(CUDA_LIST, **{"/etc/apt/sources.list": "deb [signed-by=/o.gpg] %s /\n" % CUDA_URI})
     with pytest.raises(AnsibleFilterError, match="disagree on Signed-By"):
-        F.FilterModule().filters()["driver_apt_source_existing"](bad, CUDA_URI)
+        F.filters()["driver_apt_source_existing"](bad, CUDA_URI)
 
 
 # --- issue 37 points 2 and 9: what the install would do, from apt's own simulation ------------------------------------
@@ -837,4 +837,4 @@ def test_fabric_manager_plan_from_find_results_or_the_setting():
     assert R.fabric_manager_plan([], [], "R535", "no")["packages"] == []
     with pytest.raises(D.DriverInputError, match=r"^nvidia_driver_fabric_manager must be auto, true or false, not 'maybe'$"):
         R.fabric_manager_plan([], [], "R535", "maybe")
-    assert F.FilterModule().filters()["driver_fabric_manager"](vendor, klass, "R580")["needed"] is True
+    assert F.filters()["driver_fabric_manager"](vendor, klass, "R580")["needed"] is True

@@ -14,6 +14,8 @@ from ansible.errors import AnsibleActionFail, AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.action.node_preflight_report import ActionModule
 from ansible_collections.gpuops.provision.plugins.filter import preflight as F
+from collection_filters import every  # pylint: disable=import-error
+from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import preflight as RF
 from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
 
 
@@ -60,8 +62,8 @@ def test_filters():
     assert got[1]["failed_checks"] == ["facts"] and got[2]["verdict"] == "fail"
     assert F.preflight_summary(got)["not_ready"] == ["node-c", "node-d"]
     assert F.preflight_junit(got).startswith("<?xml")
-    assert F.FilterModule().filters()["preflight_not_ready_message"](got[1], "node-c") == (
+    assert every()["preflight_not_ready_message"](got[1], "node-c") == (
         "node-c is NOT READY: facts failed.  [facts] no preflight report: gathering facts failed or the host was unreachable"
         " -- remedy: make the node reachable and rerun the preflight ")
     with pytest.raises(AnsibleFilterError, match="unknown check"):
-        F.preflight_report({}, "n", {"checks": ["bogus"]})
+        RF.preflight_report({}, "n", {"checks": ["bogus"]})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _pve_host as H
-from ansible_collections.gpuops.provision.plugins.filter import pve as F
+from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import pve as F
 
 WANT = ["intel_iommu=on", "iommu=pt"]
 

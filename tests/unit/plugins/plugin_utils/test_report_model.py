@@ -315,7 +315,7 @@ def test_health_history_grows_only_when_health_changes_and_is_drawn():
 
 def test_preflight_cdi_files_turns_the_slurp_loop_into_node_paths():
     import base64  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuops.provision.plugins.filter import preflight  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import preflight  # pylint: disable=import-outside-toplevel
     read = {"results": [
         {"item": {"path": "/lab/n1/etc/cdi/nvidia.yaml"}, "content": base64.b64encode(b"kind: nvidia.com/gpu").decode()},
         {"item": {"path": "/lab/n1/var/run/cdi/x.json"}, "failed": True, "msg": "Permission denied"},
