@@ -23,7 +23,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-nvml-wheel lab-cuda-repo lab-rpm-repo lab-kube lab-kube-tools lab-mig-parted lab-down test sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-node-image lab-vcsim lab-nvml-wheel lab-cuda-repo lab-rpm-repo lab-kube lab-kube-tools lab-mig-parted lab-down test sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
@@ -68,7 +68,11 @@ $(AWX_COLL): tools/awx-collection.txt | venv
 	@test -s $@ && echo "awx.awx $$(grep -o '"version": "[^"]*"' $@ | head -1) in $(COLL_ROOT)"
 
 # --- the main job ---------------------------------------------------------------------------------------------------
-lab: deps venv collection lab-sysfs lab-up
+# Its slow first-run parts run side by side (issue 41 point 10): pip (network), the control plane's Go build (CPU),
+# the node image (debootstrap: network and disk) and vcsim's Go build; then the stand-ins start and the playbook runs.
+lab: deps
+	@$(MAKE) --no-print-directory -j4 --output-sync=target venv lab-kube lab-node-image lab-vcsim
+	@$(MAKE) --no-print-directory collection lab-sysfs lab-up
 	ANSIBLE_SHOW_CUSTOM_STATS=1 $(BIN)/ansible-playbook -i inventories/lab playbooks/site.yml
 	@echo "fleet report: build/lab/report/report.html (preflight reports in build/lab/preflight/); make lab-down stops the lab"
 
@@ -104,8 +108,18 @@ lab-rpm-repo: deps venv lab-images
 
 # The upstream Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok) built
 # from the Go modules pinned in lab/kube/go.mod; once per pin, cached under build/kube/. `make lab` needs nothing else.
-lab-kube: deps venv
-	$(PY) lab/kube/build.py
+lab-kube: deps
+	@test -n "$(PYTHON_BASE)" || { echo "Python 3.12 not found (set PYTHON_BASE=/path/to/python3.12)"; exit 1; }
+	@# The interpreter the venv is made from: the build needs only the standard library, so it need not wait for pip.
+	$(PYTHON_BASE) lab/kube/build.py
+
+# The GPU node containers' image (lab/up.sh builds it too when missing) and vcsim, for `make lab` to build beside
+# the control plane.
+lab-node-image: deps
+	@podman image exists localhost/debian-trixie:lab || lab/images/build.sh trixie
+
+lab-vcsim: deps
+	lab/vcsim/build.sh
 
 # kubeadm, kubelet, kubectl and the fake CRI, which only some tests run (the same pin and caches; built on first use
 # otherwise): built by the test targets that use them, beside the static checks in `make test`.
