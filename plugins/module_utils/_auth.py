@@ -52,3 +52,14 @@ def vsphere_host_scope_spec() -> dict[str, Any]:
         cluster=dict(type="str"),
         esxi_hostname=dict(type="list", elements="str"),
     )
+
+
+def prometheus_argument_spec() -> dict[str, Any]:
+    """Connection options of the modules that read Prometheus's HTTP API (documented in gpu_usage_info)."""
+    return dict(
+        url=dict(type="str", required=True, fallback=(env_fallback, ["PROMETHEUS_URL"])),
+        bearer_token=dict(type="str", no_log=True, fallback=(env_fallback, ["PROMETHEUS_BEARER_TOKEN"])),
+        validate_certs=dict(type="bool", default=True, fallback=(env_fallback, ["PROMETHEUS_VALIDATE_CERTS"])),
+        ca_path=dict(type="path", fallback=(env_fallback, ["PROMETHEUS_CA_PATH"])),
+        api_timeout=dict(type="int", default=30),
+    )
