@@ -84,9 +84,9 @@ def choose_step(window_s: int, step_s: Optional[int] = None) -> int:
         if step_s < 1:
             raise UsageError("step must be at least 1 second, got %d" % step_s)
         if window_s // step_s + 1 > PROMETHEUS_MAX_POINTS:
+            points = window_s // step_s + 1
             raise UsageError("a %d s window at a %d s step is %d points per series; Prometheus answers at most %d "
-                             "(web/api/v1/api.go queryRange): use a larger step" % (window_s, step_s, window_s // step_s + 1,
-                                                                                      PROMETHEUS_MAX_POINTS))
+                             "(web/api/v1/api.go queryRange): use a larger step" % (window_s, step_s, points, PROMETHEUS_MAX_POINTS))
         return step_s
     for step in STEPS:
         if window_s <= step * MAX_POINTS:

@@ -233,8 +233,8 @@ def _mig_plan(name: str, devices: Sequence[Mapping[str, Any]], figures: Mapping[
     document = {"version": "v1", "mig-configs": {name: entries}}
     _mig.parse_config(document, name)  # the collection's own validator: what mig_reconfigure will be given
     why = ("%s: the smallest plain profile of >= %d compute slices holding the largest workload's peak %.0f MiB + "
-           "%.0f %% headroom = %.0f MiB, as many as fit" % ("; ".join(chosen), t["min_slices"], figures["peak_workload_mib"],
-                                                           t["headroom"] * 100, need_mib))
+           "%.0f %% headroom = %.0f MiB, as many as fit"
+           % ("; ".join(chosen), t["min_slices"], figures["peak_workload_mib"], t["headroom"] * 100, need_mib))
     return {"mig_config": document, "instances": instances}, why
 
 

@@ -158,7 +158,7 @@ def test_pod_copies_take_the_device_value_and_pods_keep_their_own_peak():
 
 
 def test_a_pod_without_its_own_memory_series_is_charged_the_gpus_peak_while_it_ran():
-    dev, old = gpu_labels(), {k: v for k, v in gpu_labels().items()}
+    dev, old = gpu_labels(), dict(gpu_labels())
     old.update(pod_namespace="ns", pod_name="p", container_name="c")
     answers = answers_for(dev, n=3, used=100.0)
     answers["fb_used_peak"] = [series(dev, [100.0, 7000.0, 200.0])]

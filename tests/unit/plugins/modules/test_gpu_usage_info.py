@@ -30,7 +30,9 @@ def fleet(days=7, sm_active=True):
                       gpu_labels("infer-1", uuid="GPU-inf", pod=("serving", "llm-0", "server")),
                       gpu_labels("train-1", uuid="GPU-tr", pod=("research", "trainer-0", "main")))
     # bursts: 30 minutes of 60 % SM activity every 12 hours
-    burst = lambda t: 0.6 if t % 43200 < 1800 else 0.02  # noqa: E731
+
+    def burst(t):
+        return 0.6 if t % 43200 < 1800 else 0.02
     series = {
         "DCGM_FI_PROF_SM_ACTIVE": [(nb, live(burst)), (inf, live(lambda t: 0.25)), (train, live(lambda t: 0.95))],
         "DCGM_FI_PROF_SM_OCCUPANCY": [(nb, live(burst)), (inf, live(lambda t: 0.2)), (train, live(lambda t: 0.7))],
