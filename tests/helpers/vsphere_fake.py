@@ -2,9 +2,10 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A vCenter in memory for in-process module tests of the VM and host modules: _vsphere.Session with its
-PropertyCollector read (collect) answered from an inventory of fake hosts and VMs, whose tasks (ReconfigVM_Task,
-PowerOnVM_Task, EnterMaintenanceMode_Task, ...) change that inventory at once and are recorded in ``calls``.
-Everything above collect() and the task objects (planning, the module's write order, the results) is the product's."""
+PropertyCollector read (collect) answered from an inventory of fake clusters, hosts and VMs, whose tasks and manager
+calls (ReconfigVM_Task, PowerOnVM_Task, EnterMaintenanceMode_Task, UpdateGraphicsConfig, RestartService, ...) change
+that inventory at once and are recorded in ``calls``. Everything above collect() and the task objects (planning, the
+module's write order, the results) is the product's."""
 
 from __future__ import annotations
 
@@ -81,18 +82,43 @@ class Vm:
         return task()
 
 
-class Host:
-    """One standalone ESXi host (its parent is no cluster, so DRS plays no part) offering ``offers``."""
+class GraphicsManager:
+    def __init__(self, host, calls):
+        self.host, self.calls = host, calls
 
-    def __init__(self, calls, name, offers=("grid_a100-40c",)):
+    def UpdateGraphicsConfig(self, config):  # pylint: disable=invalid-name
+        self.calls.append(("UpdateGraphicsConfig", self.host.name, config))
+        self.host.config = config
+
+
+class ServiceSystem:
+    def __init__(self, host, calls):
+        self.host, self.calls = host, calls
+
+    def RestartService(self, id):  # pylint: disable=invalid-name,redefined-builtin
+        self.calls.append(("RestartService", self.host.name, id))
+
+
+class Host:
+    """One standalone ESXi host (its parent is no cluster, so DRS plays no part) offering ``offers`` (vGPU types),
+    with the NVIDIA GPUs ``gpus`` (PCI addresses) in its graphics info and a default graphics type ``default``."""
+
+    def __init__(self, calls, name, offers=("grid_a100-40c",), gpus=(), default="shared", state="connected", version="8.0.3"):
         self.calls, self.name, self._moId, self.offers = calls, name, "host-" + name, list(offers)
-        self.maintenance = False
+        self.state, self.version, self.maintenance = state, version, False
+        self.info = [vim.host.GraphicsInfo(deviceName="NVIDIA A100", vendorName="NVIDIA", pciId=p, graphicsType="shared",
+                                           memorySizeInKB=40 << 20, vm=[]) for p in gpus]
+        self.config = vim.host.GraphicsConfig(hostDefaultGraphicsType=default, sharedPassthruAssignmentPolicy="performance",
+                                              deviceType=[])
+        self.configManager = SimpleNamespace(serviceSystem=ServiceSystem(self, calls))
+        self.graphics_manager = GraphicsManager(self, calls)
 
     def row(self, vms):
-        return {"name": self.name, "parent": Ref("domain-s-" + self.name), "runtime.connectionState": "connected",
+        return {"name": self.name, "parent": Ref("domain-s-" + self.name), "runtime.connectionState": self.state,
                 "runtime.inMaintenanceMode": self.maintenance, "config.sharedPassthruGpuTypes": self.offers,
-                "config.sharedGpuCapabilities": [], "config.graphicsInfo": [], "config.product.version": "8.0.3",
-                "configManager.imageConfigManager": None, "configManager.graphicsManager": None,
+                "config.sharedGpuCapabilities": [], "config.graphicsInfo": self.info, "config.graphicsConfig": self.config,
+                "config.product.version": self.version, "configManager.imageConfigManager": None,
+                "configManager.graphicsManager": self.graphics_manager,
                 "vm": [v for v in vms if v.host is self], "obj": self, "moid": self._moId}
 
     def EnterMaintenanceMode_Task(self, timeout, evacuatePoweredOffVms=False):  # pylint: disable=invalid-name
@@ -107,7 +133,8 @@ class Host:
 
 
 class FakeSession(_vsphere.Session):
-    """_vsphere.Session without a connection: collect() answers from ``inventory`` ({hosts, vms})."""
+    """_vsphere.Session without a connection: collect() answers from ``inventory`` ({hosts, vms, clusters: [(name,
+    moid)]})."""
 
     inventory = {}
 
@@ -129,15 +156,17 @@ class FakeSession(_vsphere.Session):
             rows = [vm.row() for vm in inv["vms"]]
         elif obj_type is vim.HostSystem:
             rows = [h.row(inv["vms"]) for h in inv["hosts"]]
+        elif obj_type is vim.ClusterComputeResource:
+            rows = [{"name": name, "obj": Ref(moid), "moid": moid} for name, moid in inv.get("clusters", ())]
         else:
             rows = []
         return [{k: v for k, v in r.items() if k in props or k in ("obj", "moid")} for r in rows
                 if wanted is None or r["moid"] in wanted]
 
 
-def use_fake_vcenter(monkeypatch, hosts, vms):
-    """Install FakeSession over ``hosts`` and ``vms``; return the inventory."""
-    inventory = {"hosts": list(hosts), "vms": list(vms)}
+def use_fake_vcenter(monkeypatch, hosts, vms, clusters=()):
+    """Install FakeSession over ``hosts``, ``vms`` and ``clusters`` ((name, moid) pairs); return the inventory."""
+    inventory = {"hosts": list(hosts), "vms": list(vms), "clusters": list(clusters)}
     monkeypatch.setattr(FakeSession, "inventory", inventory)
     monkeypatch.setattr(_vsphere, "Session", FakeSession)
     return inventory

@@ -8,81 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from pyVmomi import vim
-
 from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
 from ansible_collections.gpuops.provision.plugins.modules import vsphere_host_graphics
+from vsphere_fake import AUTH, Host, Vm, use_fake_vcenter  # pylint: disable=import-error
 
 PCI = "0000:3b:00.0"
-
-
-class Ref:
-    """A managed object reference as a property value (only its moid is read)."""
-
-    def __init__(self, moid):
-        self._moId = moid
-
-
-class GraphicsManager:
-    def __init__(self, host, calls):
-        self.host, self.calls = host, calls
-
-    def UpdateGraphicsConfig(self, config):  # pylint: disable=invalid-name
-        self.calls.append(("UpdateGraphicsConfig", self.host.name, config))
-        self.host.config = config
-
-
-class ServiceSystem:
-    def __init__(self, host, calls):
-        self.host, self.calls = host, calls
-
-    def RestartService(self, id):  # pylint: disable=invalid-name,redefined-builtin
-        self.calls.append(("RestartService", self.host.name, id))
-
-
-class Host:
-    """One ESXi host of the fake inventory: what the PropertyCollector would return for it."""
-
-    def __init__(self, name, calls, gpus=(PCI,), default="shared", state="connected", version="8.0.3", vms=()):
-        self.name, self._moId, self.state, self.version, self.vms = name, "host-" + name, state, version, list(vms)
-        self.info = [vim.host.GraphicsInfo(deviceName="NVIDIA A100", vendorName="NVIDIA", pciId=p, graphicsType="shared",
-                                           memorySizeInKB=40 << 20, vm=[]) for p in gpus]
-        self.config = vim.host.GraphicsConfig(hostDefaultGraphicsType=default, sharedPassthruAssignmentPolicy="performance",
-                                              deviceType=[])
-        self.configManager = type("CM", (), {"serviceSystem": ServiceSystem(self, calls)})()
-        self.graphics_manager = GraphicsManager(self, calls)
-
-    def row(self):
-        return {"name": self.name, "runtime.connectionState": self.state, "config.product.version": self.version,
-                "config.graphicsInfo": self.info, "config.graphicsConfig": self.config,
-                "configManager.graphicsManager": self.graphics_manager, "vm": [Ref(v) for v, dummy in self.vms],
-                "obj": self, "moid": self._moId}
-
-
-class FakeSession(_vsphere.Session):
-    """_vsphere.Session without a connection: collect() answers from ``inventory``; everything above it is real."""
-
-    inventory = {}
-
-    def __init__(self, params):  # pylint: disable=super-init-not-called
-        self.params, self.warnings = params, []
-        self.content = type("C", (), {"about": type("A", (), {"apiVersion": "8.0.3.0"})()})()
-        self.api_version, self.wire_version = (8, 0), "vim.version.v8_0_3_0"
-
-    def close(self):
-        pass
-
-    def collect(self, obj_type, props, container=None, objects=None):
-        hosts = self.inventory["hosts"]
-        if obj_type is vim.ClusterComputeResource:
-            rows = [{"name": "C0", "obj": Ref("domain-c1"), "moid": "domain-c1"}]
-        elif obj_type is vim.HostSystem:
-            rows = [h.row() for h in hosts if objects is None or h in objects]
-        else:  # VMs: name, host and power state of the VMs the hosts hold
-            wanted = None if objects is None else {o._moId for o in objects}
-            rows = [{"name": vm, "moid": vm, "runtime.host": Ref(h._moId), "runtime.powerState": power}
-                    for h in hosts for vm, power in h.vms if wanted is None or vm in wanted]
-        return [{k: v for k, v in r.items() if k in props or k in ("obj", "moid")} for r in rows]
 
 
 @pytest.fixture
@@ -92,18 +22,16 @@ def calls():
 
 @pytest.fixture
 def inventory(monkeypatch, calls):
-    inv = {"hosts": [Host("esx1", calls, vms=[("vm-on", "poweredOn"), ("vm-off", "poweredOff")]),
-                     Host("esx2", calls),
-                     Host("esx3", calls, gpus=())]}
-    monkeypatch.setattr(FakeSession, "inventory", inv)
-    monkeypatch.setattr(_vsphere, "Session", FakeSession)
-    return inv
+    esx1 = Host(calls, "esx1", gpus=(PCI,))
+    return use_fake_vcenter(monkeypatch, [esx1, Host(calls, "esx2", gpus=(PCI,)), Host(calls, "esx3")],
+                            [Vm(calls, "vm-on", esx1), Vm(calls, "vm-off", esx1, power="poweredOff")],
+                            clusters=[("C0", "domain-c1")])
 
 
 @pytest.fixture
 def run(run_module, inventory):
     def _run(args, check_mode=False):
-        full = dict(hostname="vc.example.com", username="administrator@vsphere.local", password="s3cret-Pa55word", _ansible_diff=True)
+        full = dict(AUTH, _ansible_diff=True)
         full.update(args)
         return run_module(vsphere_host_graphics, full, check_mode=check_mode)
     return _run
