@@ -31,6 +31,14 @@ HOSTLOCK = os.path.join(ROOT, "plugins", "module_utils", "_hostlock.py")
 # A TTL short enough that the three-node roll must renew its lock once (the role renews after a third of it).
 LOCK_TTL = 10
 
+# The boot-time re-apply off, for the tests whose subject is elsewhere (the roll's and the per-host lock, the drain,
+# the budget): installing it costs each node about a dozen module runs (its nine module_utils files copied one by
+# one), a third of a roll's time here. test_roll_three_nodes_skips_the_matching_node (install on changed and skipped
+# nodes, the applier after a reboot, the idempotent re-run), test_check_mode_changes_nothing_anywhere and
+# test_within_the_failure_budget_the_roll_goes_on_and_the_run_still_fails (declared before the change, put back by the
+# rollback) keep it on, as do the other tests that fail a node after its apply.
+NO_BOOT = {"mig_reconfigure_boot_apply": False}
+
 
 def device_plugin_pod(lab, node):
     running = [p.metadata.name for p in lab.running_pods("gpu-operator", node)
@@ -232,7 +240,7 @@ def test_pdb_refusals_are_retried_every_5_s_until_the_drain_timeout_then_clean_f
     db = {"metadata": {"name": "db-0-a", "namespace": "ml", "labels": {"app": "db"},
                        "ownerReferences": [{"kind": "ReplicaSet", "name": "db-0"}]}, "spec": {"nodeName": "node-2"}}
     pdb = {"metadata": {"name": "db", "namespace": "ml"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
-    fleet = Fleet(tmp_path, three_nodes(), extra_pods=[db], pdbs=[pdb], group_vars={"mig_reconfigure_drain_timeout": 22})
+    fleet = Fleet(tmp_path, three_nodes(), extra_pods=[db], pdbs=[pdb], group_vars=dict(NO_BOOT, mig_reconfigure_drain_timeout=22))
     with fleet.start() as lab:
         before = {n: fleet.raw(n) for n in fleet.nodes}
         rc, out = fleet.run()
@@ -334,7 +342,7 @@ def test_lock_held_by_another_run_touches_nothing(tmp_path):
 
 def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming_it(tmp_path):
     # Evicted pods linger 8 s: node-2's turn (its lease on the lock) lasts at least that long.
-    fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_drain_timeout": 60})
+    fleet = Fleet(tmp_path, three_nodes(), group_vars=dict(NO_BOOT, mig_reconfigure_drain_timeout=60))
     lock = os.path.join(str(tmp_path), "node-2.lock")
     with fleet.start(eviction_delay=8) as lab:
         roll = {}
@@ -370,8 +378,8 @@ def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming
 def test_drain_wait_timeout_fails_the_node_and_stops_the_roll(tmp_path):
     # Evicted pods linger 20 s; the drain's timeout is 3 s: pods still terminating would hold the GPUs, so that is
     # a failed drain.
-    fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_drain_timeout": 3,
-                                                       "mig_reconfigure_drain_grace_period": None})
+    fleet = Fleet(tmp_path, three_nodes(), group_vars=dict(NO_BOOT, mig_reconfigure_drain_timeout=3,
+                                                           mig_reconfigure_drain_grace_period=None))
     with fleet.start(eviction_delay=20) as lab:
         before = {n: fleet.raw(n) for n in fleet.nodes}
         rc, out = fleet.run()
@@ -401,7 +409,7 @@ def refused_before_any_write(fleet, extra_vars=None):
 
 
 def test_plan_refuses_mig_manager_nodes_and_ci_profiles_before_any_cordon(tmp_path):
-    fleet = Fleet(tmp_path, three_nodes())
+    fleet = Fleet(tmp_path, three_nodes(), group_vars=NO_BOOT)
     # The operator labels every MIG-capable node for mig-manager, also with migManager disabled in the ClusterPolicy
     # (state_manager.go addGPUStateLabels): with no mig-manager DaemonSet, the label alone does not refuse nvml.
     for node in fleet.fixture["nodes"]:
@@ -433,7 +441,7 @@ def test_unselected_gpus_count_paused_labels_recover_and_an_operator_cordon_stay
     # node-2 has an L40S that no entry selects: the device plugin still advertises it as nvidia.com/gpu, and the
     # wait for the resources must expect it. Its device-plugin label was left paused by an interrupted run.
     node2 = {"gpus": [gpu(instances=H100_3G_X2), {"model": "NVIDIA L40S"}]}
-    fleet = Fleet(tmp_path, three_nodes(node2=node2))
+    fleet = Fleet(tmp_path, three_nodes(node2=node2), group_vars=NO_BOOT)
     labels2 = fleet.fixture["nodes"][1]["metadata"]["labels"]
     labels2["nvidia.com/gpu.deploy.device-plugin"] = "paused-for-mig-change"
     fleet.fixture["nodes"][2]["spec"] = {"unschedulable": True}  # cordoned by an operator before the roll
@@ -591,7 +599,7 @@ def test_a_capacity_floor_the_roll_cannot_hold_fails_before_the_first_cordon(tmp
 
 
 def test_the_budget_sets_the_waves_and_counts_an_operator_cordon(tmp_path):
-    fleet = Fleet(tmp_path, three_nodes())
+    fleet = Fleet(tmp_path, three_nodes(), group_vars=NO_BOOT)
     budget = {"mig_reconfigure_max_parallel": 0, "mig_reconfigure_max_unavailable": 2}
     with fleet.start():
         rc, out = fleet.run(check=True, extra_vars=budget)
@@ -599,7 +607,7 @@ def test_the_budget_sets_the_waves_and_counts_an_operator_cordon(tmp_path):
         roll = out["global_custom_stats"]["mig_reconfigure"]["roll"]
         assert roll["waves"] == [["node-2", "node-3"]] and roll["max_unavailable"] == 2
     # node-1 (unchanged) cordoned by an operator: it takes one of the two places.
-    fleet = Fleet(tmp_path / "cordoned", three_nodes())
+    fleet = Fleet(tmp_path / "cordoned", three_nodes(), group_vars=NO_BOOT)
     fleet.fixture["nodes"][0]["spec"] = {"unschedulable": True}
     with fleet.start():
         rc, out = fleet.run(check=True, extra_vars=budget)
@@ -610,7 +618,7 @@ def test_the_budget_sets_the_waves_and_counts_an_operator_cordon(tmp_path):
 
 
 def test_a_node_with_the_skip_label_is_never_drained(tmp_path):
-    fleet = Fleet(tmp_path, three_nodes())
+    fleet = Fleet(tmp_path, three_nodes(), group_vars=NO_BOOT)
     fleet.fixture["nodes"][2]["metadata"]["labels"]["gpuops.io/mig-reconfigure"] = "skip"
     with fleet.start():
         rc, out = fleet.run(check=True)
@@ -646,7 +654,7 @@ def hold_lease(fleet, holder=OTHER_ROLL, nodes="node-2,node-9", age=5, ttl=3600)
 
 
 def test_a_roll_started_while_another_holds_the_lock_is_refused_before_any_cordon(tmp_path):
-    fleet = Fleet(tmp_path, three_nodes())
+    fleet = Fleet(tmp_path, three_nodes(), group_vars=NO_BOOT)
     with fleet.start():
         hold_lease(fleet)
         before = {n: fleet.raw(n) for n in fleet.nodes}
@@ -672,7 +680,7 @@ def test_a_roll_started_while_another_holds_the_lock_is_refused_before_any_cordo
 def test_the_plan_clears_the_per_host_lock_an_expired_roll_left_on_a_node_that_does_not_change(tmp_path):
     # The roll whose controller died between node-1's release and its unlock: its Lease expired, node-1's per-host
     # lock still held under its name. The plan clears it (once, delegated to node-1: plan.yml's lock-clearing task).
-    fleet = Fleet(tmp_path, three_nodes())
+    fleet = Fleet(tmp_path, three_nodes(), group_vars=NO_BOOT)
     lock1 = os.path.join(str(tmp_path), "node-1.lock")
     subprocess.run([sys.executable, HOSTLOCK, "acquire", "--path", lock1, "--holder", OTHER_ROLL + " (node=node-1)"],
                    check=True, capture_output=True)
@@ -735,8 +743,8 @@ def job_pod(node, name="train-0"):
 
 def test_the_drain_waits_for_the_jobs_on_the_node_to_finish(tmp_path):
     fleet = Fleet(tmp_path, three_nodes(), extra_pods=[job_pod("node-2")],
-                  group_vars={"mig_reconfigure_wait_for_jobs_selector": "gpuops.io/job=train",
-                              "mig_reconfigure_wait_for_jobs_delay": 1})
+                  group_vars=dict(NO_BOOT, mig_reconfigure_wait_for_jobs_selector="gpuops.io/job=train",
+                                  mig_reconfigure_wait_for_jobs_delay=1))
     finished = {}
     with fleet.start() as lab:
         def finish_after_cordon():
@@ -757,8 +765,8 @@ def test_the_drain_waits_for_the_jobs_on_the_node_to_finish(tmp_path):
 
 
 def test_jobs_that_do_not_finish_in_time_fail_the_node_untouched_or_are_drained(tmp_path):
-    fail = {"mig_reconfigure_wait_for_jobs_selector": "gpuops.io/job=train", "mig_reconfigure_wait_for_jobs_timeout": 3,
-            "mig_reconfigure_wait_for_jobs_delay": 1, "mig_reconfigure_wait_for_jobs_on_timeout": "fail"}
+    fail = dict(NO_BOOT, mig_reconfigure_wait_for_jobs_selector="gpuops.io/job=train", mig_reconfigure_wait_for_jobs_timeout=3,
+                mig_reconfigure_wait_for_jobs_delay=1, mig_reconfigure_wait_for_jobs_on_timeout="fail")
     fleet = Fleet(tmp_path, three_nodes(), extra_pods=[job_pod("node-2")], group_vars=fail)
     with fleet.start() as lab:
         before = {n: fleet.raw(n) for n in fleet.nodes}
@@ -790,8 +798,8 @@ def test_a_pdb_that_blocks_while_the_replacement_starts_is_waited_out_as_kubectl
     # Replacement pods take 12 s to turn Ready (kwok's pod-ready Stage with a delay, lab/kube/controlplane.py), so the
     # inference PodDisruptionBudget (maxUnavailable 1) refuses node-3's eviction while node-2's replacement starts.
     # kubectl drain tries again every 5 s until its timeout; the old drain gave up after 3 quick attempts.
-    fleet = Fleet(tmp_path, three_nodes(), group_vars={"mig_reconfigure_max_parallel": 2,
-                                                       "mig_reconfigure_drain_timeout": 90})
+    fleet = Fleet(tmp_path, three_nodes(), group_vars=dict(NO_BOOT, mig_reconfigure_max_parallel=2,
+                                                           mig_reconfigure_drain_timeout=90))
     fleet.fixture["podReadyDelaySeconds"] = 12
     with fleet.start() as lab:
         rc, out = fleet.run()
@@ -808,8 +816,8 @@ def test_the_lock_is_renewed_beside_a_node_that_takes_longer_than_its_ttl(tmp_pa
     # Evicted pods take 25 s to go (their grace period), the lock lives 10 s: a second roll started meanwhile must
     # still find it held. Before, the lock was renewed only between waves and expired in the middle of this one.
     fleet = Fleet(tmp_path, three_nodes(node3={"gpus": [gpu(instances=H100_BALANCED)]}),
-                  group_vars={"mig_reconfigure_drain_grace_period": None, "mig_reconfigure_drain_timeout": 120,
-                              "mig_reconfigure_roll_lock_ttl": 10})
+                  group_vars=dict(NO_BOOT, mig_reconfigure_drain_grace_period=None, mig_reconfigure_drain_timeout=120,
+                                  mig_reconfigure_roll_lock_ttl=10))
     with fleet.start(eviction_delay=25) as lab:
         first = {}
         thread = threading.Thread(target=lambda: first.update(result=fleet.run()))
