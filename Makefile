@@ -14,7 +14,7 @@ COLL_ROOT   := $(ROOT)/build/collections
 COLL_LINK   := $(COLL_ROOT)/ansible_collections/gpuops/provision
 AWX_COLL    := $(COLL_ROOT)/ansible_collections/awx/awx/MANIFEST.json
 SANITY_DIR  := $(ROOT)/build/sanity/ansible_collections/gpuops/provision
-APT_PACKAGES := git rsync podman runc debootstrap ca-certificates chromium fonts-dejavu-core apt-utils dpkg-dev gnupg gcc libc6-dev
+APT_PACKAGES := git rsync podman runc debootstrap ca-certificates chromium fonts-dejavu-core apt-utils dpkg-dev gnupg gcc libc6-dev prometheus
 CORE_VERSION := $(shell $(PY) -c 'import ansible.release as r; print(".".join(r.__version__.split(".")[:2]))' 2>/dev/null)
 
 export PATH := $(BIN):$(PATH)

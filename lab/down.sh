@@ -6,6 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 run="${1:-$root/build/lab/run}"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$root/lab/images/containers.conf}"
 "${PYTHON:-$root/.venv/bin/python}" "$root/lab/kube/controlplane.py" down "$run/k8s" && echo "lab: stopped the kubernetes control plane"
+"${PYTHON:-$root/.venv/bin/python}" "$root/lab/dcgm/prometheus.py" down "$run/prometheus" | sed 's/^/lab: /'
 for name in pvesim vcsim k8s; do
     pidfile="$run/$name/pid"
     [ -f "$pidfile" ] || continue

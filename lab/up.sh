@@ -151,3 +151,12 @@ else
     "$py" "$root/lab/kube/controlplane.py" up "$run/k8s" --fixture "$root/lab/kube/fixtures/gpu-cluster.yaml" \
         "${gpusim_args[@]}"
 fi
+
+# GPU metrics (issue 43): a real Prometheus with a week of backfilled dcgm-exporter history, scraping one exporter per
+# node of lab/dcgm/workloads.json. The exporters read the seed states, not $run/gpusim: the site playbook changes the
+# nodes' MIG geometry, and a workload profile per MIG instance must match the state it is drawn on.
+if "$py" "$root/lab/dcgm/prometheus.py" status "$run/prometheus"; then
+    echo "lab: prometheus already up at $(cat "$run/prometheus/url")"
+else
+    "$py" "$root/lab/dcgm/prometheus.py" up "$run/prometheus" | sed -u 's/^/lab: /'
+fi

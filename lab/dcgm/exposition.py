@@ -118,7 +118,7 @@ def devices(state_path, host, profile):
     return st["driver_version"], out
 
 
-def _label_text(labels, host, host_label, driver, pod):
+def _label_text(labels, host, host_label, driver, pod, extra=()):
     parts = ['%s="%s"' % (k, labels[k]) for k in ("gpu", "UUID", "pci_bus_id", "device", "modelName") if k in labels]
     if "GPU_I_PROFILE" in labels:
         parts += ['GPU_I_PROFILE="%s"' % labels["GPU_I_PROFILE"], 'GPU_I_ID="%s"' % labels["GPU_I_ID"]]
@@ -126,6 +126,9 @@ def _label_text(labels, host, host_label, driver, pod):
     parts.append('DCGM_FI_DRIVER_VERSION="%s"' % driver)
     if pod:
         parts += ['container="%s"' % pod[2], 'namespace="%s"' % pod[0], 'pod="%s"' % pod[1]]
+    # The target labels Prometheus adds on a scrape (job, instance): a backfilled series carries them too, so that it
+    # and the scraped one are one series.
+    parts += ['%s="%s"' % kv for kv in extra]
     return "{%s}" % ",".join(parts)
 
 
@@ -142,15 +145,20 @@ def values(work, labels, mem_mib, mig, t):
     return out
 
 
-def render(hosts, profile, times, host_label="Hostname", openmetrics=False):
-    """The exposition of ``hosts`` ([(host, state path)]) at ``times`` (one time and no timestamps for a scrape)."""
+def render(hosts, profile, times, host_label="Hostname", openmetrics=False, extra=None, omit=()):
+    """The exposition of ``hosts`` ([(host, state path)]) at ``times`` (one time and no timestamps for a scrape).
+    ``extra``: {host: [(label, value)]} added to each of its series; ``omit``: metrics left out (a dcgm-exporter whose
+    counters file lacks them)."""
     series = []
     for host, path in hosts:
         driver, devs = devices(path, host, profile)
         for labels, work, mem_mib, mig in devs:
-            series.append((_label_text(labels, host, host_label, driver, work.get("pod")), labels, work, mem_mib, mig))
+            text = _label_text(labels, host, host_label, driver, work.get("pod"), (extra or {}).get(host, ()))
+            series.append((text, labels, work, mem_mib, mig))
     lines = []
     for metric, kind, help_text, fmt in METRICS:
+        if metric in omit:
+            continue
         lines += ["# HELP %s %s" % (metric, help_text), "# TYPE %s %s" % (metric, kind)]
         for text, labels, work, mem_mib, mig in series:
             for t in times:
@@ -164,6 +172,16 @@ def render(hosts, profile, times, host_label="Hostname", openmetrics=False):
     return "\n".join(lines) + "\n"
 
 
+def state_path(host, run_states=None):
+    """A lab node's gpusim state: ``run_states``/<host>.json (the running lab's copy) when there, else the seed in
+    lab/gpusim/states (the nodes lab/up.sh starts containers for), else lab/dcgm/states (nodes that exist only as
+    metrics, for the usage advice's cases)."""
+    for folder in (run_states, os.path.join(HERE, "..", "gpusim", "states"), os.path.join(HERE, "states")):
+        if folder and os.path.isfile(os.path.join(folder, host + ".json")):
+            return os.path.abspath(os.path.join(folder, host + ".json"))
+    raise SystemExit("%s: no gpusim state in %s, lab/gpusim/states or lab/dcgm/states" % (host, run_states))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--host", action="append", required=True, metavar="NAME=STATE.json",
@@ -173,19 +191,23 @@ def main(argv=None):
     ap.add_argument("--step", type=int, default=60, help="seconds between history samples (default 60)")
     ap.add_argument("--end", type=int, help="Unix seconds of the last sample (default now)")
     ap.add_argument("--hostname-label", default="Hostname", choices=("Hostname", "hostname"))
+    ap.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                    help="a label added to every series (a scrape's job / instance); repeat per label")
+    ap.add_argument("--omit", action="append", default=[], metavar="METRIC", help="leave a metric out; repeatable")
     args = ap.parse_args(argv)
     with open(args.profile, encoding="utf-8") as f:
         profile = json.load(f)
     hosts = [tuple(h.split("=", 1)) for h in args.host]
+    extra = {h: [tuple(kv.split("=", 1)) for kv in args.label] for h, _path in hosts}
     end = args.end if args.end is not None else int(time.time())
     if args.history:
         units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
         window = int(args.history[:-1]) * units[args.history[-1]]
         end -= end % args.step
         times = list(range(end - window, end + 1, args.step))
-        sys.stdout.write(render(hosts, profile, times, args.hostname_label, openmetrics=True))
+        sys.stdout.write(render(hosts, profile, times, args.hostname_label, True, extra, args.omit))
     else:
-        sys.stdout.write(render(hosts, profile, [end], args.hostname_label))
+        sys.stdout.write(render(hosts, profile, [end], args.hostname_label, False, extra, args.omit))
 
 
 if __name__ == "__main__":

@@ -271,8 +271,9 @@ def advise(name: str, devices: Any, thresholds: Optional[Mapping[str, Any]] = No
     low = figures["sm_active_mean"] <= t["share_sm"] and mem95 <= t["share_memory"]
     if low:
         need = figures["peak_workload_mib"] * (1 + t["headroom"])
-        fits = int(figures["fb_total_mib"] // need) if need > 0 else t["max_replicas"]
-        replicas = min(t["max_replicas"], fits)
+        # A tiny peak makes the quotient infinite (float overflow): capped before int() sees it.
+        fits = figures["fb_total_mib"] // need if need > 0 else t["max_replicas"]
+        replicas = int(min(t["max_replicas"], fits))
         reason = ("mean SM activity %s <= %s and p95 memory used %s <= %s; replicas = min(%d, floor(%.0f MiB / (%.0f MiB "
                   "peak x %.2f headroom))) = %d" % (_pct(figures["sm_active_mean"]), _pct(t["share_sm"]), _pct(mem95),
                                                     _pct(t["share_memory"]), t["max_replicas"], figures["fb_total_mib"],
@@ -325,3 +326,28 @@ def advise_all(devices: Iterable[Mapping[str, Any]], pools: Optional[Mapping[str
                thresholds: Optional[Mapping[str, Any]] = None) -> list[dict[str, Any]]:
     """advise() for every node (or pool) of ``devices``, in name order."""
     return [advise(name, mine, thresholds) for name, mine in group(devices, pools).items()]
+
+
+def proposal(advices: Any, disabled_config: str = "all-disabled") -> dict[str, Any]:
+    """What the advices propose, as files for review: ``pools`` (gpu_pools_pools, in advice order) and ``mig_config``
+    (one mig-parted v1 document: ``disabled_config`` for the pools that keep MIG off - gpu_pools' default for
+    time-slicing and exclusive pools - and each MIG advice's configuration under its pool's name), checked by the
+    collection's validator; ``summary``: one line per advice naming its rule (no figures: they move with the window)."""
+    if not isinstance(advices, list):
+        raise AdviceError("advice must be a list (gpu_usage_info's advice), got %r" % (advices,))
+    configs: dict[str, Any] = {disabled_config: [{"devices": "all", "mig-enabled": False}]}
+    pools, summary = [], []
+    for a in advices:
+        if not isinstance(a, Mapping) or not isinstance(a.get("pool"), Mapping) or not a.get("name"):
+            raise AdviceError("an advice without name and pool: %r" % (a,))
+        if a["name"] in configs:
+            raise AdviceError("pool %s: its name is the MIG configuration %s already holds" % (a["name"], disabled_config))
+        if a.get("mig_config"):
+            configs.update(a["mig_config"]["mig-configs"])
+        pools.append(dict(a["pool"]))
+        summary.append("%s (%s): %s, %s (rule %s)" % (a["name"], ", ".join(a.get("nodes") or []), a.get("advice"),
+                                                       a.get("action"), a.get("rule")))
+    document = {"version": "v1", "mig-configs": configs}
+    for name in configs:
+        _mig.parse_config(document, name)
+    return {"pools": pools, "mig_config": document, "summary": summary}

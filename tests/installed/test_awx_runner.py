@@ -71,8 +71,10 @@ def test_the_credential_injectors_render_as_awx_renders_them():
     assert env == {} and extra == {"nvidia_license_token": LICENSE["token"]}
 
 
-# Survey defaults that differ from the playbook's on purpose: in AWX the fleet report goes to the job's artifacts.
-SURVEY_DEFAULTS_OF_THEIR_OWN = {"fleet_report_dir": "/runner/artifacts/fleet-report"}
+# Survey defaults that differ from the playbook's on purpose: in AWX the fleet report and the proposed files go to the
+# job's artifacts.
+SURVEY_DEFAULTS_OF_THEIR_OWN = {"fleet_report_dir": "/runner/artifacts/fleet-report",
+                                "gpu_usage_advice_dir": "/runner/artifacts/gpu-usage-advice"}
 
 
 def _survey_options():

@@ -15,10 +15,10 @@ All files here are controller-side wrappers (no I/O); the public, documented fil
 from __future__ import annotations
 
 from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import (
-    driver, gpu_pools, kmod, license, mig, preflight, pve, vgpu_scheduler,
+    driver, gpu_pools, kmod, license, mig, preflight, pve, usage, vgpu_scheduler,
 )
 
-_DOMAINS = (driver, gpu_pools, kmod, license, mig, preflight, pve, vgpu_scheduler)
+_DOMAINS = (driver, gpu_pools, kmod, license, mig, preflight, pve, usage, vgpu_scheduler)
 
 
 def registry():

@@ -78,6 +78,7 @@ EXTRA = {
     "awx_setup_proxmox": {"host": "pve.example.net", "user": "gpuops@pve", "token_id": "gpuops-test-token",
                           "token_secret": "not-a-secret-2"},
     "awx_setup_license": {"token": "not-a-secret-3"},
+    "awx_setup_prometheus": {"url": "https://prometheus.example.net:9090", "bearer_token": "not-a-secret-4"},
     "awx_setup_gpu_health_rrule": "DTSTART:20270101T020000Z RRULE:FREQ=HOURLY;INTERVAL=6",
 }
 
@@ -109,8 +110,8 @@ def run(tmp_path, playbook):
 def test_every_awx_task_passes_its_module_argument_spec(tmp_path):
     rc, rows = run(tmp_path, reachable_copy(tmp_path / "awx_setup.yml"))
     assert rc == 0
-    # 3 credential types, 3 credentials, the EE, project, inventory, inventory source, 12 job templates, 1 schedule.
-    assert len(rows) == 23, rows
+    # 4 credential types, 4 credentials, the EE, project, inventory, inventory source, 13 job templates, 1 schedule.
+    assert len(rows) == 26, rows
     bad = [r for r in rows if not CONNECTION_FAILED.search(r[2])]
     assert not bad, "awx.awx tasks that did not get as far as the controller: %s" % bad
 

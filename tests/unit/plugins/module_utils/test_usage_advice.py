@@ -300,3 +300,40 @@ def test_property_every_advice_is_applicable_and_consistent(sm, mem, fb, model):
         _mig.validate_target(A.documented_model(model)[1], entry["mig_devices"])
     else:
         assert out["mig_config"] is None
+
+
+def test_proposal_merges_the_pools_and_the_mig_configurations_with_all_disabled():
+    infer = A.advise("infer", [dev()])
+    nb = A.advise("nb", [dev(host="n2", sm=(0.05, 0.6, 0.95), mem=(0.05, 0.12, 0.14), fb_max=10000.0)])
+    out = A.proposal([infer, nb])
+    assert out == {
+        "pools": [{"name": "infer", "nodes": ["n1"], "sharing": "mig", "mig_config": "infer"},
+                  {"name": "nb", "nodes": ["n2"], "sharing": "time-slicing", "replicas": 6}],
+        "mig_config": {"version": "v1", "mig-configs": {
+            "all-disabled": [{"devices": "all", "mig-enabled": False}],
+            "infer": [{"devices": "all", "device-filter": "0x233010DE", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]}},
+        "summary": ["infer (n1): mig, partition with MIG (rule mig)", "nb (n2): time-slicing, share by time-slicing (rule time-slicing)"],
+    }
+    assert A.proposal([], "off")["mig_config"] == {"version": "v1", "mig-configs": {"off": [{"devices": "all", "mig-enabled": False}]}}
+    # What the gpu_pools role's plan is given: the pools and that document, no error.
+    nodes = {n: {"labels": {}, "taints": [], "allocatable": {}, "host": n,
+                 "gpus": [{"index": 0, "model": H100, "mig_capable": True}]} for n in ("n1", "n2")}
+    assert _gpu_pools.plan(out["pools"], nodes, out["mig_config"])["errors"] == []
+
+
+@pytest.mark.parametrize("advices, message", [
+    ({"name": "x"}, r"^advice must be a list \(gpu_usage_info's advice\), got \{'name': 'x'\}$"),
+    ([{"name": "x"}], r"^an advice without name and pool: \{'name': 'x'\}$"),
+    ([{"pool": {}}], r"^an advice without name and pool: \{'pool': \{\}\}$"),
+    ([{"name": "all-disabled", "pool": {"name": "all-disabled"}}],
+     r"^pool all-disabled: its name is the MIG configuration all-disabled already holds$"),
+])
+def test_proposal_refuses_what_is_not_an_advice(advices, message):
+    with pytest.raises(A.AdviceError, match=message):
+        A.proposal(advices)
+
+
+def test_a_vanishing_peak_gives_the_most_replicas_not_an_overflow():
+    # total / (1e-308 x 1.2) overflows to infinity; replicas are capped before they become a whole number.
+    out = A.advise("nb", [dev(sm=(0.01, 0.02, 0.03), mem=(0.0, 0.0, 0.0), fb_max=1e-308)])
+    assert out["pool"] == {"name": "nb", "nodes": ["n1"], "sharing": "time-slicing", "replicas": 8}
