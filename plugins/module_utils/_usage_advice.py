@@ -345,8 +345,8 @@ def proposal(advices: Any, disabled_config: str = "all-disabled") -> dict[str, A
         if a.get("mig_config"):
             configs.update(a["mig_config"]["mig-configs"])
         pools.append(dict(a["pool"]))
-        summary.append("%s (%s): %s, %s (rule %s)" % (a["name"], ", ".join(a.get("nodes") or []), a.get("advice"),
-                                                       a.get("action"), a.get("rule")))
+        nodes = ", ".join(a.get("nodes") or [])
+        summary.append("%s (%s): %s, %s (rule %s)" % (a["name"], nodes, a.get("advice"), a.get("action"), a.get("rule")))
     document = {"version": "v1", "mig-configs": configs}
     for name in configs:
         _mig.parse_config(document, name)
