@@ -32,7 +32,7 @@ class VersionError(ValueError):
 
 # Driver (upstream) version: <branch>.<minor>[.<patch>], e.g. 535.261.03, Windows-style 580.88.
 _DRIVER_RE = re.compile(r"^(?P<branch>\d{2,4})\.(?P<minor>\d{1,4})(?:\.(?P<patch>\d{1,4}))?\Z")
-_BRANCH_RE = re.compile(r"^[Rr]?(?P<branch>\d{2,4})\Z")
+_BRANCH_RE = re.compile(r"^[Rr]?(?P<branch>[1-9]\d{1,3})\Z")  # no leading zero: "00" or "0535" is no branch
 # Anything that may appear in a Debian or RPM version.
 _PKG_CHARS_RE = re.compile(r"^[A-Za-z0-9.+~^_:-]+\Z")
 

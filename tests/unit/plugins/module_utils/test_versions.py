@@ -39,7 +39,7 @@ def test_parse_branch(text, expected):
     assert v.parse_branch(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", None, "R", "535.261.03", "branch-535", True, "R53x"])
+@pytest.mark.parametrize("bad", ["", None, "R", "535.261.03", "branch-535", True, "R53x", "00", "R0535", 0])
 def test_parse_branch_rejects(bad):
     with pytest.raises(v.VersionError, match="not a branch"):
         v.parse_branch(bad)
