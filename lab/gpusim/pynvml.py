@@ -915,15 +915,7 @@ _parse_bus = _api.parse_bus
 
 
 def nvmlDeviceGetHandleByPciBusId(pciBusId):
-    def fn(st):
-        want = _parse_bus(pciBusId)
-        if want is None:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "bad PCI bus id %r" % pciBusId)
-        for g in _h.visible(st):
-            if _parse_bus(g["pci_bus_id"]) == want:
-                return _dev_handle(_reachable(g))
-        raise _err(NVML_ERROR_NOT_FOUND, "no GPU at %s" % _s(pciBusId))
-    return _run(fn)
+    return _run(lambda st: _handle(_api.handle_by_pci_bus_id(st, _s(pciBusId)), c_nvmlDevice_t))
 
 
 def nvmlDeviceGetIndex(handle):

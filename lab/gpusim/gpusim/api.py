@@ -170,6 +170,17 @@ def handle_by_index(st, index):
     return gpu_key(reachable(gpus[index]))
 
 
+def handle_by_pci_bus_id(st, text):
+    """nvmlDeviceGetHandleByPciBusId_v2: "domain:bus:device.function" in any of nvml.h's forms."""
+    want = parse_bus(text)
+    if want is None:
+        raise Fault(INVALID_ARGUMENT, "bad PCI bus id %r" % text)
+    for g in health.visible(st):
+        if parse_bus(g["pci_bus_id"]) == want:
+            return gpu_key(reachable(g))
+    raise Fault(NOT_FOUND, "no GPU at %s" % text)
+
+
 def name(st, key):
     g, mig = device(st, key, allow_mig=True)
     if mig:
