@@ -137,7 +137,8 @@ def gpu_key(g):
 
 
 def mig_uuid(g, gi, ci):
-    return "MIG-" + state._uuid("gpusim-mig:%s:%d:%d" % (g["uuid"], gi["id"], ci["id"]))[4:]  # pylint: disable=protected-access
+    # pylint: disable-next=protected-access
+    return "MIG-" + state._uuid("gpusim-mig:%s:%d:%d" % (g["uuid"], gi["id"], ci["id"]))[4:]
 
 
 def device(st, key, allow_mig=False):
