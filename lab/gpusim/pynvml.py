@@ -19,6 +19,7 @@ from ctypes import (POINTER, Structure, Union, c_char, c_int, c_uint, c_uint8, c
                     c_ulonglong, c_void_p, sizeof)
 from functools import wraps
 
+from gpusim import api as _api
 from gpusim import health as _h
 from gpusim import machine as _m
 from gpusim import models as _models
@@ -305,42 +306,8 @@ class NVMLLibraryMismatchError(Exception):
     pass
 
 
-_ERROR_STRINGS = {
-    NVML_ERROR_UNINITIALIZED: "Uninitialized",
-    NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
-    NVML_ERROR_NOT_SUPPORTED: "Not Supported",
-    NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
-    NVML_ERROR_ALREADY_INITIALIZED: "Already Initialized",
-    NVML_ERROR_NOT_FOUND: "Not Found",
-    NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
-    NVML_ERROR_INSUFFICIENT_POWER: "Insufficient External Power",
-    NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
-    NVML_ERROR_TIMEOUT: "Timeout",
-    NVML_ERROR_IRQ_ISSUE: "Interrupt Request Issue",
-    NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
-    NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found",
-    NVML_ERROR_CORRUPTED_INFOROM: "Corrupted infoROM",
-    NVML_ERROR_GPU_IS_LOST: "GPU is lost",
-    NVML_ERROR_RESET_REQUIRED: "GPU requires restart",
-    NVML_ERROR_OPERATING_SYSTEM: "The operating system has blocked the request.",
-    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "RM has detected an NVML/RM version mismatch.",
-    NVML_ERROR_MEMORY: "Insufficient Memory",
-    NVML_ERROR_UNKNOWN: "Unknown Error",
-}
-# What libnvidia-ml's nvmlErrorString() returns for codes the Python table lacks.
-_LIB_ERROR_STRINGS = {
-    NVML_ERROR_IN_USE: "In use by another client",
-    NVML_ERROR_NO_DATA: "No data",
-    NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: "vGPU ECC not supported",
-    NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient resources",
-    NVML_ERROR_FREQ_NOT_SUPPORTED: "Frequency not supported",
-    NVML_ERROR_ARGUMENT_VERSION_MISMATCH: "Argument version mismatch",
-    NVML_ERROR_DEPRECATED: "Deprecated",
-    NVML_ERROR_NOT_READY: "Not ready",
-    NVML_ERROR_GPU_NOT_FOUND: "GPU not found",
-    NVML_ERROR_INVALID_STATE: "Invalid state",
-    NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: "Reset type not supported",
-}
+# libnvidia-ml's nvmlErrorString() texts: gpusim/api.py (one table for this stand-in and the library).
+_ERROR_STRINGS = _api.ERROR_STRINGS
 
 
 class NVMLError(Exception):
@@ -400,7 +367,7 @@ def _nvmlCheckReturn(ret):
 
 
 def nvmlErrorString(result):
-    return _ERROR_STRINGS.get(result) or _LIB_ERROR_STRINGS.get(result) or "Unknown Error"
+    return _api.error_string(result)
 
 
 # ---------------------------------------------------------------- structures (field lists as in nvidia-ml-py)
@@ -816,31 +783,13 @@ def _require(st, symbol):
         raise _err(NVML_ERROR_FUNCTION_NOT_FOUND, "driver %s exports no %s" % (st["driver_version"], symbol))
 
 
-def _reachable(g):
-    """The GPU behind a handle: gone when no longer enumerated, GPU_IS_LOST (health.lost_code) when it fell off
-    the bus after the handle was taken."""
-    if not g.get("present", True):
-        raise _err(NVML_ERROR_INVALID_ARGUMENT, "GPU %s is not enumerated" % g["uuid"])
-    code = _h.lost_code(g)
-    if code is not None:
-        raise _err(code, "GPU %s has fallen off the bus" % g["uuid"])
-    return g
+_reachable = _api.reachable  # rules in gpusim/api.py (Fault, turned into NVMLError by _run)
 
 
 def _gpu(st, handle, allow_mig=False):
-    """(gpu dict, mig key or None) for a device handle."""
+    """(gpu dict, (gi, ci) or None) for a device handle (gpusim/api.py device)."""
     key = _key(handle, ("gpu", "mig") if allow_mig else ("gpu",), "device handle")
-    for g in st["gpus"]:
-        if g["uuid"] == key[1]:
-            _reachable(g)
-            if key[0] == "mig":
-                gi = _m.find_gi(g, key[2])
-                ci = [c for c in gi["compute_instances"] if c["id"] == key[3]] if gi else []
-                if not ci:
-                    raise _err(NVML_ERROR_INVALID_ARGUMENT, "MIG device no longer exists")
-                return g, (gi, ci[0])
-            return g, None
-    raise _err(NVML_ERROR_INVALID_ARGUMENT, "GPU %s is gone" % key[1])
+    return _api.device(st, key, allow_mig)
 
 
 def _gi(st, handle):
@@ -878,8 +827,7 @@ def _ci_handle(g, gi, ci):
     return _handle(("ci", g["uuid"], gi["id"], ci["id"]), c_nvmlComputeInstance_t)
 
 
-def _mig_uuid(g, gi, ci):
-    return "MIG-" + _state._uuid("gpusim-mig:%s:%d:%d" % (g["uuid"], gi["id"], ci["id"]))[4:]
+_mig_uuid = _api.mig_uuid
 
 
 # ---------------------------------------------------------------- init / system
@@ -887,22 +835,9 @@ def nvmlInitWithFlags(flags):
     global _refcount  # pylint: disable=global-statement
     del flags  # NO_GPUS etc. change nothing here: an empty "gpus" list initialises fine
     try:
-        st = _state.load()
-    except _state.StateError as e:
-        if "does not exist" in str(e) or "is not set" in str(e):
-            # No state = no NVIDIA userspace on this "host".
-            raise _err(NVML_ERROR_LIBRARY_NOT_FOUND, str(e)) from None
-        raise _err(NVML_ERROR_UNKNOWN, str(e)) from None
-    if not st["library_present"]:
-        raise _err(NVML_ERROR_LIBRARY_NOT_FOUND, "libnvidia-ml.so.1 not found")
-    if not st["driver_loaded"]:
-        raise _err(NVML_ERROR_DRIVER_NOT_LOADED, "nvidia kernel module not loaded")
-    if "fail_init_after" in st["faults"]:
-        try:
-            with _state.transaction() as tst:
-                _m.inject(tst, "init")
-        except _m.Fault as f:
-            raise _err(f.code, f.why) from None
+        _api.init_check()
+    except _m.Fault as f:
+        raise _err(f.code, f.why) from None
     _refcount += 1
 
 
@@ -918,21 +853,10 @@ def nvmlShutdown():
 
 
 def nvmlSystemGetDriverVersion():
-    return _run(lambda st: st["driver_version"])
+    return _run(_api.driver_version)
 
 
-def _cuda_version(st):
-    if "cuda_driver_version" in st:
-        return int(st["cuda_driver_version"])
-    branch = int(st["driver_version"].split(".")[0])
-    # CUDA version each driver branch ships (R525 = 12.0 ... R580 = 13.0).
-    table = ((580, 13000), (575, 12090), (570, 12080), (565, 12070), (560, 12060), (555, 12050),
-             (550, 12040), (545, 12030), (535, 12020), (530, 12010), (525, 12000), (520, 11080),
-             (515, 11070), (510, 11060), (470, 11040), (460, 11020), (450, 11000))
-    for b, v in table:
-        if branch >= b:
-            return v
-    return 10020
+_cuda_version = _api.cuda_version
 
 
 def nvmlSystemGetCudaDriverVersion():
@@ -944,7 +868,7 @@ def nvmlSystemGetCudaDriverVersion_v2():
 
 
 def nvmlSystemGetNVMLVersion():
-    return _run(lambda st: "%d.%s" % (_cuda_version(st) // 1000, st["driver_version"]))
+    return _run(_api.nvml_version)
 
 
 def nvmlSystemGetDriverBranch():
@@ -958,18 +882,11 @@ def nvmlSystemGetDriverBranch():
 
 # ---------------------------------------------------------------- devices
 def nvmlDeviceGetCount():
-    """GPUs the driver enumerated (health.visible): a GPU with `present: false` is not counted, a lost one is."""
-    return _run(lambda st: len(_h.visible(st)))
+    return _run(_api.device_count)
 
 
 def nvmlDeviceGetHandleByIndex(index):
-    def fn(st):
-        gpus = _h.visible(st)
-        i = _int(index)
-        if not 0 <= i < len(gpus):
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "no GPU with index %d" % i)
-        return _dev_handle(_reachable(gpus[i]))
-    return _run(fn)
+    return _run(lambda st: _handle(_api.handle_by_index(st, _int(index)), c_nvmlDevice_t))
 
 
 def _s(v):
@@ -994,27 +911,11 @@ def nvmlDeviceGetHandleByUUID(uuid):
     return _run(fn)
 
 
-def _parse_bus(text):
-    """(domain, bus, device) of "00000000:17:00.0", "0000:17:00.0" or "17:00.0"."""
-    try:
-        parts = _s(text).strip().lower().split(":")
-        dev, _fn = parts[-1].split(".")
-        dom = int(parts[-3], 16) if len(parts) >= 3 else 0
-        return dom, int(parts[-2], 16), int(dev, 16)
-    except (ValueError, IndexError):
-        return None
+_parse_bus = _api.parse_bus
 
 
 def nvmlDeviceGetHandleByPciBusId(pciBusId):
-    def fn(st):
-        want = _parse_bus(pciBusId)
-        if want is None:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "bad PCI bus id %r" % pciBusId)
-        for g in _h.visible(st):
-            if _parse_bus(g["pci_bus_id"]) == want:
-                return _dev_handle(_reachable(g))
-        raise _err(NVML_ERROR_NOT_FOUND, "no GPU at %s" % _s(pciBusId))
-    return _run(fn)
+    return _run(lambda st: _handle(_api.handle_by_pci_bus_id(st, _s(pciBusId)), c_nvmlDevice_t))
 
 
 def nvmlDeviceGetIndex(handle):
@@ -1025,25 +926,11 @@ def nvmlDeviceGetIndex(handle):
 
 
 def nvmlDeviceGetName(handle):
-    def fn(st):
-        g, mig = _gpu(st, handle, allow_mig=True)
-        if mig:
-            model = _m.model_of(g)
-            prof = _models.gi_profile_by_id(model, mig[0]["profile_id"])
-            return "%s MIG %s" % (g["model"], _models.ci_name(model, prof, mig[1]["slices"]))
-        # In a vGPU guest NVML names the vGPU type, not the board ("NVIDIA A100-4C"; older drivers "GRID A100-4C"):
-        # the state gives that name as it is, gpusim does not make one up (README "vgpu_name").
-        if g.get("vgpu_name") and g.get("virtualization_mode") in ("vgpu", 2):
-            return g["vgpu_name"]
-        return g["model"]
-    return _run(fn)
+    return _run(lambda st: _api.name(st, _key(handle, ("gpu", "mig"), "device handle")))
 
 
 def nvmlDeviceGetUUID(handle):
-    def fn(st):
-        g, mig = _gpu(st, handle, allow_mig=True)
-        return _mig_uuid(g, *mig) if mig else g["uuid"]
-    return _run(fn)
+    return _run(lambda st: _api.uuid(st, _key(handle, ("gpu", "mig"), "device handle")))
 
 
 def nvmlDeviceGetSerial(handle):
@@ -1071,25 +958,14 @@ def nvmlDeviceGetPersistenceMode(handle):
 
 
 def _fill_pci(g, info):
-    dom, bus, dev = _parse_bus(g["pci_bus_id"])
-    model = _m.model_of(g)
-    info.domain = dom
-    info.bus = bus
-    info.device = dev
-    info.pciDeviceId = model.pci_device_id
-    info.pciSubSystemId = model.pci_subsystem_id
-    info.busId = NVML_DEVICE_PCI_BUS_ID_FMT % (dom, bus, dev)
+    for field, value in _api.pci_info(g).items():
+        if field != "busIdLegacy" or hasattr(info, field):
+            setattr(info, field, value)
     return info
 
 
 def nvmlDeviceGetPciInfo_v3(handle):
-    def fn(st):
-        g = _gpu(st, handle)[0]
-        info = _fill_pci(g, nvmlPciInfo_t())
-        dom, bus, dev = _parse_bus(g["pci_bus_id"])
-        info.busIdLegacy = NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT % (dom, bus, dev)
-        return info
-    return _run(fn)
+    return _run(lambda st: _fill_pci(_gpu(st, handle)[0], nvmlPciInfo_t()))
 
 
 def nvmlDeviceGetPciInfo(handle):
@@ -1107,26 +983,12 @@ def nvmlDeviceGetPciInfoExt(handle, c_info):
     return _run(fn)
 
 
-def _memory(st, handle):
-    g, mig = _gpu(st, handle, allow_mig=True)
-    model = _m.model_of(g)
-    if mig:
-        total = _models.gi_profile_by_id(model, mig[0]["profile_id"]).memory_mib * _models.MIB
-        used = sum(int(p.get("used_memory", 0)) for p in g["processes"]
-                   if p.get("gpu_instance_id") == mig[0]["id"])
-    else:
-        total = model.memory_mib * _models.MIB
-        used = sum(int(p.get("used_memory", 0)) for p in g["processes"])
-    return total, min(used, total)
-
-
 def nvmlDeviceGetMemoryInfo(handle, version=None):
     def fn(st):
-        total, used = _memory(st, handle)
+        total, used = _api.memory(st, _key(handle, ("gpu", "mig"), "device handle"))
         if not version:
             return c_nvmlMemory_t(total=total, free=total - used, used=used)
-        if version != nvmlMemory_v2:
-            raise _err(NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "unknown memory struct version")
+        _api.memory_v2_check(version)
         return c_nvmlMemory_v2_t(version=version, total=total, reserved=0, free=total - used, used=used)
     return _run(fn, symbol="nvmlDeviceGetMemoryInfo_v2" if version else None)
 
@@ -1366,18 +1228,11 @@ def nvmlDeviceGetVgpuSchedulerCapabilities(handle):
 
 # ---------------------------------------------------------------- MIG mode
 def nvmlDeviceGetMigMode(device):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        _m.require_mig_capable(g)
-        return [g["mig_mode"], g["mig_mode_pending"]]
-    return _run(fn)
+    return _run(lambda st: _api.mig_mode(st, _key(device, ("gpu",), "device handle")))
 
 
 def nvmlDeviceSetMigMode(device, mode):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        return _m.set_mig_mode(st, g, _int(mode))
-    return _run(fn, mutate=True)
+    return _run(lambda st: _api.set_mig_mode(st, _key(device, ("gpu",), "device handle"), _int(mode)), mutate=True)
 
 
 # ---------------------------------------------------------------- GPU instances

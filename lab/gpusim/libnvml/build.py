@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Build gpusim's libnvidia-ml.so.1 (DESIGN.md), one library per driver branch, cached under build/libnvml/.
+
+NVIDIA's nvml.h comes from go-nvml's module (``gen/nvml/nvml.h``, the header go-nvml generates its bindings from) at the
+version and checksum pinned below, downloaded through the Go module proxy into build/libnvml/.gomodcache (the Go
+module cache layout, so ``make clean`` removes it). libnvml.c is compiled once; each branch links it with a linker
+version script that exports only the entry points that driver's libnvidia-ml.so.1 has (gpusim/symbols.py), so the real
+binding's symbol lookups fail exactly as on that driver.
+
+Output: build/libnvml/<sha256 of the inputs>/<driver version>/libnvidia-ml.so.1, a ``.complete`` marker and
+``build-times.txt``. ``python lab/gpusim/libnvml/build.py [driver version]`` prints that directory (default: gpusim's
+default driver), for ``LD_LIBRARY_PATH``.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GPUSIM_HOME = os.path.dirname(HERE)                      # lab/gpusim
+REPO = os.path.dirname(os.path.dirname(GPUSIM_HOME))
+CACHE = os.path.join(REPO, "build", "libnvml")
+SOURCE = os.path.join(HERE, "libnvml.c")
+
+# go-nvml as mig-parted v0.10.0 pins it (lab/mig-parted/go.mod); the sum is the module proxy's h1 hash (go.sum form).
+GO_NVML = ("github.com/NVIDIA/go-nvml", "v0.12.4-0", "h1:4tkbB3pT1O77JGr0gQ6uD8FrsUPqP1A/EOEm2wI1TUg=")
+
+sys.path.insert(0, GPUSIM_HOME)
+from gpusim import symbols  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from gpusim.state import DEFAULT_DRIVER  # noqa: E402  pylint: disable=wrong-import-position,import-error
+
+# The driver versions built: gpusim's default (every symbol), 535.98 (no _v3 process lists) and an R470 (no
+# ...ProfileInfoV, no nvmlDeviceGetMemoryInfo_v2, no _v3), the symbol sets of gpusim/symbols.py.
+BRANCHES = (DEFAULT_DRIVER, "535.98", "470.256.02")
+
+# The exported definitions of libnvml.c: a return type at the start of a line, then the nvml name.
+_EXPORT = re.compile(r"^(?:nvmlReturn_t |const char \*)(nvml\w+)\(", re.M)
+
+
+def header_dir():
+    """gen/nvml of the pinned go-nvml module (downloaded through the Go module proxy once, then from the cache)."""
+    env = dict(os.environ, GOMODCACHE=os.path.join(CACHE, ".gomodcache"), GOFLAGS="-modcacherw", GO111MODULE="on",
+               GOTOOLCHAIN="local")
+    path, version, h1 = GO_NVML
+    if shutil.which("go") is None:
+        raise SystemExit("libnvml build: no `go` on PATH (it fetches nvml.h from the Go module proxy)")
+    out = subprocess.run(["go", "mod", "download", "-json", "%s@%s" % (path, version)], cwd=CACHE, env=env,
+                         check=True, capture_output=True, text=True)
+    info = json.loads(out.stdout)
+    if info.get("Sum") != h1:
+        raise SystemExit("libnvml build: %s@%s has sum %s, pinned %s" % (path, version, info.get("Sum"), h1))
+    return os.path.join(info["Dir"], "gen", "nvml")
+
+
+def default_libpython():
+    """The libpython a non-Python process (mig-parted, the device plugin) starts gpusim in: this Python's, if shared."""
+    name = sysconfig.get_config_var("INSTSONAME") or "libpython%d.%d.so.1.0" % sys.version_info[:2]
+    path = os.path.join(sysconfig.get_config_var("LIBDIR") or "", name)
+    return path if sysconfig.get_config_var("Py_ENABLE_SHARED") and os.path.exists(path) else name
+
+
+def exports(driver):
+    with open(SOURCE, encoding="utf-8") as fh:
+        names = _EXPORT.findall(fh.read())
+    return sorted(n for n in names if symbols.exported({"driver_version": driver}, n))
+
+
+def _run(cmd):
+    subprocess.run(cmd, check=True)
+
+
+def ensure(driver=DEFAULT_DRIVER):
+    """The directory holding libnvidia-ml.so.1 for ``driver`` (one of BRANCHES), built first when missing."""
+    if driver not in BRANCHES:
+        raise SystemExit("libnvml build: no build for driver %s (built: %s)" % (driver, ", ".join(BRANCHES)))
+    os.makedirs(CACHE, exist_ok=True)
+    with open(os.path.join(CACHE, ".build.lock"), "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        start = time.monotonic()
+        hdr = header_dir()
+        fetched = time.monotonic()
+        cc = os.environ.get("CC", "gcc")
+        libpython = default_libpython()
+        h = hashlib.sha256()
+        for path in (SOURCE, os.path.abspath(__file__), os.path.join(GPUSIM_HOME, "gpusim", "symbols.py"),
+                     os.path.join(hdr, "nvml.h")):
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+        h.update(subprocess.run([cc, "--version"], check=True, capture_output=True).stdout)
+        h.update(("\0".join((GPUSIM_HOME, libpython, *BRANCHES))).encode())
+        out = os.path.join(CACHE, h.hexdigest()[:12])
+        if not os.path.exists(os.path.join(out, ".complete")):
+            tmp = out + ".tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.makedirs(tmp)
+            obj = os.path.join(tmp, "libnvml.o")
+            _run([cc, "-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fPIC",
+                  "-I", hdr, '-DGPUSIM_DEFAULT_HOME="%s"' % GPUSIM_HOME,
+                  '-DGPUSIM_DEFAULT_LIBPYTHON="%s"' % libpython, "-c", SOURCE, "-o", obj])
+            for branch in BRANCHES:
+                d = os.path.join(tmp, branch)
+                os.makedirs(d)
+                names = exports(branch)
+                with open(os.path.join(d, "libnvidia-ml.map"), "w", encoding="utf-8") as fh:
+                    fh.write("{\n  global:\n%s  local: *;\n};\n" % "".join("    %s;\n" % n for n in names))
+                lib = os.path.join(d, "libnvidia-ml.so.1")
+                _run([cc, "-shared", "-Wl,-soname,libnvidia-ml.so.1", "-Wl,--version-script=%s" % fh.name,
+                      "-Wl,-z,defs", "-o", lib, obj, "-ldl", "-lpthread"])
+                dyn = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True,
+                                     text=True).stdout
+                got = sorted(line.split()[-1] for line in dyn.splitlines() if " T " in line)
+                if got != names:
+                    raise SystemExit("libnvml build: %s exports %s, expected %s" % (lib, got, names))
+            built = time.monotonic()
+            with open(os.path.join(tmp, "build-times.txt"), "w", encoding="utf-8") as fh:
+                fh.write("header %.1f s\ncompile+link %.1f s\n" % (fetched - start, built - fetched))
+            shutil.rmtree(out, ignore_errors=True)
+            os.rename(tmp, out)
+            open(os.path.join(out, ".complete"), "w", encoding="utf-8").close()  # pylint: disable=consider-using-with
+            print("libnvml build: %s (header %.1f s, compile+link %.1f s)" % (out, fetched - start, built - fetched),
+                  file=sys.stderr)
+    return os.path.join(out, driver)
+
+
+if __name__ == "__main__":
+    print(ensure(*sys.argv[1:2]))
