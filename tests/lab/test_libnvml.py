@@ -10,6 +10,7 @@ the library as far as the library's entry points reach.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import os
 import shutil
@@ -21,10 +22,25 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 GPUSIM = REPO / "lab" / "gpusim"
-sys.path.insert(0, str(GPUSIM / "libnvml"))
-sys.path.insert(0, str(REPO / "lab"))
-import build as libnvml_build  # noqa: E402  pylint: disable=wrong-import-position,import-error
-import kernel_view  # noqa: E402  pylint: disable=wrong-import-position,import-error
+
+
+def _load(name, path):
+    """The lab script at ``path`` as module ``name``, with sys.path as it was afterwards: the scripts put lab/gpusim
+    first on it, where lab/gpusim/pynvml.py would shadow the installed nvidia-ml-py for every later test of this
+    worker (tests/lab/test_gpusim_api.py checks that it does not)."""
+    saved = list(sys.path)
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path[:] = saved
+
+
+libnvml_build = _load("gpusim_libnvml_build", GPUSIM / "libnvml" / "build.py")
+kernel_view = _load("gpusim_libnvml_kernel_view", GPUSIM / "libnvml" / "kernel_view.py")
+sys.path.insert(0, str(REPO / "lab"))  # lab/gobuild.py, as in tests/lab/test_mig_parted_oracle.py (no pynvml there)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("go") is None,
                                 reason="the library build needs gcc and go (nvml.h from the Go module proxy)")
