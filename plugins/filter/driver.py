@@ -1,45 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller-side NVIDIA driver filters: per-host driver state, fleet drift, drift table, vGPU branch compatibility.
+"""Controller-side NVIDIA driver filters for playbooks: fleet drift, drift table, branches, version comparison and
+selection, vGPU branch compatibility.
 
-Thin wrappers: the logic is in module_utils (_driver_fleet: host state, drift, table; _drift: the drift rule shared
-with the ESXi VIB drift; _driver_repo: repository listings and requests; _driver_packages, _versions).
+Thin wrappers: the logic is in module_utils (_driver_fleet: drift, table; _drift: the drift rule shared with the ESXi
+VIB drift; _versions). The roles' own driver filters are in plugins/plugin_utils/_role_filters/driver.py.
 Documentation of each filter is in the ``<filter>.yml`` file next to this one.
 """
 
 from __future__ import annotations
 
-import functools
-
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet as D
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
 from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
-
-
-def _error(msg):
-    raise AnsibleFilterError("gpuops.provision driver filter: %s" % msg)
-
-
-def _raising(*errors):
-    """Decorator: the given module_utils errors become AnsibleFilterError with the filter prefix."""
-    def decorate(func):
-        @functools.wraps(func)
-        def inner(*args, **kwargs):
-            try:
-                return func(*args, **kwargs)
-            except errors as exc:
-                _error(str(exc))
-        return inner
-    return decorate
-
-
-# Input errors always read as filter errors; direct callers (tests) see version and package errors as they are,
-# the registered filters (FilterModule, through _wrap) see those as filter errors too.
-_input = _raising(D.DriverInputError)
-_wrap = _raising(V.VersionError, P.PackageError)
+# The same error wrapping as the role's driver filters: module_utils input, version and package errors read as
+# "gpuops.provision driver filter: ..." errors.
+from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters.driver import _input, _wrap
 
 
 @_input
