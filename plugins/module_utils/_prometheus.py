@@ -89,11 +89,13 @@ class Client:
 
 
 def read_usage(client: Client, window_s: int, end: Optional[float] = None, step_s: Optional[int] = None,
-               matchers: Sequence[str] = (), nodes: Optional[Sequence[str]] = None) -> dict[str, Any]:
+               matchers: Sequence[str] = (), nodes: Optional[Sequence[str]] = None, series: bool = False) -> dict[str, Any]:
     """The figures of every GPU and MIG instance over ``window_s`` seconds up to ``end`` (default: Prometheus's own
-    clock, so the controller's does not matter). Returns {start, end, step, queries, gpus}; raises PrometheusError or
-    _usage.UsageError (a metric missing, a series without dcgm-exporter's labels)."""
+    clock, so the controller's does not matter), with each one's chart series when ``series``. Returns {start, end,
+    step, bucket (None without series), queries, gpus, gpu_hours}; raises PrometheusError or _usage.UsageError (a
+    metric missing, a series without dcgm-exporter's labels)."""
     step = _usage.choose_step(window_s, step_s)
+    bucket = _usage.chart_bucket(window_s, step) if series else None
     if end is None:
         end = _usage.scalar(client.query("time()"), "query time()")
     start = end - window_s
@@ -106,5 +108,6 @@ def read_usage(client: Client, window_s: int, end: Optional[float] = None, step_
     message = _usage.missing_message(metric for figure, metric, _fn in _usage.QUERIES if answers[figure])
     if message:
         raise _usage.UsageError(message)
-    gpus = _usage.check_nodes(_usage.aggregate(answers, step), nodes)
-    return {"start": start, "end": end, "step": step, "queries": queries, "gpus": gpus}
+    gpus = _usage.check_nodes(_usage.aggregate(answers, step, bucket), nodes)
+    return {"start": start, "end": end, "step": step, "bucket": bucket, "queries": queries, "gpus": gpus,
+            "gpu_hours": _usage.gpu_hours(gpus)}

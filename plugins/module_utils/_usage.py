@@ -24,6 +24,18 @@ Prometheus (github.com/prometheus/prometheus ``web/api/v1/api.go``): every answe
 "data", "errorType", "error", "warnings"}`` (``Response``, ``respond``/``respondError``); ``queryRange`` answers
 ``{"resultType": "matrix", "result": [{"metric": {...}, "values": [[<unix seconds>, "<value>"], ...]}]}`` and refuses
 more than 11,000 points per series ("exceeded maximum resolution of 11,000 points per timeseries").
+
+For charts (``series``): each device's points downsampled into buckets aligned to the Unix epoch (a week: hourly, at
+most CHART_POINTS per series) - the mean of SM activity and the max of memory used in each bucket.
+
+GPU-hours (``gpu_hours``), the seeds' chargeback unit: GPU-hours per profile, not per card. Every device
+``aggregate`` returns counts one GPU-hour per hour it was observed (``hours``: its SM-activity steps x step): a whole
+GPU (no MIG) as an hour of profile ``whole`` of its model, a MIG instance as an hour of its own profile (a 3g.40gb
+instance for an hour is one 3g.40gb GPU-hour, never 3/7 of a card; the MIG card's own series is left out as for the
+figures, so a card is not counted beside its instances). Per namespace: the steps in which a series of the device
+carried a pod of that namespace x step (several pods of one namespace in a step count once); on a shared
+(time-sliced) device every namespace seen in a step is charged the whole step, so a device's namespace hours may add
+up to more than its hours. ``hours_with_pods`` is the steps with any pod; the rest of ``hours`` ran no attributed pod.
 """
 
 from __future__ import annotations
@@ -60,6 +72,12 @@ STEPS = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 MAX_POINTS = 2016
 # api.go queryRange: "exceeded maximum resolution of 11,000 points per timeseries".
 PROMETHEUS_MAX_POINTS = 11000
+# Chart buckets, seconds: the smallest not below the query step whose window needs at most CHART_POINTS buckets
+# (a bucket cut at each end of the window counts: a week is 168 hours, 169 or 170 hourly buckets).
+CHART_BUCKETS = (300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+CHART_POINTS = 170
+# gpu_hours' profile of a device without MIG.
+WHOLE = "whole"
 _DURATION = re.compile(r"^([0-9]+)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _MATCHER = re.compile(r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*$')
@@ -199,14 +217,76 @@ def stats(values: Sequence[float]) -> dict[str, float]:
     return {"mean": sum(ordered) / len(ordered), "p95": ordered[rank - 1], "max": ordered[-1]}
 
 
-def aggregate(answers: Mapping[str, Sequence[Mapping[str, Any]]], step_s: int) -> list[dict[str, Any]]:
+def chart_bucket(window_s: int, step_s: int) -> int:
+    """The bucket of a chart series: the smallest of CHART_BUCKETS not below ``step_s`` that cuts ``window_s`` into at
+    most CHART_POINTS epoch-aligned buckets (floor(window / bucket) + 2, the two cut ones included); beyond them whole
+    days."""
+    for bucket in CHART_BUCKETS:
+        if bucket >= step_s and window_s // bucket + 2 <= CHART_POINTS:
+            return bucket
+    days = int(math.ceil(window_s / float(CHART_POINTS - 2) / 86400.0))
+    return max(days * 86400, int(math.ceil(step_s / 86400.0)) * 86400)
+
+
+def downsample(values: Mapping[float, float], bucket_s: int, how: str) -> dict[float, float]:
+    """{bucket start: the mean (``how="mean"``) or max (``"max"``) of the values whose time falls in it}; buckets
+    start at multiples of ``bucket_s`` since the Unix epoch, and a bucket without values is left out."""
+    if how not in ("mean", "max"):
+        raise ValueError("how must be mean or max, got %r" % (how,))
+    buckets: dict[float, list[float]] = {}
+    for ts, v in values.items():
+        buckets.setdefault(float(math.floor(ts / bucket_s) * bucket_s), []).append(v)
+    return {b: (sum(vs) / len(vs) if how == "mean" else max(vs)) for b, vs in sorted(buckets.items())}
+
+
+def chart_series(sm_active: Mapping[float, float], fb_used_peak: Mapping[float, float], fb_total_mib: float,
+                 bucket_s: int) -> dict[str, Any]:
+    """A device's chart: {bucket, t (bucket starts, Unix seconds), sm_active (mean ratio per bucket), fb_used_mib (max
+    per bucket), memory_used (that max / fb_total_mib)}, aligned on ``t``; a bucket one of them lacks holds None there.
+    Ratios rounded to 4 decimals, MiB to 1 (a result stays small: a week is at most 170 points)."""
+    sm, mem = downsample(sm_active, bucket_s, "mean"), downsample(fb_used_peak, bucket_s, "max")
+    times = sorted(set(sm) | set(mem))
+    return {"bucket": bucket_s, "t": times,
+            "sm_active": [round(sm[t], 4) if t in sm else None for t in times],
+            "fb_used_mib": [round(mem[t], 1) if t in mem else None for t in times],
+            "memory_used": [round(mem[t] / fb_total_mib, 4) if t in mem else None for t in times]}
+
+
+def gpu_hours(devices: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """GPU-hours per profile and per namespace (see the module docstring for the unit) from ``aggregate``'s records.
+
+    ``by_profile``: [{model, profile (a MIG profile, or WHOLE), devices, hours, hours_with_pods}];
+    ``by_namespace``: [{model, profile, namespace ('' for pods without one), hours}]; both sorted by model, profile
+    (and namespace), hours rounded to 4 decimals."""
+    profiles: dict[tuple[str, str], dict[str, Any]] = {}
+    namespaces: dict[tuple[str, str, str], float] = {}
+    for d in devices:
+        key = (str(d.get("model") or ""), str(d.get("mig_profile") or WHOLE))
+        row = profiles.setdefault(key, {"devices": 0, "hours": 0.0, "hours_with_pods": 0.0})
+        row["devices"] += 1
+        row["hours"] += float(d.get("hours") or 0.0)
+        row["hours_with_pods"] += float(d.get("hours_with_pods") or 0.0)
+        for ns, hours in (d.get("namespace_hours") or {}).items():
+            namespaces[key + (ns,)] = namespaces.get(key + (ns,), 0.0) + float(hours)
+    return {
+        "by_profile": [{"model": m, "profile": p, "devices": r["devices"], "hours": round(r["hours"], 4),
+                        "hours_with_pods": round(r["hours_with_pods"], 4)} for (m, p), r in sorted(profiles.items())],
+        "by_namespace": [{"model": m, "profile": p, "namespace": ns, "hours": round(h, 4)}
+                         for (m, p, ns), h in sorted(namespaces.items())],
+    }
+
+
+def aggregate(answers: Mapping[str, Sequence[Mapping[str, Any]]], step_s: int,
+              bucket_s: Optional[int] = None) -> list[dict[str, Any]]:
     """The figures per GPU and per MIG instance from the series of each QUERIES figure (``matrix`` output).
 
     A device's value at a time is the largest of its series then (PodMapper copies, see the docstring). A whole-GPU
     key whose GPU has MIG instances in the answers is the parent of those instances and is left out. Each record:
     host, gpu, uuid, model, mig_profile, gi_id, hours (distinct SM-activity steps x step), samples, sm_active,
     sm_occupancy, dram_active (ratios), gpu_util (percent, or None), fb_used_mib, memory_used (ratio of used to
-    used + free), fb_total_mib, pods [{namespace, pod, container, fb_used_max_mib}], namespaces, max_concurrent_pods."""
+    used + free), fb_total_mib, pods [{namespace, pod, container, fb_used_max_mib}], namespaces, max_concurrent_pods,
+    hours_with_pods and namespace_hours {namespace: hours} (see gpu_hours), and with ``bucket_s`` a chart ``series``
+    (chart_series of SM activity and the per-step memory peak)."""
     values: dict[tuple[str, str, str, str], dict[str, dict[float, float]]] = {}
     info: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     pods_at: dict[tuple[str, str, str, str], dict[float, set[tuple[str, str, str]]]] = {}
@@ -256,7 +336,11 @@ def aggregate(answers: Mapping[str, Sequence[Mapping[str, Any]]], step_s: int) -
                 seen[pod] = max(seen.get(pod, 0.0), peak.get(ts, 0.0))
         seen.update(pod_peak.get(key, {}))
         pods = sorted(seen.items())
-        out.append({
+        steps_of: dict[str, int] = {}
+        for running in pods_at.get(key, {}).values():
+            for ns in set(p[0] for p in running):
+                steps_of[ns] = steps_of.get(ns, 0) + 1
+        record: dict[str, Any] = {
             "host": host, "gpu": gpu, "uuid": uuid, "model": info[key]["model"], "mig_profile": info[key]["mig_profile"],
             "gi_id": gi or None, "samples": len(figures["sm_active"]), "hours": len(figures["sm_active"]) * step_s / 3600.0,
             "sm_active": stats(list(figures["sm_active"].values())),
@@ -268,7 +352,12 @@ def aggregate(answers: Mapping[str, Sequence[Mapping[str, Any]]], step_s: int) -
             "pods": [{"namespace": p[0], "pod": p[1], "container": p[2], "fb_used_max_mib": v} for p, v in pods],
             "namespaces": sorted(set(p[0] for p, _v in pods)),
             "max_concurrent_pods": max((len(s) for s in pods_at.get(key, {}).values()), default=0),
-        })
+            "hours_with_pods": sum(1 for s in pods_at.get(key, {}).values() if s) * step_s / 3600.0,
+            "namespace_hours": {ns: n * step_s / 3600.0 for ns, n in sorted(steps_of.items())},
+        }
+        if bucket_s:
+            record["series"] = chart_series(figures["sm_active"], peak, total, bucket_s)
+        out.append(record)
     return out
 
 

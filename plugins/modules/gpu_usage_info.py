@@ -18,6 +18,9 @@ description:
     MIG with a mig-parted geometry, or saturated (add capacity) - each with the figures and the rule behind it, and
     a pool definition for the P(gpuops.provision.gpu_pools#role) role and a mig-parted document for
     P(gpuops.provision.mig_reconfigure#role).
+  - Also the GPU-hours per MIG profile and per namespace (RV(gpu_hours)), the chargeback unit of GPU-hours per
+    profile rather than per card, and with O(series=true) each device's SM activity and memory over the window
+    downsampled for a chart (the fleet report draws them).
   - Series are grouped by dcgm-exporter's labels C(Hostname) (C(hostname) in its newer builds), C(gpu), C(UUID) and
     C(GPU_I_ID); pods by C(namespace), C(pod), C(container).
 extends_documentation_fragment:
@@ -73,6 +76,15 @@ options:
     description: Only these nodes (their C(Hostname) label, the Kubernetes node name). A node without series fails.
     type: list
     elements: str
+  series:
+    description:
+      - Also return, per GPU and MIG instance, C(series) - its SM activity and memory over the window in buckets
+        aligned to the Unix epoch, the smallest of 5, 10, 15, 30 minutes, 1, 2, 3, 6, 12 hours, 1 day not below the
+        step that keeps the window within 170 points (a week - hourly), each bucket the mean of SM activity and the max
+        of memory used.
+      - Off by default to keep the result small (about 170 points per device and figure when on).
+    type: bool
+    default: false
   advise:
     description: Also return RV(advice). A GPU observed for fewer than O(thresholds.min_hours) then fails the module.
     type: bool
@@ -146,9 +158,28 @@ gpus:
       C(samples), C(sm_active), C(sm_occupancy), C(dram_active), C(memory_used) (ratios), C(gpu_util) (percent or
       null), C(fb_used_mib), each C({mean, p95, max}); C(fb_total_mib); C(pods) (C(namespace), C(pod), C(container),
       C(fb_used_max_mib)); C(namespaces); C(max_concurrent_pods).
+    - C(hours_with_pods) - hours in which a series of the device carried a pod; C(namespace_hours) - per namespace,
+      the hours in which one carried a pod of it (several pods of a namespace in one step count once; on a shared GPU
+      each namespace seen in a step is charged the step).
+    - With O(series=true), C(series) - C(bucket) (seconds), C(t) (bucket starts, Unix seconds), C(sm_active) (mean
+      ratio per bucket), C(fb_used_mib) (max per bucket), C(memory_used) (that max over C(fb_total_mib)); a bucket
+      without samples of one figure holds null there.
   returned: always
   type: list
   elements: dict
+gpu_hours:
+  description:
+    - GPU-hours per profile, not per card - every GPU or MIG instance counts one hour per hour observed (C(hours)); a
+      GPU without MIG as profile V(whole) of its model, a MIG instance as its own profile (one hour of a 3g.40gb
+      instance is one 3g.40gb GPU-hour, whatever else the card runs), the MIG card itself not beside its instances.
+    - C(by_profile) - C(model), C(profile), C(devices), C(hours), C(hours_with_pods); C(by_namespace) - C(model),
+      C(profile), C(namespace) (empty for pods without one), C(hours) (the devices' C(namespace_hours) summed: a
+      shared GPU charges each namespace it ran in a step, so they may add up to more than C(hours)).
+  returned: always
+  type: dict
+  sample: {by_profile: [{model: NVIDIA H100 80GB HBM3, profile: 3g.40gb, devices: 2, hours: 336.1667,
+           hours_with_pods: 300.0}], by_namespace: [{model: NVIDIA H100 80GB HBM3, profile: 3g.40gb,
+           namespace: serving, hours: 300.0}]}
 advice:
   description:
     - Per node or pool - C(name), C(nodes), C(advice) (V(saturated), V(time-slicing), V(mig) or V(whole)), C(action),
@@ -158,7 +189,7 @@ advice:
   type: list
   elements: dict
 window:
-  description: C(start), C(end) (Unix seconds) and C(step) (seconds) of the read.
+  description: C(start), C(end) (Unix seconds), C(step) and, with O(series=true), the charts' C(bucket) (seconds) of the read.
   returned: always
   type: dict
 queries:
@@ -182,7 +213,7 @@ def main():
     spec = prometheus_argument_spec()
     spec.update(window=dict(type="str", default="7d"), end=dict(type="float"), step=dict(type="int"),
                 match=dict(type="list", elements="str", default=[]), nodes=dict(type="list", elements="str"),
-                advise=dict(type="bool", default=True), pools=dict(type="dict"),
+                advise=dict(type="bool", default=True), pools=dict(type="dict"), series=dict(type="bool", default=False),
                 thresholds=dict(type="dict", default={}, options=THRESHOLDS))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     p = module.params
@@ -194,9 +225,11 @@ def main():
         if client.warning:
             module.warn(client.warning)
         read = _prometheus.read_usage(client, _usage.parse_duration(p["window"]), p["end"], p["step"],
-                                      _usage.check_matchers(p["match"]), p["nodes"])
-        result = dict(changed=False, gpus=read["gpus"], queries=read["queries"],
-                      window=dict(start=read["start"], end=read["end"], step=read["step"]))
+                                      _usage.check_matchers(p["match"]), p["nodes"], p["series"])
+        window = dict(start=read["start"], end=read["end"], step=read["step"])
+        if p["series"]:
+            window["bucket"] = read["bucket"]
+        result = dict(changed=False, gpus=read["gpus"], queries=read["queries"], gpu_hours=read["gpu_hours"], window=window)
         if p["advise"]:
             result["advice"] = _usage_advice.advise_all(read["gpus"], p["pools"], p["thresholds"])
     except (_prometheus.PrometheusError, _usage.UsageError, _usage_advice.AdviceError) as exc:

@@ -132,7 +132,7 @@ def test_aggregate_one_gpu_exactly():
         "dram_active": {"mean": 0.5, "p95": 0.5, "max": 0.5}, "gpu_util": {"mean": 50.0, "p95": 50.0, "max": 50.0},
         "fb_used_mib": {"mean": 1000.0, "p95": 1000.0, "max": 2000.0},
         "memory_used": {"mean": 0.25, "p95": 0.25, "max": 0.5}, "fb_total_mib": 4000.0,
-        "pods": [], "namespaces": [], "max_concurrent_pods": 0,
+        "pods": [], "namespaces": [], "max_concurrent_pods": 0, "hours_with_pods": 0.0, "namespace_hours": {},
     }
 
 
@@ -211,6 +211,125 @@ def test_check_nodes():
         U.check_nodes(devs, ["c", "a", "d"])
     with pytest.raises(U.UsageError, match=r"\(Hostname labels seen: none\)$"):
         U.check_nodes([], ["c"])
+
+
+# --- charts and GPU-hours (issue 43 point 3) -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("window, step, bucket", [
+    (604800, 300, 3600),    # a week: 168 hours, 169-170 hourly buckets
+    (604800, 3600, 3600),
+    (604800, 7200, 7200),   # never below the step
+    (129600, 120, 900),     # 36 h: 144 quarter hours
+    (3600, 30, 300),        # an hour: 12 five-minute buckets (none finer)
+    (2592000, 1800, 21600),  # 30 days: 120 six-hour buckets
+    (86400 * 168, 86400, 86400),
+    (86400 * 400, 86400, 86400 * 3),  # beyond the list: whole days
+])
+def test_chart_bucket_keeps_a_window_within_170_points(window, step, bucket):
+    assert U.chart_bucket(window, step) == bucket
+    assert window // bucket + 2 <= U.CHART_POINTS
+
+
+def test_downsample_buckets_align_to_the_epoch_and_skip_empty_ones():
+    # 5-minute points from 00:50 to 02:05 with a gap over the 01:00-02:00 hour.
+    values = {3000.0: 0.1, 3300.0: 0.3, 7200.0: 0.5, 7500.0: 0.9}
+    assert U.downsample(values, 3600, "mean") == {0.0: pytest.approx(0.2), 7200.0: pytest.approx(0.7)}
+    assert U.downsample(values, 3600, "max") == {0.0: 0.3, 7200.0: 0.9}
+    assert list(U.downsample({7500.0: 1.0, 3300.0: 2.0}, 3600, "max")) == [0.0, 7200.0]  # in time order
+    assert U.downsample({}, 3600, "mean") == {}
+    with pytest.raises(ValueError):
+        U.downsample(values, 3600, "median")
+
+
+def test_a_week_at_five_minutes_is_169_hourly_points_mean_of_activity_max_of_memory():
+    start = 1_000_002_000.0  # 20 minutes past an hour: the first and last buckets are cut
+    times = [start + i * 300 for i in range(2017)]
+    sm = {t: (0.2 if (t // 300) % 2 else 0.4) for t in times}
+    peak = {t: 1000.0 + (t - start) / 300 for t in times}
+    chart = U.chart_series(sm, peak, 4000.0, U.chart_bucket(604800, 300))
+    assert chart["bucket"] == 3600 and len(chart["t"]) == 169 <= U.CHART_POINTS
+    assert chart["t"][0] == 1_000_000_800.0 and chart["t"][-1] == 1_000_000_800.0 + 168 * 3600
+    assert all(b - a == 3600 for a, b in zip(chart["t"], chart["t"][1:]))
+    # the first bucket holds 8 points (00:20-00:55), alternating 0.2 / 0.4, the last 1 (the window's end)
+    assert chart["sm_active"][0] == 0.3 and chart["sm_active"][1] == 0.3
+    assert chart["fb_used_mib"][0] == 1007.0 and chart["fb_used_mib"][1] == 1019.0 and chart["fb_used_mib"][-1] == 3016.0
+    assert chart["memory_used"][0] == round(1007.0 / 4000, 4) and chart["memory_used"][-1] == 0.754
+    assert len(chart["sm_active"]) == len(chart["fb_used_mib"]) == len(chart["memory_used"]) == 169
+
+
+def test_chart_series_marks_a_bucket_one_figure_lacks_with_none():
+    chart = U.chart_series({0.0: 0.123456}, {0.0: 10.04, 3600.0: 20.0}, 100.0, 3600)
+    assert chart == {"bucket": 3600, "t": [0.0, 3600.0], "sm_active": [0.1235, None], "fb_used_mib": [10.0, 20.0],
+                     "memory_used": [0.1004, 0.2]}
+
+
+def test_aggregate_counts_namespace_hours_per_step_once_and_returns_the_chart_series():
+    dev = gpu_labels()
+    a1, a2 = gpu_labels(pod=("ml", "a-1", "c")), gpu_labels(pod=("ml", "a-2", "c"))
+    b = gpu_labels(pod=("nb", "b-1", "c"))
+    answers = answers_for(dev, n=12, sm=0.5, used=1000.0, free=3000.0)
+    # 12 five-minute steps: ml's two pods in steps 0-5 (together in 2-3), nb's pod in steps 4-7, nothing after
+    answers["sm_active"] += [series(a1, [0.5] * 4), series(a2, [0.5] * 4, start=600.0), series(b, [0.5] * 4, start=1200.0)]
+    (gpu,) = U.aggregate(answers, 300, 3600)
+    assert gpu["hours"] == 1.0 and gpu["namespace_hours"] == {"ml": 0.5, "nb": 4 * 300 / 3600.0}
+    assert gpu["hours_with_pods"] == 8 * 300 / 3600.0
+    assert gpu["series"] == {"bucket": 3600, "t": [0.0], "sm_active": [0.5], "fb_used_mib": [1000.0], "memory_used": [0.25]}
+    assert "series" not in U.aggregate(answers, 300)[0]
+
+
+def test_gpu_hours_per_profile_and_namespace_exactly():
+    def dev(model, profile, hours, with_pods, ns):
+        return {"model": model, "mig_profile": profile, "hours": hours, "hours_with_pods": with_pods, "namespace_hours": ns}
+    h100, a100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"
+    devices = [
+        dev(h100, "3g.40gb", 168.0, 100.0, {"serving": 100.0}),
+        dev(h100, "3g.40gb", 168.0, 168.0, {"serving": 50.0, "research": 168.0}),  # shared: 218 namespace hours
+        dev(h100, None, 168.0833, 0.0, {}),
+        dev(a100, "2g.10gb", 24.0, 12.0, {"": 12.0}),
+        dev(h100, "1g.10gb", 10.0, 10.0, {"serving": 10.0}),
+    ]
+    assert U.gpu_hours(devices) == {
+        "by_profile": [
+            {"model": a100, "profile": "2g.10gb", "devices": 1, "hours": 24.0, "hours_with_pods": 12.0},
+            {"model": h100, "profile": "1g.10gb", "devices": 1, "hours": 10.0, "hours_with_pods": 10.0},
+            {"model": h100, "profile": "3g.40gb", "devices": 2, "hours": 336.0, "hours_with_pods": 268.0},
+            {"model": h100, "profile": "whole", "devices": 1, "hours": 168.0833, "hours_with_pods": 0.0},
+        ],
+        "by_namespace": [
+            {"model": a100, "profile": "2g.10gb", "namespace": "", "hours": 12.0},
+            {"model": h100, "profile": "1g.10gb", "namespace": "serving", "hours": 10.0},
+            {"model": h100, "profile": "3g.40gb", "namespace": "research", "hours": 168.0},
+            {"model": h100, "profile": "3g.40gb", "namespace": "serving", "hours": 150.0},
+        ],
+    }
+    assert U.gpu_hours([]) == {"by_profile": [], "by_namespace": []}
+
+
+def test_gpu_hours_of_a_mig_card_count_its_instances_not_the_card():
+    parent = gpu_labels(uuid="GPU-mig")
+    i1 = gpu_labels(uuid="GPU-mig", profile="3g.40gb", gi="1", pod=("serving", "llm-0", "s"))
+    i2 = gpu_labels(uuid="GPU-mig", profile="3g.40gb", gi="2")
+    answers = {f: [] for f, _m, _fn in U.QUERIES}
+    for labels in (i1, i2):
+        for f, v in answers_for(labels, n=24, util=None).items():
+            v and answers[f].extend(v)
+    answers["fb_used"].append(series(parent, [1.0] * 24))
+    hours = U.gpu_hours(U.aggregate(answers, 300))
+    assert hours == {"by_profile": [{"model": "NVIDIA H100 80GB HBM3", "profile": "3g.40gb", "devices": 2, "hours": 4.0,
+                                     "hours_with_pods": 2.0}],
+                     "by_namespace": [{"model": "NVIDIA H100 80GB HBM3", "profile": "3g.40gb", "namespace": "serving",
+                                       "hours": 2.0}]}
+
+
+@given(st.dictionaries(st.integers(min_value=0, max_value=10 ** 6).map(float), st.floats(min_value=0, max_value=1),
+                       min_size=1, max_size=60), st.sampled_from(U.CHART_BUCKETS))
+def test_property_downsampled_values_stay_within_their_bucket(values, bucket):
+    mean, peak = U.downsample(values, bucket, "mean"), U.downsample(values, bucket, "max")
+    assert list(mean) == list(peak) == sorted(mean)
+    for start, m in mean.items():
+        inside = [v for t, v in values.items() if start <= t < start + bucket]
+        assert inside and min(inside) - 1e-12 <= m <= max(inside) + 1e-12 and peak[start] == max(inside)
+    assert max(peak.values()) == max(values.values())
 
 
 @given(st.lists(st.floats(min_value=0, max_value=1, allow_nan=False), min_size=1, max_size=50))

@@ -72,6 +72,32 @@ def test_a_week_gives_each_nodes_figures_and_advice(run):
     assert advice["train-1"]["action"] == "add capacity"
 
 
+def test_series_and_gpu_hours_of_a_week(run):
+    # issue 43 point 3: the fleet report's charts and chargeback. The week starts 2800 s into an hour: 169 hourly buckets.
+    with FakePrometheus(fleet(), now=NOW) as prom:
+        res = run(prom, series=True, advise=False)
+        small = run(prom, advise=False)
+    assert res["window"] == {"start": NOW - WEEK, "end": NOW, "step": 300, "bucket": 3600} and "advice" not in res
+    gpus = {g["host"]: g for g in res["gpus"]}
+    inf, nb = gpus["infer-1"]["series"], gpus["nb-1"]["series"]
+    assert inf["bucket"] == 3600 and len(inf["t"]) == 169 and inf["t"][0] == 999_392_400.0 and inf["t"][-1] == 999_997_200.0
+    # memory: the 18 GB peak of the first 10 minutes of every even hour is kept by the hourly max
+    assert set(inf["fb_used_mib"]) == {18432.0, 12000.0} and inf["fb_used_mib"][1] == 18432.0 and inf["fb_used_mib"][0] == 12000.0
+    assert inf["memory_used"][1] == round(18432.0 / gpus["infer-1"]["fb_total_mib"], 4) and inf["sm_active"] == [0.25] * 169
+    # activity: a 30-minute burst at 60 % in an hour of 2 % averages to 31 %
+    assert nb["sm_active"].count(0.31) == 14 and max(nb["sm_active"]) == 0.31 and min(nb["sm_active"]) == 0.02
+    assert "series" not in small["gpus"][0] and small["window"] == {"start": NOW - WEEK, "end": NOW, "step": 300}
+    hours = 2017 * 300 / 3600.0
+    assert res["gpu_hours"] == small["gpu_hours"] == {
+        "by_profile": [{"model": "NVIDIA A100-SXM4-40GB", "profile": "whole", "devices": 1, "hours": round(hours, 4),
+                        "hours_with_pods": round(hours, 4)},
+                       {"model": "NVIDIA H100 80GB HBM3", "profile": "whole", "devices": 2, "hours": round(2 * hours, 4),
+                        "hours_with_pods": round(2 * hours, 4)}],
+        "by_namespace": [{"model": "NVIDIA A100-SXM4-40GB", "profile": "whole", "namespace": "notebooks", "hours": round(hours, 4)},
+                         {"model": "NVIDIA H100 80GB HBM3", "profile": "whole", "namespace": "research", "hours": round(hours, 4)},
+                         {"model": "NVIDIA H100 80GB HBM3", "profile": "whole", "namespace": "serving", "hours": round(hours, 4)}]}
+
+
 def test_pools_nodes_matchers_thresholds_and_the_requests_sent(run):
     with FakePrometheus(fleet(), now=NOW, token="s3cret") as prom:
         res = run(prom, bearer_token="s3cret", window="7d", end=NOW, step=600, match=['cluster="lab"'],
