@@ -23,7 +23,7 @@ from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files imp
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("hosts", "dest", "title", "driver_pin", "run_log", "generated_at", "proxmox", "vsphere"))
+    _VALID_ARGS = frozenset(("hosts", "dest", "title", "driver_pin", "run_log", "generated_at", "proxmox", "vsphere", "usage"))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -47,6 +47,10 @@ class ActionModule(ActionBase):
             if apis[key] is not None and not isinstance(apis[key], dict):
                 raise AnsibleActionFail("fleet_report: %s must be a dict of inventory entry to its read, got %s; nothing "
                                         "was written" % (key, type(apis[key]).__name__))
+        usage = plain(args.get("usage")) or None
+        if usage is not None and not isinstance(usage, dict):
+            raise AnsibleActionFail("fleet_report: usage must be a registered gpuops.provision.gpu_usage_info result (a "
+                                    "dict), got %s; nothing was written" % type(usage).__name__)
         run_log = args.get("run_log")
         if run_log:
             run_log = os.path.expanduser(str(run_log))
@@ -66,7 +70,7 @@ class ActionModule(ActionBase):
         try:
             model = R.fleet_model(hosts, title=str(args.get("title") or "GPU fleet report"),
                                   generated_at=args.get("generated_at") or None, driver_pin=args.get("driver_pin") or None,
-                                  proxmox=apis["proxmox"], vsphere=apis["vsphere"])
+                                  proxmox=apis["proxmox"], vsphere=apis["vsphere"], usage=usage)
         except (AnsibleFilterError, TypeError, ValueError) as e:
             raise AnsibleActionFail("fleet_report: %s; nothing was written" % e)
         # Relative: from the directory ansible-playbook runs in (the controller process's), reported absolute.

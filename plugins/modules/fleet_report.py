@@ -24,6 +24,9 @@ description:
     of warning.
   - With O(proxmox) and O(vsphere), the page lists the Proxmox VE VMs holding GPUs per node and the vSphere GPU hosts
     with their vGPU VMs and the driver drift per cluster.
+  - With O(usage), a GPU usage section - per GPU and MIG instance a chart of its SM activity and memory over the
+    window (inline SVG, no script), the advice per node or pool with its rule and reason, and the GPU-hours per MIG
+    profile and per namespace.
   - Runs on the controller as an action plugin; nothing is sent to the managed node. Files are replaced atomically
     and only when their content differs.
 extends_documentation_fragment:
@@ -83,7 +86,15 @@ options:
       - vCenter inventory entry to its registered M(gpuops.provision.vsphere_gpu_info) result; a failed read is shown
         with its reason.
     type: dict
+  usage:
+    description:
+      - A registered M(gpuops.provision.gpu_usage_info) result, read with O(gpuops.provision.gpu_usage_info#module:series=true)
+        for the charts. A failed read is shown with its reason; C({skipped: true, msg: <why>}) shows the section as not read,
+        with that reason. An C(advice_error) key in the result (the reason a first read with the advice failed) is shown
+        above the charts.
+    type: dict
 seealso:
+  - module: gpuops.provision.gpu_usage_info
   - module: gpuops.provision.gpu_info
   - module: gpuops.provision.pve_gpu_info
   - module: gpuops.provision.vsphere_gpu_info
@@ -128,6 +139,8 @@ summary:
       C(counts), the length of each of those five lists.
     - From O(proxmox) and O(vsphere) - C(proxmox_gpu_vms), C(vsphere_vgpu_vms), C(driver_drift) (the vSphere clusters whose
       GPU hosts run different drivers) and C(unread) (the entries whose read failed).
+    - With O(usage) - C(usage_advice) (node or pool name to its advice, V(saturated), V(mig), V(time-slicing) or
+      V(whole); empty when the usage was not read) and C(usage_advice_counts) (per advice kind present, its C(names)).
   returned: always
   type: dict
   sample: {hosts: 2, gpus: 3, mig_enabled: 1, gpu_instances: 3, off_pin: [], unlicensed: [], not_isolated: [],
@@ -152,6 +165,7 @@ def main():
             generated_at=dict(type="str"),
             proxmox=dict(type="dict"),
             vsphere=dict(type="dict"),
+            usage=dict(type="dict"),
         ),
         supports_check_mode=True,
     )

@@ -10,6 +10,7 @@ plugin ``fleet_report`` writes the files; the filter ``report_model`` exposes th
 
 from __future__ import annotations
 
+import datetime
 import functools
 import html
 import os
@@ -350,6 +351,158 @@ def vsphere_model(name: Any, result: Any) -> Model:
     return entry
 
 
+# --- GPU usage (gpu_usage_info: issue 43 point 3) -------------------------------------------------------------------
+
+# The chart of one GPU or MIG instance, in SVG user units (= CSS px): the plot inside the margins holds 0-100 % on y
+# and the window on x; SM activity (mean per bucket) and memory used (max per bucket, as a share of the device's
+# framebuffer) are two polylines on the same 0-100 % axis.
+CHART = {"width": 360, "height": 124, "left": 34, "right": 8, "top": 18, "bottom": 18}
+# Day ticks on x: at most this many labels (every n-th UTC midnight).
+CHART_TICKS = 8
+# Saturated is a capacity finding (add GPUs), not a failure: the warn colour; sharing advice green.
+ADVICE_CLASS = {"saturated": "warn", "time-slicing": "ok", "mig": "ok", "whole": "muted"}
+ADVICE_ORDER = ("saturated", "mig", "time-slicing", "whole")
+
+
+def _utc(ts: float, fmt: str) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime(fmt)
+
+
+def usage_chart(series: Mapping[str, Any], start: float, end: float, fb_total_mib: Any = None) -> Model:
+    """A device's chart geometry from its gpu_usage_info ``series`` over [start, end]: ``sm`` and ``memory``, lists of
+    polylines ("x,y x,y ..." with one decimal; a line breaks at a bucket missing a value or a gap of more than one
+    bucket; a lone point as a 2-unit dash), each point at the middle of its bucket (clamped to the window); ``y_ticks``
+    0/50/100 %; ``x_ticks`` at UTC midnights before the window's end, every n-th day to keep at most CHART_TICKS
+    (``MM-DD``; six-hourly ``HH:MM`` for a window of two days or less); ``points`` (the SM points drawn),
+    ``sm_max``, ``memory_max`` (ratios) and ``fb_max_mib`` (the largest bucket's memory) for the labels."""
+    c = CHART
+    plot_w, plot_h = c["width"] - c["left"] - c["right"], c["height"] - c["top"] - c["bottom"]
+    span = float(end) - float(start) if end > start else 1.0
+    bucket = float(series.get("bucket") or 0)
+
+    def x(t: float) -> float:
+        return round(c["left"] + min(max((t + bucket / 2 - start) / span, 0.0), 1.0) * plot_w, 1)
+
+    def y(ratio: float) -> float:
+        return round(c["top"] + (1 - min(max(float(ratio), 0.0), 1.0)) * plot_h, 1)
+
+    def lines(values: list[Any]) -> list[str]:
+        out: list[list[tuple[float, float]]] = []
+        last = None
+        for t, v in zip(series.get("t") or [], values):
+            if v is None:
+                last = None
+                continue
+            if last is None or t - last > bucket:
+                out.append([])
+            out[-1].append((x(t), y(v)))
+            last = t
+        # A lone point (a bucket between gaps) is drawn as a 2-unit dash: a polyline of one point draws nothing.
+        return [" ".join("%g,%g" % p for p in (pts if len(pts) > 1 else [(pts[0][0] - 1, pts[0][1]), (pts[0][0] + 1, pts[0][1])]))
+                for pts in out]
+
+    sm = list(series.get("sm_active") or [])
+    mem = list(series.get("memory_used") or [])
+    fb = [v for v in series.get("fb_used_mib") or [] if v is not None]
+    days = span / 86400.0
+    if days <= 2:
+        every, fmt = 6 * 3600, "%H:%M"
+    else:
+        every, fmt = 86400 * max(1, int(-(-days // CHART_TICKS))), "%m-%d"
+    first = (int(start) // every + 1) * every
+    x_ticks = [{"x": round(c["left"] + (t - start) / span * plot_w, 1), "label": _utc(t, fmt)}
+               for t in range(first, int(end), every)]
+    sm_values = [v for v in sm if v is not None]
+    mem_values = [v for v in mem if v is not None]
+    return {"width": c["width"], "height": c["height"], "left": c["left"], "top": c["top"], "plot_width": plot_w,
+            "plot_height": plot_h, "sm": lines(sm), "memory": lines(mem),
+            "points": sum(1 for v in sm if v is not None),
+            "y_ticks": [{"y": y(r), "label": "%d%%" % (r * 100)} for r in (0, 0.5, 1)], "x_ticks": x_ticks,
+            "sm_max": max(sm_values) if sm_values else None, "memory_max": max(mem_values) if mem_values else None,
+            "fb_max_mib": max(fb) if fb else None, "fb_total_mib": fb_total_mib}
+
+
+def _duration_text(seconds: Any) -> Optional[str]:
+    """3600 -> 'hour', 900 -> '15 min', 21600 -> '6 h', 172800 -> '2 days' (a chart bucket in words)."""
+    if not isinstance(seconds, (int, float)) or seconds <= 0:
+        return None
+    seconds = int(seconds)
+    for unit, name, plural in ((86400, "day", "days"), (3600, "hour", "h"), (60, "min", "min")):
+        if seconds % unit == 0:
+            n = seconds // unit
+            return name if n == 1 else "%d %s" % (n, plural)
+    return "%d s" % seconds
+
+
+def _usage_device(d: Mapping[str, Any], start: float, end: float) -> Model:
+    inst = " MIG %s (GI %s)" % (d.get("mig_profile"), d.get("gi_id")) if d.get("mig_profile") else ""
+    stat = {k: dict(d[k]) if _is_map(d.get(k)) else {} for k in ("sm_active", "memory_used", "fb_used_mib")}
+    return {"host": str(d.get("host")), "gpu": d.get("gpu"), "uuid": d.get("uuid"), "model": d.get("model"),
+            "mig_profile": d.get("mig_profile"), "gi_id": d.get("gi_id"), "label": "GPU %s%s" % (d.get("gpu"), inst),
+            "hours": d.get("hours"), "sm_active": stat["sm_active"], "memory_used": stat["memory_used"],
+            "fb_used_max_mib": stat["fb_used_mib"].get("max"), "fb_total_mib": d.get("fb_total_mib"),
+            "namespaces": list(d.get("namespaces") or []),
+            "chart": usage_chart(d["series"], start, end, d.get("fb_total_mib")) if _is_map(d.get("series")) else None}
+
+
+def _proposal(a: Mapping[str, Any]) -> str:
+    """What an advice proposes, in a few words: the time-slicing replicas, the MIG geometry, or whole GPUs."""
+    pool = a.get("pool") if _is_map(a.get("pool")) else {}
+    if a.get("advice") == "time-slicing":
+        return "time-slicing, %s replicas per GPU" % pool.get("replicas")
+    if a.get("advice") == "mig" and _is_map(a.get("mig_config")):
+        parts = []
+        for entries in (a["mig_config"].get("mig-configs") or {}).values():
+            for e in entries or []:
+                parts.append(", ".join("%d x %s" % (n, p) for p, n in sorted((e.get("mig-devices") or {}).items())))
+        return "MIG: " + "; ".join(parts) + " per GPU"
+    return "exclusive (whole GPUs)"
+
+
+def usage_model(result: Any) -> Model:
+    """The report's GPU usage section from a registered gpu_usage_info result (run with ``series: true`` for charts):
+    ``nodes`` [{host, gpus: [device entry with its ``chart``]}], ``advice`` [{name, nodes, advice, action, rule, reason,
+    proposal, figures, cls}], ``gpu_hours`` (the result's, {by_profile, by_namespace}), ``window`` (with UTC
+    ``from``/``to`` texts and ``bucket_text``); ``skipped`` (why it was not read, e.g. no Prometheus configured) or
+    ``error`` (the failed read's message) instead when so; ``advice_error``: why the advice was refused when the
+    result carries one (the playbook reads the charts again without advice then: too little data for a GPU). A plain
+    ``{"skipped": true, "msg": ...}`` says it was not read."""
+    empty: Model = {"skipped": None, "error": None, "advice_error": None, "window": None, "nodes": [], "advice": [],
+                    "gpu_hours": None}
+    if not _is_map(result):
+        return dict(empty, error="gpu_usage_info: no result")
+    if result.get("skipped"):
+        return dict(empty, skipped=str(result.get("msg") or result.get("skip_reason") or "not read"))
+    if result.get("failed") or result.get("unreachable"):
+        return dict(empty, error="gpu_usage_info: %s" % (result.get("msg") or "failed"))
+    window = result.get("window") if _is_map(result.get("window")) else {}
+    start, end = float(window.get("start") or 0), float(window.get("end") or 0)
+    devices = [_usage_device(d, start, end) for d in result.get("gpus") or [] if _is_map(d)]
+    nodes: list[Model] = []
+    for d in devices:
+        if not nodes or nodes[-1]["host"] != d["host"]:
+            nodes.append({"host": d["host"], "gpus": []})
+        nodes[-1]["gpus"].append(d)
+    advice = []
+    for a in result.get("advice") or []:
+        if not _is_map(a):
+            continue
+        f = a.get("figures") if _is_map(a.get("figures")) else {}
+        advice.append({"name": a.get("name"), "nodes": list(a.get("nodes") or []), "advice": a.get("advice"),
+                       "action": a.get("action"), "rule": a.get("rule"), "reason": a.get("reason"),
+                       "proposal": _proposal(a), "cls": ADVICE_CLASS.get(str(a.get("advice")), "muted"),
+                       "figures": {k: f.get(k) for k in ("gpus", "hours_min", "sm_active_mean", "sm_active_p95",
+                                                         "memory_used_p95", "peak_workload_mib", "max_concurrent_pods")}})
+    hours = result.get("gpu_hours") if _is_map(result.get("gpu_hours")) else None
+    return dict(empty, nodes=nodes, advice=advice, advice_error=str(result["advice_error"]) if result.get("advice_error") else None,
+                gpu_hours={"by_profile": list(hours.get("by_profile") or []),
+                           "by_namespace": list(hours.get("by_namespace") or [])} if hours else None,
+                window=dict(window, **{"from": _utc(start, "%Y-%m-%d %H:%M") if start else None,
+                                       "bucket_text": _duration_text(window.get("bucket")),
+                                       "to": _utc(end, "%Y-%m-%d %H:%M") if end else None,
+                                       "days": round((end - start) / 86400.0, 2) if end > start else None}))
+
+
 def _entries(value: Any, build: Any, what: str) -> list[Model]:
     if value is None:
         return []
@@ -360,9 +513,10 @@ def _entries(value: Any, build: Any, what: str) -> list[Model]:
 
 
 def fleet_model(hosts: Any, title: str = "GPU fleet report", generated_at: Optional[str] = None,
-                driver_pin: Optional[str] = None, proxmox: Any = None, vsphere: Any = None) -> Model:
+                driver_pin: Optional[str] = None, proxmox: Any = None, vsphere: Any = None, usage: Any = None) -> Model:
     """The whole report: ``hosts`` maps host name -> facts dict with the optional keys of PIECES; ``proxmox`` and
-    ``vsphere`` map a cluster / vCenter inventory entry to its registered pve_gpu_info / vsphere_gpu_info result."""
+    ``vsphere`` map a cluster / vCenter inventory entry to its registered pve_gpu_info / vsphere_gpu_info result;
+    ``usage`` is a registered gpu_usage_info result (see usage_model), None leaving the section out."""
     if not _is_map(hosts):
         raise AnsibleFilterError("fleet report: hosts must be a mapping of host name to facts, got %s" % type(hosts).__name__)
     entries: list[Model] = []
@@ -372,6 +526,7 @@ def fleet_model(hosts: Any, title: str = "GPU fleet report", generated_at: Optio
             facts = dict(facts, driver_pin=driver_pin)
         entries.append(host_model(name, facts))
     pve = _entries(proxmox, proxmox_model, "proxmox")
+    use = usage_model(usage) if usage is not None else None
     vsp = _entries(vsphere, vsphere_model, "vsphere")
     gpus = [g for h in entries for g in h["gpus"]]
     summary: Model = {
@@ -397,11 +552,19 @@ def fleet_model(hosts: Any, title: str = "GPU fleet report", generated_at: Optio
                          if c["drift"] and c["drift"]["consistent"] is False],
         "unread": [e["name"] for e in pve + vsp if e["error"]],
     }
+    if use is not None:
+        # Advice per node or pool name (saturated, time-slicing, mig, whole); {} when the usage was not read.
+        summary["usage_advice"] = {str(a["name"]): a["advice"] for a in use["advice"]}
+        summary["usage_advice_counts"] = [{"advice": k, "names": [n for n, v in summary["usage_advice"].items() if v == k]}
+                                          for k in ADVICE_ORDER if k in summary["usage_advice"].values()]
     # The counts AWX shows (set_stats) and the band colours come from: fail beats warn beats ok.
     counted = ("preflight_failed", "preflight_warned", "unhealthy_gpus", "warned_gpus", "not_applicable_gpus")
     summary["counts"] = {key: len(summary[key]) for key in counted}
-    return {"title": title, "generated_at": generated_at, "driver_pin": driver_pin, "summary": summary, "hosts": entries,
-            "proxmox": pve, "vsphere": vsp}
+    model = {"title": title, "generated_at": generated_at, "driver_pin": driver_pin, "summary": summary, "hosts": entries,
+             "proxmox": pve, "vsphere": vsp}
+    if use is not None:
+        model["usage"] = use
+    return model
 
 
 # --- health over runs ----------------------------------------------------------------------------------------------
