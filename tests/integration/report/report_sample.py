@@ -13,15 +13,26 @@ modules return them (the lab's names: lab/pvesim/fixtures/lab.json, lab/vcsim/fi
 
 ``python tests/integration/report/report_sample.py docs/images/fleet-report.png`` writes the screenshot (headless
 Chromium); tests/integration/report/test_report_render.py renders the same model and checks it.
+
+With a GPU usage section (issue 43 point 3; docs/images/fleet-report-usage.png, ``--usage``): a week of
+dcgm-exporter series read by gpu_usage_info's own code (``_prometheus.read_usage`` with ``series``, ``_usage_advice``)
+from an in-process client answering Prometheus's query_range, shaped like the lab's workload profiles
+(lab/dcgm/exposition.py KINDS, lab/dcgm/workloads.json): the notebook pool nb-node-1/nb-node-2 (L40S, two 30-minute
+bursts a day), infer-node-1 (a whole H100 serving up to 18 GB), train-node-1 (two saturated A100s) and gpu-node-2's MIG
+instances (the layout of its host facts above).
 """
 
 from __future__ import annotations
 
+import calendar
 import copy
+import math
 import os
+import re
 import shutil
 import sys
 import tempfile
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -29,7 +40,7 @@ for path in (os.path.join(ROOT, "build", "collections"), os.path.join(ROOT, "tes
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _health  # noqa: E402
+from ansible_collections.gpuops.provision.plugins.module_utils import _health, _prometheus, _usage, _usage_advice  # noqa: E402
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _report as R  # noqa: E402
 from health_readings import healthy  # noqa: E402  pylint: disable=import-error
 from report_lab import screenshot  # noqa: E402  pylint: disable=import-error
@@ -145,7 +156,92 @@ def vsphere():
     return {"lab-vcenter": {"changed": False, "hosts": hosts_, "drift": drift}}
 
 
-def sample_model(hot=True):
+# --- GPU usage: a week of dcgm-exporter series -------------------------------------------------------------------------
+
+DAY = 86400
+USAGE_END = calendar.timegm((2026, 12, 6, 8, 30, 0))
+USAGE_POOLS = {"notebooks": ["nb-node-1", "nb-node-2"], "infer-node-1": ["infer-node-1"], "train-node-1": ["train-node-1"],
+               "gpu-node-2": ["gpu-node-2"]}
+
+
+def _jitter(key, t, scale):
+    """A deterministic jitter in [-scale, scale] (cheaper than the lab's sha256, same role)."""
+    x = math.sin((zlib.crc32(key.encode()) % 997 + 1) * 12.9898 + t * 0.000113) * 43758.5453
+    return (x - math.floor(x)) * 2 * scale - scale
+
+
+def _work(kind, key, t, mem):
+    """(SM activity, framebuffer used MiB) at t: lab/dcgm/exposition.py's kinds."""
+    hour = (t % DAY) / 3600.0
+    if kind == "notebook":
+        burst = 9 <= hour < 9.5 or 14 <= hour < 14.5
+        return max(0.0, (0.6 if burst else 0.02) + _jitter(key, t, 0.02)), (0.12 if burst else 0.07) * mem
+    if kind == "inference":
+        day = 0.5 - 0.5 * math.cos(2 * math.pi * (t % DAY) / DAY)
+        return 0.1 + 0.15 * day + _jitter(key, t, 0.02), min(mem, 12288 + 6144 * day)
+    if kind == "training":
+        return min(1.0, 0.95 + _jitter(key, t, 0.03)), 0.9 * mem
+    return max(0.0, 0.04 + _jitter(key, t, 0.02)), 0.08 * mem  # steady
+
+
+# (host, gpu, uuid, model, MIG profile, GI, memory MiB, kind, (namespace, pod, container))
+USAGE_DEVICES = (
+    ("nb-node-1", "0", "GPU-l40s-nb1", "NVIDIA L40S", None, None, 46068, "notebook", ("notebooks", "jupyter-carol", "notebook")),
+    ("nb-node-2", "0", "GPU-l40s-nb2", "NVIDIA L40S", None, None, 46068, "notebook", ("notebooks", "jupyter-dave", "notebook")),
+    ("infer-node-1", "0", "GPU-h100-inf", "NVIDIA H100 80GB HBM3", None, None, 81559, "inference", ("serving", "llm-0", "server")),
+    ("train-node-1", "0", "GPU-a100-tr0", "NVIDIA A100-SXM4-80GB", None, None, 81920, "training", ("research", "trainer-1", "pytorch")),
+    ("train-node-1", "1", "GPU-a100-tr1", "NVIDIA A100-SXM4-80GB", None, None, 81920, "training", ("research", "trainer-1", "pytorch")),
+    ("gpu-node-2", "0", "GPU-h100-0", "NVIDIA H100 80GB HBM3", "2g.20gb", "1", 20096, "steady", ("serving", "embed-0", "server")),
+    ("gpu-node-2", "0", "GPU-h100-0", "NVIDIA H100 80GB HBM3", "1g.10gb", "2", 9856, "notebook", ("notebooks", "jupyter-erin", "notebook")),
+    ("gpu-node-2", "0", "GPU-h100-0", "NVIDIA H100 80GB HBM3", "1g.10gb", "3", 9856, "steady", ("ci", "cuda-tests", "runner")),
+    ("gpu-node-2", "0", "GPU-h100-0", "NVIDIA H100 80GB HBM3", "3g.40gb", "4", 40192, "inference", ("serving", "llm-1", "server")),
+)
+
+
+class UsageClient:
+    """Answers read_usage's queries as Prometheus's query_range would over USAGE_DEVICES: avg_over_time as the value
+    at the step, max_over_time of FB_USED as the largest of the step's 60 s samples (dcgm-exporter's 30 s collection
+    thinned), GPU_UTIL for whole GPUs only (NVML has none for a MIG instance)."""
+
+    _Q = re.compile(r"^(\w+)\((\w+)\{\}\[(\d+)s\]\)$")
+
+    def query(self, q):
+        return {"resultType": "scalar", "result": [USAGE_END, str(USAGE_END)]}
+
+    def query_range(self, q, start, end, step):
+        fn, metric, _step = self._Q.match(q).groups()
+        result = []
+        for host, gpu, uuid, model, profile, gi, mem, kind, pod in USAGE_DEVICES:
+            if metric == "DCGM_FI_DEV_GPU_UTIL" and profile:
+                continue
+            labels = {"gpu": gpu, "UUID": uuid, "modelName": model, "Hostname": host, "namespace": pod[0], "pod": pod[1],
+                      "container": pod[2]}
+            if profile:
+                labels.update(GPU_I_PROFILE=profile, GPU_I_ID=gi)
+            key = "%s/%s" % (uuid, gi)
+            values, t = [], start
+            while t <= end:
+                sm, used = _work(kind, key, t, mem)
+                if fn == "max_over_time":
+                    used = max(_work(kind, key, t - s, mem)[1] for s in range(0, int(step), 60))
+                v = {"DCGM_FI_PROF_SM_ACTIVE": sm, "DCGM_FI_PROF_SM_OCCUPANCY": sm * 0.7, "DCGM_FI_PROF_DRAM_ACTIVE": sm * 0.5,
+                     "DCGM_FI_DEV_FB_USED": round(used), "DCGM_FI_DEV_FB_FREE": mem - round(used),
+                     "DCGM_FI_DEV_GPU_UTIL": 100 if sm > 0.01 else 0}[metric]
+                values.append([t, "%f" % v])
+                t += step
+            result.append({"metric": labels, "values": values})
+        return {"resultType": "matrix", "result": result}
+
+
+def usage_result():
+    """What gpu_usage_info returns with series: true and pools USAGE_POOLS over the week before USAGE_END."""
+    read = _prometheus.read_usage(UsageClient(), 7 * DAY, series=True)
+    return {"changed": False, "gpus": read["gpus"], "queries": read["queries"], "gpu_hours": read["gpu_hours"],
+            "window": {"start": read["start"], "end": read["end"], "step": read["step"], "bucket": read["bucket"]},
+            "advice": _usage_advice.advise_all(read["gpus"], USAGE_POOLS)}
+
+
+def sample_model(hot=True, usage=None):
     """The report as three runs left it: the first still counted gpu_memory as a warning (the history keeps that)."""
     history = {"health_history": [{"generated_at": RUNS[0], "gpus": {
         "gpu-node-1 GPU 0 (GPU-a100-0)": "warn", "gpu-node-1 GPU 1 (GPU-a100-1)": "warn",
@@ -153,7 +249,7 @@ def sample_model(hot=True):
     cool = R.fleet_model(hosts(hot=False), generated_at=RUNS[1], driver_pin="550.163.01-2")
     history = R.with_health_history(cool, history)
     model = R.fleet_model(copy.deepcopy(hosts(hot)), title="GPU fleet report (lab)", generated_at=RUNS[2],
-                          driver_pin="550.163.01-2", proxmox=proxmox(), vsphere=vsphere())
+                          driver_pin="550.163.01-2", proxmox=proxmox(), vsphere=vsphere(), usage=usage)
     return R.with_health_history(model, history)
 
 
@@ -172,5 +268,14 @@ def write(png_path, model=None, width=WIDTH, height=HEIGHT):
     return png_path
 
 
+# The usage screenshot: the summary band, the health over runs and the GPU usage section (the hosts follow below).
+USAGE_HEIGHT = 1900
+
+
 if __name__ == "__main__":
-    print(write(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "docs", "images", "fleet-report.png")))
+    args = [a for a in sys.argv[1:] if a != "--usage"]
+    if "--usage" in sys.argv[1:]:
+        print(write(args[0] if args else os.path.join(ROOT, "docs", "images", "fleet-report-usage.png"),
+                    model=sample_model(usage=usage_result()), height=USAGE_HEIGHT))
+    else:
+        print(write(args[0] if args else os.path.join(ROOT, "docs", "images", "fleet-report.png")))

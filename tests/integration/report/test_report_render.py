@@ -138,3 +138,80 @@ def test_the_documented_screenshot_shows_the_warn_badge_and_the_api_sections():
     assert band_warn_pixels(DOC_PNG) > 2000
     lower = [pixel(rows, bpp, x, y) for y in range(height - 700, height, 3) for x in range(0, width, 3)]
     assert sum(1 for p in lower if p != (0xFF, 0xFF, 0xFF)) > 5000, "the bottom of the screenshot is empty"
+
+
+# --- issue 43: the GPU usage section of docs/images/fleet-report-usage.png ----------------------------------------------
+
+USAGE_PNG = os.path.join(os.path.dirname(DOC_PNG), "fleet-report-usage.png")
+
+
+def sm_orange(p):
+    """The SM activity line (#e07b00) and its anti-aliased edges on the plot's #fafafa; no other part of the page is
+    orange (the warn #ffeab0 and bad #ffc9c2 backgrounds fail g - b > 40 or r - g > 40)."""
+    return p[0] - p[1] > 40 and p[1] - p[2] > 40
+
+
+def memory_blue(p):
+    """The memory line (#2f6fd6) and its edges; the page's other blues (.info #e1ecfa, .na #e6eaf0) are far paler."""
+    return p[2] - p[0] > 80 and p[2] - p[1] > 50
+
+
+def chart_pixels(png_path):
+    """SM and memory pixels, the 100-px bands of rows and the thirds of the width holding SM pixels, and the SM or
+    memory pixels above BAND (the summary band, where no chart belongs)."""
+    width, height, bpp, rows = png_info(png_path)
+    sm = mem = in_band = 0
+    bands, thirds = set(), set()
+    for y in range(height):
+        for x in range(width):
+            p = pixel(rows, bpp, x, y)
+            if sm_orange(p):
+                sm += 1
+                bands.add(y // 100)
+                thirds.add(x * 3 // width)
+            elif memory_blue(p):
+                mem += 1
+            else:
+                continue
+            in_band += y < BAND
+    return sm, mem, bands, thirds, in_band
+
+
+def test_the_usage_sample_advises_the_acceptance_cases_and_draws_a_week_per_device():
+    import report_sample  # noqa: E402  pylint: disable=import-error,import-outside-toplevel
+    usage = report_sample.usage_result()
+    model = report_sample.sample_model(usage=usage)
+    # issue 43's acceptance: notebooks -> time-slicing with replicas, an inference node peaking at 18 GB on an 80 GB GPU
+    # -> 3g instances that fit, a saturated node -> add capacity; gpu-node-2's MIG instances hold more pods than MIG could.
+    assert model["summary"]["usage_advice"] == {"gpu-node-2": "whole", "infer-node-1": "mig", "notebooks": "time-slicing",
+                                                "train-node-1": "saturated"}
+    proposals = {a["name"]: a["proposal"] for a in model["usage"]["advice"]}
+    assert proposals["infer-node-1"] == "MIG: 2 x 3g.40gb per GPU" and proposals["notebooks"] == "time-slicing, 6 replicas per GPU"
+    charts = [g["chart"] for n in model["usage"]["nodes"] for g in n["gpus"]]
+    assert len(charts) == 9 and all(c["points"] == 169 and len(c["sm"]) == 1 for c in charts)
+    by_profile = {(r["model"], r["profile"]): (r["devices"], r["hours"]) for r in usage["gpu_hours"]["by_profile"]}
+    week = 2017 * 300 / 3600.0   # 2017 five-minute steps, both ends of the week included
+    assert by_profile[("NVIDIA H100 80GB HBM3", "1g.10gb")] == (2, round(2 * week, 4)) == (2, 336.1667)
+    assert by_profile[("NVIDIA H100 80GB HBM3", "3g.40gb")] == (1, round(week, 4)) and by_profile[("NVIDIA L40S", "whole")][0] == 2
+    page = R.render_html(model)
+    assert page.count('data-points="169"') == 9 and page.count('<polyline class="sm"') == 9 and "<script" not in page
+    assert page.index('<section class="usage"') < page.index('<section class="host"')  # above the hosts: in the screenshot
+
+
+def test_the_usage_charts_are_drawn_in_headless_chromium(tmp_path):
+    import report_sample  # noqa: E402  pylint: disable=import-error,import-outside-toplevel
+    png = report_sample.write(str(tmp_path / "usage.png"), model=report_sample.sample_model(usage=report_sample.usage_result()),
+                              height=report_sample.USAGE_HEIGHT)
+    sm, mem, bands, thirds, in_band = chart_pixels(png)
+    # 9 charts of 318-px lines, 3 to a row: both lines drawn, in the three columns and three rows of charts, none in the band.
+    assert sm > 3000 and mem > 3000, (sm, mem)
+    assert thirds == {0, 1, 2} and len(bands) >= 3 and in_band == 0, (thirds, bands, in_band)
+
+
+@pytest.mark.skipif(not os.path.exists(USAGE_PNG), reason="docs/images/fleet-report-usage.png not generated")
+def test_the_documented_usage_screenshot_shows_the_charts():
+    # docs/images/fleet-report-usage.png comes from report_sample.py --usage: the charts and the band's warn colour
+    # (narrower cells than fleet-report.png's: the band has a usage advice column, amber for a saturated node).
+    sm, mem, bands, thirds, in_band = chart_pixels(USAGE_PNG)
+    assert sm > 3000 and mem > 3000 and thirds == {0, 1, 2} and len(bands) >= 3 and in_band == 0, (sm, mem, thirds, bands, in_band)
+    assert band_warn_pixels(USAGE_PNG) > 1000
