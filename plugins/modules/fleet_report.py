@@ -89,8 +89,8 @@ options:
   usage:
     description:
       - A registered M(gpuops.provision.gpu_usage_info) result, read with O(gpuops.provision.gpu_usage_info#module:series=true)
-        for the charts. A failed read is shown with its reason; C({skipped: true, msg: <why>}) shows the section as not read,
-        with that reason. An C(advice_error) key in the result (the reason a first read with the advice failed) is shown
+        for the charts. A failed read is shown with its reason; a dict with C(skipped) true and C(msg) (why) shows the
+        section as not read, with that reason. An C(advice_error) key in the result (the reason a first read with the advice failed) is shown
         above the charts.
     type: dict
 seealso:

@@ -173,7 +173,7 @@ gpu_hours:
       GPU without MIG as profile V(whole) of its model, a MIG instance as its own profile (one hour of a 3g.40gb
       instance is one 3g.40gb GPU-hour, whatever else the card runs), the MIG card itself not beside its instances.
     - C(by_profile) - C(model), C(profile), C(devices), C(hours), C(hours_with_pods); C(by_namespace) - C(model),
-      C(profile), C(namespace) (empty for pods without one), C(hours) (the devices' C(namespace_hours) summed: a
+      C(profile), C(namespace) (empty for pods without one), C(hours) (the devices' C(namespace_hours) summed; a
       shared GPU charges each namespace it ran in a step, so they may add up to more than C(hours)).
   returned: always
   type: dict

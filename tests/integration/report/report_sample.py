@@ -40,7 +40,7 @@ for path in (os.path.join(ROOT, "build", "collections"), os.path.join(ROOT, "tes
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _health, _prometheus, _usage, _usage_advice  # noqa: E402
+from ansible_collections.gpuops.provision.plugins.module_utils import _health, _prometheus, _usage_advice  # noqa: E402
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _report as R  # noqa: E402
 from health_readings import healthy  # noqa: E402  pylint: disable=import-error
 from report_lab import screenshot  # noqa: E402  pylint: disable=import-error

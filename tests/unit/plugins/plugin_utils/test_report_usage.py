@@ -57,8 +57,8 @@ START, END = 999_395_200.0, 1_000_000_000.0   # a week ending 1e9 s (2001-09-09 
 
 
 def result():
-    mig = {"version": "v1", "mig-configs": {"infer-1": [{"devices": "all", "device-filter": "0x233010DE", "mig-enabled": True,
-                                                          "mig-devices": {"3g.40gb": 2}}]}}
+    entry = {"devices": "all", "device-filter": "0x233010DE", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}
+    mig = {"version": "v1", "mig-configs": {"infer-1": [entry]}}
     figures = {"gpus": 1, "hours_min": 168.0833, "sm_active_mean": 0.175, "sm_active_p95": 0.255, "memory_used_p95": 0.226,
                "peak_workload_mib": 18432.0, "max_concurrent_pods": 1, "sm_occupancy_p95": 0.2, "dram_active_p95": 0.1,
                "fb_total_mib": 81559.0, "gpu_util_mean": None}
