@@ -103,7 +103,7 @@ def test_a_week_chart_has_its_169_points_within_the_plot_and_on_the_scale():
     c = R.usage_model(result())["nodes"][0]["gpus"][0]["chart"]
     assert c["points"] == 169 and len(c["sm"]) == 1 and len(c["memory"]) == 1
     pts = [tuple(float(v) for v in p.split(",")) for p in c["sm"][0].split(" ")]
-    assert len(pts) == 169 and all(34 <= x <= 352 for x, _y in pts) and [x for x, _ in pts] == sorted(x for x, _ in pts)
+    assert len(pts) == 169 and all(34 <= x <= 352 for x, _y in pts) and [p[0] for p in pts] == sorted(p[0] for p in pts)
     # SM runs 0..100 % over each day: y spans the whole plot, 106 (0 %) to 18 (100 %); memory flat at 50 % (y 62).
     assert min(y for _x, y in pts) == 18.0 and max(y for _x, y in pts) == 106.0
     assert set(p.split(",")[1] for p in c["memory"][0].split(" ")) == {"62"}
