@@ -447,7 +447,7 @@ def _usage_device(d: Mapping[str, Any], start: float, end: float) -> Model:
 
 def _proposal(a: Mapping[str, Any]) -> str:
     """What an advice proposes, in a few words: the time-slicing replicas, the MIG geometry, or whole GPUs."""
-    pool = a.get("pool") if _is_map(a.get("pool")) else {}
+    pool: Mapping[str, Any] = a["pool"] if _is_map(a.get("pool")) else {}
     if a.get("advice") == "time-slicing":
         return "time-slicing, %s replicas per GPU" % pool.get("replicas")
     if a.get("advice") == "mig" and _is_map(a.get("mig_config")):
@@ -475,7 +475,7 @@ def usage_model(result: Any) -> Model:
         return dict(empty, skipped=str(result.get("msg") or result.get("skip_reason") or "not read"))
     if result.get("failed") or result.get("unreachable"):
         return dict(empty, error="gpu_usage_info: %s" % (result.get("msg") or "failed"))
-    window = result.get("window") if _is_map(result.get("window")) else {}
+    window: Mapping[str, Any] = result["window"] if _is_map(result.get("window")) else {}
     start, end = float(window.get("start") or 0), float(window.get("end") or 0)
     devices = [_usage_device(d, start, end) for d in result.get("gpus") or [] if _is_map(d)]
     nodes: list[Model] = []
@@ -487,13 +487,13 @@ def usage_model(result: Any) -> Model:
     for a in result.get("advice") or []:
         if not _is_map(a):
             continue
-        f = a.get("figures") if _is_map(a.get("figures")) else {}
+        f: Mapping[str, Any] = a["figures"] if _is_map(a.get("figures")) else {}
         advice.append({"name": a.get("name"), "nodes": list(a.get("nodes") or []), "advice": a.get("advice"),
                        "action": a.get("action"), "rule": a.get("rule"), "reason": a.get("reason"),
                        "proposal": _proposal(a), "cls": ADVICE_CLASS.get(str(a.get("advice")), "muted"),
                        "figures": {k: f.get(k) for k in ("gpus", "hours_min", "sm_active_mean", "sm_active_p95",
                                                          "memory_used_p95", "peak_workload_mib", "max_concurrent_pods")}})
-    hours = result.get("gpu_hours") if _is_map(result.get("gpu_hours")) else None
+    hours: Optional[Mapping[str, Any]] = result["gpu_hours"] if _is_map(result.get("gpu_hours")) else None
     return dict(empty, nodes=nodes, advice=advice, advice_error=str(result["advice_error"]) if result.get("advice_error") else None,
                 gpu_hours={"by_profile": list(hours.get("by_profile") or []),
                            "by_namespace": list(hours.get("by_namespace") or [])} if hours else None,
