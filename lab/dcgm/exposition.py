@@ -51,6 +51,12 @@ METRICS = (
     ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active sending or receiving data.", "%f"),
 )
 DAY = 86400.0
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration_seconds(text):
+    """A history length with one unit (7d, 36h, 90m) in seconds, for this script's and prometheus.py's --history."""
+    return int(text[:-1]) * _UNITS[text[-1]]
 
 
 def _noise(key, t, scale):
@@ -201,8 +207,7 @@ def main(argv=None):
     extra = {h: [tuple(kv.split("=", 1)) for kv in args.label] for h, _path in hosts}
     end = args.end if args.end is not None else int(time.time())
     if args.history:
-        units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-        window = int(args.history[:-1]) * units[args.history[-1]]
+        window = duration_seconds(args.history)
         end -= end % args.step
         times = list(range(end - window, end + 1, args.step))
         sys.stdout.write(render(hosts, profile, times, args.hostname_label, True, extra, args.omit))

@@ -57,7 +57,6 @@ import exposition  # noqa: E402  pylint: disable=wrong-import-position
 JOB = "dcgm-exporter"
 # dcgm-exporter collects every 30 s by default (--collect-interval 30000); the lab scrapes a little more often.
 SCRAPE_INTERVAL = "15s"
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def _alive(pidfile):
@@ -189,7 +188,7 @@ def up(args):
         ports = json.load(f)
 
     # The history, ending now, in the labels a scrape adds (job, instance).
-    window = int(args.history[:-1]) * _UNITS[args.history[-1]]
+    window = exposition.duration_seconds(args.history)
     end = int(time.time())
     end -= end % args.step
     times = range(end - window, end + 1, args.step)
