@@ -224,7 +224,7 @@ docs-check: venv collection
 	$(BIN)/antsibull-changelog lint
 
 # Every benchmark that runs here (bench/device/nvml_profiles.py needs a GPU machine); each prints its ratios.
-BENCHES := bench/mig/run.py bench/mig_reconfigure/run.py bench/vsphere/bench_vsphere.py bench/proxmox/bench_vm_gpu.py
+BENCHES := bench/mig/run.py bench/mig_reconfigure/run.py bench/vsphere/bench_vsphere.py bench/proxmox/bench_vm_gpu.py bench/filter_preload/run.py
 bench: venv collection deps lab-kube
 	@for b in $(BENCHES); do echo ">> $$b"; $(PY) $$b; done
 
