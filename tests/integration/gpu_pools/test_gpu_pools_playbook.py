@@ -14,10 +14,9 @@ import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "mig_reconfigure"))
-from mig_reconfigure_lab import H100, H100_BALANCED, ROOT, Fleet, failures, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from mig_reconfigure_lab import H100, H100_BALANCED, ROOT, Fleet, create_cluster_policy, failures, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 sys.path.insert(0, os.path.join(ROOT, "lab", "kube"))
-import device_plugin as DP  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from requestlog import unschedulable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 PLAYBOOK = os.path.join(ROOT, "playbooks", "gpu_pools.yml")
@@ -32,25 +31,6 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 DEDICATED = {"key": "example.com/dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
 POOL_TOLERATION = {"key": "gpuops.io/gpu-pool", "operator": "Exists", "effect": "NoSchedule"}
 NFD_WORKER = "gpu-operator-node-feature-discovery-worker"
-
-
-def _cluster_policy(lab):
-    import kubernetes  # pylint: disable=import-outside-toplevel
-    lab.create(DP.cluster_policy_crd())
-    custom = kubernetes.client.CustomObjectsApi(lab.api_client)
-    policy = DP.cluster_policy()
-    policy["spec"]["daemonsets"] = {"tolerations": [GPU_TOLERATION, DEDICATED]}
-
-    def served():
-        try:
-            custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
-            return True
-        except kubernetes.client.ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-    lab.wait_for(served, what="the ClusterPolicy CRD served")
-    return custom
 
 
 def _gpu_allocatable(node):
@@ -82,7 +62,7 @@ def test_time_slicing_pool_then_back_to_mig_through_the_roll(tmp_path):
             {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
             GPU_TOLERATION]}}}})
     with fleet.start() as lab:
-        custom = _cluster_policy(lab)
+        custom = create_cluster_policy(lab, [GPU_TOLERATION, DEDICATED])
         lab.wait_for(lambda: _gpu_allocatable(fleet.node("gpu-a")).get("nvidia.com/mig-1g.10gb") == "4", what="MIG devices")
         lab.wait_for(lambda: _tolerations(lab, "nvidia-device-plugin-daemonset") == [GPU_TOLERATION, DEDICATED],
                      what="the operator rendering the ClusterPolicy's tolerations")

@@ -25,6 +25,7 @@ PLAYBOOK = os.path.join(ROOT, "playbooks", "mig_reconfigure.yml")
 sys.path.insert(0, os.path.join(ROOT, "lab", "kube"))
 from kube_harness import kube_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from requestlog import node_patches, timeline, writes  # noqa: E402  pylint: disable=import-error,wrong-import-position
+import device_plugin  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -43,6 +44,28 @@ CONFIG = {"version": "v1", "mig-configs": {
 # through the change (test_roll_failed_node, test_roll_forks).
 THREE_1G = dict(CONFIG, **{"mig-configs": dict(CONFIG["mig-configs"], **{"three-1g": [
     {"devices": "all", "device-filter": "0x233010DE", "mig-enabled": True, "mig-devices": {"1g.10gb": 3, "3g.40gb": 1}}]})})
+
+
+def create_cluster_policy(lab, tolerations=None):
+    """The GPU Operator's ClusterPolicy (its CRD, then the object once the API server serves it), as a cluster with
+    the operator has it; ``tolerations``: its spec.daemonsets.tolerations. Returns the CustomObjectsApi."""
+    import kubernetes  # pylint: disable=import-outside-toplevel
+    lab.create(device_plugin.cluster_policy_crd())
+    custom = kubernetes.client.CustomObjectsApi(lab.api_client)
+    policy = device_plugin.cluster_policy()
+    if tolerations is not None:
+        policy["spec"]["daemonsets"] = {"tolerations": tolerations}
+
+    def served():
+        try:
+            custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
+            return True
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+    lab.wait_for(served, what="the ClusterPolicy CRD served")
+    return custom
 
 
 def gi(profile_id, start, slices):

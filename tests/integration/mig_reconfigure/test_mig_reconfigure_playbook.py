@@ -33,8 +33,9 @@ LOCK_TTL = 10
 
 # The boot-time re-apply off, for the tests whose subject is elsewhere (the roll's and the per-host lock, the drain,
 # the budget): installing it costs each node about eight module runs (6.2 s a node here, measured with a task timer
-# in test_roll_three_nodes_skips_the_matching_node; 13.6 s while its nine module_utils files were copied one by one). test_roll_three_nodes_skips_the_matching_node (install on changed and skipped
-# nodes, the applier after a reboot, the idempotent re-run), test_check_mode_changes_nothing_anywhere and
+# in test_roll_three_nodes_skips_the_matching_node; 13.6 s while its nine module_utils files were copied one by one).
+# test_roll_three_nodes_skips_the_matching_node (install on changed and skipped nodes, the applier after a reboot,
+# the idempotent re-run), test_check_mode_changes_nothing_anywhere and
 # test_within_the_failure_budget_the_roll_goes_on_and_the_run_still_fails (declared before the change, put back by the
 # rollback) keep it on, as do the other tests that fail a node after its apply.
 NO_BOOT = {"mig_reconfigure_boot_apply": False}

@@ -183,6 +183,39 @@ def test_the_written_files_plan_cleanly(advised, tmp_path):
     assert planned["config_map"]["notebooks"]["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 6
 
 
+def test_gpu_pools_with_its_mig_roll_plans_the_written_files_in_check_mode(advised, tmp_path):
+    """The loop's next step on the lab's Kubernetes: playbooks/gpu_pools.yml --check (the gpu_pools role, then the
+    mig_reconfigure role's plan for the pools' members) with the two written files as the inventory's variables, as
+    the playbook's header says to apply them: it plans every node, fails none and stores nothing."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "integration", "mig_reconfigure"))
+    from mig_reconfigure_lab import (  # pylint: disable=import-error,import-outside-toplevel
+        Fleet, create_cluster_policy, failures as roll_failures)
+    folder = advised["tmp"] / "advice"
+    group_vars = dict(yaml.safe_load((folder / "gpu_pools.yml").read_text()),
+                      mig_reconfigure_config=yaml.safe_load((folder / "mig-parted.yaml").read_text()))
+    states = {}
+    for node, path in STATES.items():
+        with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+            states[node] = json.load(fh)
+    fleet = Fleet(tmp_path, states, selected="all-disabled", group_vars=group_vars)
+    with fleet.start() as lab:
+        create_cluster_policy(lab)  # the GPU Operator's, which the pools' tolerations go into
+        before = {n: fleet.raw(n) for n in states}
+        labels = {n: fleet.node(n)["metadata"]["labels"] for n in states}
+        rc, out = fleet.run(playbook=os.path.join(ROOT, "playbooks", "gpu_pools.yml"), check=True)
+        assert rc == 0, roll_failures(out)
+        # Check mode sends the API server dry runs only (nothing stored) and leaves the GPUs as they are.
+        assert all(r["query"].get("dryRun") == "All" for r in fleet.writes()), fleet.writes()
+        assert {n: fleet.node(n)["metadata"]["labels"] for n in states} == labels
+        assert {n: fleet.raw(n) for n in states} == before
+        # The roll's plan: every node changes its sharing, so each goes through the roll (gpu_pools.yml's header);
+        # the inference node to its MIG geometry, the time-slicing and whole-GPU nodes to all-disabled.
+        nodes = out["global_custom_stats"]["mig_reconfigure"]["nodes"]
+        assert {n: (r["result"], r["selected"], r["drained"]) for n, r in nodes.items()} == {
+            "gpu-node-2": ("planned", "inference", False), "nb-node-1": ("planned", "all-disabled", False),
+            "nb-node-2": ("planned", "all-disabled", False), "train-node-1": ("planned", "all-disabled", False)}
+
+
 def test_prometheus_down_fails_naming_it_and_writes_nothing(tmp_path):
     import socket  # pylint: disable=import-outside-toplevel
     with socket.socket() as s:
