@@ -263,8 +263,10 @@ def slot_decision(nodes: Iterable[Mapping[str, Any]], targeted: Iterable[str], s
         elif st["ours"] and st["phase"] != "released":
             in_progress.add(name)
     # A failed node keeps counting as unavailable until a run finishes it, cordoned or not; no work is in progress
-    # on it, so it does not hold one of max_parallel's places (max_failures decides whether more nodes start).
-    in_progress -= failed
+    # on it, so it does not hold one of max_parallel's places (max_failures decides whether more nodes start). Unless
+    # it holds a slot again, taken by this run to retry an earlier run's failure: its phase says failed until its next
+    # PATCH, but it is in progress (molecule/driver_roll: drv-node-3 was cordoned beside drv-node-2 in that moment).
+    in_progress -= failed - (slot_set & earlier)
     unavailable = in_progress | failed
     for name in names:
         node = by_name.get(name)

@@ -186,6 +186,15 @@ def test_a_node_an_earlier_run_failed_spends_no_budget_of_the_run_that_retries_i
                    passed=passed, since=lease_taken)
         assert d["spent"] is False and d["counts"]["failed"] == [] and d["counts"]["unavailable"] == ["n2"]
         assert d["take"] is (passed == ["n2"])
+    # Retaken with a slot by this run, before its cordon PATCH (phase still failed): in progress, so with
+    # max_parallel 1 the next node waits for it (the driver roll's second run cordoned drv-node-3 beside drv-node-2).
+    d = decide(nodes("1000.000"), "n3", slots=["n2"], limits={"max_failures": 0, "max_parallel": 1},
+               queue=["n2", "n3"], passed=["n2"], since=lease_taken)
+    assert (d["take"], d["wait"], d["counts"]["in_progress"]) == (False, True, ["n2"])
+    assert d["reasons"] == ["max_parallel 1: 1 node(s) in progress (n2)"]
+    # Failed in this run and holding its slot: no work in progress on it, so it holds no max_parallel place.
+    assert decide(nodes("2500.000"), "n3", slots=["n2"], limits={"max_failures": 1, "max_parallel": 1},
+                  queue=["n2", "n3"], passed=["n2"], since=lease_taken)["take"] is True
     # Without a recorded time (a failure an older version left) it cannot be dated: it counts, as before.
     assert decide(nodes(None), "n3", limits={"max_failures": 0}, queue=["n2", "n3"], passed=["n2"],
                   since=lease_taken)["spent"] is True
