@@ -3,7 +3,7 @@
 
 NVIDIA's nvml.h comes from go-nvml's module (``gen/nvml/nvml.h``, the header go-nvml generates its bindings from) at the
 version and checksum pinned below, downloaded through the Go module proxy into build/libnvml/.gomodcache (the Go
-module cache layout, so ``make clean`` removes it). libnvml.c is compiled once; each branch links it with a linker
+module cache layout, so ``make clean`` removes it). The sources are compiled once; each branch links them with a linker
 version script that exports only the entry points that driver's libnvidia-ml.so.1 has (gpusim/symbols.py), so the real
 binding's symbol lookups fail exactly as on that driver.
 
@@ -28,7 +28,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GPUSIM_HOME = os.path.dirname(HERE)                      # lab/gpusim
 REPO = os.path.dirname(os.path.dirname(GPUSIM_HOME))
 CACHE = os.path.join(REPO, "build", "libnvml")
-SOURCE = os.path.join(HERE, "libnvml.c")
+# Every .c file here is one area's entry points (libnvml.c: the bridge, init, system, devices); gpusim_nvml.h is shared.
+SOURCES = tuple(sorted(os.path.join(HERE, n) for n in os.listdir(HERE) if n.endswith(".c")))
+HEADER = os.path.join(HERE, "gpusim_nvml.h")
 
 # go-nvml as mig-parted v0.10.0 pins it (lab/mig-parted/go.mod); the sum is the module proxy's h1 hash (go.sum form).
 GO_NVML = ("github.com/NVIDIA/go-nvml", "v0.12.4-0", "h1:4tkbB3pT1O77JGr0gQ6uD8FrsUPqP1A/EOEm2wI1TUg=")
@@ -41,7 +43,7 @@ from gpusim.state import DEFAULT_DRIVER  # noqa: E402  pylint: disable=wrong-imp
 # ...ProfileInfoV, no nvmlDeviceGetMemoryInfo_v2, no _v3), the symbol sets of gpusim/symbols.py.
 BRANCHES = (DEFAULT_DRIVER, "535.98", "470.256.02")
 
-# The exported definitions of libnvml.c: a return type at the start of a line, then the nvml name.
+# The exported definitions of the sources: a return type at the start of a line, then the nvml name.
 _EXPORT = re.compile(r"^(?:nvmlReturn_t |const char \*)(nvml\w+)\(", re.M)
 
 
@@ -68,8 +70,10 @@ def default_libpython():
 
 
 def exports(driver):
-    with open(SOURCE, encoding="utf-8") as fh:
-        names = _EXPORT.findall(fh.read())
+    names = []
+    for source in SOURCES:
+        with open(source, encoding="utf-8") as fh:
+            names += _EXPORT.findall(fh.read())
     return sorted(n for n in names if symbols.exported({"driver_version": driver}, n))
 
 
@@ -90,7 +94,7 @@ def ensure(driver=DEFAULT_DRIVER):
         cc = os.environ.get("CC", "gcc")
         libpython = default_libpython()
         h = hashlib.sha256()
-        for path in (SOURCE, os.path.abspath(__file__), os.path.join(GPUSIM_HOME, "gpusim", "symbols.py"),
+        for path in (*SOURCES, HEADER, os.path.abspath(__file__), os.path.join(GPUSIM_HOME, "gpusim", "symbols.py"),
                      os.path.join(hdr, "nvml.h")):
             with open(path, "rb") as fh:
                 h.update(fh.read())
@@ -101,10 +105,12 @@ def ensure(driver=DEFAULT_DRIVER):
             tmp = out + ".tmp"
             shutil.rmtree(tmp, ignore_errors=True)
             os.makedirs(tmp)
-            obj = os.path.join(tmp, "libnvml.o")
-            _run([cc, "-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fPIC",
-                  "-I", hdr, '-DGPUSIM_DEFAULT_HOME="%s"' % GPUSIM_HOME,
-                  '-DGPUSIM_DEFAULT_LIBPYTHON="%s"' % libpython, "-c", SOURCE, "-o", obj])
+            objs = []
+            for source in SOURCES:
+                objs.append(os.path.join(tmp, os.path.basename(source)[:-2] + ".o"))
+                _run([cc, "-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fPIC",
+                      "-I", hdr, "-I", HERE, '-DGPUSIM_DEFAULT_HOME="%s"' % GPUSIM_HOME,
+                      '-DGPUSIM_DEFAULT_LIBPYTHON="%s"' % libpython, "-c", source, "-o", objs[-1]])
             for branch in BRANCHES:
                 d = os.path.join(tmp, branch)
                 os.makedirs(d)
@@ -113,7 +119,7 @@ def ensure(driver=DEFAULT_DRIVER):
                     fh.write("{\n  global:\n%s  local: *;\n};\n" % "".join("    %s;\n" % n for n in names))
                 lib = os.path.join(d, "libnvidia-ml.so.1")
                 _run([cc, "-shared", "-Wl,-soname,libnvidia-ml.so.1", "-Wl,--version-script=%s" % fh.name,
-                      "-Wl,-z,defs", "-o", lib, obj, "-ldl", "-lpthread"])
+                      "-Wl,-z,defs", "-o", lib, *objs, "-ldl", "-lpthread"])
                 dyn = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True,
                                      text=True).stdout
                 got = sorted(line.split()[-1] for line in dyn.splitlines() if " T " in line)

@@ -14,8 +14,7 @@
  * stable-ABI functions are used, so one build serves Python 3.12 and 3.13 hosts.
  */
 #define _GNU_SOURCE
-#define NVML_NO_UNVERSIONED_FUNC_DEFS
-#include "nvml.h"
+#include "gpusim_nvml.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -180,7 +179,7 @@ struct gs_handle {
 static struct gs_handle *handles;
 static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void *intern(const char *key)
+void *intern(const char *key)
 {
     pthread_mutex_lock(&handles_lock);
     struct gs_handle *h;
@@ -196,7 +195,7 @@ static void *intern(const char *key)
     return h;
 }
 
-static const char *handle_key(const void *p)
+const char *handle_key(const void *p)
 {
     const char *key = NULL;
     pthread_mutex_lock(&handles_lock);
@@ -209,15 +208,11 @@ static const char *handle_key(const void *p)
     return key;
 }
 
-/* ---------------------------------------------------------------- one call into gpusim.capi.call
- * in: 'u' unsigned int, 'h' handle (INVALID_ARGUMENT when not ours), 's' const char *.
- * out (after the return code, in capi's order): 'u' unsigned int *, 'U' unsigned long long *,
- * 'S' char *buf + unsigned int length (INSUFFICIENT_SIZE when the text and its NUL do not fit, nvml.h),
- * 'H' void ** (a handle), '-' skip. NULL out pointers are the caller's to refuse beforehand. */
+/* ---------------------------------------------------------------- one call into gpusim.capi.call (gpusim_nvml.h) */
 static int refcount;
 static pthread_mutex_t refcount_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static nvmlReturn_t gcall(const char *name, const char *in, const char *out, ...)
+nvmlReturn_t gcall(const char *name, const char *in, const char *out, ...)
 {
     va_list ap;
     pthread_once(&bridge_once, bridge_start);
@@ -303,7 +298,7 @@ done:
     return ret;
 }
 
-static int initialized(void)
+int initialized(void)
 {
     pthread_mutex_lock(&refcount_lock);
     int n = refcount;
@@ -311,16 +306,6 @@ static int initialized(void)
     return n > 0;
 }
 
-#define REQUIRE_INIT()                                                                                                \
-    do {                                                                                                              \
-        if (!initialized())                                                                                           \
-            return NVML_ERROR_UNINITIALIZED;                                                                          \
-    } while (0)
-#define REQUIRE(ptr)                                                                                                  \
-    do {                                                                                                              \
-        if (!(ptr))                                                                                                   \
-            return NVML_ERROR_INVALID_ARGUMENT;                                                                       \
-    } while (0)
 
 /* ---------------------------------------------------------------- init / system */
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
