@@ -1,7 +1,17 @@
-"""Make ``import pynvml`` return the lab's NVML stand-in (lab/gpusim) inside a test, with its own state file."""
+"""Make ``import pynvml`` answer from the lab's simulated GPUs (lab/gpusim) inside a test, with its own state file.
+
+Two bindings (issue 42 moves the suites from the first to the second):
+
+* ``GPUSIM_BINDING`` unset or ``standin``: lab/gpusim/pynvml.py, the Python stand-in of nvidia-ml-py;
+* ``GPUSIM_BINDING=library``: the REAL nvidia-ml-py (site-packages) on gpusim's libnvidia-ml.so.1
+  (lab/gpusim/libnvml), the build whose exports are the state's driver's (gpusim/symbols.py), so a symbol that driver
+  lacks is missing as on a real host. ``make units-nvml-library`` runs the NVML-backed tests this way.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -15,11 +25,18 @@ def use_gpusim(monkeypatch, tmp_path, state):
     path = tmp_path / "gpusim.json"
     path.write_text(json.dumps(state))
     monkeypatch.setenv("GPUSIM_STATE", str(path))
-    monkeypatch.syspath_prepend(GPUSIM)
-    spec = importlib.util.spec_from_file_location("pynvml", os.path.join(GPUSIM, "pynvml.py"))
+    monkeypatch.syspath_prepend(GPUSIM)  # the stand-in imports gpusim's rules from there
+    library = os.environ.get("GPUSIM_BINDING", "standin") == "library"
+    if library:
+        spec = _real_binding_spec()
+    else:
+        spec = importlib.util.spec_from_file_location("pynvml", os.path.join(GPUSIM, "pynvml.py"))
     mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    monkeypatch.setitem(sys.modules, "pynvml", mod)  # both look themselves up there while loading
     spec.loader.exec_module(mod)
+    if library:
+        # its own library handle, refcount and function-pointer cache: nvmlInit finds nvmlLib set and keeps it
+        mod.nvmlLib = _library((state or {}).get("driver_version") or _default_driver())
     # The host GPU clients the module reads from /proc (_nvml.host_gpu_clients) come from the same state: gpusim
     # writes what /proc would show of its `host_clients` (none unless the state names some).
     from gpusim import control  # pylint: disable=import-error,import-outside-toplevel
@@ -28,3 +45,42 @@ def use_gpusim(monkeypatch, tmp_path, state):
     control.proc_tree(str(proc), str(path))
     monkeypatch.setattr(_nvml, "PROC_ROOT", str(proc))
     return path
+
+
+_LIBS = {}
+
+
+def _library(driver):
+    """The CDLL of gpusim's libnvidia-ml.so.1 built with ``driver``'s exports (one per build, for the process)."""
+    build = _load_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
+    branch = build.branch_for(driver)
+    if branch not in _LIBS:
+        # by path: each build is its own object (the same soname), so one process can hold several driver branches
+        _LIBS[branch] = ctypes.CDLL(os.path.join(build.ensure(branch), "libnvidia-ml.so.1"))
+    return _LIBS[branch]
+
+
+def _load_script(name, path):
+    if name not in sys.modules:
+        saved = list(sys.path)
+        try:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[name] = module
+        finally:
+            sys.path[:] = saved  # build.py puts lab/gpusim first, where pynvml.py would shadow nvidia-ml-py
+    return sys.modules[name]
+
+
+def _real_binding_spec():
+    """nvidia-ml-py's pynvml from site-packages, never lab/gpusim's."""
+    path = [p for p in sys.path if os.path.abspath(p or ".") != GPUSIM]
+    spec = importlib.machinery.PathFinder.find_spec("pynvml", path)
+    if spec is None or "site-packages" not in (spec.origin or ""):
+        raise RuntimeError("GPUSIM_BINDING=library needs nvidia-ml-py installed (found %r)" % (spec and spec.origin))
+    return spec
+
+
+def _default_driver():
+    return _load_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py")).DEFAULT_DRIVER

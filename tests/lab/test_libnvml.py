@@ -266,3 +266,24 @@ def test_mig_parted_with_mig_enabled_stops_at_the_first_missing_entry_point(libd
     assert "nvmlDeviceGetMigMode" in proc.stderr
     assert "undefined symbol: nvmlDeviceGetGpuInstanceProfileInfo" in proc.stderr
     assert proc.returncode != 0
+
+
+def test_the_in_process_tests_library_mode_is_the_real_binding_on_each_drivers_build(monkeypatch, tmp_path, libdirs):
+    """tests/helpers/gpusim_nvml.py with GPUSIM_BINDING=library: ``import pynvml`` is nvidia-ml-py from site-packages
+    on the build with the state's driver's exports (535.98: no _v3 process lists, so the binding's lookup fails there
+    as on that driver), and two branches live side by side in one process."""
+    from gpusim_nvml import use_gpusim  # pylint: disable=import-error,import-outside-toplevel
+    monkeypatch.setenv("GPUSIM_BINDING", "library")
+    seen = {}
+    for driver in ("550.163.01", "535.98", "535.104.05"):
+        (tmp_path / driver).mkdir()
+        use_gpusim(monkeypatch, tmp_path / driver, {"driver_version": driver, "gpus": [{"model": "NVIDIA A30"}]})
+        import pynvml  # pylint: disable=import-outside-toplevel
+        assert "site-packages" in pynvml.__file__ and not hasattr(pynvml, "GPUSIM")
+        pynvml.nvmlInit()
+        seen[driver] = (pynvml.nvmlSystemGetDriverVersion(), pynvml.nvmlDeviceGetCount(),
+                        hasattr(pynvml.nvmlLib, "nvmlDeviceGetComputeRunningProcesses_v3"),
+                        os.path.basename(os.path.dirname(pynvml.nvmlLib._name)))
+    assert seen == {"550.163.01": ("550.163.01", 1, True, "550.163.01"),
+                    "535.98": ("535.98", 1, False, "535.98"),
+                    "535.104.05": ("535.104.05", 1, True, "550.163.01")}

@@ -77,6 +77,15 @@ def exports(driver):
     return sorted(n for n in names if symbols.exported({"driver_version": driver}, n))
 
 
+def branch_for(driver):
+    """The built branch whose exports are ``driver``'s (a state's driver_version), e.g. 535.104.05 -> 550.163.01."""
+    want = exports(driver)
+    for branch in BRANCHES:
+        if exports(branch) == want:
+            return branch
+    raise SystemExit("libnvml build: no build exports what driver %s does (built: %s)" % (driver, ", ".join(BRANCHES)))
+
+
 def _run(cmd):
     subprocess.run(cmd, check=True)
 
