@@ -368,3 +368,43 @@ def test_the_vgpu_host_case_reaches_the_scheduler_rules(libdirs, tmp_path):
     assert got["nvmlDeviceGetVgpuSchedulerState/5"] == ["err", "NVMLError_NotSupported", 3]   # host_vsga
     bad = _both(PROBE, BAD_UNIT, None, libdirs, tmp_path / "bad")[0][0]
     assert {c[0]: c[1:] for c in bad["calls"]}["nvmlDeviceGetVgpuSchedulerState/0"] == ["err", "NVMLError_Unknown", 999]
+
+
+C_ABI = r'''
+import ctypes, json
+lib = ctypes.CDLL("libnvidia-ml.so.1")
+r = {}
+h = ctypes.c_void_p()
+count = ctypes.c_uint(0)
+r["uninit"] = lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(count), None)
+lib.nvmlInit_v2()
+lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h))
+r["count_null"] = lib.nvmlDeviceGetComputeRunningProcesses_v2(h, None, None)
+r["foreign_handle"] = lib.nvmlDeviceGetComputeRunningProcesses_v2(ctypes.c_void_p(12345), ctypes.byref(count), None)
+r["ecc_null"] = lib.nvmlDeviceGetEccMode(h, None, ctypes.byref(ctypes.c_uint()))
+buf = ctypes.create_string_buffer(30)
+r["serial_short"] = lib.nvmlDeviceGetSerial(h, buf, ctypes.c_uint(5))
+# a buffer big enough but a count that says otherwise: INSUFFICIENT_SIZE with the count needed, nothing written
+infos = (ctypes.c_uint * 64)(*([7] * 64))
+count = ctypes.c_uint(1)
+r["short_count"] = [lib.nvmlDeviceGetComputeRunningProcesses_v2(h, ctypes.byref(count), infos), count.value,
+                    infos[0]]
+lic = ctypes.create_string_buffer(1500)
+r["licence_null"] = lib.nvmlDeviceGetGridLicensableFeatures_v4(h, None)
+r["sched_not_host"] = lib.nvmlDeviceGetVgpuSchedulerState(h, lic)
+print(json.dumps(r))
+'''
+
+
+def test_c_abi_rules_of_the_new_entry_points(libdirs, tmp_path):
+    """nvml.h rules only the C ABI has, for the new entry points: UNINITIALIZED before init, INVALID_ARGUMENT for NULL
+    out-pointers and foreign handles, INSUFFICIENT_SIZE for a short serial buffer and an infoCount below the list."""
+    path = tmp_path / "gpusim.json"
+    path.write_text(json.dumps({"gpus": [{"model": A100, "processes": [PROCS[0], PROCS[2]]}]}))
+    env = dict(_clean_env(), LD_LIBRARY_PATH=libdirs[libnvml_build.DEFAULT_DRIVER], GPUSIM_HOME=str(GPUSIM),
+               GPUSIM_STATE=str(path))
+    proc = subprocess.run([sys.executable, "-I", "-c", C_ABI], env=env, capture_output=True, text=True, timeout=60,
+                          check=True)
+    assert json.loads(proc.stdout) == {
+        "uninit": 1, "count_null": 2, "foreign_handle": 2, "ecc_null": 2, "serial_short": 7, "short_count": [7, 2, 7],
+        "licence_null": 2, "sched_not_host": 3}
