@@ -12,7 +12,6 @@ the real module. Handles are real ctypes pointers (opaque, never dereference the
 from __future__ import annotations
 
 import ctypes
-import datetime
 import string
 import sys
 from ctypes import (POINTER, Structure, Union, c_char, c_int, c_uint, c_uint8, c_uint16, c_uint32,
@@ -20,12 +19,12 @@ from ctypes import (POINTER, Structure, Union, c_char, c_int, c_uint, c_uint8, c
 from functools import wraps
 
 from gpusim import api as _api
+from gpusim import api_health as _ah
 from gpusim import health as _h
 from gpusim import machine as _m
 from gpusim import models as _models
 from gpusim import state as _state
 from gpusim import symbols as _symbols
-from gpusim import vgpu_sched as _vs
 
 GPUSIM = True  # lets a test tell the stand-in from the real binding; product code must not use it
 
@@ -918,11 +917,17 @@ def nvmlDeviceGetHandleByPciBusId(pciBusId):
     return _run(lambda st: _handle(_api.handle_by_pci_bus_id(st, _s(pciBusId)), c_nvmlDevice_t))
 
 
+def _dev(handle, allow_mig=False):
+    return _key(handle, ("gpu", "mig") if allow_mig else ("gpu",), "device handle")
+
+
+def _reading(rule, handle, *args, allow_mig=False):
+    """``rule(st, device key, *args)`` of gpusim/api_health.py (the rules this stand-in shares with libnvml)."""
+    return _run(lambda st: rule(st, _dev(handle, allow_mig), *(_int(a) for a in args)))
+
+
 def nvmlDeviceGetIndex(handle):
-    def fn(st):
-        g, _mig = _gpu(st, handle)
-        return _h.visible(st).index(g)
-    return _run(fn)
+    return _reading(_ah.index, handle)
 
 
 def nvmlDeviceGetName(handle):
@@ -934,27 +939,27 @@ def nvmlDeviceGetUUID(handle):
 
 
 def nvmlDeviceGetSerial(handle):
-    return _run(lambda st: _gpu(st, handle)[0]["serial"])
+    return _reading(_ah.serial, handle)
 
 
 def nvmlDeviceGetMinorNumber(handle):
-    return _run(lambda st: _gpu(st, handle)[0]["minor_number"])
+    return _reading(_ah.minor_number, handle)
 
 
 def nvmlDeviceGetBrand(handle):
-    return _run(lambda st: (_gpu(st, handle), NVML_BRAND_NVIDIA)[1])
+    return _reading(_ah.brand, handle)
 
 
 def nvmlDeviceGetArchitecture(device):
-    return _run(lambda st: _m.model_of(_gpu(st, device, allow_mig=True)[0]).arch)
+    return _reading(_ah.architecture, device, allow_mig=True)
 
 
 def nvmlDeviceGetCudaComputeCapability(handle):
-    return _run(lambda st: _m.model_of(_gpu(st, handle, allow_mig=True)[0]).cuda_cc)
+    return _reading(_ah.cuda_compute_capability, handle, allow_mig=True)
 
 
 def nvmlDeviceGetPersistenceMode(handle):
-    return _run(lambda st: NVML_FEATURE_ENABLED if _gpu(st, handle)[0]["persistence_mode"] else NVML_FEATURE_DISABLED)
+    return _reading(_ah.persistence_mode, handle)
 
 
 def _fill_pci(g, info):
@@ -993,29 +998,18 @@ def nvmlDeviceGetMemoryInfo(handle, version=None):
     return _run(fn, symbol="nvmlDeviceGetMemoryInfo_v2" if version else None)
 
 
-def _process_records(st, handle, kind):
-    g, mig = _gpu(st, handle, allow_mig=True)
-    # faults.fail_processes_after: a process list NVML refuses (e.g. NO_PERMISSION for a non-root caller).
-    _m.inject(st, "processes")
-    out = []
-    for p in g["processes"]:
-        if p.get("type", "compute") not in (kind, "compute+graphics"):
-            continue
-        if mig and (p.get("gpu_instance_id") != mig[0]["id"]
-                    or p.get("compute_instance_id", mig[1]["id"]) != mig[1]["id"]):
-            continue
-        out.append(p)
-    return out
+def _process_list(st, handle, kind):
+    """(pid, usedGpuMemory, gpuInstanceId, computeInstanceId) records (gpusim/api_health.py process_list)."""
+    return _ah.process_list(st, _dev(handle, allow_mig=True), kind)
 
 
 def _processes(handle, kind, symbol):
     def fn(st):
+        # nvidia-ml-py turns NVML_VALUE_NOT_AVAILABLE memory into None ("special case for WDDM on Windows").
         return [nvmlFriendlyObject({
-            "pid": int(p["pid"]),
-            "usedGpuMemory": int(p["used_memory"]) if p.get("used_memory") is not None else None,
-            "gpuInstanceId": p.get("gpu_instance_id", NVML_VALUE_NOT_AVAILABLE_uint.value),
-            "computeInstanceId": p.get("compute_instance_id", NVML_VALUE_NOT_AVAILABLE_uint.value),
-        }) for p in _process_records(st, handle, kind)]
+            "pid": pid, "usedGpuMemory": None if used == NVML_VALUE_NOT_AVAILABLE_ulonglong.value else used,
+            "gpuInstanceId": gi, "computeInstanceId": ci,
+        }) for pid, used, gi, ci in _process_list(st, handle, kind)]
     return _run(fn, symbol=symbol)
 
 
@@ -1059,6 +1053,19 @@ def nvmlDeviceGetGraphicsRunningProcesses(handle):
     return nvmlDeviceGetGraphicsRunningProcesses_v3(handle)
 
 
+def nvmlDeviceGetMPSComputeRunningProcesses_v2(handle):
+    return _processes(handle, "mps", "nvmlDeviceGetMPSComputeRunningProcesses_v2")
+
+
+def nvmlDeviceGetMPSComputeRunningProcesses_v3(handle):
+    return _processes(handle, "mps", "nvmlDeviceGetMPSComputeRunningProcesses_v3")
+
+
+@throwOnVersionMismatch
+def nvmlDeviceGetMPSComputeRunningProcesses(handle):
+    return nvmlDeviceGetMPSComputeRunningProcesses_v3(handle)
+
+
 # ---------------------------------------------------------------- the library's own symbols (C calling convention)
 # nvidia-ml-py wraps no unversioned v1 process list and no v1 placements call; NVIDIA's tools call those symbols
 # directly on drivers without the newer ones. _nvmlGetFunctionPointer hands them out as the C functions they are:
@@ -1071,7 +1078,7 @@ def _c_process_list(kind):
     def call(handle, count_ref, infos):
         try:
             def fn(st):
-                procs = _process_records(st, handle, kind)
+                procs = _process_list(st, handle, kind)
                 count = _out(count_ref, "infoCount")
                 buf = _buffer(infos, _ProcessInfoV1, "infos")
                 if not procs:
@@ -1080,10 +1087,9 @@ def _c_process_list(kind):
                 if buf is None or (buf[1] is not None and buf[1] < len(procs)) or count.value < len(procs):
                     count.value = len(procs)
                     return NVML_ERROR_INSUFFICIENT_SIZE
-                for i, p in enumerate(procs):
+                for i, (pid, used, _gi, _ci) in enumerate(procs):
                     rec = _ProcessInfoV1.from_address(buf[0] + i * sizeof(_ProcessInfoV1))
-                    rec.pid = int(p["pid"])
-                    rec.usedGpuMemory = int(p["used_memory"]) if p.get("used_memory") is not None else 2 ** 64 - 1
+                    rec.pid, rec.usedGpuMemory = pid, used
                 count.value = len(procs)
                 return NVML_SUCCESS
             return _run(fn)
@@ -1102,6 +1108,7 @@ def _c_placements(device, profile_id, placements, count_ref):
 
 _C_SYMBOLS = {"nvmlDeviceGetComputeRunningProcesses": _c_process_list("compute"),
               "nvmlDeviceGetGraphicsRunningProcesses": _c_process_list("graphics"),
+              "nvmlDeviceGetMPSComputeRunningProcesses": _c_process_list("mps"),
               "nvmlDeviceGetGpuInstancePossiblePlacements": _c_placements}
 
 
@@ -1116,64 +1123,27 @@ def _nvmlGetFunctionPointer(name):
     return _C_SYMBOLS[name]
 
 
-# ---------------------------------------------------------------- virtualization / licensing
-_VIRT = {"none": 0, "passthrough": 1, "vgpu": 2, "host_vgpu": 3, "host_vsga": 4}
-_HOST_VGPU = {"non_sriov": 0, "sriov": 1}
-_FEATURE = {"unknown": 0, "vgpu": 1, "nvidia_rtx": 2, "vworkstation": 2, "gaming": 3, "compute": 4, "vgamedev": 5}
-_PRODUCT = {1: ("NVIDIA Virtual PC", "GRID-Virtual-PC,2.0"), 2: ("NVIDIA RTX Virtual Workstation", "Quadro-Virtual-DWS,5.0"),
-            3: ("NVIDIA Cloud Gaming", "GRID-Gaming,1.0"), 4: ("NVIDIA Virtual Compute Server", "NVIDIA-vComputeServer,9.0"),
-            5: ("NVIDIA RTX Virtual Game Dev", "NVIDIA-vGameDev,1.0"), 0: ("", "")}
-
-
-def _enum(value, table, what):
-    if isinstance(value, int):
-        return value
-    try:
-        return table[str(value).lower()]
-    except KeyError:
-        raise _err(NVML_ERROR_UNKNOWN, "state: bad %s %r" % (what, value)) from None
-
-
+# ---------------------------------------------------------------- virtualization / licensing (gpusim/api_health.py)
 def nvmlDeviceGetVirtualizationMode(handle):
-    return _run(lambda st: _enum(_gpu(st, handle)[0]["virtualization_mode"], _VIRT, "virtualization_mode"))
+    return _reading(_ah.virtualization_mode, handle)
 
 
 def nvmlDeviceGetHostVgpuMode(handle):
-    def fn(st):
-        g = _gpu(st, handle)[0]
-        if _enum(g["virtualization_mode"], _VIRT, "virtualization_mode") != NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU:
-            raise _err(NVML_ERROR_NOT_SUPPORTED, "not a vGPU host")
-        return _enum(g["host_vgpu_mode"], _HOST_VGPU, "host_vgpu_mode")
-    return _run(fn)
+    return _reading(_ah.host_vgpu_mode, handle)
 
 
 def nvmlDeviceGetGridLicensableFeatures_v4(handle):
     def fn(st):
-        g = _gpu(st, handle)[0]
+        lic = _ah.grid_licensable_features(st, _dev(handle))
         out = c_nvmlGridLicensableFeatures_v4_t()
-        lic = g.get("license")
-        if not lic:
-            return out  # isGridLicenseSupported = 0, no features
-        code = _enum(lic.get("feature", "compute"), _FEATURE, "license feature")
-        product, info = _PRODUCT.get(code, ("", ""))
-        out.isGridLicenseSupported = 1
-        out.licensableFeaturesCount = 1
-        f = out.gridLicensableFeatures[0]
-        f.featureCode = code
-        f.featureState = 1 if lic.get("licensed") else 0
-        f.featureEnabled = 1
-        f.productName = lic.get("product_name", product)
-        f.licenseInfo = lic.get("license_info", info)
-        exp = lic.get("expiry")
-        if lic.get("licensed") and exp:
-            t = datetime.datetime.fromisoformat(str(exp).replace("Z", "+00:00"))
-            f.licenseExpiry.year, f.licenseExpiry.month, f.licenseExpiry.day = t.year, t.month, t.day
-            f.licenseExpiry.hour, f.licenseExpiry.min, f.licenseExpiry.sec = t.hour, t.minute, t.second
-            f.licenseExpiry.status = NVML_GRID_LICENSE_EXPIRY_VALID[0]
-        elif lic.get("licensed"):
-            f.licenseExpiry.status = NVML_GRID_LICENSE_EXPIRY_PERMANENT[0]
-        else:
-            f.licenseExpiry.status = NVML_GRID_LICENSE_EXPIRY_NOT_AVAILABLE[0]
+        out.isGridLicenseSupported = lic["isGridLicenseSupported"]
+        out.licensableFeaturesCount = len(lic["features"])
+        for f, feature in zip(out.gridLicensableFeatures, lic["features"]):
+            for field, value in feature.items():
+                if field != "licenseExpiry":
+                    setattr(f, field, value)
+            for field, value in feature["licenseExpiry"].items():
+                setattr(f.licenseExpiry, field, value)
         return out
     return _run(fn)
 
@@ -1182,25 +1152,9 @@ def nvmlDeviceGetGridLicensableFeatures(handle):
     return nvmlDeviceGetGridLicensableFeatures_v4(handle)
 
 
-def _vgpu_host(st, handle):
-    """The GPU of a vGPU host; others answer NOT_SUPPORTED (the scheduler queries are "for Pascal or newer fully
-    supported devices" on a hypervisor running the vGPU manager)."""
-    g = _gpu(st, handle)[0]
-    if _enum(g["virtualization_mode"], _VIRT, "virtualization_mode") != NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU:
-        raise _err(NVML_ERROR_NOT_SUPPORTED, "not a vGPU host")
-    return g
-
-
-def _sched(fn):
-    try:
-        return fn()
-    except _vs.SchedError as e:
-        raise _err(NVML_ERROR_UNKNOWN, "state: %s" % e) from None
-
-
 def nvmlDeviceGetVgpuSchedulerState(handle):
     def fn(st):
-        policy, arr, timeslice, avg = _sched(lambda: _vs.running(st, _vgpu_host(st, handle)))
+        policy, arr, timeslice, avg = _ah.vgpu_scheduler_state(st, _dev(handle))
         out = c_nvmlVgpuSchedulerGetState_t()
         out.schedulerPolicy, out.arrMode = policy, arr
         if arr == NVML_VGPU_SCHEDULER_ARR_DISABLE:
@@ -1214,14 +1168,12 @@ def nvmlDeviceGetVgpuSchedulerState(handle):
 
 def nvmlDeviceGetVgpuSchedulerCapabilities(handle):
     def fn(st):
-        caps = _sched(lambda: _vs.capabilities(st, _vgpu_host(st, handle)))
+        caps = _ah.vgpu_scheduler_capabilities(st, _dev(handle))
         out = c_nvmlVgpuSchedulerCapabilities_t()
-        for i, pid in enumerate(caps["policies"][:NVML_SUPPORTED_VGPU_SCHEDULER_POLICY_COUNT]):
+        for i, pid in enumerate(caps.pop("supportedSchedulers")):
             out.supportedSchedulers[i] = pid
-        out.minTimeslice, out.maxTimeslice = caps["min_timeslice"], caps["max_timeslice"]
-        out.isArrModeSupported = 1 if caps["arr"] else 0
-        out.minFrequencyForARR, out.maxFrequencyForARR = caps["min_frequency"], caps["max_frequency"]
-        out.minAvgFactorForARR, out.maxAvgFactorForARR = caps["min_avg"], caps["max_avg"]
+        for field, value in caps.items():
+            setattr(out, field, value)
         return out
     return _run(fn)
 
@@ -1595,16 +1547,9 @@ def nvmlDeviceGetAttributes(device):
     return nvmlDeviceGetAttributes_v2(device)
 
 
-# ---------------------------------------------------------------- health readings (rules and sources: gpusim/health.py)
-def _answer(code_value, what=""):
-    code, value = code_value
-    if code is not None:
-        raise _err(code, value if isinstance(value, str) else what)
-    return value
-
-
+# ---------------------------------------------------------------- health readings (rules: gpusim/api_health.py, health.py)
 def nvmlDeviceGetEccMode(handle):
-    return _run(lambda st: _answer(_h.ecc_mode(_gpu(st, handle)[0]), "no ECC on this GPU"))
+    return _reading(_ah.ecc_mode, handle)
 
 
 def nvmlDeviceGetCurrentEccMode(handle):
@@ -1616,54 +1561,32 @@ def nvmlDeviceGetPendingEccMode(handle):
 
 
 def nvmlDeviceGetDefaultEccMode(handle):
-    # nvidia-ml-py returns a one-element list; every gpusim model ships with ECC on (health.HEALTH_MODELS).
-    def fn(st):
-        _answer(_h.ecc_mode(_gpu(st, handle)[0]), "no ECC on this GPU")
-        return [NVML_FEATURE_ENABLED]
-    return _run(fn)
+    # nvidia-ml-py returns a one-element list.
+    return [_reading(_ah.default_ecc_mode, handle)]
 
 
 def nvmlDeviceGetTotalEccErrors(handle, errorType, counterType):
-    return _run(lambda st: _answer(_h.total_ecc_errors(st, _gpu(st, handle)[0], _int(errorType), _int(counterType))))
+    return _reading(_ah.total_ecc_errors, handle, errorType, counterType)
 
 
 def nvmlDeviceGetRemappedRows(device):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        return _answer(_h.remapped_rows(st, g, _m.model_of(g).arch))
-    return _run(fn)
-
-
-def _retired_pages(device, sourceFilter):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        if not 0 <= _int(sourceFilter) < NVML_PAGE_RETIREMENT_CAUSE_COUNT:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "cause out of range")
-        if not _h.retired_pages_supported(_m.model_of(g).arch):
-            raise _err(NVML_ERROR_NOT_SUPPORTED, "%s uses row remapping, not page retirement" % g["model"])
-        return []
-    return _run(fn)
+    return _reading(_ah.remapped_rows, device)
 
 
 def nvmlDeviceGetRetiredPages(device, sourceFilter):
-    return _retired_pages(device, sourceFilter)
+    return [address for address, _t in _reading(_ah.retired_pages, device, sourceFilter)]
 
 
 def nvmlDeviceGetRetiredPages_v2(device, sourceFilter):
-    return _retired_pages(device, sourceFilter)
+    return [{"address": address, "timestamp": t} for address, t in _reading(_ah.retired_pages, device, sourceFilter)]
 
 
 def nvmlDeviceGetRetiredPagesPendingStatus(device):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        if not _h.retired_pages_supported(_m.model_of(g).arch):
-            raise _err(NVML_ERROR_NOT_SUPPORTED, "%s uses row remapping, not page retirement" % g["model"])
-        return NVML_FEATURE_DISABLED
-    return _run(fn)
+    return _reading(_ah.retired_pages_pending, device)
 
 
 def _pcie(handle, k):
-    return _run(lambda st: _h.pcie(_gpu(st, handle)[0])[k])
+    return _run(lambda st: _ah.pcie(st, _dev(handle))[k])
 
 
 def nvmlDeviceGetCurrPcieLinkGeneration(handle):
@@ -1687,13 +1610,7 @@ def nvmlDeviceGetGpuMaxPcieLinkGeneration(handle):
 
 
 def nvmlDeviceGetTemperature(handle, sensor):
-    def fn(st):
-        g = _gpu(st, handle)[0]
-        # nvml.h nvmlTemperatureSensors_t has NVML_TEMPERATURE_GPU only (COUNT = 1).
-        if _int(sensor) != NVML_TEMPERATURE_GPU:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "sensorType %d is not a sensor" % _int(sensor))
-        return g["temperature"]
-    return _run(fn)
+    return _reading(_ah.temperature, handle, sensor)
 
 
 def nvmlDeviceGetTemperatureV1(handle, sensor):
@@ -1707,24 +1624,20 @@ def nvmlDeviceGetTemperatureV(handle, sensor, version=nvmlTemperature_v1):
 
 
 def nvmlDeviceGetTemperatureThreshold(handle, threshold):
-    return _run(lambda st: _answer(_h.temperature_threshold(_gpu(st, handle)[0], _int(threshold))))
-
-
-def _reasons(handle):
-    return _run(lambda st: _h.clocks_event_reasons(_gpu(st, handle)[0]))
+    return _reading(_ah.temperature_threshold, handle, threshold)
 
 
 def nvmlDeviceGetCurrentClocksEventReasons(handle):
-    return _reasons(handle)
+    return _reading(_ah.clocks_event_reasons, handle)
 
 
 def nvmlDeviceGetCurrentClocksThrottleReasons(handle):
-    return _reasons(handle)
+    return _reading(_ah.clocks_event_reasons, handle)
 
 
 def nvmlDeviceGetSupportedClocksEventReasons(handle):
-    return _run(lambda st: (_gpu(st, handle), nvmlClocksEventReasonAll)[1])
+    return _reading(_ah.supported_clocks_event_reasons, handle)
 
 
 def nvmlDeviceGetSupportedClocksThrottleReasons(handle):
-    return _run(lambda st: (_gpu(st, handle), nvmlClocksEventReasonAll)[1])
+    return _reading(_ah.supported_clocks_event_reasons, handle)

@@ -88,6 +88,84 @@ FUNCTIONS = {
 }
 
 
+# ---------------------------------------------------------------- processes, health readings, virtualization / vGPU
+# (rules: api_health.py; C: libnvml/processes.c, health.c, vgpu.c). A list is one flat tuple (gcall's 'L').
+# Imported here so that this area's entries stay one block of this file.
+from . import api_health  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def _processes(kind):
+    return _read(lambda st, k: (tuple(v for p in api_health.process_list(st, _key(k), kind) for v in p),))
+
+
+def _retired_pages(st, key, cause):
+    return (tuple(v for page in api_health.retired_pages(st, _key(key), cause) for v in page),)
+
+
+def _licence(st, key):
+    lic = api_health.grid_licensable_features(st, _key(key))
+    f = lic["features"][0] if lic["features"] else {
+        "featureCode": 0, "featureState": 0, "licenseInfo": "", "productName": "", "featureEnabled": 0,
+        "licenseExpiry": {"year": 0, "month": 0, "day": 0, "hour": 0, "min": 0, "sec": 0, "status": 0}}
+    e = f["licenseExpiry"]
+    return (lic["isGridLicenseSupported"], len(lic["features"]), f["featureCode"], f["featureState"], f["licenseInfo"],
+            f["productName"], f["featureEnabled"], e["year"], e["month"], e["day"], e["hour"], e["min"], e["sec"],
+            e["status"])
+
+
+def _sched_caps(st, key):
+    c = api_health.vgpu_scheduler_capabilities(st, _key(key))
+    return (*c["supportedSchedulers"], c["maxTimeslice"], c["minTimeslice"], c["isArrModeSupported"],
+            c["maxFrequencyForARR"], c["minFrequencyForARR"], c["maxAvgFactorForARR"], c["minAvgFactorForARR"])
+
+
+def _one(fn):
+    """An entry point with one out value: fn(st, key, *inputs)."""
+    return _read(lambda st, k, *args: (fn(st, _key(k), *args),))
+
+
+def _pcie(i):
+    return _one(lambda st, key: api_health.pcie(st, key)[i])
+
+
+_HEALTH = {
+    "nvmlDeviceGetIndex": _one(api_health.index),
+    "nvmlDeviceGetSerial": _one(api_health.serial),
+    "nvmlDeviceGetMinorNumber": _one(api_health.minor_number),
+    "nvmlDeviceGetBrand": _one(api_health.brand),
+    "nvmlDeviceGetArchitecture": _one(api_health.architecture),
+    "nvmlDeviceGetCudaComputeCapability": _read(lambda st, k: api_health.cuda_compute_capability(st, _key(k))),
+    "nvmlDeviceGetPersistenceMode": _one(api_health.persistence_mode),
+    "nvmlDeviceGetEccMode": _read(lambda st, k: tuple(api_health.ecc_mode(st, _key(k)))),
+    "nvmlDeviceGetDefaultEccMode": _one(api_health.default_ecc_mode),
+    "nvmlDeviceGetTotalEccErrors": _one(api_health.total_ecc_errors),
+    "nvmlDeviceGetRemappedRows": _read(lambda st, k: tuple(api_health.remapped_rows(st, _key(k)))),
+    "nvmlDeviceGetRetiredPages": _read(_retired_pages),
+    "nvmlDeviceGetRetiredPages_v2": _read(_retired_pages),
+    "nvmlDeviceGetRetiredPagesPendingStatus": _one(api_health.retired_pages_pending),
+    "nvmlDeviceGetCurrPcieLinkGeneration": _pcie(0),
+    "nvmlDeviceGetCurrPcieLinkWidth": _pcie(1),
+    "nvmlDeviceGetMaxPcieLinkGeneration": _pcie(2),
+    "nvmlDeviceGetMaxPcieLinkWidth": _pcie(3),
+    "nvmlDeviceGetGpuMaxPcieLinkGeneration": _pcie(4),
+    "nvmlDeviceGetTemperature": _one(api_health.temperature),
+    "nvmlDeviceGetTemperatureThreshold": _one(api_health.temperature_threshold),
+    "nvmlDeviceGetCurrentClocksEventReasons": _one(api_health.clocks_event_reasons),
+    "nvmlDeviceGetCurrentClocksThrottleReasons": _one(api_health.clocks_event_reasons),
+    "nvmlDeviceGetSupportedClocksEventReasons": _one(api_health.supported_clocks_event_reasons),
+    "nvmlDeviceGetSupportedClocksThrottleReasons": _one(api_health.supported_clocks_event_reasons),
+    "nvmlDeviceGetVirtualizationMode": _one(api_health.virtualization_mode),
+    "nvmlDeviceGetHostVgpuMode": _one(api_health.host_vgpu_mode),
+    "nvmlDeviceGetGridLicensableFeatures_v4": _read(_licence),
+    "nvmlDeviceGetVgpuSchedulerState": _read(lambda st, k: tuple(api_health.vgpu_scheduler_state(st, _key(k)))),
+    "nvmlDeviceGetVgpuSchedulerCapabilities": _read(_sched_caps),
+}
+for _kind, _names in (("compute", "Compute"), ("graphics", "Graphics"), ("mps", "MPSCompute")):
+    for _suffix in ("", "_v2", "_v3"):
+        _HEALTH["nvmlDeviceGet%sRunningProcesses%s" % (_names, _suffix)] = _processes(_kind)
+FUNCTIONS.update(_HEALTH)
+
+
 def call(name, *args):
     """(code, outputs...) of the C entry point ``name``."""
     try:

@@ -15,7 +15,9 @@
  * in: 'u' unsigned int, 'h' handle (INVALID_ARGUMENT when not ours), 's' const char *.
  * out (after the return code, in capi's order): 'u' unsigned int *, 'U' unsigned long long *,
  * 'S' char *buf + unsigned int length (INSUFFICIENT_SIZE when the text and its NUL do not fit, nvml.h),
- * 'H' void ** (a handle), '-' skip. NULL out pointers are the caller's to refuse beforehand. */
+ * 'H' void ** (a handle), 'L' unsigned long long *buf + unsigned int capacity + unsigned int *count (a tuple of
+ * integers: *count = its length always, INSUFFICIENT_SIZE when more than capacity; buf may be NULL for capacity 0),
+ * '-' skip. NULL out pointers are the caller's to refuse beforehand. */
 GPUSIM_HIDDEN nvmlReturn_t gcall(const char *name, const char *in, const char *out, ...);
 /* The one handle of a gpusim key (capi.py's JSON text), and the key of a handle (NULL: not ours). */
 GPUSIM_HIDDEN void *intern(const char *key);

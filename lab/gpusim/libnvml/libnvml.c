@@ -271,6 +271,20 @@ nvmlReturn_t gcall(const char *name, const char *in, const char *out, ...)
                 goto done;
             }
             memcpy(buf, s, (size_t)n + 1);
+        } else if (out[i] == 'L') {
+            unsigned long long *buf = va_arg(ap, unsigned long long *);
+            unsigned int cap = va_arg(ap, unsigned int);
+            unsigned int *n = va_arg(ap, unsigned int *);
+            long len = py.Tuple_Size(v);
+            if (len < 0)
+                goto done_unknown;
+            *n = (unsigned int)len;
+            if ((unsigned long)len > cap) {
+                ret = NVML_ERROR_INSUFFICIENT_SIZE;
+                goto done;
+            }
+            for (long j = 0; j < len; j++)
+                buf[j] = py.Long_AsUnsignedLongLongMask(py.Tuple_GetItem(v, j));
         } else if (out[i] == 'H') {
             const char *s = py.Unicode_AsUTF8AndSize(v, NULL);
             void *h = s ? intern(s) : NULL;
