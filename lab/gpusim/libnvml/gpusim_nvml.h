@@ -15,7 +15,10 @@
  * in: 'u' unsigned int, 'h' handle (INVALID_ARGUMENT when not ours), 's' const char *.
  * out (after the return code, in capi's order): 'u' unsigned int *, 'U' unsigned long long *,
  * 'S' char *buf + unsigned int length (INSUFFICIENT_SIZE when the text and its NUL do not fit, nvml.h),
- * 'H' void ** (a handle), '-' skip. NULL out pointers are the caller's to refuse beforehand. */
+ * 'H' void ** (a handle), 'K' void **array + unsigned int *count (a list of handles; the array must hold them all,
+ * as nvml.h says of nvmlDeviceGetGpuInstances), 'P' unsigned int *pairs + unsigned int *count (a list of
+ * [start, size], as nvmlGpuInstancePlacement_t / nvmlComputeInstancePlacement_t; NULL pairs: only the count),
+ * '-' skip. NULL out pointers are the caller's to refuse beforehand. */
 GPUSIM_HIDDEN nvmlReturn_t gcall(const char *name, const char *in, const char *out, ...);
 /* The one handle of a gpusim key (capi.py's JSON text), and the key of a handle (NULL: not ours). */
 GPUSIM_HIDDEN void *intern(const char *key);
