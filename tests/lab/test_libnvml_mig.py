@@ -480,3 +480,23 @@ def test_the_product_reads_what_mig_parted_applied(model, roundtrips):
     # the planner the mig_geometry module runs (_mig_apply.Runner.plan_one -> _mig.plan_gpu) has nothing to do
     assert read["plan_changed"] is False and read["actions"] == [], read
     assert roundtrips["assert"].returncode == 0, roundtrips["assert"].stderr[-4000:]
+
+
+def test_mig_parted_apply_enables_mig_on_hopper_then_configures(libdirs, tmp_path):
+    """mig-parted's mode step through the library (cmd/nvidia-mig-parted/apply/mode.go ApplyMigMode:
+    nvmlDeviceSetMigMode, then the pending check): Hopper takes the mode at once (machine.set_mig_mode), so no GPU
+    reset is due and the config step follows in the same run."""
+    path = tmp_path / "gpusim.json"
+    path.write_text(json.dumps({"gpus": [{"model": "NVIDIA H100 80GB HBM3", "mig_mode": "disabled"}]}))
+    root = kernel_view.build(str(tmp_path / "kernel"), str(path))
+    config = {"version": "v1", "mig-configs": {"two-3g": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]}}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    lib = libdirs[libnvml_build.DEFAULT_DRIVER]
+    proc = _run_mig_parted(lib, path, root, "apply", "-f", str(tmp_path / "config.yaml"), "-c", "two-3g", trace=True)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "nvmlDeviceSetMigMode('[\"gpu\", " in proc.stderr
+    state = json.loads(path.read_text())["gpus"][0]
+    assert (state["mig_mode"], state["mig_mode_pending"]) == (1, 1)
+    assert sorted(gi["profile_id"] for gi in state["gpu_instances"]) == [9, 9]
+    assert _product(lib, path, "read", {"0": {"3g.40gb": 2}})["0"]["plan_changed"] is False
