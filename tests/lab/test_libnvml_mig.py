@@ -363,10 +363,12 @@ def _mig_parted():
     return os.path.join(gobuild.builder("mig-parted").ensure(), "bin", "nvidia-mig-parted")
 
 
-def _run_mig_parted(libdir, path, root, *args, trace=False):
+def _run_mig_parted(libdir, path, root, *args, trace=False, smi=False):
     env = _lib_env(libdir, path)
     if trace:
         env["GPUSIM_TRACE"] = "1"
+    if smi:  # gpusim's nvidia-smi, which mig-parted runs to reset GPUs (util/device.go nvmlResetAllGPUs)
+        env["PATH"] = "%s:%s" % (GPUSIM / "bin", env.get("PATH", ""))
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         pytest.skip("no mount namespace here (unshare -m): %s" % probe.stderr.decode().strip())
@@ -500,3 +502,26 @@ def test_mig_parted_apply_enables_mig_on_hopper_then_configures(libdirs, tmp_pat
     assert (state["mig_mode"], state["mig_mode_pending"]) == (1, 1)
     assert sorted(gi["profile_id"] for gi in state["gpu_instances"]) == [9, 9]
     assert _product(lib, path, "read", {"0": {"3g.40gb": 2}})["0"]["plan_changed"] is False
+
+
+def test_mig_parted_apply_resets_an_ampere_gpu_to_enable_mig(libdirs, tmp_path):
+    """An Ampere GPU whose driver leaves the reset to the caller (`mig_mode_self_reset: false`, machine.set_mig_mode)
+    keeps the new mode pending: mig-parted sees it pending (nvmlDeviceGetMigMode), runs `nvidia-smi -r -i <bus ids>`
+    (cmd/nvidia-mig-parted/util/device.go nvmlResetAllGPUs; gpusim's bin/nvidia-smi resets the state's GPU), then
+    configures the GPU in the same run."""
+    path = tmp_path / "gpusim.json"
+    path.write_text(json.dumps({"gpus": [{"model": "NVIDIA A100-SXM4-40GB", "mig_mode": "disabled",
+                                                   "mig_mode_self_reset": False}]}))
+    root = kernel_view.build(str(tmp_path / "kernel"), str(path))
+    config = {"version": "v1", "mig-configs": {"seven": [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]}}
+    (tmp_path / "config.yaml").write_text(json.dumps(config))
+    lib = libdirs[libnvml_build.DEFAULT_DRIVER]
+    proc = _run_mig_parted(lib, path, root, "--debug", "apply", "-f", str(tmp_path / "config.yaml"), "-c", "seven",
+                           smi=True)
+    print(proc.stdout, proc.stderr[-3000:])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "Mode change pending: true" in proc.stderr and "was successfully reset" in proc.stderr
+    state = json.loads(path.read_text())["gpus"][0]
+    assert (state["mig_mode"], state["mig_mode_pending"]) == (1, 1)
+    assert sorted(gi["profile_id"] for gi in state["gpu_instances"]) == [19] * 7
