@@ -20,9 +20,9 @@ from functools import wraps
 
 from gpusim import api as _api
 from gpusim import api_health as _ah
+from gpusim import api_mig as _api_mig
 from gpusim import health as _h
 from gpusim import machine as _m
-from gpusim import models as _models
 from gpusim import state as _state
 from gpusim import symbols as _symbols
 
@@ -791,39 +791,8 @@ def _gpu(st, handle, allow_mig=False):
     return _api.device(st, key, allow_mig)
 
 
-def _gi(st, handle):
-    key = _key(handle, ("gi",), "GPU instance handle")
-    for g in st["gpus"]:
-        if g["uuid"] == key[1]:
-            _reachable(g)
-            gi = _m.find_gi(g, key[2])
-            if gi is not None:
-                return g, gi
-    raise _err(NVML_ERROR_INVALID_ARGUMENT, "GPU instance no longer exists")
-
-
-def _ci(st, handle):
-    key = _key(handle, ("ci",), "compute instance handle")
-    for g in st["gpus"]:
-        if g["uuid"] == key[1]:
-            _reachable(g)
-            gi = _m.find_gi(g, key[2])
-            for ci in (gi or {}).get("compute_instances", []):
-                if ci["id"] == key[3]:
-                    return g, gi, ci
-    raise _err(NVML_ERROR_INVALID_ARGUMENT, "compute instance no longer exists")
-
-
 def _dev_handle(g):
     return _handle(("gpu", g["uuid"]), c_nvmlDevice_t)
-
-
-def _gi_handle(g, gi):
-    return _handle(("gi", g["uuid"], gi["id"]), c_nvmlGpuInstance_t)
-
-
-def _ci_handle(g, gi, ci):
-    return _handle(("ci", g["uuid"], gi["id"], ci["id"]), c_nvmlComputeInstance_t)
 
 
 _mig_uuid = _api.mig_uuid
@@ -1187,24 +1156,32 @@ def nvmlDeviceSetMigMode(device, mode):
     return _run(lambda st: _api.set_mig_mode(st, _key(device, ("gpu",), "device handle"), _int(mode)), mutate=True)
 
 
-# ---------------------------------------------------------------- GPU instances
-def _fill_gi_profile(model, prof, c_info, st=None):
-    c_info.id = prof.id
-    c_info.isP2pSupported = prof.p2p
-    c_info.sliceCount = prof.slices
-    # models.py: NVML's own (wrong) count where the driver reports one, unless the state asks for the documented ones.
-    documented = (st or {}).get("a30_nvml_counts") == "documented"
-    c_info.instanceCount = prof.nvml_instances if prof.nvml_instances and not documented else prof.instances
-    c_info.multiprocessorCount = prof.sms
-    c_info.copyEngineCount = prof.ce
-    c_info.decoderCount = prof.dec
-    c_info.encoderCount = prof.enc
-    c_info.jpegCount = prof.jpg
-    c_info.ofaCount = prof.ofa
-    c_info.memorySizeMB = prof.memory_mib
-    if hasattr(c_info, "name"):
-        c_info.name = "MIG " + _models.gi_name(model, prof)
-    return c_info
+# ---------------------------------------------------------------- GPU instances (rules: gpusim/api_mig.py)
+_PTYPES = {"gpu": c_nvmlDevice_t, "mig": c_nvmlDevice_t, "gi": c_nvmlGpuInstance_t, "ci": c_nvmlComputeInstance_t}
+
+
+def _hd(key):
+    """The ctypes handle of a gpusim handle key (api_mig.py answers keys)."""
+    return _handle(key, _PTYPES[key[0]])
+
+
+def _dev_key(device, allow_mig=False):
+    return _key(device, ("gpu", "mig") if allow_mig else ("gpu",), "device handle")
+
+
+def _gi_key(gpuInstance):
+    return _key(gpuInstance, ("gi",), "GPU instance handle")
+
+
+def _ci_key(computeInstance):
+    return _key(computeInstance, ("ci",), "compute instance handle")
+
+
+def _fill(c_struct, fields):
+    for name, _type in c_struct._fields_:
+        if name != "version":
+            setattr(c_struct, name, fields[name])
+    return c_struct
 
 
 def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
@@ -1212,27 +1189,14 @@ def nvmlDeviceGetGpuInstanceProfileInfo(device, profile, version=2):
         raise _err(NVML_ERROR_FUNCTION_NOT_FOUND, "version must be 1 or 2")
 
     def fn(st):
-        g = _gpu(st, device)[0]
-        _m.require_profile_queries(st, g)
-        index = _int(profile)
-        if not 0 <= index < NVML_GPU_INSTANCE_PROFILE_COUNT:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "profile index %d out of range" % index)
-        model = _m.model_of(g)
-        prof = _models.gi_profile_by_index(model, index)
-        if prof is None:
-            raise _err(NVML_ERROR_NOT_SUPPORTED, "%s has no profile with index %d" % (g["model"], index))
-        return _fill_gi_profile(model, prof, c_nvmlGpuInstanceProfileInfo_v2_t() if version == 2
-                                else c_nvmlGpuInstanceProfileInfo_t(), st)
+        fields = _api_mig.gi_profile_info(st, _dev_key(device), _int(profile))
+        return _fill(c_nvmlGpuInstanceProfileInfo_v2_t() if version == 2 else c_nvmlGpuInstanceProfileInfo_t(), fields)
     return _run(fn, symbol="nvmlDeviceGetGpuInstanceProfileInfoV" if version == 2 else None)
 
 
 def nvmlDeviceGetGpuInstanceProfileInfoById(device, profileId):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        _m.require_profile_queries(st, g)
-        prof = _m.gi_profile(g, _int(profileId))
-        return _fill_gi_profile(_m.model_of(g), prof, c_nvmlGpuInstanceProfileInfo_v2_t(), st)
-    return _run(fn)
+    return _run(lambda st: _fill(c_nvmlGpuInstanceProfileInfo_v2_t(),
+                                 _api_mig.gi_profile_info_by_id(st, _dev_key(device), _int(profileId))))
 
 
 nvmlDeviceGetGpuInstanceProfileInfoV = nvmlDeviceGetGpuInstanceProfileInfo
@@ -1240,11 +1204,7 @@ nvmlDeviceGetGpuInstanceProfileInfoByIdV = nvmlDeviceGetGpuInstanceProfileInfoBy
 
 
 def nvmlDeviceGetGpuInstanceRemainingCapacity(device, profileId):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        _m.require_mig_enabled(g)
-        return _m.remaining_capacity(g, _int(profileId))
-    return _run(fn)
+    return _run(lambda st: _api_mig.gi_remaining_capacity(st, _dev_key(device), _int(profileId)))
 
 
 def _write_placements(ref, count_ref, items, cls):
@@ -1263,14 +1223,9 @@ def _write_placements(ref, count_ref, items, cls):
 
 
 def _placements(device, profileId, placementsRef, countRef, symbol):
-    """M2: all placements of the profile, whether or not they are free or MIG is enabled (R550 and newer; older
-    drivers refuse profile queries while MIG is disabled, machine.profile_queries_need_mig)."""
     def fn(st):
-        g = _gpu(st, device)[0]
-        _m.require_profile_queries(st, g)
-        prof = _m.gi_profile(g, _int(profileId))
-        return _write_placements(placementsRef, countRef, [(s, prof.size) for s in prof.starts],
-                                 c_nvmlGpuInstancePlacement_t)
+        items = _api_mig.gi_possible_placements(st, _dev_key(device), _int(profileId))
+        return _write_placements(placementsRef, countRef, items, c_nvmlGpuInstancePlacement_t)
     return _run(fn, symbol=symbol)
 
 
@@ -1285,29 +1240,21 @@ def _placements_v1(device, profileId, placementsRef, countRef):
 
 
 def nvmlDeviceCreateGpuInstance(device, profileId):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        gi = _m.create_gi(st, g, _int(profileId))
-        return _gi_handle(g, gi)
-    return _run(fn, mutate=True)
+    return _run(lambda st: _hd(_api_mig.create_gi(st, _dev_key(device), _int(profileId))), mutate=True)
 
 
 def nvmlDeviceCreateGpuInstanceWithPlacement(device, profileId, placement):
     def fn(st):
-        g = _gpu(st, device)[0]
+        key = _dev_key(device)
+        _api_mig.gpu(st, key)  # a gone GPU before a bad placement argument, as before the move
         p = _struct_arg(placement, c_nvmlGpuInstancePlacement_t, "placement")
-        prof = _m.gi_profile(g, _int(profileId))
-        if p.size != prof.size:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "placement size %d, profile %d needs %d" % (p.size, prof.id, prof.size))
-        gi = _m.create_gi(st, g, prof.id, start=p.start)
-        return _gi_handle(g, gi)
+        return _hd(_api_mig.create_gi(st, key, _int(profileId), (p.start, p.size)))
     return _run(fn, mutate=True)
 
 
 def nvmlGpuInstanceDestroy(gpuInstance):
     def fn(st):
-        g, gi = _gi(st, gpuInstance)
-        _m.destroy_gi(st, g, gi["id"])
+        _api_mig.destroy_gi(st, _gi_key(gpuInstance))
         return NVML_SUCCESS
     return _run(fn, mutate=True)
 
@@ -1328,66 +1275,36 @@ def _write_handles(ref, count_ref, handles, what):
 
 def nvmlDeviceGetGpuInstances(device, profileId, gpuInstancesRef, countRef):
     def fn(st):
-        g = _gpu(st, device)[0]
-        _m.require_mig_enabled(g)
-        prof = _m.gi_profile(g, _int(profileId))
-        hs = [_gi_handle(g, gi) for gi in g["gpu_instances"] if gi["profile_id"] == prof.id]
+        hs = [_hd(k) for k in _api_mig.gpu_instances(st, _dev_key(device), _int(profileId))]
         return _write_handles(gpuInstancesRef, countRef, hs, "gpuInstancesRef")
     return _run(fn)
 
 
 def nvmlDeviceGetGpuInstanceById(device, gpuInstanceId):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        _m.require_mig_enabled(g)
-        gi = _m.find_gi(g, _int(gpuInstanceId))
-        if gi is None:
-            raise _err(NVML_ERROR_NOT_FOUND, "no GPU instance %d" % _int(gpuInstanceId))
-        return _gi_handle(g, gi)
-    return _run(fn)
+    return _run(lambda st: _hd(_api_mig.gpu_instance_by_id(st, _dev_key(device), _int(gpuInstanceId))))
 
 
 def nvmlGpuInstanceGetInfo(gpuInstance):
     def fn(st):
-        g, gi = _gi(st, gpuInstance)
+        fields = _api_mig.gi_info(st, _gi_key(gpuInstance))
         info = c_nvmlGpuInstanceInfo_t()
-        info.device = _dev_handle(g)
-        info.id = gi["id"]
-        info.profileId = gi["profile_id"]
-        info.placement = c_nvmlGpuInstancePlacement_t(gi["start"], gi["size"])
+        info.device = _hd(fields["device"])
+        info.id = fields["id"]
+        info.profileId = fields["profileId"]
+        info.placement = c_nvmlGpuInstancePlacement_t(*fields["placement"])
         return info
     return _run(fn)
 
 
-# ---------------------------------------------------------------- compute instances
-def _ci_ctx(st, gpuInstance, profileId):
-    g, gi = _gi(st, gpuInstance)
-    prof = _models.gi_profile_by_id(_m.model_of(g), gi["profile_id"])
-    return g, gi, prof, _m.ci_slices_for(prof, _int(profileId))
-
-
+# ---------------------------------------------------------------- compute instances (rules: gpusim/api_mig.py)
 def nvmlGpuInstanceGetComputeInstanceProfileInfo(device, profile, engProfile, version=2):
     if version not in (1, 2):
         raise _err(NVML_ERROR_FUNCTION_NOT_FOUND, "version must be 1 or 2")
 
     def fn(st):
-        g, _gi_, prof, c = _ci_ctx(st, device, profile)
-        if _int(engProfile) != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED:
-            raise _err(NVML_ERROR_NOT_SUPPORTED, "only the shared engine profile exists")
-        model = _m.model_of(g)
-        info = c_nvmlComputeInstanceProfileInfo_v2_t() if version == 2 else c_nvmlComputeInstanceProfileInfo_t()
-        info.id = _models.CI_INDEX_BY_SLICES[c]
-        info.sliceCount = c
-        info.instanceCount = len(_models.CI_PLACEMENTS[prof.slices][c])
-        info.multiprocessorCount = _models.ci_sms(prof, c, model)
-        info.sharedCopyEngineCount = prof.ce
-        info.sharedDecoderCount = prof.dec
-        info.sharedEncoderCount = prof.enc
-        info.sharedJpegCount = prof.jpg
-        info.sharedOfaCount = prof.ofa
-        if version == 2:
-            info.name = "MIG " + _models.ci_name(model, prof, c)
-        return info
+        fields = _api_mig.ci_profile_info(st, _gi_key(device), _int(profile), _int(engProfile))
+        return _fill(c_nvmlComputeInstanceProfileInfo_v2_t() if version == 2 else c_nvmlComputeInstanceProfileInfo_t(),
+                     fields)
     return _run(fn, symbol="nvmlGpuInstanceGetComputeInstanceProfileInfoV" if version == 2 else None)
 
 
@@ -1395,75 +1312,56 @@ nvmlGpuInstanceGetComputeInstanceProfileInfoV = nvmlGpuInstanceGetComputeInstanc
 
 
 def nvmlGpuInstanceGetComputeInstanceRemainingCapacity(gpuInstance, profileId):
-    def fn(st):
-        _g, gi, prof, c = _ci_ctx(st, gpuInstance, profileId)
-        return _m.ci_remaining(gi, c, prof.slices)
-    return _run(fn)
+    return _run(lambda st: _api_mig.ci_remaining_capacity(st, _gi_key(gpuInstance), _int(profileId)))
 
 
 def nvmlGpuInstanceGetComputeInstancePossiblePlacements(gpuInstance, profileId, placementsRef, countRef):
     def fn(st):
-        _g, _gi_, prof, c = _ci_ctx(st, gpuInstance, profileId)
-        return _write_placements(placementsRef, countRef, [(s, c) for s in _models.CI_PLACEMENTS[prof.slices][c]],
-                                 c_nvmlComputeInstancePlacement_t)
+        items = _api_mig.ci_possible_placements(st, _gi_key(gpuInstance), _int(profileId))
+        return _write_placements(placementsRef, countRef, items, c_nvmlComputeInstancePlacement_t)
     return _run(fn)
 
 
 def nvmlGpuInstanceCreateComputeInstance(gpuInstance, profileId):
-    def fn(st):
-        g, gi = _gi(st, gpuInstance)
-        ci = _m.create_ci(st, g, gi, _int(profileId))
-        return _ci_handle(g, gi, ci)
-    return _run(fn, mutate=True)
+    return _run(lambda st: _hd(_api_mig.create_ci(st, _gi_key(gpuInstance), _int(profileId))), mutate=True)
 
 
 def nvmlGpuInstanceCreateComputeInstanceWithPlacement(gpuInstance, profileId, placement):
     def fn(st):
-        g, gi = _gi(st, gpuInstance)
+        key = _gi_key(gpuInstance)
+        _api_mig.gi(st, key)  # a gone GPU instance before a bad placement argument, as before the move
         p = _struct_arg(placement, c_nvmlComputeInstancePlacement_t, "placement")
-        _g, _gi2, _prof, c = _ci_ctx(st, gpuInstance, profileId)
-        if p.size != c:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "placement size %d, profile needs %d" % (p.size, c))
-        ci = _m.create_ci(st, g, gi, _int(profileId), start=p.start)
-        return _ci_handle(g, gi, ci)
+        return _hd(_api_mig.create_ci(st, key, _int(profileId), (p.start, p.size)))
     return _run(fn, mutate=True)
 
 
 def nvmlComputeInstanceDestroy(computeInstance):
     def fn(st):
-        g, gi, ci = _ci(st, computeInstance)
-        _m.destroy_ci(st, g, gi, ci["id"])
+        _api_mig.destroy_ci(st, _ci_key(computeInstance))
         return NVML_SUCCESS
     return _run(fn, mutate=True)
 
 
 def nvmlGpuInstanceGetComputeInstances(gpuInstance, profileId, computeInstancesRef, countRef):
     def fn(st):
-        g, gi, _prof, _c = _ci_ctx(st, gpuInstance, profileId)
-        hs = [_ci_handle(g, gi, ci) for ci in gi["compute_instances"] if ci["profile_id"] == _int(profileId)]
+        hs = [_hd(k) for k in _api_mig.compute_instances(st, _gi_key(gpuInstance), _int(profileId))]
         return _write_handles(computeInstancesRef, countRef, hs, "computeInstancesRef")
     return _run(fn)
 
 
 def nvmlGpuInstanceGetComputeInstanceById(gpuInstance, computeInstanceId):
-    def fn(st):
-        g, gi = _gi(st, gpuInstance)
-        for ci in gi["compute_instances"]:
-            if ci["id"] == _int(computeInstanceId):
-                return _ci_handle(g, gi, ci)
-        raise _err(NVML_ERROR_NOT_FOUND, "no compute instance %d" % _int(computeInstanceId))
-    return _run(fn)
+    return _run(lambda st: _hd(_api_mig.compute_instance_by_id(st, _gi_key(gpuInstance), _int(computeInstanceId))))
 
 
 def nvmlComputeInstanceGetInfo_v2(computeInstance):
     def fn(st):
-        g, gi, ci = _ci(st, computeInstance)
+        fields = _api_mig.ci_info(st, _ci_key(computeInstance))
         info = c_nvmlComputeInstanceInfo_t()
-        info.device = _dev_handle(g)
-        info.gpuInstance = _gi_handle(g, gi)
-        info.id = ci["id"]
-        info.profileId = ci["profile_id"]
-        info.placement = c_nvmlComputeInstancePlacement_t(ci["start"], ci["slices"])
+        info.device = _hd(fields["device"])
+        info.gpuInstance = _hd(fields["gpuInstance"])
+        info.id = fields["id"]
+        info.profileId = fields["profileId"]
+        info.placement = c_nvmlComputeInstancePlacement_t(*fields["placement"])
         return info
     return _run(fn, symbol="nvmlComputeInstanceGetInfo_v2")
 
@@ -1472,75 +1370,34 @@ def nvmlComputeInstanceGetInfo(computeInstance):
     return nvmlComputeInstanceGetInfo_v2(computeInstance)
 
 
-# ---------------------------------------------------------------- MIG devices
-def _mig_devices(g):
-    return [(gi, ci) for gi in g["gpu_instances"] for ci in gi["compute_instances"]]
-
-
+# ---------------------------------------------------------------- MIG devices (rules: gpusim/api_mig.py)
 def nvmlDeviceIsMigDeviceHandle(device):
     # nvidia-ml-py returns the c_uint itself, not its value.
-    return _run(lambda st: c_uint(1 if _gpu(st, device, allow_mig=True)[1] else 0))
+    return _run(lambda st: c_uint(_api_mig.is_mig_device_handle(st, _dev_key(device, allow_mig=True))))
 
 
 def nvmlDeviceGetGpuInstanceId(device):
-    def fn(st):
-        mig = _gpu(st, device, allow_mig=True)[1]
-        if not mig:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "not a MIG device handle")
-        return mig[0]["id"]
-    return _run(fn)
+    return _run(lambda st: _api_mig.mig_gpu_instance_id(st, _dev_key(device, allow_mig=True)))
 
 
 def nvmlDeviceGetComputeInstanceId(device):
-    def fn(st):
-        mig = _gpu(st, device, allow_mig=True)[1]
-        if not mig:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "not a MIG device handle")
-        return mig[1]["id"]
-    return _run(fn)
+    return _run(lambda st: _api_mig.mig_compute_instance_id(st, _dev_key(device, allow_mig=True)))
 
 
 def nvmlDeviceGetMaxMigDeviceCount(device):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        _m.require_mig_capable(g)
-        return _m.model_of(g).max_mig_devices
-    return _run(fn)
+    return _run(lambda st: _api_mig.max_mig_device_count(st, _dev_key(device)))
 
 
 def nvmlDeviceGetMigDeviceHandleByIndex(device, index):
-    def fn(st):
-        g = _gpu(st, device)[0]
-        _m.require_mig_enabled(g)
-        devs = _mig_devices(g)
-        i = _int(index)
-        if not 0 <= i < len(devs):
-            raise _err(NVML_ERROR_NOT_FOUND, "no MIG device at index %d" % i)
-        gi, ci = devs[i]
-        return _handle(("mig", g["uuid"], gi["id"], ci["id"]), c_nvmlDevice_t)
-    return _run(fn)
+    return _run(lambda st: _hd(_api_mig.mig_device_handle_by_index(st, _dev_key(device), _int(index))))
 
 
 def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(migDevice):
-    def fn(st):
-        g, mig = _gpu(st, migDevice, allow_mig=True)
-        if not mig:
-            raise _err(NVML_ERROR_INVALID_ARGUMENT, "not a MIG device handle")
-        return _dev_handle(g)
-    return _run(fn)
+    return _run(lambda st: _hd(_api_mig.device_handle_from_mig(st, _dev_key(migDevice, allow_mig=True))))
 
 
 def nvmlDeviceGetAttributes_v2(device):
-    def fn(st):
-        g, mig = _gpu(st, device, allow_mig=True)
-        if not mig:
-            raise _err(NVML_ERROR_NOT_SUPPORTED, "only MIG device handles have attributes")
-        model = _m.model_of(g)
-        prof = _models.gi_profile_by_id(model, mig[0]["profile_id"])
-        c = mig[1]["slices"]
-        return c_nvmlDeviceAttributes(_models.ci_sms(prof, c, model), prof.ce, prof.dec, prof.enc, prof.jpg,
-                                      prof.ofa, prof.slices, c, prof.memory_mib)
-    return _run(fn)
+    return _run(lambda st: _fill(c_nvmlDeviceAttributes(), _api_mig.attributes(st, _dev_key(device, allow_mig=True))))
 
 
 def nvmlDeviceGetAttributes(device):

@@ -3,8 +3,8 @@
 The REAL nvidia-ml-py (the PyPI binding the product installs) loads the library by name through ``LD_LIBRARY_PATH``,
 in a subprocess whose ``import pynvml`` is the installed one; the same call sequence runs against the Python stand-in
 (lab/gpusim/pynvml.py) on a copy of the same state file, and every answer (values, struct fields, exception classes
-and codes) and the state files afterwards must be equal. NVIDIA's mig-parted (the lab's build) lists the GPUs through
-the library as far as the library's entry points reach.
+and codes) and the state files afterwards must be equal. NVIDIA's mig-parted (the lab's build) lists the GPUs and their
+MIG geometry through the library (the MIG slice in full: tests/lab/test_libnvml_mig.py).
 """
 
 from __future__ import annotations
@@ -256,16 +256,19 @@ def test_mig_parted_exports_gpus_with_mig_disabled(libdirs, tmp_path):
         assert "nvmlDeviceGetHandleByPciBusId_v2('%s',) -> (0," % bus in proc.stderr
 
 
-def test_mig_parted_with_mig_enabled_stops_at_the_first_missing_entry_point(libdirs, tmp_path):
-    """Stage 1 of issue 42: GPU instance queries are not in the library yet. mig-parted gets through init, the
-    device list and the MIG mode, then the dynamic linker stops it at the first GI entry point it calls."""
-    state = {"gpus": [{"model": "NVIDIA A100-SXM4-40GB", "mig_mode": "enabled"}]}
-    proc = _run_mig_parted(libdirs[libnvml_build.DEFAULT_DRIVER], state, tmp_path, "export")
+def test_mig_parted_exports_a_mig_enabled_gpu(libdirs, tmp_path):
+    """With MIG on, mig-parted walks the GPU instance and compute instance profiles and lists the instances through
+    lab/gpusim/libnvml/mig.c (v1 profile-info names, as go-nvml v0.12.4-0 calls them); the rest of the MIG slice is
+    tests/lab/test_libnvml_mig.py."""
+    state = {"gpus": [{"model": "NVIDIA A100-SXM4-40GB", "mig_mode": "enabled",
+                       "gpu_instances": [{"profile_id": 9, "start": 4, "compute_instances": [{"slices": 3}]},
+                                         {"profile_id": 19, "start": 0, "compute_instances": [{"slices": 1}]}]}]}
+    proc = _run_mig_parted(libdirs[libnvml_build.DEFAULT_DRIVER], state, tmp_path, "export", "--output-format=json")
     print(proc.stdout, proc.stderr)
-    assert "nvmlDeviceGetHandleByPciBusId_v2('0000:17:00.0',) -> (0," in proc.stderr
-    assert "nvmlDeviceGetMigMode" in proc.stderr
-    assert "undefined symbol: nvmlDeviceGetGpuInstanceProfileInfo" in proc.stderr
-    assert proc.returncode != 0
+    assert proc.returncode == 0, proc.stderr
+    assert "nvmlDeviceGetGpuInstanceProfileInfo('[\"gpu\", " in proc.stderr
+    assert json.loads(proc.stdout)["mig-configs"]["current"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 1, "3g.20gb": 1}}]
 
 
 def test_the_in_process_tests_library_mode_is_the_real_binding_on_each_drivers_build(monkeypatch, tmp_path, libdirs):

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from . import api, state
+from . import api, api_health, api_mig, state
 from .machine import Fault
 
 _TRACE = bool(os.environ.get("GPUSIM_TRACE"))
@@ -90,8 +90,6 @@ FUNCTIONS = {
 
 # ---------------------------------------------------------------- processes, health readings, virtualization / vGPU
 # (rules: api_health.py; C: libnvml/processes.c, health.c, vgpu.c). A list is one flat tuple (gcall's 'L').
-# Imported here so that this area's entries stay one block of this file.
-from . import api_health  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def _processes(kind):
@@ -164,6 +162,100 @@ for _kind, _names in (("compute", "Compute"), ("graphics", "Graphics"), ("mps", 
     for _suffix in ("", "_v2", "_v3"):
         _HEALTH["nvmlDeviceGet%sRunningProcesses%s" % (_names, _suffix)] = _processes(_kind)
 FUNCTIONS.update(_HEALTH)
+# ---------------------------------------------------------------- GPU instances, compute instances, MIG devices
+# lab/gpusim/libnvml/mig.c; the rules are gpusim/api_mig.py (moved out of pynvml.py). Struct outputs go in nvml.h's
+# field order; arrays of handles and placements are lists (gcall's 'K' and 'P').
+
+
+def _gi_profile(f, named=True):
+    out = (f["id"], f["isP2pSupported"], f["sliceCount"], f["instanceCount"], f["multiprocessorCount"],
+           f["copyEngineCount"], f["decoderCount"], f["encoderCount"], f["jpegCount"], f["ofaCount"], f["memorySizeMB"])
+    return out + (f["name"],) if named else out
+
+
+def _ci_profile(f, named=True):
+    out = (f["id"], f["sliceCount"], f["instanceCount"], f["multiprocessorCount"], f["sharedCopyEngineCount"],
+           f["sharedDecoderCount"], f["sharedEncoderCount"], f["sharedJpegCount"], f["sharedOfaCount"])
+    return out + (f["name"],) if named else out
+
+
+def _gi_profile_v(st, k, index, version):
+    api_mig.version_check(version, api_mig.GPU_INSTANCE_PROFILE_INFO_V2)
+    return _gi_profile(api_mig.gi_profile_info(st, _key(k), index))
+
+
+def _ci_profile_v(st, k, profile, eng, version):
+    api_mig.version_check(version, api_mig.COMPUTE_INSTANCE_PROFILE_INFO_V2)
+    return _ci_profile(api_mig.ci_profile_info(st, _key(k), profile, eng))
+
+
+def _gi_info(st, k):
+    f = api_mig.gi_info(st, _key(k))
+    return (_handle(f["device"]), f["id"], f["profileId"]) + tuple(f["placement"])
+
+
+def _ci_info(st, k):
+    f = api_mig.ci_info(st, _key(k))
+    return (_handle(f["device"]), _handle(f["gpuInstance"]), f["id"], f["profileId"]) + tuple(f["placement"])
+
+
+def _attributes(st, k):
+    f = api_mig.attributes(st, _key(k))
+    return tuple(f[n] for n in ("multiprocessorCount", "sharedCopyEngineCount", "sharedDecoderCount",
+                                "sharedEncoderCount", "sharedJpegCount", "sharedOfaCount", "gpuInstanceSliceCount",
+                                "computeInstanceSliceCount", "memorySizeMB"))
+
+
+def _gi_placements(st, k, profile_id):
+    return ([list(p) for p in api_mig.gi_possible_placements(st, _key(k), profile_id)],)
+
+
+def _keys(keys):
+    return ([_handle(k) for k in keys],)
+
+
+_MIG = {
+    "nvmlDeviceGetGpuInstanceProfileInfo": _read(lambda st, k, i: _gi_profile(api_mig.gi_profile_info(st, _key(k), i),
+                                                                              named=False)),
+    "nvmlDeviceGetGpuInstanceProfileInfoV": _read(_gi_profile_v),
+    "nvmlDeviceGetGpuInstancePossiblePlacements": _read(_gi_placements),
+    "nvmlDeviceGetGpuInstancePossiblePlacements_v2": _read(_gi_placements),
+    "nvmlDeviceGetGpuInstanceRemainingCapacity": _read(lambda st, k, p: (api_mig.gi_remaining_capacity(st, _key(k), p),)),
+    "nvmlDeviceCreateGpuInstance": _mutate(lambda st, k, p: (_handle(api_mig.create_gi(st, _key(k), p)),)),
+    "nvmlDeviceCreateGpuInstanceWithPlacement": _mutate(
+        lambda st, k, p, start, size: (_handle(api_mig.create_gi(st, _key(k), p, (start, size))),)),
+    "nvmlGpuInstanceDestroy": _mutate(lambda st, k: api_mig.destroy_gi(st, _key(k)) or ()),
+    "nvmlDeviceGetGpuInstances": _read(lambda st, k, p: _keys(api_mig.gpu_instances(st, _key(k), p))),
+    "nvmlDeviceGetGpuInstanceById": _read(lambda st, k, i: (_handle(api_mig.gpu_instance_by_id(st, _key(k), i)),)),
+    "nvmlGpuInstanceGetInfo": _read(_gi_info),
+    "nvmlGpuInstanceGetComputeInstanceProfileInfo": _read(
+        lambda st, k, p, e: _ci_profile(api_mig.ci_profile_info(st, _key(k), p, e), named=False)),
+    "nvmlGpuInstanceGetComputeInstanceProfileInfoV": _read(_ci_profile_v),
+    "nvmlGpuInstanceGetComputeInstanceRemainingCapacity": _read(
+        lambda st, k, p: (api_mig.ci_remaining_capacity(st, _key(k), p),)),
+    "nvmlGpuInstanceGetComputeInstancePossiblePlacements": _read(
+        lambda st, k, p: ([list(x) for x in api_mig.ci_possible_placements(st, _key(k), p)],)),
+    "nvmlGpuInstanceCreateComputeInstance": _mutate(lambda st, k, p: (_handle(api_mig.create_ci(st, _key(k), p)),)),
+    "nvmlGpuInstanceCreateComputeInstanceWithPlacement": _mutate(
+        lambda st, k, p, start, size: (_handle(api_mig.create_ci(st, _key(k), p, (start, size))),)),
+    "nvmlComputeInstanceDestroy": _mutate(lambda st, k: api_mig.destroy_ci(st, _key(k)) or ()),
+    "nvmlGpuInstanceGetComputeInstances": _read(lambda st, k, p: _keys(api_mig.compute_instances(st, _key(k), p))),
+    "nvmlGpuInstanceGetComputeInstanceById": _read(
+        lambda st, k, i: (_handle(api_mig.compute_instance_by_id(st, _key(k), i)),)),
+    "nvmlComputeInstanceGetInfo": _read(_ci_info),
+    "nvmlComputeInstanceGetInfo_v2": _read(_ci_info),
+    "nvmlDeviceIsMigDeviceHandle": _read(lambda st, k: (api_mig.is_mig_device_handle(st, _key(k)),)),
+    "nvmlDeviceGetGpuInstanceId": _read(lambda st, k: (api_mig.mig_gpu_instance_id(st, _key(k)),)),
+    "nvmlDeviceGetComputeInstanceId": _read(lambda st, k: (api_mig.mig_compute_instance_id(st, _key(k)),)),
+    "nvmlDeviceGetMaxMigDeviceCount": _read(lambda st, k: (api_mig.max_mig_device_count(st, _key(k)),)),
+    "nvmlDeviceGetMigDeviceHandleByIndex": _read(
+        lambda st, k, i: (_handle(api_mig.mig_device_handle_by_index(st, _key(k), i)),)),
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle": _read(
+        lambda st, k: (_handle(api_mig.device_handle_from_mig(st, _key(k))),)),
+    "nvmlDeviceGetAttributes": _read(_attributes),
+    "nvmlDeviceGetAttributes_v2": _read(_attributes),
+}
+FUNCTIONS.update(_MIG)
 
 
 def call(name, *args):

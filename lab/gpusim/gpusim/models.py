@@ -119,7 +119,7 @@ def _hopper(mem):
 # ("NVML reports incorrect profiles for A30", getHardcodedA30Profiles: 4, 1, 2, 1, 1) and says no more. The wrong
 # values are not published; gpusim answers those of the full GA100 die the A30 is cut from (7, 1, 3, 1, 1 as on the
 # A100), an assumption, not an observation. A state with "a30_nvml_counts": "documented" answers the documented
-# counts instead, so a consumer is tested both ways (nvml_instances below; pynvml._fill_gi_profile).
+# counts instead, so a consumer is tested both ways (nvml_instances below; api_mig._gi_profile_fields).
 _A30 = (
     _gi(GI_1_SLICE, 14, 1, 4, 5836, 14, 1, (1, 0, 0, 0), range(0, 4), 1, nvml_instances=7),
     _gi(GI_1_SLICE_REV1, 21, 1, 1, 5836, 14, 1, (1, 0, 1, 1), range(0, 4), 1, "+me"),
@@ -127,6 +127,7 @@ _A30 = (
     _gi(GI_2_SLICE_REV1, 6, 2, 1, 11672, 28, 2, (2, 0, 1, 1), (0, 2), 2, "+me"),
     _gi(GI_4_SLICE, 0, 4, 1, 23344, 56, 4, (4, 0, 1, 1), (0,), 4),
 )
+
 
 def _blackwell(mem):
     """B200/GB200/B300/GB300: the 8-slice layout and profile ids of real B200 and GB200 `nvidia-smi mig -lgip`

@@ -24,7 +24,6 @@ DEFAULT_DRIVER = "550.163.01"
 _BUSES = (0x17, 0x31, 0x4B, 0x65, 0x7F, 0x99, 0xB3, 0xCD)
 
 
-
 class StateError(Exception):
     """The state file is missing or invalid (reported as an NVML error by the caller)."""
 

@@ -17,6 +17,9 @@
  * 'S' char *buf + unsigned int length (INSUFFICIENT_SIZE when the text and its NUL do not fit, nvml.h),
  * 'H' void ** (a handle), 'L' unsigned long long *buf + unsigned int capacity + unsigned int *count (a tuple of
  * integers: *count = its length always, INSUFFICIENT_SIZE when more than capacity; buf may be NULL for capacity 0),
+ * 'K' void **array + unsigned int *count (a list of handles; the array must hold them all,
+ * as nvml.h says of nvmlDeviceGetGpuInstances), 'P' unsigned int *pairs + unsigned int *count (a list of
+ * [start, size], as nvmlGpuInstancePlacement_t / nvmlComputeInstancePlacement_t; NULL pairs: only the count),
  * '-' skip. NULL out pointers are the caller's to refuse beforehand. */
 GPUSIM_HIDDEN nvmlReturn_t gcall(const char *name, const char *in, const char *out, ...);
 /* The one handle of a gpusim key (capi.py's JSON text), and the key of a handle (NULL: not ours). */

@@ -46,6 +46,8 @@ static struct {
     int (*Tuple_SetItem)(PyObject *, long, PyObject *);
     long (*Tuple_Size)(PyObject *);
     PyObject *(*Tuple_GetItem)(PyObject *, long);
+    long (*List_Size)(PyObject *);
+    PyObject *(*List_GetItem)(PyObject *, long);
     PyObject *(*Long_FromUnsignedLongLong)(unsigned long long);
     unsigned long long (*Long_AsUnsignedLongLongMask)(PyObject *);
     PyObject *(*Unicode_FromString)(const char *);
@@ -108,6 +110,8 @@ static int resolve(void *lib)
     R(Tuple_SetItem, "PyTuple_SetItem");
     R(Tuple_Size, "PyTuple_Size");
     R(Tuple_GetItem, "PyTuple_GetItem");
+    R(List_Size, "PyList_Size");
+    R(List_GetItem, "PyList_GetItem");
     R(Long_FromUnsignedLongLong, "PyLong_FromUnsignedLongLong");
     R(Long_AsUnsignedLongLongMask, "PyLong_AsUnsignedLongLongMask");
     R(Unicode_FromString, "PyUnicode_FromString");
@@ -291,6 +295,31 @@ nvmlReturn_t gcall(const char *name, const char *in, const char *out, ...)
             if (!h)
                 goto done_unknown;
             *va_arg(ap, void **) = h;
+        } else if (out[i] == 'K' || out[i] == 'P') {
+            /* A list: of handle keys into a caller's handle array ('K'), or of [start, size] into a caller's
+             * placement array ('P', two unsigned ints each as nvml.h's placement structs; NULL: count only). */
+            void *arr = va_arg(ap, void *);
+            unsigned int *count = va_arg(ap, unsigned int *);
+            long n = py.List_Size(v);
+            if (n < 0)
+                goto done_unknown;
+            for (long j = 0; arr && j < n; j++) {
+                PyObject *item = py.List_GetItem(v, j);
+                if (out[i] == 'K') {
+                    const char *s = item ? py.Unicode_AsUTF8AndSize(item, NULL) : NULL;
+                    void *h = s ? intern(s) : NULL;
+                    if (!h)
+                        goto done_unknown;
+                    ((void **)arr)[j] = h;
+                } else {
+                    if (!item || py.List_Size(item) != 2)
+                        goto done_unknown;
+                    ((unsigned int *)arr)[2 * j] = (unsigned int)py.Long_AsUnsignedLongLongMask(py.List_GetItem(item, 0));
+                    ((unsigned int *)arr)[2 * j + 1] =
+                        (unsigned int)py.Long_AsUnsignedLongLongMask(py.List_GetItem(item, 1));
+                }
+            }
+            *count = (unsigned int)n;
         } else {
             (void)va_arg(ap, void *);
         }
