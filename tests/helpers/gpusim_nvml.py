@@ -36,7 +36,7 @@ def use_gpusim(monkeypatch, tmp_path, state):
     spec.loader.exec_module(mod)
     if library:
         # its own library handle, refcount and function-pointer cache: nvmlInit finds nvmlLib set and keeps it
-        mod.nvmlLib = _library((state or {}).get("driver_version") or _default_driver())
+        mod.nvmlLib = _library(state or {})
     # The host GPU clients the module reads from /proc (_nvml.host_gpu_clients) come from the same state: gpusim
     # writes what /proc would show of its `host_clients` (none unless the state names some).
     from gpusim import control  # pylint: disable=import-error,import-outside-toplevel
@@ -50,14 +50,16 @@ def use_gpusim(monkeypatch, tmp_path, state):
 _LIBS = {}
 
 
-def _library(driver):
-    """The CDLL of gpusim's libnvidia-ml.so.1 built with ``driver``'s exports (one per build, for the process)."""
+def _library(state):
+    """The CDLL of gpusim's libnvidia-ml.so.1 with the exports of the state's driver, less its ``missing_symbols``
+    (one per build, for the life of the process)."""
     build = _load_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
-    branch = build.branch_for(driver)
-    if branch not in _LIBS:
-        # by path: each build is its own object (the same soname), so one process can hold several driver branches
-        _LIBS[branch] = ctypes.CDLL(os.path.join(build.ensure(branch), "libnvidia-ml.so.1"))
-    return _LIBS[branch]
+    path = os.path.join(build.ensure(state.get("driver_version") or build.DEFAULT_DRIVER,
+                                     state.get("missing_symbols") or ()), "libnvidia-ml.so.1")
+    if path not in _LIBS:
+        # by path: each build is its own object (the same soname), so one process holds several side by side
+        _LIBS[path] = ctypes.CDLL(path)
+    return _LIBS[path]
 
 
 def _load_script(name, path):
@@ -81,6 +83,3 @@ def _real_binding_spec():
         raise RuntimeError("GPUSIM_BINDING=library needs nvidia-ml-py installed (found %r)" % (spec and spec.origin))
     return spec
 
-
-def _default_driver():
-    return _load_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py")).DEFAULT_DRIVER

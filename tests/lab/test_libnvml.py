@@ -289,4 +289,4 @@ def test_the_in_process_tests_library_mode_is_the_real_binding_on_each_drivers_b
                         os.path.basename(os.path.dirname(pynvml.nvmlLib._name)))
     assert seen == {"550.163.01": ("550.163.01", 1, True, "550.163.01"),
                     "535.98": ("535.98", 1, False, "535.98"),
-                    "535.104.05": ("535.104.05", 1, True, "550.163.01")}
+                    "535.104.05": ("535.104.05", 1, True, "535.104.05")}

@@ -7,8 +7,8 @@ module cache layout, so ``make clean`` removes it). The sources are compiled onc
 version script that exports only the entry points that driver's libnvidia-ml.so.1 has (gpusim/symbols.py), so the real
 binding's symbol lookups fail exactly as on that driver.
 
-Output: build/libnvml/<sha256 of the inputs>/<driver version>/libnvidia-ml.so.1, a ``.complete`` marker and
-``build-times.txt``. ``python lab/gpusim/libnvml/build.py [driver version]`` prints that directory (default: gpusim's
+Output: build/libnvml/<sha256 of the inputs>/obj/ (the objects), <driver version>[-without-<hash of the missing
+symbols>]/libnvidia-ml.so.1 (one link per export set, each with a ``.complete`` marker) and ``build-times.txt``. ``python lab/gpusim/libnvml/build.py [driver version]`` prints that directory (default: gpusim's
 default driver), for ``LD_LIBRARY_PATH``.
 """
 from __future__ import annotations
@@ -39,8 +39,9 @@ sys.path.insert(0, GPUSIM_HOME)
 from gpusim import symbols  # noqa: E402  pylint: disable=wrong-import-position,import-error
 from gpusim.state import DEFAULT_DRIVER  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
-# The driver versions built: gpusim's default (every symbol), 535.98 (no _v3 process lists) and an R470 (no
-# ...ProfileInfoV, no nvmlDeviceGetMemoryInfo_v2, no _v3), the symbol sets of gpusim/symbols.py.
+# Driver versions the tests name most: gpusim's default (every symbol), 535.98 (no _v3 process lists) and an R470 (no
+# ...ProfileInfoV, no nvmlDeviceGetMemoryInfo_v2, no _v3), the symbol sets of gpusim/symbols.py. Any other version
+# links on demand (ensure).
 BRANCHES = (DEFAULT_DRIVER, "535.98", "470.256.02")
 
 # The exported definitions of the sources: a return type at the start of a line, then the nvml name.
@@ -69,31 +70,72 @@ def default_libpython():
     return path if sysconfig.get_config_var("Py_ENABLE_SHARED") and os.path.exists(path) else name
 
 
-def exports(driver):
+def exports(driver, missing=()):
+    """The entry points the library of ``driver`` exports (less a state's ``missing_symbols``)."""
     names = []
     for source in SOURCES:
         with open(source, encoding="utf-8") as fh:
             names += _EXPORT.findall(fh.read())
-    return sorted(n for n in names if symbols.exported({"driver_version": driver}, n))
-
-
-def branch_for(driver):
-    """The built branch whose exports are ``driver``'s (a state's driver_version), e.g. 535.104.05 -> 550.163.01."""
-    want = exports(driver)
-    for branch in BRANCHES:
-        if exports(branch) == want:
-            return branch
-    raise SystemExit("libnvml build: no build exports what driver %s does (built: %s)" % (driver, ", ".join(BRANCHES)))
+    st = {"driver_version": driver, "missing_symbols": list(missing)}
+    return sorted(n for n in names if symbols.exported(st, n))
 
 
 def _run(cmd):
     subprocess.run(cmd, check=True)
 
 
-def ensure(driver=DEFAULT_DRIVER):
-    """The directory holding libnvidia-ml.so.1 for ``driver`` (one of BRANCHES), built first when missing."""
-    if driver not in BRANCHES:
-        raise SystemExit("libnvml build: no build for driver %s (built: %s)" % (driver, ", ".join(BRANCHES)))
+def _objects(cc, hdr, libpython):
+    """build/libnvml/<key>/: the sources compiled once (key: sha256 of everything that goes into the objects)."""
+    h = hashlib.sha256()
+    for path in (*SOURCES, HEADER, os.path.abspath(__file__), os.path.join(GPUSIM_HOME, "gpusim", "symbols.py"),
+                 os.path.join(hdr, "nvml.h")):
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    h.update(subprocess.run([cc, "--version"], check=True, capture_output=True).stdout)
+    h.update(("\0".join((GPUSIM_HOME, libpython))).encode())
+    out = os.path.join(CACHE, h.hexdigest()[:12])
+    objs = [os.path.join(out, "obj", os.path.basename(source)[:-2] + ".o") for source in SOURCES]
+    if not os.path.exists(os.path.join(out, "obj", ".complete")):
+        tmp = os.path.join(out, "obj.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        for source in SOURCES:
+            _run([cc, "-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fPIC",
+                  "-I", hdr, "-I", HERE, '-DGPUSIM_DEFAULT_HOME="%s"' % GPUSIM_HOME,
+                  '-DGPUSIM_DEFAULT_LIBPYTHON="%s"' % libpython, "-c", source,
+                  "-o", os.path.join(tmp, os.path.basename(source)[:-2] + ".o")])
+        shutil.rmtree(os.path.join(out, "obj"), ignore_errors=True)
+        os.rename(tmp, os.path.join(out, "obj"))
+        open(os.path.join(out, "obj", ".complete"), "w", encoding="utf-8").close()  # pylint: disable=consider-using-with
+    return out, objs
+
+
+def _link(cc, objs, d, names):
+    """libnvidia-ml.so.1 in ``d`` exporting exactly ``names`` (a linker version script), checked with nm -D."""
+    tmp = d + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    with open(os.path.join(tmp, "libnvidia-ml.map"), "w", encoding="utf-8") as fh:
+        fh.write("{\n  global:\n%s  local: *;\n};\n" % "".join("    %s;\n" % n for n in names))
+    lib = os.path.join(tmp, "libnvidia-ml.so.1")
+    _run([cc, "-shared", "-Wl,-soname,libnvidia-ml.so.1", "-Wl,--version-script=%s" % fh.name,
+          "-Wl,-z,defs", "-o", lib, *objs, "-ldl", "-lpthread"])
+    dyn = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True, text=True).stdout
+    got = sorted(line.split()[-1] for line in dyn.splitlines() if " T " in line)
+    if got != names:
+        raise SystemExit("libnvml build: %s exports %s, expected %s" % (lib, got, names))
+    shutil.rmtree(d, ignore_errors=True)
+    os.rename(tmp, d)
+    open(os.path.join(d, ".complete"), "w", encoding="utf-8").close()  # pylint: disable=consider-using-with
+
+
+def ensure(driver=DEFAULT_DRIVER, missing=()):
+    """The directory holding libnvidia-ml.so.1 with the exports of ``driver`` (any version: symbols.py decides),
+    less the symbols in ``missing`` (a state's ``missing_symbols``), built first when missing. The objects are
+    compiled once; each export set is one link (a tenth of a second), named after the driver."""
+    missing = sorted(set(missing))
+    name = driver if not missing else "%s-without-%s" % (
+        driver, hashlib.sha256("\0".join(missing).encode()).hexdigest()[:8])
     os.makedirs(CACHE, exist_ok=True)
     with open(os.path.join(CACHE, ".build.lock"), "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -101,48 +143,16 @@ def ensure(driver=DEFAULT_DRIVER):
         hdr = header_dir()
         fetched = time.monotonic()
         cc = os.environ.get("CC", "gcc")
-        libpython = default_libpython()
-        h = hashlib.sha256()
-        for path in (*SOURCES, HEADER, os.path.abspath(__file__), os.path.join(GPUSIM_HOME, "gpusim", "symbols.py"),
-                     os.path.join(hdr, "nvml.h")):
-            with open(path, "rb") as fh:
-                h.update(fh.read())
-        h.update(subprocess.run([cc, "--version"], check=True, capture_output=True).stdout)
-        h.update(("\0".join((GPUSIM_HOME, libpython, *BRANCHES))).encode())
-        out = os.path.join(CACHE, h.hexdigest()[:12])
-        if not os.path.exists(os.path.join(out, ".complete")):
-            tmp = out + ".tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            os.makedirs(tmp)
-            objs = []
-            for source in SOURCES:
-                objs.append(os.path.join(tmp, os.path.basename(source)[:-2] + ".o"))
-                _run([cc, "-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fPIC",
-                      "-I", hdr, "-I", HERE, '-DGPUSIM_DEFAULT_HOME="%s"' % GPUSIM_HOME,
-                      '-DGPUSIM_DEFAULT_LIBPYTHON="%s"' % libpython, "-c", source, "-o", objs[-1]])
-            for branch in BRANCHES:
-                d = os.path.join(tmp, branch)
-                os.makedirs(d)
-                names = exports(branch)
-                with open(os.path.join(d, "libnvidia-ml.map"), "w", encoding="utf-8") as fh:
-                    fh.write("{\n  global:\n%s  local: *;\n};\n" % "".join("    %s;\n" % n for n in names))
-                lib = os.path.join(d, "libnvidia-ml.so.1")
-                _run([cc, "-shared", "-Wl,-soname,libnvidia-ml.so.1", "-Wl,--version-script=%s" % fh.name,
-                      "-Wl,-z,defs", "-o", lib, *objs, "-ldl", "-lpthread"])
-                dyn = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True,
-                                     text=True).stdout
-                got = sorted(line.split()[-1] for line in dyn.splitlines() if " T " in line)
-                if got != names:
-                    raise SystemExit("libnvml build: %s exports %s, expected %s" % (lib, got, names))
+        out, objs = _objects(cc, hdr, default_libpython())
+        d = os.path.join(out, name)
+        if not os.path.exists(os.path.join(d, ".complete")):
+            _link(cc, objs, d, exports(driver, missing))
             built = time.monotonic()
-            with open(os.path.join(tmp, "build-times.txt"), "w", encoding="utf-8") as fh:
-                fh.write("header %.1f s\ncompile+link %.1f s\n" % (fetched - start, built - fetched))
-            shutil.rmtree(out, ignore_errors=True)
-            os.rename(tmp, out)
-            open(os.path.join(out, ".complete"), "w", encoding="utf-8").close()  # pylint: disable=consider-using-with
-            print("libnvml build: %s (header %.1f s, compile+link %.1f s)" % (out, fetched - start, built - fetched),
+            with open(os.path.join(out, "build-times.txt"), "a", encoding="utf-8") as fh:
+                fh.write("%s: header %.1f s, compile+link %.1f s\n" % (name, fetched - start, built - fetched))
+            print("libnvml build: %s (header %.1f s, compile+link %.1f s)" % (d, fetched - start, built - fetched),
                   file=sys.stderr)
-    return os.path.join(out, driver)
+    return d
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ def sim(monkeypatch, tmp_path):
     path = use_gpusim(monkeypatch, tmp_path, {"gpus": []})
 
     def start(state):
-        path.write_text(json.dumps(state))
+        # the binding again: with GPUSIM_BINDING=library, the library build of this state's driver
+        use_gpusim(monkeypatch, tmp_path, state)
         nvml = _nvml.Nvml()
         assert nvml.open(), nvml.reason
         return nvml

@@ -7,6 +7,7 @@ pure policy code's reading of what it returns (_vgpu_scheduler.spec_of_nvml / ma
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -88,8 +89,8 @@ def test_older_nvidia_ml_py_without_the_functions(sim, monkeypatch):
 def test_lost_gpu_is_raised_not_reported(sim):
     nvml = sim({"gpus": [HOST]})
     device = nvml.device(0)
-    st = json.loads(open(nvml.nv._state.state_path()).read())  # pylint: disable=protected-access
+    st = json.loads(open(os.environ["GPUSIM_STATE"]).read())
     st["gpus"][0]["lost"] = True
-    open(nvml.nv._state.state_path(), "w").write(json.dumps(st))  # pylint: disable=protected-access
+    open(os.environ["GPUSIM_STATE"], "w").write(json.dumps(st))
     with pytest.raises(nvml.nv.NVMLError_GpuIsLost):
         nvml.vgpu_scheduler(device)
