@@ -83,3 +83,16 @@ def _real_binding_spec():
         raise RuntimeError("GPUSIM_BINDING=library needs nvidia-ml-py installed (found %r)" % (spec and spec.origin))
     return spec
 
+
+def library_env(state_path, state=None):
+    """The environment of a process (an Ansible module, a playbook's node) whose ``import pynvml`` is the installed
+    nvidia-ml-py over gpusim's libnvidia-ml.so.1: LD_LIBRARY_PATH to the build with the exports of the state's driver
+    (less its ``missing_symbols``), GPUSIM_STATE to the state. ``state``: its content, when the file is written later
+    (neither: gpusim's default driver)."""
+    if state is None and os.path.exists(state_path):
+        with open(state_path, encoding="utf-8") as fh:
+            state = json.load(fh)
+    state = state or {}
+    build = _load_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
+    libdir = build.ensure(state.get("driver_version") or build.DEFAULT_DRIVER, state.get("missing_symbols") or ())
+    return {"LD_LIBRARY_PATH": libdir, "GPUSIM_STATE": str(state_path)}

@@ -22,6 +22,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration", "mig_reconfigure"))
 import awx_job  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from installed_env import ROOT  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from mig_reconfigure_lab import H100_3G_X2, H100_BALANCED, Fleet, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 LICENSE = {"token": "nls-client-token-not-a-secret-0123456789abcdef"}
@@ -176,7 +177,7 @@ def test_fleet_report_job_through_ansible_runner(installed, tmp_path):
     inventory = {"all": {"hosts": {"node-1": {
         "ansible_connection": "local", "ansible_python_interpreter": installed.bin("python"),
         "fleet_report_driver_facts": False, "gpuops_sysfs_root": str(tmp_path / "empty-root"),
-        "fleet_report_environment": {"PYTHONPATH": os.path.join(ROOT, "lab", "gpusim"), "GPUSIM_STATE": str(state)}}}}}
+        "fleet_report_environment": library_env(state)}}}}
     # The survey's default, /runner/artifacts/fleet-report, is the private data directory as the execution
     # environment mounts it (/runner); outside a container the same place is <pdd>/artifacts.
     pdd = os.path.join(str(tmp_path / "job"), "pdd")
@@ -196,7 +197,7 @@ def test_preflight_job_with_the_licence_credential_keeps_the_token_out_of_the_ev
     inventory = {"all": {"children": {"gpu_nodes": {"hosts": {"node-1": {
         "ansible_connection": "local", "ansible_python_interpreter": installed.bin("python"),
         "gpuops_sysfs_root": str(tmp_path / "empty-root"),
-        "node_preflight_environment": {"PYTHONPATH": os.path.join(ROOT, "lab", "gpusim"), "GPUSIM_STATE": str(state)}}}}}}}
+        "node_preflight_environment": library_env(state)}}}}}}
     pdd, _extra = awx_job.private_data_dir(tmp_path / "job", tmpl, installed.path, inventory, credentials={"license": LICENSE})
     rc, status, events, stdout = awx_job.run_job(pdd, tmpl, installed.bin("ansible-runner"), runner_env(installed))
     # The verdict itself (this bare simulated node has no IOMMU, driver or licence) is not the point here: the

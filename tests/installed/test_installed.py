@@ -19,6 +19,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from installed_env import ROOT, _run, clean_env, dev_copy  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 MODULES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "plugins", "modules", "*.py"))
                  if not p.endswith("__init__.py"))
@@ -130,7 +131,7 @@ def test_every_playbook_is_reachable_by_its_collection_name(installed, playbook,
 
 
 def test_the_fleet_report_runs_from_the_install_and_writes_where_the_user_runs_it(installed, tmp_path):
-    # A GPU node simulated by gpusim (its pynvml ahead on the module's PYTHONPATH) and a fake /sys; roles, filters
+    # A GPU node simulated by gpusim (the installed nvidia-ml-py over gpusim's libnvidia-ml.so.1) and a fake /sys; roles, filters
     # and modules all come from the install. The report lands in ./fleet-report of the working directory, not in
     # the installed collection.
     state = tmp_path / "gpusim.json"
@@ -140,7 +141,7 @@ def test_the_fleet_report_runs_from_the_install_and_writes_where_the_user_runs_i
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node-1": {
         "ansible_connection": "local", "ansible_python_interpreter": python, "fleet_report_driver_facts": False,
         "gpuops_sysfs_root": str(tmp_path / "empty-root"),
-        "fleet_report_environment": {"PYTHONPATH": os.path.join(ROOT, "lab", "gpusim"), "GPUSIM_STATE": str(state)}}},
+        "fleet_report_environment": library_env(state)}},
         "vars": {}}, "ungrouped": {}}))
     proc = _run([installed.bin("ansible-playbook"), "gpuops.provision.fleet_report", "-i", str(inventory),
                  "-e", "ansible_python_interpreter=" + python],

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from . import api, api_health, api_mig, state
 from .machine import Fault
@@ -258,8 +259,25 @@ _MIG = {
 FUNCTIONS.update(_MIG)
 
 
+# A test's gate in front of GPU instance creation (tests/integration/mig/test_mig_lock.py): with GPUSIM_GATE=<file> set
+# and that file present, the call creates <file>.entered and waits until the test removes <file>, before it takes the
+# state's lock. A run stopped there holds the product's per-host MIG lock in the middle of its apply, so "the first run
+# is still applying" is a fact the test waits for, not a race against a timer.
+_GATED = ("nvmlDeviceCreateGpuInstanceWithPlacement",)
+
+
+def _gate(name):
+    gate = os.environ.get("GPUSIM_GATE")
+    if name in _GATED and gate and os.path.exists(gate):
+        with open(gate + ".entered", "w", encoding="utf-8") as fh:
+            fh.write(str(os.getpid()))
+        while os.path.exists(gate):
+            time.sleep(0.01)
+
+
 def call(name, *args):
     """(code, outputs...) of the C entry point ``name``."""
+    _gate(name)
     try:
         out = (api.SUCCESS,) + tuple(FUNCTIONS[name](*args))
         why = ""

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from gpusim_nvml import library_env  # pylint: disable=import-error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VENV_BIN = os.path.dirname(sys.executable)
@@ -41,8 +42,6 @@ class Host:
         env.update({
             "PATH": VENV_BIN + os.pathsep + env.get("PATH", ""),
             "ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "build", "collections"),
-            "PYTHONPATH": os.path.join(ROOT, "lab", "gpusim"),
-            "GPUSIM_STATE": str(self.state_path),
             "GPUOPS_MIG_LOCK": self.lock_path,
             "ANSIBLE_STDOUT_CALLBACK": "json",
             "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
@@ -50,6 +49,8 @@ class Host:
             "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
             "ANSIBLE_NOCOLOR": "1",
         })
+        # NVML: the installed nvidia-ml-py over gpusim's libnvidia-ml.so.1 with this state's driver (issue 42).
+        env.update(library_env(self.state_path))
         env.update(extra_env or {})
         cmd = [os.path.join(VENV_BIN, "ansible"), "localhost", "-m", "gpuops.provision.%s" % module,
                "-e", "ansible_python_interpreter=%s" % sys.executable]

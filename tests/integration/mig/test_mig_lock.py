@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The per-host MIG lock between real processes (issue 15 point 4): two mig_geometry applies on one gpusim host, a
 killed holder, and the role's lock CLI against a running module. The first run is stopped at a gate inside its
-apply (gated/pynvml.py), holding the lock, until the test lets it go."""
+apply (gpusim's GPUSIM_GATE, lab/gpusim/gpusim/capi.py), holding the lock, until the test lets it go."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import threading
 import time
 
 import pytest
+from gpusim_nvml import library_env  # pylint: disable=import-error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-GATED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gated")
 HOSTLOCK = os.path.join(ROOT, "plugins", "module_utils", "_hostlock.py")
 A100 = "NVIDIA A100-SXM4-40GB"
 ARGS = {"devices": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 1, "2g.10gb": 2}}]}
@@ -39,8 +39,8 @@ class Sim:
             json.dump({"gpus": [{"model": A100, "mig_mode": "enabled"}]}, fh)
 
     def env(self, gated=False):
-        env = dict(os.environ, GPUSIM_STATE=self.state, GPUOPS_MIG_LOCK=self.lock,
-                   PYTHONPATH=os.pathsep.join([GATED, os.path.join(ROOT, "build", "collections")]))
+        env = dict(os.environ, GPUOPS_MIG_LOCK=self.lock, PYTHONPATH=os.path.join(ROOT, "build", "collections"),
+                   **library_env(self.state))
         env.pop("GPUSIM_GATE", None)
         if gated:
             env["GPUSIM_GATE"] = self.gate
@@ -172,7 +172,7 @@ def test_two_ansible_runs_the_second_refused_naming_the_first(host, tmp_path):
     host.write({"gpus": [{"model": A100, "mig_mode": "enabled"}]})
     gate = str(tmp_path / "gate")
     open(gate, "w", encoding="utf-8").close()
-    env = {"GPUSIM_GATE": gate, "PYTHONPATH": os.pathsep.join([GATED, os.path.join(ROOT, "lab", "gpusim")])}
+    env = {"GPUSIM_GATE": gate}
     results = {}
     first = threading.Thread(target=lambda: results.update(first=host.run("mig_geometry", ARGS, extra_env=env)))
     first.start()

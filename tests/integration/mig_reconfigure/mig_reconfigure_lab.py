@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "lab", "kube"))
 from kube_harness import kube_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from requestlog import node_patches, timeline, writes  # noqa: E402  pylint: disable=import-error,wrong-import-position
 import device_plugin  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -143,7 +144,7 @@ class Fleet:
             hv = {
                 "ansible_connection": "local",
                 "ansible_python_interpreter": PYTHON,
-                "mig_reconfigure_environment": {"PYTHONPATH": GPUSIM, "GPUSIM_STATE": self.states[n], "PATH": path_env},
+                "mig_reconfigure_environment": dict(library_env(self.states[n]), PATH=path_env),
                 "mig_reconfigure_lock_path": os.path.join(self.base, n + ".lock"),
                 # The lab's kubelet directory of this node, where gpu_operator.py keeps mig-manager's ConfigMap copy.
                 "mig_reconfigure_kubelet_root_dir": os.path.join(self.base, "k8s", "kubelet", n),

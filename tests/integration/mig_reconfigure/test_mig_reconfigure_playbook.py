@@ -22,6 +22,7 @@ from mig_reconfigure_lab import (  # noqa: E402  pylint: disable=import-error,wr
     A100, BALANCED_A100, BALANCED_H100, CONFIG, GPUSIM, H100_3G_X2, H100_BALANCED, ROOT, Fleet, failures, gpu)
 from requestlog import mig_allocatable, unschedulable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 import seed as kube_seed  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
@@ -225,8 +226,9 @@ def test_roll_three_nodes_skips_the_matching_node(tmp_path):
         assert not [c for c in calls if c.startswith("node-1 ")]
         boot = os.path.join(str(tmp_path), "boot", "node-2")
         assert sorted(os.listdir(os.path.join(boot, "lib"))) == ["gpuops_mig_apply.py", "gpuops_mig_apply.sources.json"]
-        env = dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"])
-        subprocess.run([sys.executable, "-m", "gpusim", "reboot"], env=env, check=True)
+        subprocess.run([sys.executable, "-m", "gpusim", "reboot"], check=True,
+                       env=dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"]))
+        env = dict(os.environ, **library_env(fleet.states["node-2"]))
         assert fleet.state("node-2")["gpus"][0]["gpu_instances"] == []
         applier = [sys.executable, os.path.join(boot, "lib", "gpuops_mig_apply.py"), os.path.join(boot, "mig-config.json")]
         done = subprocess.run(applier, env=env, capture_output=True, text=True, check=False)
@@ -363,8 +365,8 @@ def test_while_the_role_holds_a_node_a_direct_mig_geometry_run_is_refused_naming
             time.sleep(0.1)
             holder = lock_holder(lock, kind="lease")
         before = fleet.raw("node-2")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([GPUSIM, os.path.join(ROOT, "build", "collections")]),
-                   GPUSIM_STATE=fleet.states["node-2"], GPUOPS_MIG_LOCK=lock)
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build", "collections"), GPUOPS_MIG_LOCK=lock,
+                   **library_env(fleet.states["node-2"]))
         args = {"devices": [{"devices": "all", "mig-enabled": False}], "force": True}
         direct = subprocess.run([sys.executable, "-m", "ansible_collections.gpuops.provision.plugins.modules.mig_geometry",
                                  json.dumps({"ANSIBLE_MODULE_ARGS": args})], env=env, cwd=str(tmp_path),
@@ -734,8 +736,9 @@ def test_within_the_failure_budget_the_roll_goes_on_and_the_run_still_fails(tmp_
             {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}}]
         boot = os.path.join(str(tmp_path), "boot", "node-2")
         assert sorted(os.listdir(os.path.join(boot, "lib"))) == ["gpuops_mig_apply.py", "gpuops_mig_apply.sources.json"]
-        env = dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"])
-        subprocess.run([sys.executable, "-m", "gpusim", "reboot"], env=env, check=True)
+        subprocess.run([sys.executable, "-m", "gpusim", "reboot"], check=True,
+                       env=dict(os.environ, PYTHONPATH=GPUSIM, GPUSIM_STATE=fleet.states["node-2"]))
+        env = dict(os.environ, **library_env(fleet.states["node-2"]))
         applier = [sys.executable, os.path.join(boot, "lib", "gpuops_mig_apply.py"), os.path.join(boot, "mig-config.json")]
         done = subprocess.run(applier, env=env, capture_output=True, text=True, check=False)
         assert done.returncode == 0 and counts(fleet.state("node-2")) == [9, 9], done.stderr

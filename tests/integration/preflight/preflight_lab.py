@@ -21,6 +21,7 @@ COLLECTIONS = os.path.join(ROOT, "build", "collections")
 
 # The licence service stand-in (a TLS listener) and client configuration tokens, shared with the unit tests.
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
+from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from nls_service import TlsListener, write_token  # noqa: E402,F401  pylint: disable=import-error,wrong-import-position,unused-import
 
 _spec = importlib.util.spec_from_file_location("fake_tree", os.path.join(ROOT, "lab", "sysfs", "fake_tree.py"))
@@ -44,9 +45,9 @@ def make_node(base, name, sysfs=None, gpusim=None, hostvars=None):
         with open(state, "w", encoding="utf-8") as fh:
             json.dump(gpusim, fh)
         # gpusim's bin first: its dmesg prints this node's kernel log (Xid events), not the test machine's.
-        hv["node_preflight_environment"] = {"PYTHONPATH": GPUSIM, "GPUSIM_STATE": state,
-                                            "PATH": os.pathsep.join([os.path.join(GPUSIM, "bin"), VENV_BIN,
-                                                                     os.environ.get("PATH", "/usr/bin:/bin")])}
+        # NVML: the installed nvidia-ml-py over gpusim's libnvidia-ml.so.1 (issue 42).
+        hv["node_preflight_environment"] = dict(library_env(state), PATH=os.pathsep.join(
+            [os.path.join(GPUSIM, "bin"), VENV_BIN, os.environ.get("PATH", "/usr/bin:/bin")]))
     hv.update(hostvars or {})
     return hv
 

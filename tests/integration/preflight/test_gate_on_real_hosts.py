@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
 
@@ -26,6 +27,7 @@ from preflight_lab import ROOT, ansible_env, make_node, run_playbook, task_resul
 
 sys.path.insert(0, os.path.join(ROOT, "lab", "kube"))
 from kube_harness import kube_lab  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 
@@ -37,11 +39,14 @@ GPUSIM = {"driver_version": PIN, "gpus": [{"model": "NVIDIA L40S"}]}
 
 
 def _operator_root(node_root, version=PIN, validated=True):
-    """What the driver container leaves on the host: its root with the driver's libraries, and the validation."""
+    """What the driver container leaves on the host: its root with the driver's libraries, and the validation.
+
+    The role reads NVML through that root (LD_LIBRARY_PATH), as a real node would, so the root holds a working
+    libnvidia-ml: gpusim's, under the driver's file names (the machine behind it is still the node's GPUSIM_STATE)."""
     lib = os.path.join(node_root, "run", "nvidia", "driver", "usr", "lib", "x86_64-linux-gnu")
     os.makedirs(lib, exist_ok=True)
-    with open(os.path.join(lib, "libnvidia-ml.so.%s" % version), "wb"):
-        pass
+    shutil.copy(os.path.join(library_env("", {"driver_version": version})["LD_LIBRARY_PATH"], "libnvidia-ml.so.1"),
+                os.path.join(lib, "libnvidia-ml.so.%s" % version))
     os.symlink("libnvidia-ml.so.%s" % version, os.path.join(lib, "libnvidia-ml.so.1"))
     if validated:
         os.makedirs(os.path.join(node_root, "run", "nvidia", "validations"), exist_ok=True)

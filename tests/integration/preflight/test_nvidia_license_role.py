@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from preflight_lab import GPUSIM, ansible_env, run_playbook, write_inventory  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from preflight_lab import ansible_env, run_playbook, write_inventory  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 pytestmark = pytest.mark.slow
 PLAYBOOK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "license_role.yml")
@@ -83,7 +84,7 @@ class Guest:
             "nvidia_license_gridd_settings": {"EnableUI": "FALSE"},
             "nvidia_license_timeout": 30,
             "nvidia_license_poll_interval": 1,
-            "nvidia_license_environment": {"PYTHONPATH": GPUSIM, "GPUSIM_STATE": self.state},
+            "nvidia_license_environment": library_env(self.state),
         }
         hv.update(extra)
         return write_inventory(os.path.join(self.base, "hosts.yml"), {"guest-1": hv}, group="guests")

@@ -17,6 +17,7 @@ import sysconfig
 
 import pytest
 import yaml
+from gpusim_nvml import library_env  # pylint: disable=import-error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 GPUSIM = os.path.join(ROOT, "lab", "gpusim")
@@ -64,8 +65,10 @@ def host(tmp_path):
                 "pve_gpu_host_vgpu_modprobe_root": str(root),
                 "pve_gpu_host_sysfs_root": str(root),
                 "pve_gpu_host_update_initramfs": False,
-                "pve_gpu_host_nvml_environment": {"PYTHONPATH": GPUSIM, "GPUSIM_STATE": str(state)},
-                "pve_gpu_host_vgpu_reload_commands": [[sys.executable, "-m", "gpusim", "module-reload"]],
+                "pve_gpu_host_nvml_environment": library_env(state),
+                # gpusim's own CLI (its package on the path only here: pynvml is nvidia-ml-py over the library)
+                "pve_gpu_host_vgpu_reload_commands": [["env", "PYTHONPATH=" + GPUSIM, sys.executable, "-m", "gpusim",
+                                                       "module-reload"]],
             })
             extra.update(variables)
             env = dict(os.environ)

@@ -16,8 +16,8 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "preflight"))
 from preflight_lab import ROOT, ansible_env, fake_tree  # noqa: E402  pylint: disable=import-error,wrong-import-position
+from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
-GPUSIM = os.path.join(ROOT, "lab", "gpusim")
 PLAYBOOK = os.path.join(ROOT, "playbooks", "fleet_report.yml")
 
 APPLY = """
@@ -53,7 +53,7 @@ def test_fleet_report_playbook(tmp_path):
     pve_root = fake_tree.build(str(tmp_path / "pve-root"), spec)
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "fleet_report_driver_facts": False}
     hosts = {
-        "mig-node": dict(local, fleet_report_environment={"PYTHONPATH": GPUSIM, "GPUSIM_STATE": str(state)},
+        "mig-node": dict(local, fleet_report_environment=library_env(state),
                          gpuops_sysfs_root=str(tmp_path / "empty-root")),
         "pve-host": dict(local, gpuops_sysfs_root=pve_root,
                          # No NVML on a vfio host: point the NVML stand-in at nothing so gpu_info reports it unavailable.

@@ -27,6 +27,7 @@ from usage_lab import (DEFAULT_OFF, ROOT, VENV_BIN, ansible_env, failures, run_p
                       task_results)  # noqa: E402
 
 from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig  # noqa: E402  pylint: disable=wrong-import-position
+from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 PLAYBOOK = os.path.join(ROOT, "playbooks", "gpu_usage_advice.yml")
 POOLS = {"notebooks": ["nb-node-1", "nb-node-2"], "inference": ["gpu-node-2"], "training": ["train-node-1"]}
@@ -134,7 +135,7 @@ def test_the_files_are_written_once_and_check_mode_only_shows_the_diff(advised):
 
 
 def gpu_info(state):
-    env = ansible_env({"PYTHONPATH": os.path.join(ROOT, "lab", "gpusim"), "GPUSIM_STATE": str(state)})
+    env = ansible_env(library_env(state))
     return module(env, "gpu_info", {"profiles": False, "health": False, "kernel_log": "none"})
 
 
@@ -162,8 +163,7 @@ def test_the_written_files_plan_cleanly(advised, tmp_path):
     state = tmp_path / "gpu-node-2.json"
     state.write_text(open(os.path.join(ROOT, STATES["gpu-node-2"]), encoding="utf-8").read())
     before = state.read_bytes()
-    env = ansible_env({"PYTHONPATH": os.path.join(ROOT, "lab", "gpusim"), "GPUSIM_STATE": str(state),
-                       "GPUOPS_MIG_LOCK": str(tmp_path / "mig.lock")})
+    env = ansible_env(dict(library_env(state), GPUOPS_MIG_LOCK=str(tmp_path / "mig.lock")))
     plan = module(env, "mig_geometry", {"config": doc, "selected": "inference"}, check=True)
     assert not plan.get("failed") and plan["changed"], plan.get("msg")
     assert plan["gpus"][0]["after"]["mig_devices"] == {"3g.40gb": 2} and state.read_bytes() == before
