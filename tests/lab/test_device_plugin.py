@@ -158,6 +158,10 @@ def test_health_checks_stop_at_the_event_set(node, tmp_path):
     what the stand-in writes for a plugin that does not serve (device_plugin.py status_patch)."""
     cp, lab, root = node
     state = _state(tmp_path, [{"model": L40S}, {"model": L40S}])
+    # Served first without health checks: the process below may end before the kubelet's ListAndWatch has its
+    # device list, so the capacity it leaves behind is this one's.
+    ndp.start(cp, root, state, "single", env=NO_HEALTH)
+    _served(cp, lab, {"nvidia.com/gpu": 2})
     ndp.start(cp, root, state, "single")
     text = _stopped_at(cp, "nvmlEventSetCreate")
     assert text.index("Registered device plugin for 'nvidia.com/gpu' with Kubelet") < text.index("symbol lookup error")
