@@ -5,11 +5,13 @@ device manager, and must equal what the stand-in (lab/kube/device_plugin.py, gpu
 
 Where the library does not reach yet, the test names the exact point the plugin stops at (the dynamic linker's
 "undefined symbol" on the first entry point it lacks), as tests/lab/test_libnvml.py does for mig-parted: the health
-checks (nvmlEventSetCreate) and MIG-capable GPUs (nvmlDeviceGetMaxMigDeviceCount; the mixed strategy
-nvmlDeviceGetGpuInstanceProfileInfo). Those tests fail once the entry points land: then they become end-to-end ones.
+checks (nvmlEventSetCreate), MIG-capable GPUs (nvmlDeviceGetMaxMigDeviceCount; the mixed strategy
+nvmlDeviceGetGpuInstanceProfileInfo) and the allocation of whole GPUs (nvmlDeviceGetTopologyCommonAncestor). Those
+tests fail once the entry points land: then they become end-to-end ones.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -149,6 +151,91 @@ def test_time_slicing_replicas_are_advertised_as_the_stand_in_says(node, tmp_pat
         _served(cp, lab, expected)
     finally:
         ndp.stop(cp)
+
+
+def _pod(lab, name, resource, count):
+    """A pod bound to the real kubelet's node (no scheduler) that asks for ``count`` of ``resource``."""
+    lab.core.create_namespaced_pod("default", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"nodeName": NODE, "containers": [{"name": "cuda", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
+                                                   "resources": {"limits": {resource: str(count)}}}]}})
+    return lab.core.read_namespaced_pod(name, "default").metadata.uid
+
+
+def _envs(alloc_resp):
+    """ContainerAllocateResponse.envs (k8s.io/kubelet pkg/apis/deviceplugin/v1beta1 api.proto: field 1, a map, so
+    entries of key 1 and value 2) from the base64 protobuf the kubelet's checkpoint keeps."""
+    data, envs, i = base64.b64decode(alloc_resp), {}, 0
+
+    def varint(at):
+        shift = value = 0
+        while True:
+            byte = data[at]
+            value |= (byte & 0x7F) << shift
+            at, shift = at + 1, shift + 7
+            if not byte & 0x80:
+                return value, at
+    while i < len(data):
+        tag, i = varint(i)
+        size, i = varint(i)
+        body, i = data[i:i + size], i + size
+        if tag == 0x0A:  # envs entry: 0x0a key, 0x12 value
+            key_len = body[1]
+            envs[body[2:2 + key_len].decode()] = body[4 + key_len:4 + key_len + body[3 + key_len]].decode()
+    return envs
+
+
+def test_a_time_sliced_pod_is_admitted_with_nvidias_allocation(node, tmp_path):
+    """The kubelet admits a pod asking for a time-sliced GPU through the plugin's GetPreferredAllocation
+    (internal/rm/allocate.go distributedAlloc: no NVML) and Allocate (the envvar device-list strategy:
+    NVIDIA_VISIBLE_DEVICES, the GPU's UUID without the replica suffix); the kubelet's checkpoint
+    (ROOT/device-plugins/kubelet_internal_checkpoint) keeps the answer. No device node is needed for that."""
+    cp, lab, root = node
+    uuids = ["GPU-5e1f0a00-0000-4000-8000-000000000000", "GPU-5e1f0a01-0000-4000-8000-000000000001"]
+    state = _state(tmp_path, [{"model": L40S, "uuid": u} for u in uuids])
+    config = {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
+    ndp.start(cp, root, state, "single", config=config, env=NO_HEALTH)
+    try:
+        _served(cp, lab, {"nvidia.com/gpu": 8})
+        uid = _pod(lab, "time-sliced", "nvidia.com/gpu", 1)
+
+        def allocated():
+            with open(os.path.join(root, "device-plugins", "kubelet_internal_checkpoint"), encoding="utf-8") as fh:
+                entries = json.load(fh)["Data"]["PodDeviceEntries"] or []
+            return [e for e in entries if e["PodUID"] == uid]
+        entry, = lab.wait_for(allocated, timeout=30, what="the pod's devices in the kubelet's checkpoint")
+    finally:
+        lab.core.delete_namespaced_pod("time-sliced", "default", grace_period_seconds=0)
+        ndp.stop(cp)
+    (device,), = entry["DeviceIDs"].values()
+    uuid, _, replica = device.partition("::")
+    assert uuid in uuids and replica in {"0", "1", "2", "3"}
+    assert _envs(entry["AllocResp"]) == {"NVIDIA_VISIBLE_DEVICES": uuid}
+    assert ndp.nvml_calls(ndp.log(cp).split("Registered device plugin", 1)[1]) == []  # distributedAlloc, Allocate
+
+
+def test_a_whole_gpu_pod_stops_at_the_topology_query(node, tmp_path):
+    """For whole GPUs the plugin's GetPreferredAllocation asks go-gpuallocator for the GPUs' links
+    (internal/rm/nvml_manager.go alignedAlloc -> gpuallocator NewDevices -> internal/links GetP2PLink):
+    nvmlDeviceGetTopologyCommonAncestor is not in the library, the plugin ends, and the kubelet refuses the pod
+    (UnexpectedAdmissionError)."""
+    cp, lab, root = node
+    state = _state(tmp_path, [{"model": L40S}, {"model": L40S}])
+    ndp.start(cp, root, state, "single", env=NO_HEALTH)
+    try:
+        _served(cp, lab, {"nvidia.com/gpu": 2})
+        _pod(lab, "whole-gpu", "nvidia.com/gpu", 1)
+        _stopped_at(cp, "nvmlDeviceGetTopologyCommonAncestor")
+
+        def refused():
+            pod = lab.core.read_namespaced_pod("whole-gpu", "default")
+            return pod if pod.status.phase == "Failed" else None
+        pod = lab.wait_for(refused, timeout=30, what="the pod refused")
+    finally:
+        lab.core.delete_namespaced_pod("whole-gpu", "default", grace_period_seconds=0)
+        ndp.stop(cp)
+    assert pod.status.reason == "UnexpectedAdmissionError"
+    assert "GetPreferredAllocation rpc failed" in pod.status.message
 
 
 def test_health_checks_stop_at_the_event_set(node, tmp_path):
