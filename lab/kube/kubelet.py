@@ -150,7 +150,12 @@ def start(plane, node_name, extra_args=(), root=None, device_plugins=False):
     if device_plugins:
         os.makedirs(os.path.join(root, "device-plugins"), exist_ok=True)
         view = ["unshare", "-m", "--", "sh", os.path.join(HERE, "device-plugins-view.sh"), os.path.join(root, "device-plugins")]
-        controlplane.spawn(run_dir, "kubelet", view + argv, exe=argv[0])
+        proc = controlplane.spawn(run_dir, "kubelet", view + argv, exe=argv[0])
+        # Until unshare and the script have exec'd the kubelet, controlplane.running does not know the pid (its exe is
+        # unshare's), and a stop would leave it running.
+        deadline = time.monotonic() + 30
+        while controlplane.running(run_dir, "kubelet") is None and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
     else:
         controlplane.spawn(run_dir, "kubelet", argv)
     return root

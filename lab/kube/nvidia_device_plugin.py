@@ -6,9 +6,10 @@ What the plugin reads besides NVML, given as the driver lays it out, in a privat
 (device-plugins-view.sh on top of gpusim's kernel-view.sh):
 - /sys/bus/pci/devices/<bdf>/numa_node (internal/rm/nvml_devices.go GetNumaNode): kernel_view.py's sysfs tree;
 - /proc/driver/nvidia-caps/mig-minors (internal/mig/mig.go GetMigCapabilityDevicePaths), MIG devices only;
-- /var/lib/kubelet/device-plugins: the kubelet's device-plugins dir (its socket path is a constant upstream).
-The device nodes (/dev/nvidia<minor>, /dev/nvidia-caps/nvidia-cap<N>) are only named in Allocate's answer with the
-default device-list strategy (envvar) and pass-device-specs off; no pod is admitted here, so none are made.
+- /var/lib/kubelet/device-plugins: the kubelet's device-plugins dir (its socket path is a constant upstream);
+- /dev/nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset (stat'ed for Allocate's device specs with
+  --pass-device-specs) and /dev/nvidia<minor> (named, not stat'ed): real character device nodes, links to this
+  machine's /dev for the rest. No GPU is opened: the plugin only names them to the kubelet.
 
 Needs root (the kubelet, mount namespaces). Usage:
 
@@ -23,7 +24,9 @@ import importlib.util
 import os
 import re
 import shutil
+import stat
 import sys
+import time
 
 import yaml
 
@@ -81,14 +84,38 @@ def mig_minors():
     return "\n".join(lines) + "\n"
 
 
+# The device nodes as the driver has them made (nvidia-modprobe, utils/nvidia-modprobe-utils.c, mode 0666): the
+# nvidia module's fixed major 195 (NV_MAJOR_DEVICE_NUMBER), minor 255 nvidiactl, 254 nvidia-modeset and one per GPU
+# minor number; nvidia-uvm and nvidia-uvm-tools (minors 0, 1) on nvidia-uvm's major, which the kernel hands out at load
+# (alloc_chrdev_region, read back from /proc/devices): the value below is this lab's. MIG capability nodes
+# (/dev/nvidia-caps/nvidia-cap<N>) are made on demand by nvidia-modprobe -f; the plugin names them unchecked.
+NVIDIA_MAJOR, UVM_MAJOR = 195, 510
+
+
+def device_nodes(gpus):
+    """{name: (major, minor)} of /dev for the state's GPUs (gpusim's, loaded: minor_number filled in)."""
+    nodes = {"nvidiactl": (NVIDIA_MAJOR, 255), "nvidia-modeset": (NVIDIA_MAJOR, 254),
+             "nvidia-uvm": (UVM_MAJOR, 0), "nvidia-uvm-tools": (UVM_MAJOR, 1)}
+    for g in gpus:
+        if g.get("present", True):
+            nodes["nvidia%d" % g["minor_number"]] = (NVIDIA_MAJOR, g["minor_number"])
+    return nodes
+
+
 def kernel_root(root, state_path):
-    """ROOT/sys, ROOT/proc/modules (kernel_view.py) and ROOT/proc/driver/nvidia-caps/mig-minors for ``state_path``."""
+    """ROOT/sys, ROOT/proc/modules (kernel_view.py), ROOT/proc/driver/nvidia-caps/mig-minors and ROOT/dev (the
+    NVIDIA device nodes) for ``state_path``."""
     kernel_view = _load("gpusim_libnvml_kernel_view", os.path.join(GPUSIM, "libnvml", "kernel_view.py"))
     kernel_view.build(root, state_path)
     caps = os.path.join(root, "proc", "driver", "nvidia-caps")
     os.makedirs(caps, exist_ok=True)
     with open(os.path.join(caps, "mig-minors"), "w", encoding="utf-8") as fh:
         fh.write(mig_minors())
+    dev = os.path.join(root, "dev")
+    os.makedirs(dev, exist_ok=True)
+    for name, (major, minor) in device_nodes(kernel_view.state.load(state_path)["gpus"]).items():
+        os.mknod(os.path.join(dev, name), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+        os.chmod(os.path.join(dev, name), 0o666)  # mknod's mode is masked by the umask
     return root
 
 
@@ -96,13 +123,14 @@ def command(kubelet_root, kernel, argv):
     """argv under the kernel view of ``kernel`` with the kubelet's device-plugins dir at the plugin's constant path."""
     return ["unshare", "-m", "--", "sh", os.path.join(GPUSIM, "libnvml", "kernel-view.sh"), kernel,
             "sh", VIEW, os.path.join(kubelet_root, "device-plugins"), "--proc-driver", os.path.join(kernel, "proc", "driver"),
-            *argv]
+            "--dev", os.path.join(kernel, "dev"), *argv]
 
 
-def start(plane, kubelet_root, state_path, strategy="single", config=None, env=None, driver=None):
+def start(plane, kubelet_root, state_path, strategy="single", config=None, env=None, driver=None, pass_device_specs=False):
     """Start the plugin for the kubelet under ``kubelet_root`` (kubelet.start's) with gpusim ``state_path``; returns
     its argv. ``config``: the plugin's config file as a dict (version v1; ``sharing.timeSlicing`` and the like),
-    ``env``: more environment (e.g. DP_DISABLE_HEALTHCHECKS). Its log is RUN_DIR/nvidia-device-plugin.log, this
+    ``env``: more environment (e.g. DP_DISABLE_HEALTHCHECKS), ``pass_device_specs``: Allocate names the device nodes
+    too (the GPU Operator's device plugin DaemonSet sets PASS_DEVICE_SPECS=true). Its log is RUN_DIR/nvidia-device-plugin.log, this
     run's only, with every NVML call traced (GPUSIM_TRACE)."""
     run_dir = plane.run_dir
     work = os.path.join(run_dir, NAME)
@@ -112,7 +140,7 @@ def start(plane, kubelet_root, state_path, strategy="single", config=None, env=N
     kernel = kernel_root(os.path.join(work, "kernel"), state_path)
     exe = binary()
     argv = [exe, "--mig-strategy", strategy, "--fail-on-init-error=true",
-            "--kubelet-socket", "/var/lib/kubelet/device-plugins/kubelet.sock"]
+            "--kubelet-socket", "/var/lib/kubelet/device-plugins/kubelet.sock", f"--pass-device-specs={str(pass_device_specs).lower()}"]
     if config is not None:
         path = os.path.join(work, "config.yaml")
         with open(path, "w", encoding="utf-8") as fh:
@@ -124,8 +152,19 @@ def start(plane, kubelet_root, state_path, strategy="single", config=None, env=N
     open(os.path.join(run_dir, f"{NAME}.log"), "w", encoding="utf-8").close()  # pylint: disable=consider-using-with
     # exe: the binary the pid runs once unshare and the two scripts have exec'd it, so that controlplane.stop (and
     # down) find it (controlplane.running compares /proc/<pid>/exe).
-    controlplane.spawn(run_dir, NAME, command(kubelet_root, kernel, argv), env=full, exe=exe)
+    proc = controlplane.spawn(run_dir, NAME, command(kubelet_root, kernel, argv), env=full, exe=exe)
+    _until_execd(run_dir, NAME, proc)
     return argv
+
+
+def _until_execd(run_dir, name, proc, timeout=30.0):
+    """Wait until the wrappers have exec'd the program (or it has ended): before that controlplane.running does not
+    know the pid (its exe is still unshare's or sh's), and a stop would leave it running."""
+    deadline = time.monotonic() + timeout
+    while controlplane.running(run_dir, name) is None and proc.poll() is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not start:\n" + controlplane.log_tail(run_dir, name))
+        time.sleep(0.05)
 
 
 def log(plane):

@@ -102,6 +102,14 @@ def _served(cp, lab, want, timeout=30):
         raise
 
 
+def _stop(cp, lab):
+    """Stop the plugin and wait until the kubelet has noticed (its devices unhealthy: nothing allocatable), so that
+    the next test's _served sees its own plugin's devices, not this one's."""
+    ndp.stop(cp)
+    lab.wait_for(lambda: not any(_gpu_resources(lab.core.read_node(NODE).status.allocatable).values()), timeout=30,
+                 what="the stopped plugin's devices unhealthy")
+
+
 def _stopped_at(cp, symbol, timeout=30):
     """The plugin's log once the dynamic linker has ended it at ``symbol``."""
     deadline = time.monotonic() + timeout
@@ -121,7 +129,7 @@ def test_single_strategy_advertises_the_gpus_through_the_kubelet(node, tmp_path)
     try:
         capacity, _ = _served(cp, lab, {"nvidia.com/gpu": 2})
     finally:
-        ndp.stop(cp)
+        _stop(cp, lab)
     text = ndp.log(cp)
     assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in text
     assert ndp.nvml_calls(text) == WHOLE_GPU_CALLS
@@ -150,7 +158,7 @@ def test_time_slicing_replicas_are_advertised_as_the_stand_in_says(node, tmp_pat
     try:
         _served(cp, lab, expected)
     finally:
-        ndp.stop(cp)
+        _stop(cp, lab)
 
 
 def _pod(lab, name, resource, count):
@@ -162,11 +170,8 @@ def _pod(lab, name, resource, count):
     return lab.core.read_namespaced_pod(name, "default").metadata.uid
 
 
-def _envs(alloc_resp):
-    """ContainerAllocateResponse.envs (k8s.io/kubelet pkg/apis/deviceplugin/v1beta1 api.proto: field 1, a map, so
-    entries of key 1 and value 2) from the base64 protobuf the kubelet's checkpoint keeps."""
-    data, envs, i = base64.b64decode(alloc_resp), {}, 0
-
+def _fields(data):
+    """(field number, bytes) of a protobuf message's length-delimited fields (all that the ones read here have)."""
     def varint(at):
         shift = value = 0
         while True:
@@ -175,29 +180,46 @@ def _envs(alloc_resp):
             at, shift = at + 1, shift + 7
             if not byte & 0x80:
                 return value, at
+    out, i = [], 0
     while i < len(data):
         tag, i = varint(i)
         size, i = varint(i)
-        body, i = data[i:i + size], i + size
-        if tag == 0x0A:  # envs entry: 0x0a key, 0x12 value
-            key_len = body[1]
-            envs[body[2:2 + key_len].decode()] = body[4 + key_len:4 + key_len + body[3 + key_len]].decode()
-    return envs
+        out.append((tag >> 3, data[i:i + size]))
+        i += size
+    return out
 
 
-def test_a_time_sliced_pod_is_admitted_with_nvidias_allocation(node, tmp_path):
+def _allocation(alloc_resp):
+    """(envs, device specs) of a ContainerAllocateResponse (k8s.io/kubelet pkg/apis/deviceplugin/v1beta1 api.proto:
+    envs = 1, a map of key 1 / value 2; devices = 3, DeviceSpec container_path 1, host_path 2, permissions 3), from
+    the base64 protobuf the kubelet's checkpoint keeps."""
+    envs, devices = {}, []
+    for number, body in _fields(base64.b64decode(alloc_resp)):
+        entry = {n: v.decode() for n, v in _fields(body)}
+        if number == 1:
+            envs[entry[1]] = entry[2]
+        elif number == 3:
+            devices.append((entry[1], entry[2], entry[3]))
+    return envs, devices
+
+
+@pytest.mark.parametrize("pass_device_specs", [False, True])
+def test_a_time_sliced_pod_is_admitted_with_nvidias_allocation(node, tmp_path, pass_device_specs):
     """The kubelet admits a pod asking for a time-sliced GPU through the plugin's GetPreferredAllocation
     (internal/rm/allocate.go distributedAlloc: no NVML) and Allocate (the envvar device-list strategy:
     NVIDIA_VISIBLE_DEVICES, the GPU's UUID without the replica suffix); the kubelet's checkpoint
-    (ROOT/device-plugins/kubelet_internal_checkpoint) keeps the answer. No device node is needed for that."""
+    (ROOT/device-plugins/kubelet_internal_checkpoint) keeps the answer. With PASS_DEVICE_SPECS=true (the GPU
+    Operator's default, deployments/gpu-operator/values.yaml devicePlugin.env) Allocate also names the device nodes
+    (internal/plugin/server.go apiDeviceSpecs): the control nodes found in its /dev, then the GPU's."""
     cp, lab, root = node
     uuids = ["GPU-5e1f0a00-0000-4000-8000-000000000000", "GPU-5e1f0a01-0000-4000-8000-000000000001"]
     state = _state(tmp_path, [{"model": L40S, "uuid": u} for u in uuids])
     config = {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
-    ndp.start(cp, root, state, "single", config=config, env=NO_HEALTH)
+    ndp.start(cp, root, state, "single", config=config, env=NO_HEALTH, pass_device_specs=pass_device_specs)
+    name = f"time-sliced-{str(pass_device_specs).lower()}"
     try:
         _served(cp, lab, {"nvidia.com/gpu": 8})
-        uid = _pod(lab, "time-sliced", "nvidia.com/gpu", 1)
+        uid = _pod(lab, name, "nvidia.com/gpu", 1)
 
         def allocated():
             with open(os.path.join(root, "device-plugins", "kubelet_internal_checkpoint"), encoding="utf-8") as fh:
@@ -205,12 +227,15 @@ def test_a_time_sliced_pod_is_admitted_with_nvidias_allocation(node, tmp_path):
             return [e for e in entries if e["PodUID"] == uid]
         entry, = lab.wait_for(allocated, timeout=30, what="the pod's devices in the kubelet's checkpoint")
     finally:
-        lab.core.delete_namespaced_pod("time-sliced", "default", grace_period_seconds=0)
-        ndp.stop(cp)
+        lab.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+        _stop(cp, lab)
     (device,), = entry["DeviceIDs"].values()
     uuid, _, replica = device.partition("::")
     assert uuid in uuids and replica in {"0", "1", "2", "3"}
-    assert _envs(entry["AllocResp"]) == {"NVIDIA_VISIBLE_DEVICES": uuid}
+    envs, devices = _allocation(entry["AllocResp"])
+    assert envs == {"NVIDIA_VISIBLE_DEVICES": uuid}
+    nodes = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia%d" % uuids.index(uuid)]
+    assert devices == ([(p, p, "rw") for p in nodes] if pass_device_specs else [])
     assert ndp.nvml_calls(ndp.log(cp).split("Registered device plugin", 1)[1]) == []  # distributedAlloc, Allocate
 
 
@@ -233,7 +258,7 @@ def test_a_whole_gpu_pod_stops_at_the_topology_query(node, tmp_path):
         pod = lab.wait_for(refused, timeout=30, what="the pod refused")
     finally:
         lab.core.delete_namespaced_pod("whole-gpu", "default", grace_period_seconds=0)
-        ndp.stop(cp)
+        _stop(cp, lab)
     assert pod.status.reason == "UnexpectedAdmissionError"
     assert "GetPreferredAllocation rpc failed" in pod.status.message
 
