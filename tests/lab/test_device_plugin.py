@@ -88,7 +88,7 @@ def _gpu_resources(status_part):
 def _served(cp, lab, want, timeout=30):
     """The Node's nvidia.com/* (capacity, allocatable) once ``want`` is in both and nothing else is allocatable. A
     resource an earlier plugin served stays in capacity with 0 allocatable for the kubelet's grace period
-    (pkg/kubelet/cm/devicemanager/endpoint.go endpointStopGracePeriod, 5 min); the plugin's log on a timeout."""
+    (pkg/kubelet/cm/devicemanager/types.go endpointStopGracePeriod, 5 min); the plugin's log on a timeout."""
     def check():
         status = lab.core.read_node(NODE).status
         cap, alloc = _gpu_resources(status.capacity), _gpu_resources(status.allocatable)
