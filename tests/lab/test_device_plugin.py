@@ -5,9 +5,8 @@ device manager, and must equal what the stand-in (lab/kube/device_plugin.py, gpu
 
 Where the library does not reach yet, the test names the exact point the plugin stops at (the dynamic linker's
 "undefined symbol" on the first entry point it lacks), as tests/lab/test_libnvml.py does for mig-parted: the health
-checks (nvmlEventSetCreate), MIG-capable GPUs (nvmlDeviceGetMaxMigDeviceCount; the mixed strategy
-nvmlDeviceGetGpuInstanceProfileInfo) and the allocation of whole GPUs (nvmlDeviceGetTopologyCommonAncestor). Those
-tests fail once the entry points land: then they become end-to-end ones.
+checks (nvmlEventSetCreate) and the allocation of whole GPUs (nvmlDeviceGetTopologyCommonAncestor). Those tests fail
+once the entry points land: then they become end-to-end ones.
 """
 from __future__ import annotations
 
@@ -286,19 +285,76 @@ def test_health_checks_stop_at_the_event_set(node, tmp_path):
     assert DP.status_patch(served, {"nvidia.com/gpu": 2}, None, serving=False)[0] == {"allocatable": {"nvidia.com/gpu": "0"}}
 
 
-@pytest.mark.parametrize("strategy, mig_enabled, symbol", [
-    # go-nvlib pkg/nvlib/device VisitMigDevices (device map, single strategy): asked of every MIG-capable GPU.
-    ("single", False, "nvmlDeviceGetMaxMigDeviceCount"),
-    # internal/rm/rm.go AddDefaultResourcesToConfig (mixed): the MIG profiles of each MIG-enabled GPU.
-    ("mixed", True, "nvmlDeviceGetGpuInstanceProfileInfo"),
-])
-def test_mig_capable_gpus_stop_at_the_first_missing_entry_point(node, tmp_path, strategy, mig_enabled, symbol):
+def _mig_gpu(*profiles):
+    """An A100-SXM4-40GB with MIG on and one full-size compute instance per GPU instance profile id given (19: 1g.5gb
+    at slices 0, 1, ...; 14: 2g.10gb at slice 4)."""
+    starts = {19: iter(range(7)), 14: iter((4, 0, 2))}
+    return {"model": A100, "mig_mode": "enabled",
+            "gpu_instances": [{"profile_id": p, "start": next(starts[p]), "compute_instances": [{}]} for p in profiles]}
+
+
+def _product(gpus):
+    """The state's GPUs as mig_geometry reports them, for the product's _mig_roll.expected_resources."""
+    names = {19: "1g.5gb", 14: "2g.10gb"}
+    out = []
+    for i, g in enumerate(gpus):
+        devices = {}
+        for gi in g.get("gpu_instances", []):
+            devices[names[gi["profile_id"]]] = devices.get(names[gi["profile_id"]], 0) + 1
+        out.append({"index": i, "mig_capable": g["model"] != L40S,
+                    "before": {"mig_mode": {"current": g.get("mig_mode", "disabled")}, "mig_devices": devices}})
+    return out
+
+
+MIG_CASES = {
+    # MIG on one GPU, off on the other: the mixed strategy serves each as it is (internal/rm/rm.go
+    # AddDefaultResourcesToConfig: nvidia.com/mig-<profile> per full-size profile, nvidia.com/gpu for the rest).
+    "mixed, one GPU without MIG": ("mixed", [_mig_gpu(19, 19), {"model": A100, "mig_mode": "disabled"}],
+                                   {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.5gb": 2}),
+    "mixed, two profiles": ("mixed", [_mig_gpu(19, 19, 14), _mig_gpu(19, 19, 14)],
+                            {"nvidia.com/mig-1g.5gb": 4, "nvidia.com/mig-2g.10gb": 2}),
+    # single: every MIG device of the one type is an nvidia.com/gpu (rm.go AddMIGResource("*", "gpu")).
+    "single, one profile": ("single", [_mig_gpu(19, 19), _mig_gpu(19, 19)], {"nvidia.com/gpu": 4}),
+    # MIG-capable GPUs with MIG off: go-nvlib VisitMigDevices asks nvmlDeviceGetMaxMigDeviceCount of each (0).
+    "single, MIG off": ("single", [{"model": A100, "mig_mode": "disabled"}] * 2, {"nvidia.com/gpu": 2}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MIG_CASES))
+def test_mig_strategies_advertise_what_the_stand_in_and_the_product_expect(node, tmp_path, case):
+    cp, lab, root = node
+    strategy, gpus, expected = MIG_CASES[case]
+    state = _state(tmp_path, gpus)
+    with open(state, encoding="utf-8") as fh:
+        assert GR.device_plugin_resources(json.load(fh), strategy, GR.gpusim_namer()) == (expected, None)
+    assert _mig_roll.expected_resources(_product(gpus), strategy) == expected
+    ndp.start(cp, root, state, strategy, env=NO_HEALTH)
+    try:
+        _served(cp, lab, expected)
+    finally:
+        _stop(cp, lab)
+    if any(g.get("mig_mode") == "enabled" for g in gpus):
+        # What the plugin asks of a MIG device (internal/rm/nvml_devices.go, go-nvlib mig_device.go GetProfile).
+        assert {"nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
+                "nvmlDeviceGetDeviceHandleFromMigDeviceHandle", "nvmlDeviceGetAttributes_v2",
+                "nvmlGpuInstanceGetComputeInstanceProfileInfo"} <= set(ndp.nvml_calls(ndp.log(cp)))
+
+
+@pytest.mark.parametrize("gpus", [[_mig_gpu(19, 14), _mig_gpu(19, 14)], [_mig_gpu(19), {"model": A100, "mig_mode": "disabled"}]],
+                         ids=["two MIG device types", "MIG on one GPU only"])
+def test_single_strategy_refuses_the_layouts_the_stand_in_refuses(node, tmp_path, gpus):
+    """internal/rm/device_map.go: the single strategy's checks end the plugin with the stand-in's message, and the
+    product's plan check (_mig_roll.single_strategy_problem) refuses the same layouts beforehand."""
     cp, _lab, root = node
-    gpu = {"model": A100, "mig_mode": "disabled"}
-    if mig_enabled:
-        gpu = {"model": A100, "mig_mode": "enabled",
-               "gpu_instances": [{"profile_id": 19, "start": s, "compute_instances": [{}]} for s in (0, 1)]}
-    state = _state(tmp_path, [gpu, {"model": A100, "mig_mode": "disabled"}])
-    ndp.start(cp, root, state, strategy)
-    text = _stopped_at(cp, symbol)
-    assert "Registered device plugin" not in text
+    state = _state(tmp_path, gpus)
+    with open(state, encoding="utf-8") as fh:
+        resources, error = GR.device_plugin_resources(json.load(fh), "single", GR.gpusim_namer())
+    assert resources == {"nvidia.com/gpu": 0} and error
+    assert _mig_roll.single_strategy_problem(_product(gpus))
+    ndp.start(cp, root, state, "single", env=NO_HEALTH)
+    deadline = time.monotonic() + 30
+    while ndp.running(cp) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    text = ndp.log(cp)
+    assert not ndp.running(cp) and "Registered device plugin" not in text
+    assert error in text.split("error starting plugins: ", 1)[-1], text[-2000:]
