@@ -46,7 +46,8 @@ RBAC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "docs", "rbac", "gpu
 # Stopped in this order (clients of the API server first, etcd last).
 # What every `up` starts (the device plugin and mig-manager only on request).
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-PROCESSES = ("kubelet", "fakecri", "gpu-operator", "device-plugin", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+PROCESSES = ("nvidia-device-plugin", "kubelet", "fakecri", "gpu-operator", "device-plugin", "kwok", "kube-scheduler", "kube-controller-manager",
+             "kube-apiserver", "etcd")
 SERVICE_CIDR = "10.96.0.0/24"
 # The lab's own clients (each with a certificate and a kubeconfig of its own), none of them audited as the product.
 LAB_USERS = ("kube-controller-manager", "kube-scheduler", "kwok", "kubelet", "lab")
@@ -231,13 +232,15 @@ def _pid_path(run_dir, name):
     return os.path.join(run_dir, "pids", f"{name}.pid")
 
 
-def spawn(run_dir, name, argv):
+def spawn(run_dir, name, argv, env=None, exe=None):
+    """Start ``argv`` in a session of its own, logging to RUN_DIR/<name>.log; its pid file names ``exe``, the binary
+    the pid runs (default argv[0]; a wrapper that execs it, such as unshare, names the program it ends in)."""
     os.makedirs(os.path.join(run_dir, "pids"), exist_ok=True)
     with open(os.path.join(run_dir, f"{name}.log"), "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,  # pylint: disable=consider-using-with
-                                start_new_session=True, cwd=run_dir)
+                                start_new_session=True, cwd=run_dir, env=env)
     with open(_pid_path(run_dir, name), "w", encoding="utf-8") as fh:
-        fh.write(f"{proc.pid} {argv[0]}\n")
+        fh.write(f"{proc.pid} {exe or argv[0]}\n")
     return proc
 
 

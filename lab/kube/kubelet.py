@@ -114,9 +114,14 @@ def kubeadm_join_flags(plane, join_config, workdir):
     raise RuntimeError(f"{flags_env} has no KUBELET_KUBEADM_ARGS")
 
 
-def start(plane, node_name, extra_args=(), root=None):
+def start(plane, node_name, extra_args=(), root=None, device_plugins=False):
     """Start fakecri and a kubelet for ``node_name`` (its flags: ours, then ``extra_args`` as an installer passes
     them); returns the kubelet's root dir. The lab's kubelet.kubeconfig is its credential.
+
+    ``device_plugins``: the kubelet's device manager listens in ROOT/device-plugins, seen by it as the fixed
+    /var/lib/kubelet/device-plugins in a mount namespace of its own (device-plugins-view.sh), for a device plugin
+    started the same way (nvidia_device_plugin.py). Without it the kubelet uses this machine's
+    /var/lib/kubelet/device-plugins, whatever --root-dir says.
 
     The root dir is short by default (a /tmp dir of its own, removed by ``stop``): the kubelet binds unix sockets
     under it (pod-resources, plugins), and a socket path has at most 108 bytes."""
@@ -142,7 +147,17 @@ def start(plane, node_name, extra_args=(), root=None):
     argv = [os.path.join(bin_dir, "kubelet"), "--config", os.path.join(root, "config.yaml"),
             "--kubeconfig", os.path.join(run_dir, "kubelet.kubeconfig"), "--root-dir", root,
             "--cert-dir", os.path.join(root, "pki"), "--hostname-override", node_name, *extra_args]
-    controlplane.spawn(run_dir, "kubelet", argv)
+    if device_plugins:
+        os.makedirs(os.path.join(root, "device-plugins"), exist_ok=True)
+        view = ["unshare", "-m", "--", "sh", os.path.join(HERE, "device-plugins-view.sh"), os.path.join(root, "device-plugins")]
+        proc = controlplane.spawn(run_dir, "kubelet", view + argv, exe=argv[0])
+        # Until unshare and the script have exec'd the kubelet, controlplane.running does not know the pid (its exe is
+        # unshare's), and a stop would leave it running.
+        deadline = time.monotonic() + 30
+        while controlplane.running(run_dir, "kubelet") is None and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    else:
+        controlplane.spawn(run_dir, "kubelet", argv)
     return root
 
 

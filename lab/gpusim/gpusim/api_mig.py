@@ -258,9 +258,12 @@ def mig_compute_instance_id(st, key):
 
 
 def max_mig_device_count(st, key):
+    """nvml.h nvmlDeviceGetMaxMigDeviceCount: "Returns zero if MIG is not supported or enabled" (a MIG-capable GPU
+    with MIG off: 0, so that go-nvlib's VisitMigDevices, which every device plugin strategy but none runs on each
+    MIG-capable GPU, asks no MIG device handle of it; a GPU without MIG keeps gpusim's NOT_SUPPORTED)."""
     g = gpu(st, key)
     machine.require_mig_capable(g)
-    return machine.model_of(g).max_mig_devices
+    return machine.model_of(g).max_mig_devices if g["mig_mode"] == 1 else 0
 
 
 def mig_device_handle_by_index(st, key, index):
