@@ -23,7 +23,7 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-node-image lab-vcsim lab-nvml-wheel lab-cuda-repo lab-rpm-repo lab-kube lab-kube-tools lab-mig-parted lab-down test sanity typecheck units lab-tests units-nvml-library integration installed installed-lab molecule lint build docs-check bench mutation clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-node-image lab-vcsim lab-nvml-wheel lab-cuda-repo lab-rpm-repo lab-kube lab-kube-tools lab-mig-parted lab-device-plugin lab-down test sanity typecheck units lab-tests units-nvml-library integration installed installed-lab molecule lint build docs-check bench mutation clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
@@ -130,6 +130,11 @@ lab-kube-tools: deps venv
 lab-mig-parted: deps venv
 	$(PY) lab/mig-parted/build.py
 
+# NVIDIA's k8s-device-plugin (lab/device-plugin/go.mod), run on a real kubelet over gpusim's libnvidia-ml by
+# tests/lab/test_device_plugin.py; cached under build/device-plugin/.
+lab-device-plugin: deps venv
+	$(PY) lab/device-plugin/build.py
+
 lab-down:
 	lab/down.sh build/lab/run
 
@@ -139,7 +144,7 @@ lab-down:
 # a core idle most of the time (ansible-test sanity runs one test at a time); the stand-ins' own tests (lab-tests) run
 # beside the unit and installed tests, whose phase left a core idle too (74 % CPU).
 test: deps venv collection
-	$(PY) tools/test_phases.py "sanity+lint typecheck+lab-kube lab-kube-tools lab-mig-parted" "build docs-check units units-nvml-library installed+lab-rpm-repo lab-cuda-repo lab-tests" \
+	$(PY) tools/test_phases.py "sanity+lint typecheck+lab-kube lab-kube-tools lab-mig-parted lab-device-plugin" "build docs-check units units-nvml-library installed+lab-rpm-repo lab-cuda-repo lab-tests" \
 	  integration molecule installed-lab
 	@echo "make test: all gates passed"
 
@@ -174,7 +179,7 @@ mutation: venv collection
 	$(PY) tools/mutation.py --children $(or $(MUTATION_CHILDREN),1) $(MUTATION_FILES)
 
 # The stand-ins checked against the APIs they copy, before anything relies on them.
-lab-tests: venv collection deps lab-kube lab-kube-tools lab-mig-parted
+lab-tests: venv collection deps lab-kube lab-kube-tools lab-mig-parted lab-device-plugin
 	$(PY) -m pytest tests/lab -q -n 2 --durations=15
 
 integration: venv collection deps lab-kube lab-kube-tools
