@@ -8,8 +8,9 @@ version script that exports only the entry points that driver's libnvidia-ml.so.
 binding's symbol lookups fail exactly as on that driver.
 
 Output: build/libnvml/<sha256 of the inputs>/obj/ (the objects), <driver version>[-without-<hash of the missing
-symbols>]/libnvidia-ml.so.1 (one link per export set, each with a ``.complete`` marker) and ``build-times.txt``. ``python lab/gpusim/libnvml/build.py [driver version]`` prints that directory (default: gpusim's
-default driver), for ``LD_LIBRARY_PATH``.
+symbols>]/libnvidia-ml.so.1 (one link per export set, each with a ``.complete`` marker) and ``build-times.txt``.
+``python lab/gpusim/libnvml/build.py [driver version]`` prints that directory (default: gpusim's default driver), for
+``LD_LIBRARY_PATH``.
 """
 from __future__ import annotations
 
