@@ -84,7 +84,7 @@ def _gpu_resources(status_part):
     return {k: int(v) for k, v in (status_part or {}).items() if k.startswith("nvidia.com/")}
 
 
-def _served(cp, lab, want, timeout=30):
+def _served(cp, lab, want, timeout=90):
     """The Node's nvidia.com/* (capacity, allocatable) once ``want`` is in both and nothing else is allocatable. A
     resource an earlier plugin served stays in capacity with 0 allocatable for the kubelet's grace period
     (pkg/kubelet/cm/devicemanager/types.go endpointStopGracePeriod, 5 min); the plugin's log on a timeout."""
@@ -105,11 +105,11 @@ def _stop(cp, lab):
     """Stop the plugin and wait until the kubelet has noticed (its devices unhealthy: nothing allocatable), so that
     the next test's _served sees its own plugin's devices, not this one's."""
     ndp.stop(cp)
-    lab.wait_for(lambda: not any(_gpu_resources(lab.core.read_node(NODE).status.allocatable).values()), timeout=30,
+    lab.wait_for(lambda: not any(_gpu_resources(lab.core.read_node(NODE).status.allocatable).values()), timeout=90,
                  what="the stopped plugin's devices unhealthy")
 
 
-def _stopped_at(cp, symbol, timeout=30):
+def _stopped_at(cp, symbol, timeout=90):
     """The plugin's log once the dynamic linker has ended it at ``symbol``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -224,7 +224,7 @@ def test_a_time_sliced_pod_is_admitted_with_nvidias_allocation(node, tmp_path, p
             with open(os.path.join(root, "device-plugins", "kubelet_internal_checkpoint"), encoding="utf-8") as fh:
                 entries = json.load(fh)["Data"]["PodDeviceEntries"] or []
             return [e for e in entries if e["PodUID"] == uid]
-        entry, = lab.wait_for(allocated, timeout=30, what="the pod's devices in the kubelet's checkpoint")
+        entry, = lab.wait_for(allocated, timeout=90, what="the pod's devices in the kubelet's checkpoint")
     finally:
         lab.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
         _stop(cp, lab)
@@ -254,7 +254,7 @@ def test_a_whole_gpu_pod_stops_at_the_topology_query(node, tmp_path):
         def refused():
             pod = lab.core.read_namespaced_pod("whole-gpu", "default")
             return pod if pod.status.phase == "Failed" else None
-        pod = lab.wait_for(refused, timeout=30, what="the pod refused")
+        pod = lab.wait_for(refused, timeout=90, what="the pod refused")
     finally:
         lab.core.delete_namespaced_pod("whole-gpu", "default", grace_period_seconds=0)
         _stop(cp, lab)
@@ -280,7 +280,7 @@ def test_health_checks_stop_at_the_event_set(node, tmp_path):
     def unhealthy():
         status = lab.core.read_node(NODE).status
         return (_gpu_resources(status.capacity).get("nvidia.com/gpu"), _gpu_resources(status.allocatable).get("nvidia.com/gpu")) == (2, 0)
-    lab.wait_for(unhealthy, timeout=30, what="capacity 2, allocatable 0")
+    lab.wait_for(unhealthy, timeout=90, what="capacity 2, allocatable 0")
     served = {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}
     assert DP.status_patch(served, {"nvidia.com/gpu": 2}, None, serving=False)[0] == {"allocatable": {"nvidia.com/gpu": "0"}}
 
@@ -352,7 +352,7 @@ def test_single_strategy_refuses_the_layouts_the_stand_in_refuses(node, tmp_path
     assert resources == {"nvidia.com/gpu": 0} and error
     assert _mig_roll.single_strategy_problem(_product(gpus))
     ndp.start(cp, root, state, "single", env=NO_HEALTH)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90
     while ndp.running(cp) and time.monotonic() < deadline:
         time.sleep(0.2)
     text = ndp.log(cp)
