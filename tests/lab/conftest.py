@@ -28,3 +28,10 @@ def sim(tmp_path, monkeypatch):
     yield SimpleNamespace(nv=nv, path=path, start=start, state=lambda: json.loads(path.read_text()))
     while nv._refcount > 0:  # pylint: disable=protected-access
         nv.nvmlShutdown()
+
+
+@pytest.fixture(scope="session")
+def libdirs():
+    """{driver: directory of gpusim's libnvidia-ml.so.1 with that driver's exports} for the builds the tests name."""
+    from libnvml_common import libnvml_build  # pylint: disable=import-outside-toplevel,import-error
+    return {d: libnvml_build.ensure(d) for d in libnvml_build.BRANCHES}

@@ -10,40 +10,19 @@ MIG geometry through the library (the MIG slice in full: tests/lab/test_libnvml_
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-GPUSIM = REPO / "lab" / "gpusim"
+from libnvml_common import GPUSIM, REPO, NEEDS_BUILD, clean_env, kernel_view, libnvml_build  # pylint: disable=import-error
 
 
-def _load(name, path):
-    """The lab script at ``path`` as module ``name``, with sys.path as it was afterwards: the scripts put lab/gpusim
-    first on it, where lab/gpusim/pynvml.py would shadow the installed nvidia-ml-py for every later test of this
-    worker (tests/lab/test_gpusim_api.py checks that it does not)."""
-    saved = list(sys.path)
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path[:] = saved
-
-
-libnvml_build = _load("gpusim_libnvml_build", GPUSIM / "libnvml" / "build.py")
-kernel_view = _load("gpusim_libnvml_kernel_view", GPUSIM / "libnvml" / "kernel_view.py")
 sys.path.insert(0, str(REPO / "lab"))  # lab/gobuild.py, as in tests/lab/test_mig_parted_oracle.py (no pynvml there)
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("go") is None,
-                                reason="the library build needs gcc and go (nvml.h from the Go module proxy)")
+pytestmark = NEEDS_BUILD
 
 # The calls, as nvidia-ml-py names them; each answer is recorded as ["ok", value] or ["err", class, code].
 PROBE = r'''
@@ -132,11 +111,6 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def libdirs():
-    return {d: libnvml_build.ensure(d) for d in libnvml_build.BRANCHES}
-
-
 def _probe(env, state, steps, tmp, isolated):
     path = tmp / "gpusim.json"
     if state is not None:
@@ -149,20 +123,15 @@ def _probe(env, state, steps, tmp, isolated):
     return out, (json.loads(path.read_text()) if path.exists() else None)
 
 
-def _clean_env():
-    return {k: v for k, v in os.environ.items()
-            if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "GPUSIM_STATE", "GPUSIM_HOME", "GPUSIM_TRACE")}
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_real_binding_on_the_library_answers_as_the_standin(case, libdirs, tmp_path):
     state, steps, driver = CASES[case]
     lib = libdirs[driver or libnvml_build.DEFAULT_DRIVER]
     (tmp_path / "lib").mkdir()
     (tmp_path / "standin").mkdir()
-    theirs, their_state = _probe(dict(_clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)),
+    theirs, their_state = _probe(dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)),
                                  state, steps, tmp_path / "lib", isolated=True)
-    ours, our_state = _probe(dict(_clean_env(), PYTHONPATH=str(GPUSIM)), state, steps, tmp_path / "standin",
+    ours, our_state = _probe(dict(clean_env(), PYTHONPATH=str(GPUSIM)), state, steps, tmp_path / "standin",
                              isolated=False)
     # the real binding from site-packages, not a module of ours
     assert "site-packages" in theirs["file"] and not theirs["standin"], theirs["file"]
@@ -214,7 +183,7 @@ def test_c_abi_rules_of_nvml_h(libdirs, tmp_path):
     foreign handles, INSUFFICIENT_SIZE when a string and its NUL do not fit, one handle per device."""
     path = tmp_path / "gpusim.json"
     path.write_text(json.dumps({"gpus": [{"model": "NVIDIA A30"}]}))
-    env = dict(_clean_env(), LD_LIBRARY_PATH=libdirs[libnvml_build.DEFAULT_DRIVER], GPUSIM_HOME=str(GPUSIM),
+    env = dict(clean_env(), LD_LIBRARY_PATH=libdirs[libnvml_build.DEFAULT_DRIVER], GPUSIM_HOME=str(GPUSIM),
                GPUSIM_STATE=str(path))
     proc = subprocess.run([sys.executable, "-I", "-c", C_ABI], env=env, capture_output=True, text=True, timeout=60,
                           check=True)
@@ -233,7 +202,7 @@ def _run_mig_parted(libdir, state, tmp_path, *args):
     path = tmp_path / "gpusim.json"
     path.write_text(json.dumps(state))
     root = kernel_view.build(str(tmp_path / "kernel"), str(path))
-    env = dict(_clean_env(), LD_LIBRARY_PATH=libdir, GPUSIM_HOME=str(GPUSIM), GPUSIM_STATE=str(path),
+    env = dict(clean_env(), LD_LIBRARY_PATH=libdir, GPUSIM_HOME=str(GPUSIM), GPUSIM_STATE=str(path),
                GPUSIM_TRACE="1")
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
     if probe.returncode != 0:

@@ -10,38 +10,18 @@ afterwards must be equal: both faces share gpusim/api_health.py. Then the produc
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-GPUSIM = REPO / "lab" / "gpusim"
+from libnvml_common import GPUSIM, REPO, NEEDS_BUILD, clean_env, libnvml_build  # pylint: disable=import-error
+
 COLLECTIONS = REPO / "build" / "collections"
 
 
-def _load(name, path):
-    """build.py as a module, with sys.path as it was afterwards (it puts lab/gpusim first, where gpusim's pynvml.py
-    would shadow the installed nvidia-ml-py for later tests of this worker)."""
-    saved = list(sys.path)
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path[:] = saved
-
-
-libnvml_build = _load("gpusim_libnvml_build_health", GPUSIM / "libnvml" / "build.py")
-
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("go") is None,
-                                reason="the library build needs gcc and go (nvml.h from the Go module proxy)")
+pytestmark = NEEDS_BUILD
 
 # Every call of the product's health / preflight / inventory readings through nvidia-ml-py, per GPU; each answer is
 # ["ok", value], ["err", class, code] or ["exc", class] (NVMLLibraryMismatchError is a plain Exception).
@@ -202,16 +182,6 @@ CASES = dict(_files("states/*.json", "vgpu-hosts/*.json"), **{
 CASES = {k: v if isinstance(v, tuple) else (v, None) for k, v in CASES.items()}
 
 
-@pytest.fixture(scope="module")
-def libdirs():
-    return {d: libnvml_build.ensure(d) for d in libnvml_build.BRANCHES}
-
-
-def _clean_env():
-    return {k: v for k, v in os.environ.items()
-            if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "GPUSIM_STATE", "GPUSIM_HOME", "GPUSIM_TRACE")}
-
-
 def _run(script, env, state, tmp, isolated, *argv):
     tmp.mkdir(parents=True)
     path = tmp / "gpusim.json"
@@ -226,9 +196,9 @@ def _run(script, env, state, tmp, isolated, *argv):
 def _both(script, state, driver, libdirs, tmp_path, *argv):
     """(real binding on the library, stand-in) answers and state files of ``script``."""
     lib = libdirs[driver or libnvml_build.DEFAULT_DRIVER]
-    theirs = _run(script, dict(_clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), copy.deepcopy(state),
+    theirs = _run(script, dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), copy.deepcopy(state),
                   tmp_path / "lib", True, *argv)
-    ours = _run(script, dict(_clean_env(), PYTHONPATH=str(GPUSIM)), copy.deepcopy(state), tmp_path / "standin", False,
+    ours = _run(script, dict(clean_env(), PYTHONPATH=str(GPUSIM)), copy.deepcopy(state), tmp_path / "standin", False,
                 *argv)
     return theirs, ours
 
@@ -401,7 +371,7 @@ def test_c_abi_rules_of_the_new_entry_points(libdirs, tmp_path):
     out-pointers and foreign handles, INSUFFICIENT_SIZE for a short serial buffer and an infoCount below the list."""
     path = tmp_path / "gpusim.json"
     path.write_text(json.dumps({"gpus": [{"model": A100, "processes": [PROCS[0], PROCS[2]]}]}))
-    env = dict(_clean_env(), LD_LIBRARY_PATH=libdirs[libnvml_build.DEFAULT_DRIVER], GPUSIM_HOME=str(GPUSIM),
+    env = dict(clean_env(), LD_LIBRARY_PATH=libdirs[libnvml_build.DEFAULT_DRIVER], GPUSIM_HOME=str(GPUSIM),
                GPUSIM_STATE=str(path))
     proc = subprocess.run([sys.executable, "-I", "-c", C_ABI], env=env, capture_output=True, text=True, timeout=60,
                           check=True)

@@ -10,54 +10,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-GPUSIM = REPO / "lab" / "gpusim"
+from libnvml_common import GPUSIM, REPO, NEEDS_BUILD, clean_env, kernel_view, lib_env, libnvml_build  # pylint: disable=import-error
+
 COLLECTIONS = REPO / "build" / "collections"   # tests/conftest.py links the checkout there as gpuops.provision
 
 
-def _load(name, path):
-    """A lab script by path, with sys.path as it was afterwards (lab/gpusim/pynvml.py must not shadow nvidia-ml-py
-    for later tests of this worker; tests/lab/test_libnvml.py does the same)."""
-    saved = list(sys.path)
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path[:] = saved
-
-
-libnvml_build = _load("gpusim_libnvml_build", GPUSIM / "libnvml" / "build.py")
-kernel_view = _load("gpusim_libnvml_kernel_view", GPUSIM / "libnvml" / "kernel_view.py")
 models = sys.modules["gpusim.models"]   # imported by kernel_view (gpusim's package, from lab/gpusim)
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("go") is None,
-                                reason="the library build needs gcc and go (nvml.h from the Go module proxy)")
-
-
-@pytest.fixture(scope="module")
-def libdirs():
-    return {d: libnvml_build.ensure(d) for d in libnvml_build.BRANCHES}
-
-
-def _clean_env():
-    return {k: v for k, v in os.environ.items()
-            if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "GPUSIM_STATE", "GPUSIM_HOME", "GPUSIM_TRACE")}
-
-
-def _lib_env(libdir, state_path):
-    return dict(_clean_env(), LD_LIBRARY_PATH=libdir, GPUSIM_HOME=str(GPUSIM), GPUSIM_STATE=str(state_path))
+pytestmark = NEEDS_BUILD
 
 
 # ---------------------------------------------------------------- (a) real nvidia-ml-py on the library vs the stand-in
@@ -255,9 +222,9 @@ def test_real_binding_on_the_library_answers_gi_ci_calls_as_the_standin(case, li
     lib = libdirs[driver or libnvml_build.DEFAULT_DRIVER]
     (tmp_path / "lib").mkdir()
     (tmp_path / "standin").mkdir()
-    theirs, their_state = _probe(dict(_clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), state,
+    theirs, their_state = _probe(dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), state,
                                  tmp_path / "lib", isolated=True)
-    ours, our_state = _probe(dict(_clean_env(), PYTHONPATH=str(GPUSIM)), state, tmp_path / "standin", isolated=False)
+    ours, our_state = _probe(dict(clean_env(), PYTHONPATH=str(GPUSIM)), state, tmp_path / "standin", isolated=False)
     assert "site-packages" in theirs["file"] and not theirs["standin"], theirs["file"]
     assert ours["standin"]
     for mine, real in zip(ours["calls"], theirs["calls"]):
@@ -313,7 +280,7 @@ def test_c_abi_rules_of_the_mig_entry_points(libdirs, tmp_path):
     where a device is due, one handle per GPU instance."""
     path = tmp_path / "gpusim.json"
     path.write_text(json.dumps({"gpus": [{"model": "NVIDIA A100-SXM4-40GB", "mig_mode": "enabled"}]}))
-    proc = subprocess.run([sys.executable, "-I", "-c", C_ABI], env=_lib_env(libdirs[libnvml_build.DEFAULT_DRIVER], path),
+    proc = subprocess.run([sys.executable, "-I", "-c", C_ABI], env=lib_env(libdirs[libnvml_build.DEFAULT_DRIVER], path),
                           capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(proc.stdout) == {
         "uninit": 1, "v2": [0, 0x02000098, 19, "MIG 1g.5gb\0"], "bad_version": 25, "null_info": 2,
@@ -364,7 +331,7 @@ def _mig_parted():
 
 
 def _run_mig_parted(libdir, path, root, *args, trace=False, smi=False):
-    env = _lib_env(libdir, path)
+    env = lib_env(libdir, path)
     if trace:
         env["GPUSIM_TRACE"] = "1"
     if smi:  # gpusim's nvidia-smi, which mig-parted runs to reset GPUs (util/device.go nvmlResetAllGPUs)
@@ -417,7 +384,7 @@ print(json.dumps(res))
 
 def _product(libdir, path, mode, targets):
     proc = subprocess.run([sys.executable, "-I", "-c", PRODUCT, str(COLLECTIONS), mode, json.dumps(targets)],
-                          env=_lib_env(libdir, path), capture_output=True, text=True, timeout=300, check=False)
+                          env=lib_env(libdir, path), capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout)
     assert "site-packages" in out["binding"], out["binding"]   # the real nvidia-ml-py, not the stand-in
