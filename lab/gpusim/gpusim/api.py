@@ -182,6 +182,22 @@ def handle_by_pci_bus_id(st, text):
     raise Fault(NOT_FOUND, "no GPU at %s" % text)
 
 
+def handle_by_uuid(st, text):
+    """nvmlDeviceGetHandleByUUID: "The UUID of the target GPU or MIG instance" (a MIG device's handle for a MIG
+    UUID); NOT_FOUND "if uuid does not match a valid device on the system"; GPU_IS_LOST "if any GPU has fallen off
+    the bus" (the lookup walks every GPU, unlike the by-index and by-bus-id lookups; pynvml.py's rule, the same)."""
+    for g in health.visible(st):
+        reachable(g)
+    for g in health.visible(st):
+        if g["uuid"] == text:
+            return gpu_key(g)
+        for gi in g.get("gpu_instances", []):
+            for ci in gi["compute_instances"]:
+                if mig_uuid(g, gi, ci) == text:
+                    return ("mig", g["uuid"], gi["id"], ci["id"])
+    raise Fault(NOT_FOUND, "no GPU with UUID %s" % text)
+
+
 def name(st, key):
     g, mig = device(st, key, allow_mig=True)
     if mig:

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from . import api, api_health, api_mig, state
+from . import api, api_events, api_health, api_mig, state
 from .machine import Fault
 
 _TRACE = bool(os.environ.get("GPUSIM_TRACE"))
@@ -79,6 +79,7 @@ FUNCTIONS = {
     "nvmlDeviceGetCount_v2": _read(lambda st: (api.device_count(st),)),
     "nvmlDeviceGetHandleByIndex_v2": _read(lambda st, i: (_handle(api.handle_by_index(st, i)),)),
     "nvmlDeviceGetHandleByPciBusId_v2": _read(lambda st, bus: (_handle(api.handle_by_pci_bus_id(st, bus)),)),
+    "nvmlDeviceGetHandleByUUID": _read(lambda st, uuid: (_handle(api.handle_by_uuid(st, uuid)),)),
     "nvmlDeviceGetName": _read(lambda st, k: (api.name(st, _key(k)),)),
     "nvmlDeviceGetUUID": _read(lambda st, k: (api.uuid(st, _key(k)),)),
     "nvmlDeviceGetPciInfo_v3": _read(_pci_v3),
@@ -257,6 +258,26 @@ _MIG = {
     "nvmlDeviceGetAttributes_v2": _read(_attributes),
 }
 FUNCTIONS.update(_MIG)
+
+# ---------------------------------------------------------------- event sets
+# lab/gpusim/libnvml/events.c; rules: gpusim/api_events.py. A set lives in this process (never in the state); the
+# wait reads the state itself, again every api_events.POLL_S, so it is neither _read nor _mutate.
+
+
+def _wait(set_key, timeout_ms):
+    dev, kind, data, gi, ci = api_events.wait(_key(set_key), timeout_ms)
+    return (_handle(dev), kind, data, gi, ci)
+
+
+_EVENTS = {
+    "nvmlEventSetCreate": lambda: (_handle(api_events.create()),),
+    "nvmlDeviceGetSupportedEventTypes": _read(lambda st, k: (api_events.supported(st, _key(k)),)),
+    "nvmlDeviceRegisterEvents": _read(lambda st, k, hi, lo, s: api_events.register(st, _key(k), hi << 32 | lo, _key(s))
+                                      or ()),
+    "nvmlEventSetWait_v2": _wait,
+    "nvmlEventSetFree": lambda s: api_events.free(_key(s)) or (),
+}
+FUNCTIONS.update(_EVENTS)
 
 
 # A test's gate in front of GPU instance creation (tests/integration/mig/test_mig_lock.py): with GPUSIM_GATE=<file> set

@@ -457,6 +457,15 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t
     return gcall("nvmlDeviceGetHandleByPciBusId_v2", "s", "H", pciBusId, (void **)device);
 }
 
+/* A GPU's or a MIG device's UUID (nvml.h: "The UUID of the target GPU or MIG instance"); the device plugin's health
+ * checks look each device up by it (internal/rm/health.go). */
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    REQUIRE_INIT();
+    REQUIRE(uuid && device);
+    return gcall("nvmlDeviceGetHandleByUUID", "s", "H", uuid, (void **)device);
+}
+
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
     REQUIRE_INIT();
