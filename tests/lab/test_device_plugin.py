@@ -3,10 +3,12 @@ from gpusim's libnvidia-ml.so.1 (issue 42 item 4): what the Node advertises come
 device manager, and must equal what the stand-in (lab/kube/device_plugin.py, gpu_resources.py) and the product
 (_mig_roll.expected_resources) say for the same state.
 
-Where the library does not reach yet, the test names the exact point the plugin stops at (the dynamic linker's
-"undefined symbol" on the first entry point it lacks), as tests/lab/test_libnvml.py does for mig-parted: the health
-checks (nvmlEventSetCreate) and the allocation of whole GPUs (nvmlDeviceGetTopologyCommonAncestor). Those tests fail
-once the entry points land: then they become end-to-end ones.
+The plugin runs with its health checks on, as the GPU Operator runs it (internal/rm/health.go on the library's event
+sets, libnvml/events.c): an Xid the plugin does not ignore, injected into gpusim's kernel log, takes that GPU out of
+the Node's allocatable. Where the library does not reach yet, the test names the exact point the plugin stops at (the
+dynamic linker's "undefined symbol" on the first entry point it lacks), as tests/lab/test_libnvml.py does for
+mig-parted: the allocation of whole GPUs (nvmlDeviceGetTopologyCommonAncestor). That test fails once the entry points
+land: then it becomes an end-to-end one.
 """
 from __future__ import annotations
 
@@ -47,9 +49,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why_not() is not None, reaso
 NODE = "gpu-real"
 L40S = "NVIDIA L40S"      # no MIG: go-nvlib's IsMigCapable is false, so no MIG entry point is called
 A100 = "NVIDIA A100-SXM4-40GB"
-# Upstream's switch (internal/rm/health.go envDisableHealthChecks) for the one part that cannot run yet: the health
-# checks' first call, nvmlEventSetCreate, is not in the library (test_health_checks_stop_at_the_event_set below).
-NO_HEALTH = {"DP_DISABLE_HEALTHCHECKS": "all"}
+# The health checker's calls (internal/rm/health.go checkHealth: init, the event set, each device by UUID, its
+# supported event types, the registration, then nvmlEventSetWait_v2 with a 5000 ms timeout in a loop), which start
+# once the plugin has registered with the kubelet (internal/plugin/server.go Start).
+HEALTH_CALLS = ["nvmlInitWithFlags", "nvmlEventSetCreate", "nvmlDeviceGetHandleByUUID", "nvmlDeviceGetSupportedEventTypes",
+                "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2"]
 # The plugin's calls for whole GPUs, in first-call order (GPUSIM_TRACE): init, the device list and names
 # (go-nvlib), the MIG mode (IsMigCapable/IsMigEnabled), then per device internal/rm/nvml_devices.go: UUID,
 # GetPaths (minor number), GetNumaNode (PCI bus id), GetTotalMemory, GetComputeCapability.
@@ -109,6 +113,13 @@ def _stop(cp, lab):
                  what="the stopped plugin's devices unhealthy")
 
 
+def _health_registered(cp, lab, gpus):
+    """Wait until the health checker has registered ``gpus`` GPUs for events (the GPUSIM_TRACE line comes when the call
+    returns; the first nvmlEventSetWait_v2's only when it does, up to 5 s later)."""
+    lab.wait_for(lambda: ndp.log(cp).count("gpusim libnvidia-ml: nvmlDeviceRegisterEvents(") >= gpus, timeout=90,
+                 what="the health checker's registrations")
+
+
 def _stopped_at(cp, symbol, timeout=90):
     """The plugin's log once the dynamic linker has ended it at ``symbol``."""
     deadline = time.monotonic() + timeout
@@ -124,14 +135,17 @@ def _stopped_at(cp, symbol, timeout=90):
 def test_single_strategy_advertises_the_gpus_through_the_kubelet(node, tmp_path):
     cp, lab, root = node
     state = _state(tmp_path, [{"model": L40S}, {"model": L40S}])
-    ndp.start(cp, root, state, "single", env=NO_HEALTH)
+    ndp.start(cp, root, state, "single")
     try:
         capacity, _ = _served(cp, lab, {"nvidia.com/gpu": 2})
+        _health_registered(cp, lab, 2)
     finally:
         _stop(cp, lab)
     text = ndp.log(cp)
     assert "Registered device plugin for 'nvidia.com/gpu' with Kubelet" in text
-    assert ndp.nvml_calls(text) == WHOLE_GPU_CALLS
+    before, after = text.split("Registered device plugin", 1)
+    assert ndp.nvml_calls(before) == WHOLE_GPU_CALLS
+    assert ndp.nvml_calls(after) in (HEALTH_CALLS, HEALTH_CALLS[:-1])
     # The stand-in and the product say the same for this state.
     with open(state, encoding="utf-8") as fh:
         assert GR.device_plugin_resources(json.load(fh), "single") == ({"nvidia.com/gpu": capacity["nvidia.com/gpu"]}, None)
@@ -153,7 +167,7 @@ def test_time_slicing_replicas_are_advertised_as_the_stand_in_says(node, tmp_pat
     assert error is None
     expected, error = GR.apply_sharing(GR.device_plugin_resources(st, "single")[0], sharing, st, GR.gpusim_compute_capability())
     assert error is None and expected == ({"nvidia.com/gpu.shared": 8} if rename else {"nvidia.com/gpu": 8})
-    ndp.start(cp, root, state, "single", config=config, env=NO_HEALTH)
+    ndp.start(cp, root, state, "single", config=config)
     try:
         _served(cp, lab, expected)
     finally:
@@ -214,7 +228,7 @@ def test_a_time_sliced_pod_is_admitted_with_nvidias_allocation(node, tmp_path, p
     uuids = ["GPU-5e1f0a00-0000-4000-8000-000000000000", "GPU-5e1f0a01-0000-4000-8000-000000000001"]
     state = _state(tmp_path, [{"model": L40S, "uuid": u} for u in uuids])
     config = {"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}
-    ndp.start(cp, root, state, "single", config=config, env=NO_HEALTH, pass_device_specs=pass_device_specs)
+    ndp.start(cp, root, state, "single", config=config, pass_device_specs=pass_device_specs)
     name = f"time-sliced-{str(pass_device_specs).lower()}"
     try:
         _served(cp, lab, {"nvidia.com/gpu": 8})
@@ -235,7 +249,8 @@ def test_a_time_sliced_pod_is_admitted_with_nvidias_allocation(node, tmp_path, p
     assert envs == {"NVIDIA_VISIBLE_DEVICES": uuid}
     nodes = ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia%d" % uuids.index(uuid)]
     assert devices == ([(p, p, "rw") for p in nodes] if pass_device_specs else [])
-    assert ndp.nvml_calls(ndp.log(cp).split("Registered device plugin", 1)[1]) == []  # distributedAlloc, Allocate
+    # distributedAlloc and Allocate call no NVML: after the registration only the health checker does.
+    assert set(ndp.nvml_calls(ndp.log(cp).split("Registered device plugin", 1)[1])) <= set(HEALTH_CALLS)
 
 
 def test_a_whole_gpu_pod_stops_at_the_topology_query(node, tmp_path):
@@ -245,7 +260,7 @@ def test_a_whole_gpu_pod_stops_at_the_topology_query(node, tmp_path):
     (UnexpectedAdmissionError)."""
     cp, lab, root = node
     state = _state(tmp_path, [{"model": L40S}, {"model": L40S}])
-    ndp.start(cp, root, state, "single", env=NO_HEALTH)
+    ndp.start(cp, root, state, "single")
     try:
         _served(cp, lab, {"nvidia.com/gpu": 2})
         _pod(lab, "whole-gpu", "nvidia.com/gpu", 1)
@@ -262,27 +277,47 @@ def test_a_whole_gpu_pod_stops_at_the_topology_query(node, tmp_path):
     assert "GetPreferredAllocation rpc failed" in pod.status.message
 
 
-def test_health_checks_stop_at_the_event_set(node, tmp_path):
-    """With its health checks on (the default) the plugin registers, then internal/rm/health.go checkHealth's
-    first call, nvmlEventSetCreate, is not in the library: the process ends, and the kubelet keeps the capacity
-    but allocates none of it (pkg/kubelet/cm/devicemanager: devices of a stopped endpoint are unhealthy), which is
-    what the stand-in writes for a plugin that does not serve (device_plugin.py status_patch)."""
-    cp, lab, root = node
-    state = _state(tmp_path, [{"model": L40S}, {"model": L40S}])
-    # Served first without health checks: the process below may end before the kubelet's ListAndWatch has its
-    # device list, so the capacity it leaves behind is this one's.
-    ndp.start(cp, root, state, "single", env=NO_HEALTH)
-    _served(cp, lab, {"nvidia.com/gpu": 2})
-    ndp.start(cp, root, state, "single")
-    text = _stopped_at(cp, "nvmlEventSetCreate")
-    assert text.index("Registered device plugin for 'nvidia.com/gpu' with Kubelet") < text.index("symbol lookup error")
+def _gpusim(state, *args):
+    subprocess.run([sys.executable, "-m", "gpusim", "--state", state, *args], cwd=os.path.join(REPO, "lab", "gpusim"),
+                   check=True, capture_output=True, text=True, timeout=60)
 
-    def unhealthy():
-        status = lab.core.read_node(NODE).status
-        return (_gpu_resources(status.capacity).get("nvidia.com/gpu"), _gpu_resources(status.allocatable).get("nvidia.com/gpu")) == (2, 0)
-    lab.wait_for(unhealthy, timeout=90, what="capacity 2, allocatable 0")
-    served = {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}
-    assert DP.status_patch(served, {"nvidia.com/gpu": 2}, None, serving=False)[0] == {"allocatable": {"nvidia.com/gpu": "0"}}
+
+def test_a_critical_xid_takes_the_gpu_out_of_allocatable(node, tmp_path):
+    """The health checker (internal/rm/health.go) registers every GPU for Xid and ECC events and waits on the set;
+    Xid 43 ("GPU stopped processing", one of the application Xids it skips) on GPU 1 and then Xid 79 (fallen off the
+    bus) on GPU 0 go into gpusim's kernel log from another process (`python -m gpusim fault xid`): the plugin skips
+    the first, marks GPU 0 unhealthy on the second and sends the kubelet its new device list (server.go
+    ListAndWatch), so the Node keeps capacity 2 and allocates 1."""
+    cp, lab, root = node
+    uuids = ["GPU-5e1f0b00-0000-4000-8000-000000000000", "GPU-5e1f0b01-0000-4000-8000-000000000001"]
+    state = _state(tmp_path, [{"model": L40S, "uuid": u} for u in uuids])
+    ndp.start(cp, root, state, "single")
+    try:
+        before = _served(cp, lab, {"nvidia.com/gpu": 2})
+        _health_registered(cp, lab, 2)
+        _gpusim(state, "fault", "xid", "43", "-i", "1")
+        _gpusim(state, "fault", "xid", "79", "-i", "0")
+
+        def one_unhealthy():
+            status = lab.core.read_node(NODE).status
+            cap, alloc = _gpu_resources(status.capacity), _gpu_resources(status.allocatable)
+            return (cap, alloc) if (cap.get("nvidia.com/gpu"), alloc.get("nvidia.com/gpu")) == (2, 1) else None
+        try:
+            after = lab.wait_for(one_unhealthy, timeout=90, what="capacity 2, allocatable 1")
+        except Exception:
+            print(ndp.log(cp)[-6000:])
+            raise
+        text = ndp.log(cp)
+    finally:
+        _stop(cp, lab)
+    # (An earlier test's nvidia.com/gpu.shared may still be in capacity with 0 allocatable: see _served.)
+    print("capacity/allocatable before %s, after %s" % (before, after))
+    gpu = [(cap["nvidia.com/gpu"], alloc["nvidia.com/gpu"]) for cap, alloc in (before, after)]
+    assert gpu == [(2, 2), (2, 1)]
+    assert f"XidCriticalError: Xid=79 on Device={uuids[0]}; marking device as unhealthy." in text
+    assert f"'nvidia.com/gpu' device marked unhealthy: {uuids[0]}" in text
+    assert "EventData:43" in text.split("Processing event", 1)[0]     # "Skipping event {... EventData:43 ...}"
+    assert f"device marked unhealthy: {uuids[1]}" not in text
 
 
 def _mig_gpu(*profiles):
@@ -328,11 +363,16 @@ def test_mig_strategies_advertise_what_the_stand_in_and_the_product_expect(node,
     with open(state, encoding="utf-8") as fh:
         assert GR.device_plugin_resources(json.load(fh), strategy, GR.gpusim_namer()) == (expected, None)
     assert _mig_roll.expected_resources(_product(gpus), strategy) == expected
-    ndp.start(cp, root, state, strategy, env=NO_HEALTH)
+    ndp.start(cp, root, state, strategy)
     try:
+        _served(cp, lab, expected)
+        # The health checker registers each device's GPU (a MIG device's parent, found through
+        # nvmlDeviceGetHandleByUUID of the MIG UUID) and marks none of them unhealthy.
+        _health_registered(cp, lab, sum(expected.values()))
         _served(cp, lab, expected)
     finally:
         _stop(cp, lab)
+    assert "unhealthy" not in ndp.log(cp)
     if any(g.get("mig_mode") == "enabled" for g in gpus):
         # What the plugin asks of a MIG device (internal/rm/nvml_devices.go, go-nvlib mig_device.go GetProfile).
         assert {"nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetGpuInstanceId", "nvmlDeviceGetComputeInstanceId",
@@ -351,7 +391,7 @@ def test_single_strategy_refuses_the_layouts_the_stand_in_refuses(node, tmp_path
         resources, error = GR.device_plugin_resources(json.load(fh), "single", GR.gpusim_namer())
     assert resources == {"nvidia.com/gpu": 0} and error
     assert _mig_roll.single_strategy_problem(_product(gpus))
-    ndp.start(cp, root, state, "single", env=NO_HEALTH)
+    ndp.start(cp, root, state, "single")
     deadline = time.monotonic() + 90
     while ndp.running(cp) and time.monotonic() < deadline:
         time.sleep(0.2)
