@@ -862,20 +862,9 @@ def _s(v):
 
 
 def nvmlDeviceGetHandleByUUID(uuid):
-    """nvml.h nvmlDeviceGetHandleByUUID: NVML_ERROR_GPU_IS_LOST "if any GPU has fallen off the bus" (the lookup
-    walks every GPU), unlike the by-index and by-bus-id lookups, which fail for the target GPU only."""
+    """nvml.h nvmlDeviceGetHandleByUUID (rule: gpusim/api.py handle_by_uuid, shared with the C library)."""
     def fn(st):
-        want = _s(uuid)
-        for g in _h.visible(st):
-            _reachable(g)
-        for g in _h.visible(st):
-            if g["uuid"] == want:
-                return _dev_handle(g)
-            for gi in g["gpu_instances"]:
-                for ci in gi["compute_instances"]:
-                    if _mig_uuid(g, gi, ci) == want:
-                        return _handle(("mig", g["uuid"], gi["id"], ci["id"]), c_nvmlDevice_t)
-        raise _err(NVML_ERROR_NOT_FOUND, "no GPU with UUID %s" % want)
+        return _handle(_api.handle_by_uuid(st, _s(uuid)), c_nvmlDevice_t)
     return _run(fn)
 
 
