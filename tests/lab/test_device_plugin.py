@@ -137,7 +137,7 @@ def test_single_strategy_advertises_the_gpus_through_the_kubelet(node, tmp_path)
     state = _state(tmp_path, [{"model": L40S}, {"model": L40S}])
     ndp.start(cp, root, state, "single")
     try:
-        capacity, _ = _served(cp, lab, {"nvidia.com/gpu": 2})
+        capacity, _allocatable = _served(cp, lab, {"nvidia.com/gpu": 2})
         _health_registered(cp, lab, 2)
     finally:
         _stop(cp, lab)
@@ -243,7 +243,7 @@ def test_a_time_sliced_pod_is_admitted_with_nvidias_allocation(node, tmp_path, p
         lab.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
         _stop(cp, lab)
     (device,), = entry["DeviceIDs"].values()
-    uuid, _, replica = device.partition("::")
+    uuid, _sep, replica = device.partition("::")
     assert uuid in uuids and replica in {"0", "1", "2", "3"}
     envs, devices = _allocation(entry["AllocResp"])
     assert envs == {"NVIDIA_VISIBLE_DEVICES": uuid}
