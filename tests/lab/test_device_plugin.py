@@ -24,7 +24,6 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "lab", "kube"))
-import device_plugin as DP  # noqa: E402  pylint: disable=import-error,wrong-import-position
 import gpu_resources as GR  # noqa: E402  pylint: disable=import-error,wrong-import-position
 import kube_harness as kh  # noqa: E402  pylint: disable=import-error,wrong-import-position
 import kubelet  # noqa: E402  pylint: disable=import-error,wrong-import-position
