@@ -53,7 +53,7 @@ _LIBS = {}
 def _library(state):
     """The CDLL of gpusim's libnvidia-ml.so.1 with the exports of the state's driver, less its ``missing_symbols``
     (one per build, for the life of the process)."""
-    build = _load_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
+    build = load_lab_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
     path = os.path.join(build.ensure(state.get("driver_version") or build.DEFAULT_DRIVER,
                                      state.get("missing_symbols") or ()), "libnvidia-ml.so.1")
     if path not in _LIBS:
@@ -62,7 +62,9 @@ def _library(state):
     return _LIBS[path]
 
 
-def _load_script(name, path):
+def load_lab_script(name, path):
+    """The lab script at ``path`` as module ``name`` (once per process), with sys.path as it was afterwards: the lab
+    scripts put lab/gpusim first on it, where lab/gpusim/pynvml.py would shadow the installed nvidia-ml-py."""
     if name not in sys.modules:
         saved = list(sys.path)
         try:
@@ -71,7 +73,7 @@ def _load_script(name, path):
             spec.loader.exec_module(module)
             sys.modules[name] = module
         finally:
-            sys.path[:] = saved  # build.py puts lab/gpusim first, where pynvml.py would shadow nvidia-ml-py
+            sys.path[:] = saved
     return sys.modules[name]
 
 
@@ -93,6 +95,6 @@ def library_env(state_path, state=None):
         with open(state_path, encoding="utf-8") as fh:
             state = json.load(fh)
     state = state or {}
-    build = _load_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
+    build = load_lab_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
     libdir = build.ensure(state.get("driver_version") or build.DEFAULT_DRIVER, state.get("missing_symbols") or ())
     return {"LD_LIBRARY_PATH": libdir, "GPUSIM_STATE": str(state_path)}
