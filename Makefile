@@ -23,12 +23,12 @@ export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export CONTAINERS_CONF := $(ROOT)/lab/images/containers.conf
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-node-image lab-vcsim lab-nvml-wheel lab-cuda-repo lab-rpm-repo lab-kube lab-kube-tools lab-mig-parted lab-device-plugin lab-down test sanity typecheck units lab-tests units-nvml-library integration installed installed-lab molecule lint build docs-check bench mutation clean
+.PHONY: help deps venv collection lab lab-up lab-sysfs lab-images lab-node-image lab-vcsim lab-nvml-wheel lab-libnvml lab-cuda-repo lab-rpm-repo lab-kube lab-kube-tools lab-mig-parted lab-device-plugin lab-down test sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench mutation clean
 
 help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
 	@echo "make test       sanity, lint, build, docs, unit, integration and molecule tests"
-	@echo "sub-targets:    deps venv collection sanity typecheck units units-nvml-library lab-tests integration installed installed-lab molecule lint build docs-check bench lab-down clean"
+	@echo "sub-targets:    deps venv collection sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench lab-down clean"
 	@echo "make mutation   mutation score of the pure module_utils files (not in make test; MUTATION_FILES=_pci.py narrows it)"
 
 # --- set-up ---------------------------------------------------------------------------------------------------------
@@ -126,6 +126,12 @@ lab-vcsim: deps
 lab-kube-tools: deps venv
 	$(PY) lab/kube/build.py tools
 
+# gpusim's libnvidia-ml.so.1 (lab/gpusim/libnvml: gcc, and go for NVIDIA's nvml.h) with the exports of gpusim's default
+# driver, cached under build/libnvml/ (build/libnvml/by-driver/<driver> for the containers that mount it); other
+# drivers' builds are linked on first use.
+lab-libnvml: deps venv
+	$(PY) lab/gpusim/libnvml/build.py
+
 # NVIDIA's nvidia-mig-parted (lab/mig-parted/go.mod), the oracle for mig-parted v1 documents; cached under build/mig-parted/.
 lab-mig-parted: deps venv
 	$(PY) lab/mig-parted/build.py
@@ -144,7 +150,7 @@ lab-down:
 # a core idle most of the time (ansible-test sanity runs one test at a time); the stand-ins' own tests (lab-tests) run
 # beside the unit and installed tests, whose phase left a core idle too (74 % CPU).
 test: deps venv collection
-	$(PY) tools/test_phases.py "sanity+lint typecheck+lab-kube lab-kube-tools lab-mig-parted lab-device-plugin" "build docs-check units units-nvml-library installed+lab-rpm-repo lab-cuda-repo lab-tests" \
+	$(PY) tools/test_phases.py "sanity+lint typecheck+lab-kube lab-kube-tools lab-mig-parted lab-device-plugin" "build docs-check units installed+lab-rpm-repo lab-cuda-repo lab-tests" \
 	  integration molecule installed-lab
 	@echo "make test: all gates passed"
 
@@ -165,13 +171,10 @@ typecheck: venv collection
 	cd build/collections && $(BIN)/mypy --config-file $(ROOT)/tools/mypy.ini \
 	  ansible_collections/gpuops/provision/plugins/module_utils ansible_collections/gpuops/provision/plugins/plugin_utils
 
-units: venv collection
+# The tests that read simulated GPUs do so through the real nvidia-ml-py over gpusim's libnvidia-ml.so.1
+# (tests/helpers/gpusim_nvml.py), built here first so the two workers do not wait on each other's build.
+units: venv collection lab-libnvml
 	$(PY) -m pytest tests/unit -q -n 2 --durations=10
-
-# The unit tests that read simulated GPUs (tests/helpers/gpusim_nvml.py use_gpusim) again, on the real nvidia-ml-py over
-# gpusim's libnvidia-ml.so.1 (lab/gpusim/libnvml; gcc, and go for NVIDIA's nvml.h) instead of the Python stand-in.
-units-nvml-library: venv collection deps
-	GPUSIM_BINDING=library $(PY) -m pytest -q -n 2 $$(grep -rl use_gpusim tests/unit)
 
 # Mutation testing (mutmut) of the pure module_utils files against their own unit tests (tools/mutation.toml; how to
 # read it: docs/development.md). Minutes per file, so not part of `make test`. MUTATION_CHILDREN=N runs N at once.
@@ -203,7 +206,7 @@ lab-images: deps
 	lab/images/build.sh bookworm trixie
 
 # Two scenarios at a time (MOLECULE_JOBS), each one's log in build/molecule/<scenario>.log (tools/molecule_all.py).
-molecule: venv collection deps lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-nvml-wheel
+molecule: venv collection deps lab-images lab-cuda-repo lab-rpm-repo lab-kube lab-nvml-wheel lab-libnvml
 	$(PY) tools/molecule_all.py
 
 lint: venv collection

@@ -54,6 +54,13 @@ for seed in "$root"/lab/gpusim/vgpu-hosts/*.json; do
         "$seed" "$run/vgpu-hosts/$host.json" "$run/vgpu-hosts/$host"
 done
 
+# NVML on the nodes is gpusim's libnvidia-ml.so.1 (lab/gpusim/libnvml), loaded by the nodes' nvidia-ml-py through
+# LD_LIBRARY_PATH (group_vars/gpu_nodes.yml): one build per state's driver, reached through build/libnvml/by-driver.
+mkdir -p "$root/build/libnvml"
+for seed in "$root"/lab/gpusim/states/*.json; do
+    "$py" "$root/lab/gpusim/libnvml/build.py" --state "$seed" >/dev/null
+done
+
 # GPU nodes. A container keeps its packages across runs; it is recreated only when a bind-mounted host directory was
 # replaced (rm -rf build/lab), which the inode label detects: the old mount would show a deleted directory.
 if ! podman image exists "$node_image"; then
@@ -67,7 +74,7 @@ for seed in "$root"/lab/gpusim/states/*.json; do
     node="$(basename "$seed" .json)"
     name="gpuops-lab-$node"
     mkdir -p "$sysfs/$node"
-    mounts="$(stat -c %i "$root/lab/gpusim" "$sysfs/$node" "$run/gpusim" | paste -sd:)"
+    mounts="$(stat -c %i "$root/lab/gpusim" "$sysfs/$node" "$run/gpusim" "$root/build/libnvml" | paste -sd:)"
     current="$(podman container inspect --format '{{.State.Running}} {{index .Config.Labels "gpuops.lab.mounts"}}' \
         "$name" 2>/dev/null || true)"
     if [ "$current" = "true $mounts" ]; then
@@ -87,7 +94,7 @@ for seed in "$root"/lab/gpusim/states/*.json; do
         --ulimit nofile=1024:1024 --ulimit nproc=32768:32768 \
         --label gpuops.lab=node --label "gpuops.lab.mounts=$mounts" \
         -v "$root/lab/gpusim:$node_dir/gpusim:ro" -v "$sysfs/$node:$node_dir/sysfs:ro" \
-        -v "$run/gpusim:$node_dir/run/gpusim:rw" \
+        -v "$run/gpusim:$node_dir/run/gpusim:rw" -v "$root/build/libnvml:$node_dir/libnvml:ro" \
         "$node_image" sleep infinity >/dev/null
     release="${node_driver_release[$node]:-trixie}"
     echo "lab: node $node: container $name created, installing nvidia-smi + libnvidia-ml1 from $release"

@@ -27,7 +27,7 @@ os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)
 # parallel workers and non-root runs do not meet there; tests that share a lock on purpose pass their own path.
 os.environ.setdefault("GPUOPS_MIG_LOCK", os.path.join(tempfile.mkdtemp(prefix="gpuops-test-lock-"), "mig.lock"))
 
-# Helpers shared by several test folders (gpusim_nvml: gpusim in-process as ``pynvml``).
+# Helpers shared by several test folders (gpusim_nvml: nvidia-ml-py over gpusim's libnvidia-ml.so.1).
 HELPERS = os.path.join(ROOT, "tests", "helpers")
 if HELPERS not in sys.path:
     sys.path.insert(0, HELPERS)

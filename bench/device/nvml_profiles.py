@@ -9,7 +9,8 @@ already exist.
     python3 bench/device/nvml_profiles.py [--table lab/gpusim/gpusim/models.py] [--json OUT]
 
 Exit status: 0 no differences, 1 differences found, 2 NVML unavailable.
-Run against gpusim itself with PYTHONPATH=lab/gpusim (expects zero differences).
+Run against gpusim itself with LD_LIBRARY_PATH=$(python lab/gpusim/libnvml/build.py) and GPUSIM_STATE set (expects zero
+differences).
 """
 
 from __future__ import annotations

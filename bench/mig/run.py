@@ -4,7 +4,7 @@
 """Benchmark: plan and apply of a full 8-GPU MIG host (7 instances per GPU), and gpu_info on it.
 
 Each module run is one Python process, started the way Ansible starts a module (module file + JSON argument
-file), against gpusim (lab/gpusim) as ``pynvml``. Printed per run: wall time and NVML calls. Two anchors are
+file), with NVIDIA's nvidia-ml-py over gpusim's libnvidia-ml.so.1 (lab/gpusim/libnvml). Printed per run: wall time and NVML calls. Two anchors are
 measured in the same run on an identical host:
 
 * per-GPU module calls: mig_geometry once per GPU (what a loop over GPUs in a playbook does);
@@ -28,6 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 COLLECTIONS = os.path.join(ROOT, "build", "collections")
 GPUSIM = os.path.join(ROOT, "lab", "gpusim")
 MODULES = os.path.join(ROOT, "plugins", "modules")
+
+
 def ensure_link():
     link = os.path.join(COLLECTIONS, "ansible_collections", "gpuops", "provision")
     if not os.path.lexists(link):
@@ -35,9 +37,22 @@ def ensure_link():
         os.symlink(os.path.relpath(ROOT, os.path.dirname(link)), link)
 
 
+def libnvml_dir():
+    """The directory of gpusim's libnvidia-ml.so.1 for its default driver (built on first use)."""
+    out = subprocess.run([sys.executable, os.path.join(GPUSIM, "libnvml", "build.py")], capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+LIBNVML = []
+
+
 def env_for(state):
+    if not LIBNVML:
+        LIBNVML.append(libnvml_dir())
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([GPUSIM, COLLECTIONS])
+    env["PYTHONPATH"] = COLLECTIONS
+    env["LD_LIBRARY_PATH"] = LIBNVML[0]
     env["GPUSIM_STATE"] = state
     return env
 

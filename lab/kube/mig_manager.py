@@ -20,7 +20,7 @@ import sys
 import yaml
 
 GPUSIM_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gpusim")
-# gpusim's package only: lab/gpusim must not stay on sys.path, where its pynvml.py would shadow the real one.
+# gpusim's package only, and lab/gpusim off sys.path again afterwards: this process's import path stays its own.
 sys.path.insert(0, GPUSIM_DIR)
 try:
     from gpusim import machine, models, state as gstate  # noqa: E402  pylint: disable=wrong-import-position

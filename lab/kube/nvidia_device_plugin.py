@@ -41,8 +41,8 @@ from controlplane import gobuild  # noqa: E402  pylint: disable=wrong-import-pos
 
 
 def _load(name, path):
-    """A lab script by path, with sys.path as it was afterwards (kernel_view.py puts lab/gpusim first on it, where
-    gpusim's pynvml.py would shadow nvidia-ml-py for the rest of the process)."""
+    """A lab script by path, with sys.path as it was afterwards (kernel_view.py puts lab/gpusim first on it, which
+    the caller did not ask for)."""
     saved = list(sys.path)
     try:
         spec = importlib.util.spec_from_file_location(name, path)

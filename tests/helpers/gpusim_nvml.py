@@ -1,11 +1,8 @@
 """Make ``import pynvml`` answer from the lab's simulated GPUs (lab/gpusim) inside a test, with its own state file.
 
-Two bindings (issue 42 moves the suites from the first to the second):
-
-* ``GPUSIM_BINDING`` unset or ``standin``: lab/gpusim/pynvml.py, the Python stand-in of nvidia-ml-py;
-* ``GPUSIM_BINDING=library``: the REAL nvidia-ml-py (site-packages) on gpusim's libnvidia-ml.so.1
-  (lab/gpusim/libnvml), the build whose exports are the state's driver's (gpusim/symbols.py), so a symbol that driver
-  lacks is missing as on a real host. ``make units-nvml-library`` runs the NVML-backed tests this way.
+``import pynvml`` is the REAL nvidia-ml-py (site-packages) on gpusim's libnvidia-ml.so.1 (lab/gpusim/libnvml), the
+build whose exports are the state's driver's (gpusim/symbols.py), so a symbol that driver lacks is missing as on a
+real host (issue 42: there is no Python stand-in of the binding any more).
 """
 
 from __future__ import annotations
@@ -21,22 +18,12 @@ GPUSIM = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.ab
 
 
 def use_gpusim(monkeypatch, tmp_path, state):
-    """Write ``state`` to a temp GPUSIM_STATE file and make ``import pynvml`` return gpusim; returns the file."""
+    """Write ``state`` to a temp GPUSIM_STATE file and make ``import pynvml`` the real binding on the library; returns the file."""
     path = tmp_path / "gpusim.json"
     path.write_text(json.dumps(state))
     monkeypatch.setenv("GPUSIM_STATE", str(path))
-    monkeypatch.syspath_prepend(GPUSIM)  # the stand-in imports gpusim's rules from there
-    library = os.environ.get("GPUSIM_BINDING", "standin") == "library"
-    if library:
-        spec = _real_binding_spec()
-    else:
-        spec = importlib.util.spec_from_file_location("pynvml", os.path.join(GPUSIM, "pynvml.py"))
-    mod = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "pynvml", mod)  # both look themselves up there while loading
-    spec.loader.exec_module(mod)
-    if library:
-        # its own library handle, refcount and function-pointer cache: nvmlInit finds nvmlLib set and keeps it
-        mod.nvmlLib = _library(state or {})
+    monkeypatch.syspath_prepend(GPUSIM)  # gpusim's package (control, below)
+    monkeypatch.setitem(sys.modules, "pynvml", real_binding(state or {}))
     # The host GPU clients the module reads from /proc (_nvml.host_gpu_clients) come from the same state: gpusim
     # writes what /proc would show of its `host_clients` (none unless the state names some).
     from gpusim import control  # pylint: disable=import-error,import-outside-toplevel
@@ -63,8 +50,8 @@ def _library(state):
 
 
 def load_lab_script(name, path):
-    """The lab script at ``path`` as module ``name`` (once per process), with sys.path as it was afterwards: the lab
-    scripts put lab/gpusim first on it, where lab/gpusim/pynvml.py would shadow the installed nvidia-ml-py."""
+    """The lab script at ``path`` as module ``name`` (once per process), with sys.path as it was afterwards (the lab
+    scripts put lab/gpusim first on it, which a test did not ask for)."""
     if name not in sys.modules:
         saved = list(sys.path)
         try:
@@ -77,13 +64,26 @@ def load_lab_script(name, path):
     return sys.modules[name]
 
 
-def _real_binding_spec():
-    """nvidia-ml-py's pynvml from site-packages, never lab/gpusim's."""
-    path = [p for p in sys.path if os.path.abspath(p or ".") != GPUSIM]
-    spec = importlib.machinery.PathFinder.find_spec("pynvml", path)
+def real_binding(state=None):
+    """A fresh instance of nvidia-ml-py's pynvml (site-packages) whose ``nvmlLib`` is the library build of ``state``'s
+    driver: its own library handle, init refcount and function-pointer cache (nvmlInit finds nvmlLib set and keeps
+    it). While it loads it is sys.modules["pynvml"] (the binding looks itself up there); whatever was there before
+    is put back, so the caller decides where it lives."""
+    spec = importlib.machinery.PathFinder.find_spec("pynvml")
     if spec is None or "site-packages" not in (spec.origin or ""):
-        raise RuntimeError("GPUSIM_BINDING=library needs nvidia-ml-py installed (found %r)" % (spec and spec.origin))
-    return spec
+        raise RuntimeError("the tests need nvidia-ml-py installed (found %r)" % (spec and spec.origin))
+    mod = importlib.util.module_from_spec(spec)
+    saved = sys.modules.get("pynvml")
+    sys.modules["pynvml"] = mod
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        if saved is not None:
+            sys.modules["pynvml"] = saved
+        else:
+            del sys.modules["pynvml"]
+    mod.nvmlLib = _library(state or {})
+    return mod
 
 
 def library_env(state_path, state=None):

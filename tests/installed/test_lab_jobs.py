@@ -90,8 +90,8 @@ def test_driver_pin_with_its_survey_defaults_fails_on_the_lab_drift_with_the_tab
 def test_driver_pin_converge_installs_the_nvml_binding_the_modules_use(installed, lab, tmp_path):
     """Issue 37 point 4: the product's own step puts nvidia-ml-py on the GPU nodes. The `driver pin` job converges
     (the lab's nodes are Debian 13, whose python3-pynvml 12.550.89 is new enough: the distribution's package), and
-    gpu_info, run with the nodes' own interpreter and without the lab's gpusim on PYTHONPATH, imports that binding.
-    (Until gpusim sits under the real binding, the lab's other runs still put gpusim first on PYTHONPATH.)"""
+    gpu_info, run with the nodes' own interpreter and none of the lab's environment, imports that binding (which then
+    loads the driver package's libnvidia-ml.so.1, not gpusim's: the lab's runs name gpusim's in LD_LIBRARY_PATH)."""
     rc, events, stdout = run_template(installed, lab, tmp_path, "gpuops | driver pin",
                                       answers={"nvidia_driver_version": "550.163.01-2", "driver_pin_mode": "converge"})
     assert rc == 0, stdout[-4000:]
@@ -106,3 +106,16 @@ def test_driver_pin_converge_installs_the_nvml_binding_the_modules_use(installed
     for node in ("gpu-node-1", "gpu-node-2"):
         binding = results[node]["nvml"]["binding"]
         assert binding == {"module": "/usr/lib/python3/dist-packages/pynvml.py", "python": "/usr/bin/python3"}, results[node]
+    # With the lab's NVML environment (group_vars/gpu_nodes.yml gpuops_node_env: issue 42), the same binding loads
+    # gpusim's libnvidia-ml.so.1 from the mounted build and sees the GPUs of the node's state.
+    probe = ("import pynvml; pynvml.nvmlInit(); print(pynvml.__file__, pynvml.nvmlDeviceGetCount(), "
+             "[line.split()[-1] for line in open('/proc/self/maps') if 'libnvidia-ml' in line][0])")
+    for node in ("gpu-node-1", "gpu-node-2"):
+        env = ["LD_LIBRARY_PATH=/opt/gpuops-lab/libnvml/by-driver/550.163.01", "GPUSIM_HOME=/opt/gpuops-lab/gpusim",
+               "GPUSIM_STATE=/opt/gpuops-lab/run/gpusim/%s.json" % node]
+        out = _run(["podman", "exec", *[a for kv in env for a in ("-e", kv)], "gpuops-lab-" + node, "python3", "-c", probe],
+                   env=lab).stdout.split()
+        with open(os.path.join(ROOT, "lab", "gpusim", "states", node + ".json"), encoding="utf-8") as fh:
+            gpus = len(json.load(fh)["gpus"])
+        assert out[0] == "/usr/lib/python3/dist-packages/pynvml.py" and out[1] == str(gpus), (node, out)
+        assert out[2].startswith("/opt/gpuops-lab/libnvml/") and out[2].endswith("/550.163.01/libnvidia-ml.so.1"), out

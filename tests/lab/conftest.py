@@ -26,8 +26,11 @@ def sim(tmp_path, monkeypatch):
         return nv
 
     yield SimpleNamespace(nv=nv, path=path, start=start, state=lambda: json.loads(path.read_text()))
-    while nv._refcount > 0:  # pylint: disable=protected-access
-        nv.nvmlShutdown()
+    while True:  # the library's init refcount back to zero, for the next test
+        try:
+            nv.nvmlShutdown()
+        except nv.NVMLError_Uninitialized:
+            break
 
 
 @pytest.fixture(scope="session")

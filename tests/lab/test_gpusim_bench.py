@@ -1,13 +1,15 @@
-"""bench/device/nvml_profiles.py run against gpusim: zero differences, read-only, and it
-does report a table that disagrees with the GPU."""
+"""bench/device/nvml_profiles.py run against gpusim (nvidia-ml-py over gpusim's libnvidia-ml.so.1): zero differences,
+read-only, and it does report a table that disagrees with the GPU."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from gpusim_nvml import library_env  # pylint: disable=import-error  # tests/helpers, on sys.path via tests/conftest.py
+from libnvml_common import clean_env  # pylint: disable=import-error
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "device" / "nvml_profiles.py"
@@ -17,7 +19,7 @@ ALL = ["NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A30", "NVIDIA H
 
 
 def run(state, *args):
-    env = dict(os.environ, GPUSIM_STATE=str(state), PYTHONPATH=str(ROOT / "lab" / "gpusim"))
+    env = dict(clean_env(), **library_env(state))
     return subprocess.run([sys.executable, str(SCRIPT), *args], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
 

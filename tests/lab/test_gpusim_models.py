@@ -64,14 +64,21 @@ def test_a30_instance_counts_as_nvml_reports_them_or_documented(sim):
     assert {i: v[:3] for i, v in got.items()} == {i: tuple(v) for i, v in A30.items()}
 
 
-def test_v1_profile_struct_and_by_id(sim):
+def test_v1_and_v2_profile_structs(sim):
+    """The v1 symbol (what go-nvml calls) and the ...V one with nvml.h's nvmlGpuInstanceProfileInfo_v2 struct answer
+    the same profile. nvidia-ml-py's nvmlDeviceGetGpuInstanceProfileInfoById calls a symbol the pinned nvml.h does not
+    declare (nvmlDeviceGetGpuInstanceProfileInfoByIdV): the library has none, as a driver of that header."""
     nv = sim.start({"gpus": [{"model": "NVIDIA H100 80GB HBM3"}]})
     dev = nv.nvmlDeviceGetHandleByIndex(0)
     v1 = nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, nv.NVML_GPU_INSTANCE_PROFILE_7_SLICE, version=1)
     assert isinstance(v1, nv.c_nvmlGpuInstanceProfileInfo_t)
     assert (v1.id, v1.sliceCount, v1.multiprocessorCount, v1.copyEngineCount, v1.memorySizeMB) == (0, 7, 132, 8, 81152)
-    by_id = nv.nvmlDeviceGetGpuInstanceProfileInfoById(dev, 15)
-    assert (by_id.sliceCount, by_id.multiprocessorCount, by_id.version) == (1, 26, nv.nvmlGpuInstanceProfileInfo_v2)
+    v2 = nv.nvmlDeviceGetGpuInstanceProfileInfo(dev, nv.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2)
+    assert isinstance(v2, nv.c_nvmlGpuInstanceProfileInfo_v2_t)
+    assert (v2.id, v2.sliceCount, v2.multiprocessorCount, v2.version, v2.name) == (
+        15, 1, 26, nv.nvmlGpuInstanceProfileInfo_v2, "MIG 1g.20gb")
+    with pytest.raises(nv.NVMLError_FunctionNotFound):
+        nv.nvmlDeviceGetGpuInstanceProfileInfoById(dev, 15)
 
 
 def test_memory_naming_rule_uses_device_total():

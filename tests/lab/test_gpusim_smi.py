@@ -1,4 +1,5 @@
-"""lab/gpusim/bin/nvidia-smi: the nvidia-smi subset the lab's roles run, backed by gpusim."""
+"""lab/gpusim/bin/nvidia-smi: the nvidia-smi subset the lab's roles run, backed by gpusim (NVML: nvidia-ml-py over
+gpusim's libnvidia-ml.so.1, the build of the state's driver on LD_LIBRARY_PATH)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpusim_nvml import library_env  # pylint: disable=import-error  # tests/helpers, on sys.path via tests/conftest.py
+
 SMI = Path(__file__).resolve().parents[2] / "lab" / "gpusim" / "bin" / "nvidia-smi"
 A100 = "NVIDIA A100-SXM4-40GB"
 
 
 def smi(state, *args):
-    env = dict(os.environ, GPUSIM_STATE=str(state))
+    env = dict(os.environ, **library_env(state))
     env.pop("PYTHONPATH", None)
     return subprocess.run([sys.executable, str(SMI), *args], env=env, capture_output=True, text=True, timeout=60,
                           check=False)
@@ -98,3 +101,13 @@ def test_reset_by_bus_ids_is_one_request_and_nvidia_drm_refuses_it(tmp_path):
     assert res.returncode == 255 and "GPU 00000000:31:00.0: In use by another client" in res.stdout
     q = smi(path, "--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader")
     assert q.stdout.splitlines() == ["Disabled, Enabled"] * 2
+
+
+def test_without_nvidia_ml_py_one_line_and_exit_255(tmp_path):
+    """An interpreter without nvidia-ml-py: one line naming it, nvidia-smi's "other" exit status, no traceback."""
+    path = write(tmp_path, {"gpus": [{"model": A100}]})
+    env = dict(os.environ, **library_env(path))
+    res = subprocess.run([sys.executable, "-I", "-S", str(SMI), "-L"], env=env, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert res.returncode == 255, res.stdout + res.stderr
+    assert "nvidia-ml-py" in res.stdout and len(res.stdout.splitlines()) == 1 and res.stderr == ""

@@ -3,26 +3,12 @@ RmPVMRL from the modprobe configuration (lab/gpusim/gpusim/vgpu_sched.py, source
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
-import sys
-
 import pytest
 
 from gpusim_loader import load_gpusim  # pylint: disable=import-error  # on sys.path via conftest.py
 
 L40S = "NVIDIA L40S"
 HOST = {"model": L40S, "virtualization_mode": "host_vgpu"}
-
-
-@pytest.fixture(scope="module")
-def real():
-    spec = importlib.util.find_spec("pynvml")
-    real_spec = importlib.util.spec_from_file_location("real_pynvml_sched", spec.origin)
-    mod = importlib.util.module_from_spec(real_spec)
-    sys.modules["real_pynvml_sched"] = mod
-    real_spec.loader.exec_module(mod)
-    return mod
 
 
 def control():
@@ -43,18 +29,6 @@ def state_of(nv, index=0):
         return s.schedulerPolicy, s.arrMode, s.schedulerParams.vgpuSchedData.timeslice, None
     return (s.schedulerPolicy, s.arrMode, s.schedulerParams.vgpuSchedDataWithARR.timeslice,
             s.schedulerParams.vgpuSchedDataWithARR.avgFactor)
-
-
-def test_union_and_structs_match_nvidia_ml_py(real):
-    nv = load_gpusim()
-    for name in ("c_nvmlVgpuSchedulerParams_t", "c_nvmlVgpuSchedulerGetState_t", "c_nvmlVgpuSchedulerCapabilities_t",
-                 "c_nvmlVgpuSchedDataWithARR_t", "c_nvmlVgpuSchedData_t"):
-        ours, theirs = getattr(nv, name), getattr(real, name)
-        assert [f[0] for f in ours._fields_] == [f[0] for f in theirs._fields_], name
-        assert ctypes.sizeof(ours) == ctypes.sizeof(theirs), name
-    assert issubclass(nv.c_nvmlVgpuSchedulerParams_t, ctypes.Union)
-    for name in ("nvmlDeviceGetVgpuSchedulerState", "nvmlDeviceGetVgpuSchedulerCapabilities"):
-        assert callable(getattr(real, name)) and callable(getattr(nv, name))
 
 
 def test_not_a_vgpu_host_is_not_supported(sim):

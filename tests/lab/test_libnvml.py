@@ -1,9 +1,9 @@
 """gpusim's libnvidia-ml.so.1 (lab/gpusim/libnvml, issue 42) under NVIDIA's own clients.
 
 The REAL nvidia-ml-py (the PyPI binding the product installs) loads the library by name through ``LD_LIBRARY_PATH``,
-in a subprocess whose ``import pynvml`` is the installed one; the same call sequence runs against the Python stand-in
-(lab/gpusim/pynvml.py) on a copy of the same state file, and every answer (values, struct fields, exception classes
-and codes) and the state files afterwards must be equal. NVIDIA's mig-parted (the lab's build) lists the GPUs and their
+in a subprocess whose ``import pynvml`` is the installed one, and runs a call sequence on a state file: every answer
+(values, struct fields, exception classes and codes) and the state file afterwards must be the recorded ones
+(libnvml_expected/libnvml/, libnvml_common.expected). NVIDIA's mig-parted (the lab's build) lists the GPUs and their
 MIG geometry through the library (the MIG slice in full: tests/lab/test_libnvml_mig.py).
 """
 
@@ -17,10 +17,11 @@ import sys
 
 import pytest
 
-from libnvml_common import GPUSIM, REPO, NEEDS_BUILD, clean_env, kernel_view, libnvml_build  # pylint: disable=import-error
+from libnvml_common import (GPUSIM, REPO, NEEDS_BUILD, assert_answers, clean_env, expected, kernel_view,  # pylint: disable=import-error
+                            libnvml_build)
 
 
-sys.path.insert(0, str(REPO / "lab"))  # lab/gobuild.py, as in tests/lab/test_mig_parted_oracle.py (no pynvml there)
+sys.path.insert(0, str(REPO / "lab"))  # lab/gobuild.py, as in tests/lab/test_mig_parted_oracle.py
 
 pytestmark = NEEDS_BUILD
 
@@ -28,7 +29,7 @@ pytestmark = NEEDS_BUILD
 PROBE = r'''
 import json, sys
 import pynvml as n
-out = {"file": n.__file__, "standin": hasattr(n, "GPUSIM")}
+out = {"file": n.__file__}
 
 def plain(v):
     if isinstance(v, bytes):
@@ -111,12 +112,14 @@ CASES = {
 }
 
 
-def _probe(env, state, steps, tmp, isolated):
+def _probe(env, state, steps, tmp):
+    """The probe's answers in an isolated interpreter (``-I``: nvidia-ml-py from site-packages) and the state file
+    afterwards (None: there was none)."""
     path = tmp / "gpusim.json"
     if state is not None:
         path.write_text(json.dumps(state))
     env = dict(env, GPUSIM_STATE=str(path))
-    argv = [sys.executable, *(["-I"] if isolated else []), "-c", PROBE, json.dumps(steps)]
+    argv = [sys.executable, "-I", "-c", PROBE, json.dumps(steps)]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -124,23 +127,14 @@ def _probe(env, state, steps, tmp, isolated):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_real_binding_on_the_library_answers_as_the_standin(case, libdirs, tmp_path):
+def test_real_binding_on_the_library_answers_as_recorded(case, libdirs, tmp_path):
     state, steps, driver = CASES[case]
     lib = libdirs[driver or libnvml_build.DEFAULT_DRIVER]
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "standin").mkdir()
-    theirs, their_state = _probe(dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)),
-                                 state, steps, tmp_path / "lib", isolated=True)
-    ours, our_state = _probe(dict(clean_env(), PYTHONPATH=str(GPUSIM)), state, steps, tmp_path / "standin",
-                             isolated=False)
-    # the real binding from site-packages, not a module of ours
-    assert "site-packages" in theirs["file"] and not theirs["standin"], theirs["file"]
-    assert ours["standin"]
-    for mine, real in zip(ours["calls"], theirs["calls"]):
-        assert real == mine, "%s: nvidia-ml-py on libnvidia-ml %r, stand-in %r" % (mine[0], real, mine)
-    assert len(ours["calls"]) == len(theirs["calls"])
-    assert their_state == our_state
-    print("%s: %d answers equal" % (case, len(ours["calls"])))
+    out, after = _probe(dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), state, steps, tmp_path)
+    assert "site-packages" in out["file"], out["file"]   # the real binding, not a module of ours
+    got = {"calls": out["calls"], "state": after}
+    assert_answers(got, expected("libnvml", case, got))
+    print("%s: %d answers as recorded" % (case, len(got["calls"])))
 
 
 def test_the_versioned_symbols_follow_the_driver_branch(libdirs):
@@ -240,18 +234,17 @@ def test_mig_parted_exports_a_mig_enabled_gpu(libdirs, tmp_path):
         {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.5gb": 1, "3g.20gb": 1}}]
 
 
-def test_the_in_process_tests_library_mode_is_the_real_binding_on_each_drivers_build(monkeypatch, tmp_path, libdirs):
-    """tests/helpers/gpusim_nvml.py with GPUSIM_BINDING=library: ``import pynvml`` is nvidia-ml-py from site-packages
+def test_the_in_process_tests_binding_is_the_real_one_on_each_drivers_build(monkeypatch, tmp_path, libdirs):
+    """tests/helpers/gpusim_nvml.py use_gpusim: ``import pynvml`` is nvidia-ml-py from site-packages
     on the build with the state's driver's exports (535.98: no _v3 process lists, so the binding's lookup fails there
     as on that driver), and two branches live side by side in one process."""
     from gpusim_nvml import use_gpusim  # pylint: disable=import-error,import-outside-toplevel
-    monkeypatch.setenv("GPUSIM_BINDING", "library")
     seen = {}
     for driver in ("550.163.01", "535.98", "535.104.05"):
         (tmp_path / driver).mkdir()
         use_gpusim(monkeypatch, tmp_path / driver, {"driver_version": driver, "gpus": [{"model": "NVIDIA A30"}]})
         import pynvml  # pylint: disable=import-outside-toplevel
-        assert "site-packages" in pynvml.__file__ and not hasattr(pynvml, "GPUSIM")
+        assert "site-packages" in pynvml.__file__
         pynvml.nvmlInit()
         seen[driver] = (pynvml.nvmlSystemGetDriverVersion(), pynvml.nvmlDeviceGetCount(),
                         hasattr(pynvml.nvmlLib, "nvmlDeviceGetComputeRunningProcesses_v3"),

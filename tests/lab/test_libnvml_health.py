@@ -1,10 +1,10 @@
 """gpusim's libnvidia-ml.so.1 (issue 42): process lists, health readings, virtualization / vGPU scheduler / licence.
 
 As in test_libnvml.py: the REAL nvidia-ml-py loads the library (libnvml/processes.c, health.c, vgpu.c) through
-``LD_LIBRARY_PATH`` in an isolated subprocess, the Python stand-in (lab/gpusim/pynvml.py) answers the same calls on a
-copy of the same state, and every answer (values, struct fields, exception classes and codes) and the state files
-afterwards must be equal: both faces share gpusim/api_health.py. Then the product's own process listing
-(plugins/module_utils/_nvml.py) on the 535.98 build, which lacks the ``_v3`` process symbols (issue 42, item 5).
+``LD_LIBRARY_PATH`` in an isolated subprocess, and every answer (values, struct fields, exception classes and codes)
+and the state file afterwards must be the recorded ones (libnvml_expected/libnvml_health/, libnvml_common.expected);
+the rules are gpusim/api_health.py's. Then the product's own process listing (plugins/module_utils/_nvml.py) on the
+535.98 build, which lacks the ``_v3`` process symbols (issue 42, item 5).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import sys
 
 import pytest
 
-from libnvml_common import GPUSIM, REPO, NEEDS_BUILD, clean_env, libnvml_build  # pylint: disable=import-error
+from libnvml_common import (GPUSIM, REPO, NEEDS_BUILD, assert_answers, clean_env, expected,  # pylint: disable=import-error
+                            libnvml_build)
 
 COLLECTIONS = REPO / "build" / "collections"
 
@@ -28,7 +29,7 @@ pytestmark = NEEDS_BUILD
 PROBE = r'''
 import ctypes, json, sys
 import pynvml as n
-out = {"file": n.__file__, "standin": hasattr(n, "GPUSIM"), "calls": []}
+out = {"file": n.__file__, "calls": []}
 
 def plain(v):
     if isinstance(v, bytes):
@@ -182,43 +183,34 @@ CASES = dict(_files("states/*.json", "vgpu-hosts/*.json"), **{
 CASES = {k: v if isinstance(v, tuple) else (v, None) for k, v in CASES.items()}
 
 
-def _run(script, env, state, tmp, isolated, *argv):
+def _run(script, state, driver, libdirs, tmp, *argv):
+    """The answers of ``script`` in an isolated interpreter (``-I``: nvidia-ml-py from site-packages) on the library
+    build of ``driver``, and the state file afterwards."""
     tmp.mkdir(parents=True)
     path = tmp / "gpusim.json"
-    path.write_text(json.dumps(state))
-    env = dict(env, GPUSIM_STATE=str(path))
-    cmd = [sys.executable, *(["-I"] if isolated else []), "-c", script, *argv]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    path.write_text(json.dumps(copy.deepcopy(state)))
+    env = dict(clean_env(), LD_LIBRARY_PATH=libdirs[driver or libnvml_build.DEFAULT_DRIVER], GPUSIM_HOME=str(GPUSIM),
+               GPUSIM_STATE=str(path))
+    proc = subprocess.run([sys.executable, "-I", "-c", script, *argv], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout), _state_file(path)
-
-
-def _both(script, state, driver, libdirs, tmp_path, *argv):
-    """(real binding on the library, stand-in) answers and state files of ``script``."""
-    lib = libdirs[driver or libnvml_build.DEFAULT_DRIVER]
-    theirs = _run(script, dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), copy.deepcopy(state),
-                  tmp_path / "lib", True, *argv)
-    ours = _run(script, dict(clean_env(), PYTHONPATH=str(GPUSIM)), copy.deepcopy(state), tmp_path / "standin", False,
-                *argv)
-    return theirs, ours
+    out = json.loads(proc.stdout)
+    assert "site-packages" in out["file"], out["file"]   # the real binding, not a module of ours
+    return out, _state_file(path)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_real_binding_on_the_library_answers_as_the_standin(case, libdirs, tmp_path):
+def test_real_binding_on_the_library_answers_as_recorded(case, libdirs, tmp_path):
     state, driver = CASES[case]
-    (theirs, their_state), (ours, our_state) = _both(PROBE, state, driver, libdirs, tmp_path)
-    assert "site-packages" in theirs["file"] and not theirs["standin"], theirs["file"]
-    assert ours["standin"]
-    for mine, real in zip(ours["calls"], theirs["calls"]):
-        assert real == mine, "%s: nvidia-ml-py on libnvidia-ml %r, stand-in %r" % (mine[0], real, mine)
-    assert len(ours["calls"]) == len(theirs["calls"])
-    assert their_state == our_state
-    print("%s: %d answers equal" % (case, len(ours["calls"])))
+    out, after = _run(PROBE, state, driver, libdirs, tmp_path / "lib")
+    got = {"calls": out["calls"], "state": after}
+    assert_answers(got, expected("libnvml_health", case, got))
+    print("%s: %d answers as recorded" % (case, len(got["calls"])))
 
 
 def test_the_faults_case_reaches_the_rules(libdirs, tmp_path):
-    """The equality above is not vacuous: the fault state's answers are the readings and errors it was built for."""
-    theirs = _both(PROBE, FAULTS, None, libdirs, tmp_path)[0][0]
+    """The recorded answers are not vacuous: the fault state's answers are the readings and errors it was built for."""
+    theirs = _run(PROBE, FAULTS, None, libdirs, tmp_path / "lib")[0]
     got = {c[0]: c[1:] for c in theirs["calls"]}
     assert got["nvmlDeviceGetComputeRunningProcesses/0"] == ["ok", [
         {"computeInstanceId": 0xFFFFFFFF, "gpuInstanceId": 0xFFFFFFFF, "pid": 4001, "usedGpuMemory": 2147483648},
@@ -259,7 +251,7 @@ def test_the_faults_case_reaches_the_rules(libdirs, tmp_path):
     assert got["handle4"] == ["err", "NVMLError_GpuIsLost", 15] and got["handle5"] == ["err", "NVMLError_Unknown", 999]
     assert got["after_shutdown_processes"] == ["err", "NVMLError_Uninitialized", 1]
     assert got["nvmlDeviceGetComputeRunningProcesses_v3/0"][0] == "ok"
-    old = _both(PROBE, dict(FAULTS, driver_version="535.98"), "535.98", libdirs, tmp_path / "535")[0][0]
+    old = _run(PROBE, dict(FAULTS, driver_version="535.98"), "535.98", libdirs, tmp_path / "535")[0]
     got = {c[0]: c[1:] for c in old["calls"]}
     assert got["nvmlDeviceGetComputeRunningProcesses/0"] == ["exc", "NVMLLibraryMismatchError"]
     assert got["nvmlDeviceGetMPSComputeRunningProcesses_v3/0"] == ["err", "NVMLError_FunctionNotFound", 13]
@@ -298,14 +290,14 @@ FALLBACK = {"gpus": [{"model": A100, "processes": PROCS[:3]}, {"model": L40S, "p
 def test_the_products_process_list_falls_back_to_v2_on_a_driver_without_v3(driver, libdirs, tmp_path):
     """Issue 42 item 5: on 535.98 (no _v3 process symbols) the real binding's unversioned process list raises
     NVMLLibraryMismatchError, and the product's listing (Nvml.processes -> _process_list) goes on to the _v2 symbol
-    and returns the state's processes; on 550.163.01 the unversioned call works. The stand-in agrees on both."""
+    and returns the state's processes; on 550.163.01 the unversioned call works. Everything else the product reads
+    (health, virtualization, licence, scheduler, architecture) and the state file afterwards are as recorded."""
     state = dict(FALLBACK, driver_version=driver)
-    (theirs, their_state), (ours, our_state) = _both(PRODUCT, state, driver, libdirs, tmp_path, str(COLLECTIONS))
+    theirs, their_state = _run(PRODUCT, state, driver, libdirs, tmp_path / "lib", str(COLLECTIONS))
     print(json.dumps({"driver": driver, "library": {k: theirs[k] for k in ("file", "process_calls")},
                       "gpus": [{k: g[k] for k in ("plain_unversioned_call", "processes")} for g in theirs["gpus"]]}))
-    assert "site-packages" in theirs["file"], theirs["file"]
-    assert theirs["gpus"] == ours["gpus"] and their_state == our_state
-    assert theirs["process_calls"] == ours["process_calls"]
+    got = {"gpus": theirs["gpus"], "process_calls": theirs["process_calls"], "state": their_state}
+    assert got == expected("libnvml_health", "product@" + driver, got)
     plain = "NVMLLibraryMismatchError" if driver == "535.98" else "ok"
     assert [g["plain_unversioned_call"] for g in theirs["gpus"]] == [plain] * 3
     assert theirs["gpus"][0]["processes"] == [
@@ -325,7 +317,7 @@ def test_the_products_process_list_falls_back_to_v2_on_a_driver_without_v3(drive
 
 def test_the_vgpu_host_case_reaches_the_scheduler_rules(libdirs, tmp_path):
     """The vGPU host answers are the scheduler the loaded RmPVMRL value runs, in the union member arrMode names."""
-    theirs = _both(PROBE, VGPU_HOSTS, None, libdirs, tmp_path)[0][0]
+    theirs = _run(PROBE, VGPU_HOSTS, None, libdirs, tmp_path / "lib")[0]
     got = {c[0]: c[1:] for c in theirs["calls"]}
     arr = got["nvmlDeviceGetVgpuSchedulerState/0"][1]
     assert arr["arrMode"] == 2 and arr["schedulerParams"]["vgpuSchedDataWithARR"]["avgFactor"] > 0
@@ -336,7 +328,7 @@ def test_the_vgpu_host_case_reaches_the_scheduler_rules(libdirs, tmp_path):
     assert got["nvmlDeviceGetVgpuSchedulerCapabilities/2"][1]["supportedSchedulers"] == [1, 2, 0]
     assert got["nvmlDeviceGetHostVgpuMode/0"] == ["ok", 1] and got["nvmlDeviceGetHostVgpuMode/4"] == ["ok", 0]
     assert got["nvmlDeviceGetVgpuSchedulerState/5"] == ["err", "NVMLError_NotSupported", 3]   # host_vsga
-    bad = _both(PROBE, BAD_UNIT, None, libdirs, tmp_path / "bad")[0][0]
+    bad = _run(PROBE, BAD_UNIT, None, libdirs, tmp_path / "bad")[0]
     assert {c[0]: c[1:] for c in bad["calls"]}["nvmlDeviceGetVgpuSchedulerState/0"] == ["err", "NVMLError_Unknown", 999]
 
 

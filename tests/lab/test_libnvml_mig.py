@@ -1,7 +1,7 @@
 """gpusim's libnvidia-ml.so.1, MIG slice (lab/gpusim/libnvml/mig.c, issue 42): GPU and compute instances.
 
-* The REAL nvidia-ml-py on the library answers a GPU/compute-instance call sequence as the Python stand-in
-  (lab/gpusim/pynvml.py) does on a copy of the same state, and both leave the same state file behind.
+* The REAL nvidia-ml-py on the library answers a GPU/compute-instance call sequence as recorded
+  (libnvml_expected/libnvml_mig/, libnvml_common.expected) and leaves the recorded state file behind.
 * NVIDIA's mig-parted (the lab's build, through go-nvml's dlopen of the library) and the product's own NVML code
   (plugins/module_utils/_nvml.py on the real nvidia-ml-py, in a ``python -I`` subprocess) agree on every MIG-capable
   model of gpusim/models.py: what the product applies, mig-parted exports; what mig-parted applies, the product reads
@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from libnvml_common import GPUSIM, REPO, NEEDS_BUILD, clean_env, kernel_view, lib_env, libnvml_build  # pylint: disable=import-error
+from libnvml_common import (GPUSIM, REPO, NEEDS_BUILD, assert_answers, clean_env, expected,  # pylint: disable=import-error
+                            kernel_view, lib_env, libnvml_build)
 
 COLLECTIONS = REPO / "build" / "collections"   # tests/conftest.py links the checkout there as gpuops.provision
 
@@ -27,13 +28,13 @@ models = sys.modules["gpusim.models"]   # imported by kernel_view (gpusim's pack
 pytestmark = NEEDS_BUILD
 
 
-# ---------------------------------------------------------------- (a) real nvidia-ml-py on the library vs the stand-in
+# ---------------------------------------------------------------- (a) real nvidia-ml-py on the library, as recorded
 # Each answer is ["ok", value] or ["err", class, code]; handles are shown as what they name (a GPU or MIG device by
-# UUID, a GPU or compute instance by its id), since the pointers differ between the two.
+# UUID, a GPU or compute instance by its id), since pointers differ from run to run.
 PROBE = r'''
 import ctypes, json, sys
 import pynvml as n
-out = {"file": n.__file__, "standin": hasattr(n, "GPUSIM"), "calls": []}
+out = {"file": n.__file__, "calls": []}
 
 def hd(h):
     kind = type(h).__name__
@@ -206,10 +207,10 @@ CASES = {
 }
 
 
-def _probe(env, state, tmp, isolated):
+def _probe(env, state, tmp):
     path = tmp / "gpusim.json"
     path.write_text(json.dumps(state))
-    argv = [sys.executable, *(["-I"] if isolated else []), "-c", PROBE]
+    argv = [sys.executable, "-I", "-c", PROBE]
     proc = subprocess.run(argv, env=dict(env, GPUSIM_STATE=str(path)), capture_output=True, text=True, timeout=120,
                           check=False)
     assert proc.returncode == 0, proc.stderr
@@ -217,26 +218,19 @@ def _probe(env, state, tmp, isolated):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_real_binding_on_the_library_answers_gi_ci_calls_as_the_standin(case, libdirs, tmp_path):
+def test_real_binding_on_the_library_answers_gi_ci_calls_as_recorded(case, libdirs, tmp_path):
     state, driver = CASES[case]
     lib = libdirs[driver or libnvml_build.DEFAULT_DRIVER]
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "standin").mkdir()
-    theirs, their_state = _probe(dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), state,
-                                 tmp_path / "lib", isolated=True)
-    ours, our_state = _probe(dict(clean_env(), PYTHONPATH=str(GPUSIM)), state, tmp_path / "standin", isolated=False)
-    assert "site-packages" in theirs["file"] and not theirs["standin"], theirs["file"]
-    assert ours["standin"]
-    for mine, real in zip(ours["calls"], theirs["calls"]):
-        assert real == mine, "%s: nvidia-ml-py on libnvidia-ml %r, stand-in %r" % (mine[0], real, mine)
-    assert len(ours["calls"]) == len(theirs["calls"])
-    assert their_state == our_state
+    out, after = _probe(dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), state, tmp_path)
+    assert "site-packages" in out["file"], out["file"]   # the real binding, not a module of ours
+    got = {"calls": out["calls"], "state": after}
     # the sequence did reach what it is for (not only errors)
-    done = {c[0] for c in ours["calls"] if c[1] == "ok"}
+    done = {c[0] for c in got["calls"] if c[1] == "ok"}
     if case == "r550":
         assert {"create_gi0", "create_gi_at0", "create_ci0b", "create_ci_at0b", "mig0.0", "destroy_gi0b",
                 "destroy_ci0b.0", "gip1.0"} <= done, sorted(done)
-    print("%s: %d answers equal" % (case, len(ours["calls"])))
+    assert_answers(got, expected("libnvml_mig", case, got))
+    print("%s: %d answers as recorded" % (case, len(got["calls"])))
 
 
 C_ABI = r'''
@@ -334,8 +328,9 @@ def _run_mig_parted(libdir, path, root, *args, trace=False, smi=False):
     env = lib_env(libdir, path)
     if trace:
         env["GPUSIM_TRACE"] = "1"
-    if smi:  # gpusim's nvidia-smi, which mig-parted runs to reset GPUs (util/device.go nvmlResetAllGPUs)
-        env["PATH"] = "%s:%s" % (GPUSIM / "bin", env.get("PATH", ""))
+    if smi:  # gpusim's nvidia-smi, which mig-parted runs to reset GPUs (util/device.go nvmlResetAllGPUs); its
+        # `#!/usr/bin/env python3` must find an interpreter with nvidia-ml-py: this one's directory (the venv)
+        env["PATH"] = "%s:%s:%s" % (GPUSIM / "bin", os.path.dirname(sys.executable), env.get("PATH", ""))
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         pytest.skip("no mount namespace here (unshare -m): %s" % probe.stderr.decode().strip())
@@ -387,7 +382,7 @@ def _product(libdir, path, mode, targets):
                           env=lib_env(libdir, path), capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout)
-    assert "site-packages" in out["binding"], out["binding"]   # the real nvidia-ml-py, not the stand-in
+    assert "site-packages" in out["binding"], out["binding"]   # the real nvidia-ml-py, not a module of ours
     return out["gpus"]
 
 

@@ -1,9 +1,9 @@
 """NVML's answers over gpusim's state, in the C API's terms: plain values, handle keys and NVML return codes.
 
-The rules of the NVML entry points live here once, for both faces of gpusim while the simulator moves below the C ABI
-(issue 42): ``pynvml.py`` (the Python stand-in of nvidia-ml-py, deleted once the suites run on the library) and
-``capi.py`` (the Python side of our ``libnvidia-ml.so.1``, ``lab/gpusim/libnvml``). Nothing here knows about ctypes
-or the binding; a refused call raises :class:`gpusim.machine.Fault` with the NVML return code.
+The rules of the NVML entry points live here once (issue 42: gpusim answers below the C ABI, there is no Python
+stand-in of nvidia-ml-py any more): ``capi.py``, the Python side of our ``libnvidia-ml.so.1`` (``lab/gpusim/libnvml``),
+calls them. Nothing here knows about ctypes or the binding; a refused call raises :class:`gpusim.machine.Fault` with
+the NVML return code.
 
 A handle key is a tuple: ``("gpu", uuid)`` for a GPU, ``("mig", uuid, gi id, ci id)`` for a MIG device.
 """
@@ -185,7 +185,7 @@ def handle_by_pci_bus_id(st, text):
 def handle_by_uuid(st, text):
     """nvmlDeviceGetHandleByUUID: "The UUID of the target GPU or MIG instance" (a MIG device's handle for a MIG
     UUID); NOT_FOUND "if uuid does not match a valid device on the system"; GPU_IS_LOST "if any GPU has fallen off
-    the bus" (the lookup walks every GPU, unlike the by-index and by-bus-id lookups; pynvml.py's rule, the same)."""
+    the bus" (the lookup walks every GPU, unlike the by-index and by-bus-id lookups)."""
     for g in health.visible(st):
         reachable(g)
     for g in health.visible(st):

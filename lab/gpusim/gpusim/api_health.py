@@ -1,9 +1,8 @@
 """NVML's process lists, health readings and virtualization / vGPU / licence answers over gpusim's state, in the C
 API's terms (plain values, NVML return codes as :class:`gpusim.machine.Fault`), like ``api.py``.
 
-Moved out of ``pynvml.py`` (issue 42) so that the Python stand-in and the library's ``capi.py`` share one rule per
-entry point: ``pynvml.py`` wraps the values in nvidia-ml-py's ctypes structures, ``libnvml/processes.c``,
-``health.c`` and ``vgpu.c`` in nvml.h's. The health rules themselves and their sources are ``health.py``'s; the vGPU
+One rule per entry point (issue 42): the library's ``capi.py`` answers from these, and ``libnvml/processes.c``,
+``health.c`` and ``vgpu.c`` put the values in nvml.h's structures. The health rules themselves and their sources are ``health.py``'s; the vGPU
 scheduler's ``vgpu_sched.py``'s. ``key`` is a device handle key (api.py: ``("gpu", uuid)`` or ``("mig", ...)``).
 """
 

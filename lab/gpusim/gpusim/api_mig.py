@@ -1,7 +1,7 @@
 """NVML's GPU-instance, compute-instance and MIG-device entry points over gpusim's state, in the C API's terms.
 
-Moved out of ``pynvml.py`` (issue 42) so that the Python stand-in and ``capi.py`` (the Python side of our
-``libnvidia-ml.so.1``, ``lab/gpusim/libnvml/mig.c``) answer from one set of rules; the MIG rules themselves (placements,
+``capi.py`` (the Python side of our ``libnvidia-ml.so.1``, ``lab/gpusim/libnvml/mig.c``) answers from these (issue 42:
+the rules' one home, since gpusim has no Python stand-in of nvidia-ml-py any more); the MIG rules themselves (placements,
 capacity, create/destroy, in-use checks) stay in ``machine.py``. Values are plain: handle keys, ints, dicts named as
 nvml.h's struct fields; a refused call raises :class:`gpusim.machine.Fault` with the NVML return code.
 

@@ -9,7 +9,8 @@ The library keeps what a real libnvidia-ml keeps per process: the init refcount,
 buffer-size checks of string outputs and NULL-pointer checks (nvml.h "NVML_ERROR_INVALID_ARGUMENT if ... is NULL").
 Which entry points exist at all is the library build's export list (per driver branch, gpusim/symbols.py).
 
-``GPUSIM_TRACE=1`` prints every call, its code and gpusim's reason to stderr.
+``GPUSIM_TRACE=1`` prints every call, its code and gpusim's reason to stderr (read at each call, so a test can turn it
+on in a process that already loaded gpusim), one line each: ``gpusim libnvidia-ml: <name><inputs> -> <answer> <why>``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import time
 
 from . import api, api_events, api_health, api_mig, state
 from .machine import Fault
-
-_TRACE = bool(os.environ.get("GPUSIM_TRACE"))
 
 
 def _key(text):
@@ -165,7 +164,7 @@ for _kind, _names in (("compute", "Compute"), ("graphics", "Graphics"), ("mps", 
         _HEALTH["nvmlDeviceGet%sRunningProcesses%s" % (_names, _suffix)] = _processes(_kind)
 FUNCTIONS.update(_HEALTH)
 # ---------------------------------------------------------------- GPU instances, compute instances, MIG devices
-# lab/gpusim/libnvml/mig.c; the rules are gpusim/api_mig.py (moved out of pynvml.py). Struct outputs go in nvml.h's
+# lab/gpusim/libnvml/mig.c; the rules are gpusim/api_mig.py. Struct outputs go in nvml.h's
 # field order; arrays of handles and placements are lists (gcall's 'K' and 'P').
 
 
@@ -306,6 +305,6 @@ def call(name, *args):
         out, why = (f.code,), f.why
     except state.StateError as e:
         out, why = (api.UNKNOWN,), str(e)
-    if _TRACE:
+    if os.environ.get("GPUSIM_TRACE"):
         print("gpusim libnvidia-ml: %s%r -> %r %s" % (name, args, out, why), file=sys.stderr, flush=True)
     return out

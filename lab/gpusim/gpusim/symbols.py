@@ -3,7 +3,8 @@
 nvidia-ml-py looks every entry point up by name when it is called (``_nvmlGetFunctionPointer``): a symbol the driver
 lacks raises ``NVMLError_FunctionNotFound``, and the unversioned process-list wrappers, which call the ``_v3`` symbol
 under ``throwOnVersionMismatch``, turn that into ``NVMLLibraryMismatchError`` (a plain ``Exception``). gpusim's
-pynvml checks this table before answering a versioned call, so an old driver fails the way the real binding does.
+libnvidia-ml.so.1 (lab/gpusim/libnvml) is linked per driver with this table's symbols only (``exported``, the linker
+version script build.py writes), so on an old driver nvidia-ml-py fails the way it does on the real library.
 
 Source: NVIDIA's nvml.h as shipped with each driver release in NVIDIA/nvidia-settings (``src/nvml.h``), the release
 that first (or no longer) declares each symbol found with ``git log -S <symbol> -- src/nvml.h``:

@@ -8,9 +8,11 @@ version script that exports only the entry points that driver's libnvidia-ml.so.
 binding's symbol lookups fail exactly as on that driver.
 
 Output: build/libnvml/<sha256 of the inputs>/obj/ (the objects), <driver version>[-without-<hash of the missing
-symbols>]/libnvidia-ml.so.1 (one link per export set, each with a ``.complete`` marker) and ``build-times.txt``.
-``python lab/gpusim/libnvml/build.py [driver version]`` prints that directory (default: gpusim's default driver), for
-``LD_LIBRARY_PATH``.
+symbols>]/libnvidia-ml.so.1 (one link per export set, each with a ``.complete`` marker) and ``build-times.txt``;
+build/libnvml/by-driver/<the same name> is a relative link to the latest such directory, a path that stays put across
+rebuilds, so a container that mounts build/libnvml can name it in ``LD_LIBRARY_PATH`` (lab/up.sh, Molecule).
+``python lab/gpusim/libnvml/build.py [driver version | --state FILE]`` prints that directory (default: gpusim's
+default driver; ``--state``: the driver and ``missing_symbols`` of a gpusim state file), for ``LD_LIBRARY_PATH``.
 """
 from __future__ import annotations
 
@@ -153,8 +155,29 @@ def ensure(driver=DEFAULT_DRIVER, missing=()):
                 fh.write("%s: header %.1f s, compile+link %.1f s\n" % (name, fetched - start, built - fetched))
             print("libnvml build: %s (header %.1f s, compile+link %.1f s)" % (d, fetched - start, built - fetched),
                   file=sys.stderr)
+        _point(name, os.path.relpath(d, os.path.join(CACHE, "by-driver")))
     return d
 
 
+def _point(name, target):
+    """build/libnvml/by-driver/<name> -> target (replaced atomically: a process reading it sees the old or the new)."""
+    link = os.path.join(CACHE, "by-driver", name)
+    if os.path.islink(link) and os.readlink(link) == target:
+        return
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    tmp = "%s.%d.tmp" % (link, os.getpid())
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def main(argv):
+    """[driver version] or --state FILE: print the build's directory."""
+    if argv[:1] == ["--state"]:
+        with open(argv[1], encoding="utf-8") as fh:
+            state = json.load(fh)
+        return ensure(state.get("driver_version") or DEFAULT_DRIVER, state.get("missing_symbols") or ())
+    return ensure(*argv[:1])
+
+
 if __name__ == "__main__":
-    print(ensure(*sys.argv[1:2]))
+    print(main(sys.argv[1:]))

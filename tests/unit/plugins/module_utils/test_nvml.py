@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""NVML adapter (plugins/module_utils/_nvml.py) against gpusim installed in-process as ``pynvml``."""
+"""NVML adapter (plugins/module_utils/_nvml.py) against gpusim: nvidia-ml-py in-process over gpusim's libnvidia-ml.so.1."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def sim(monkeypatch, tmp_path):
     path = use_gpusim(monkeypatch, tmp_path, {"gpus": []})
 
     def start(state):
-        # the binding again: with GPUSIM_BINDING=library, the library build of this state's driver
+        # the binding again: the library build of this state's driver
         use_gpusim(monkeypatch, tmp_path, state)
         nvml = _nvml.Nvml()
         assert nvml.open(), nvml.reason
@@ -103,7 +103,7 @@ def test_strict_process_list_refuses_to_guess(sim):
 
 def test_licence_expiry_constant_is_a_tuple_in_nvidia_ml_py(monkeypatch):
     # The quirk the adapter works around (reference/licensing-driver-k8s.md): the real module's constant is (2,).
-    # Loaded by path so that a simulator installed as ``pynvml`` by another test cannot stand in for it.
+    # Loaded by path, a module of its own: not the instance another test bound to gpusim's library.
     spec = importlib.util.spec_from_file_location("real_pynvml", os.path.join(sysconfig.get_paths()["purelib"], "pynvml.py"))
     real = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "real_pynvml", real)  # the module looks itself up while loading

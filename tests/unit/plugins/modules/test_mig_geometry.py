@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""mig_geometry module against gpusim (lab/gpusim) installed in-process as ``pynvml``."""
+"""mig_geometry module against gpusim (lab/gpusim): nvidia-ml-py in-process over gpusim's libnvidia-ml.so.1."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""nvidia_license_info against gpusim (lab/gpusim) in-process as ``pynvml``, and the pure helpers of _license."""
+"""nvidia_license_info against gpusim (lab/gpusim: nvidia-ml-py over its libnvidia-ml.so.1), and the pure helpers of _license."""
 
 from __future__ import annotations
 
