@@ -5,11 +5,13 @@
 simulated lab (`make lab-up`: pvesim, vcsim, the Kubernetes control plane, GPU node containers). `make installed-lab`
 brings the lab up and runs these (marker `lab`); `make installed` leaves them out.
 
-`site` runs as an AWX "check" job (job_type check: ansible-playbook --check) with the licence credential: every
-workflow runs against the lab and nothing in it changes. On a fresh lab the MIG geometry is not applied yet (check
-mode applies nothing), so the pre-join gate finds both GPU nodes not ready: that verdict, and only it, fails the job.
-`driver pin` runs with its survey default (mode check) and fails on the lab's planted drift, with the table in the
-job events."""
+`site` runs as an AWX "check" job (job_type check: ansible-playbook --check) with the licence credential, twice; nothing
+in the lab changes either time. On the fresh lab the GPU nodes have the driver packages but no NVML binding (as a real
+host has after a plain driver install), and a check job installs nothing, so the MIG plan stops the job on both nodes,
+naming the binding. After the `driver pin` job has converged (its nvml step installs Debian's python3-pynvml) every
+workflow runs; the MIG geometry is still not applied (check mode applies nothing), so the pre-join gate finds both GPU
+nodes not ready: that verdict, and only it, fails the job. `driver pin` runs with its survey default (mode check) and
+fails on the lab's planted drift, with the table in the job events. The tests run in file order, on one lab."""
 
 from __future__ import annotations
 
@@ -55,25 +57,33 @@ def run_template(installed, env, tmp_path, name, answers=None, credentials=None,
     return rc, events, stdout
 
 
-def test_site_as_a_check_job_from_the_install_changes_nothing(installed, lab, tmp_path):
+def check_site(installed, lab, tmp_path):
+    """The site job in check mode: (failed tasks, published stats). Nothing in the lab changes, the licence token
+    appears nowhere, and no workflow warns about a deprecation (issue 41 point 9: 2.21 warned about skipped_reason in
+    node_preflight's report), in the job's stdout or in any task result AWX keeps."""
     before = gpusim_states()
     rc, events, stdout = run_template(installed, lab, tmp_path, "gpuops | site", credentials={"license": LICENSE}, check=True)
     assert rc == 2, stdout[-4000:]
-    failed = awx_job.failures(events)
-    assert sorted(h for h, _t, _m in failed) == ["gpu-node-1", "gpu-node-2"], failed
-    assert all("is NOT READY" in m and "mig_geometry" in m for _h, _t, m in failed), failed
-    # Every workflow before the gate ran and published its result.
-    stats = awx_job.artifact_data(events)
-    for key in ("iommu", "driver_pin", "mig_reconfigure", "node_preflight"):
-        assert key in stats, (key, sorted(stats))
     assert gpusim_states() == before, "a check job changed the GPUs"
     assert LICENSE["token"] not in json.dumps(events) + stdout
-    # Every workflow, on the tested ansible-core, without a deprecation warning (issue 41 point 9: 2.21 warned about
-    # skipped_reason in node_preflight's report): in the job's stdout or in any task result AWX keeps.
     warned = [line for line in stdout.splitlines() if "DEPRECATION WARNING" in line]
     warned += [(e["event_data"].get("host"), e["event_data"].get("task"), d.get("msg")) for e in events
                for d in (e.get("event_data", {}).get("res") or {}).get("deprecations") or []]
     assert not warned, warned
+    return awx_job.failures(events), awx_job.artifact_data(events)
+
+
+def test_site_as_a_check_job_on_fresh_nodes_stops_at_the_missing_nvml_binding(installed, lab, tmp_path):
+    """Issue 42: with gpusim below the real binding, a fresh node has no `pynvml` until the nvidia_driver role's nvml
+    step installs it, which a check job does not do; the MIG plan names both nodes and the missing module, before
+    anything is cordoned. (With the Python stand-in on PYTHONPATH the job went on to the gate.)"""
+    failed, stats = check_site(installed, lab, tmp_path)
+    assert len(failed) == 1 and failed[0][1].startswith("Fail the play, naming every node whose plan is invalid"), failed
+    msg = failed[0][2]
+    assert "gpu-node-1" in msg and "gpu-node-2" in msg and "No module named 'pynvml'" in msg, msg
+    assert "nvml step installs it" in msg, msg
+    for key in ("iommu", "driver_pin"):
+        assert key in stats, (key, sorted(stats))
 
 
 def test_driver_pin_with_its_survey_defaults_fails_on_the_lab_drift_with_the_table(installed, lab, tmp_path):
@@ -119,3 +129,13 @@ def test_driver_pin_converge_installs_the_nvml_binding_the_modules_use(installed
             gpus = len(json.load(fh)["gpus"])
         assert out[0] == "/usr/lib/python3/dist-packages/pynvml.py" and out[1] == str(gpus), (node, out)
         assert out[2].startswith("/opt/gpuops-lab/libnvml/") and out[2].endswith("/550.163.01/libnvidia-ml.so.1"), out
+
+
+def test_site_as_a_check_job_from_the_install_changes_nothing(installed, lab, tmp_path):
+    """After the driver pin job put the binding on the nodes: every workflow runs, and only the gate fails the job."""
+    failed, stats = check_site(installed, lab, tmp_path)
+    assert sorted(h for h, _t, _m in failed) == ["gpu-node-1", "gpu-node-2"], failed
+    assert all("is NOT READY" in m and "mig_geometry" in m for _h, _t, m in failed), failed
+    # Every workflow before the gate ran and published its result.
+    for key in ("iommu", "driver_pin", "mig_reconfigure", "node_preflight"):
+        assert key in stats, (key, sorted(stats))
