@@ -4,8 +4,8 @@
 """Benchmark: plan and apply of a full 8-GPU MIG host (7 instances per GPU), and gpu_info on it.
 
 Each module run is one Python process, started the way Ansible starts a module (module file + JSON argument
-file), with NVIDIA's nvidia-ml-py over gpusim's libnvidia-ml.so.1 (lab/gpusim/libnvml). Printed per run: wall time and NVML calls. Two anchors are
-measured in the same run on an identical host:
+file), with NVIDIA's nvidia-ml-py over gpusim's libnvidia-ml.so.1 (lab/gpusim/libnvml). Printed per run: wall time
+and NVML calls. Two anchors are measured in the same run on an identical host:
 
 * per-GPU module calls: mig_geometry once per GPU (what a loop over GPUs in a playbook does);
 * naive apply: mig-parted's method (clear, then NVML automatic placement in largest-first order, one CI each),
@@ -17,6 +17,7 @@ Usage: .venv/bin/python bench/mig/run.py [--gpus 8] [--model "NVIDIA A100-SXM4-4
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -37,22 +38,18 @@ def ensure_link():
         os.symlink(os.path.relpath(ROOT, os.path.dirname(link)), link)
 
 
+@functools.lru_cache(maxsize=None)
 def libnvml_dir():
-    """The directory of gpusim's libnvidia-ml.so.1 for its default driver (built on first use)."""
+    """The directory of gpusim's libnvidia-ml.so.1 for its default driver (built on first use; asked once a run)."""
     out = subprocess.run([sys.executable, os.path.join(GPUSIM, "libnvml", "build.py")], capture_output=True, text=True,
                          check=True)
     return out.stdout.strip().splitlines()[-1]
 
 
-LIBNVML = []
-
-
 def env_for(state):
-    if not LIBNVML:
-        LIBNVML.append(libnvml_dir())
     env = dict(os.environ)
     env["PYTHONPATH"] = COLLECTIONS
-    env["LD_LIBRARY_PATH"] = LIBNVML[0]
+    env["LD_LIBRARY_PATH"] = libnvml_dir()
     env["GPUSIM_STATE"] = state
     return env
 

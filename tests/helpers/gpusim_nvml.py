@@ -23,7 +23,7 @@ def use_gpusim(monkeypatch, tmp_path, state):
     path.write_text(json.dumps(state))
     monkeypatch.setenv("GPUSIM_STATE", str(path))
     monkeypatch.syspath_prepend(GPUSIM)  # gpusim's package (control, below)
-    monkeypatch.setitem(sys.modules, "pynvml", real_binding(state or {}))
+    monkeypatch.setitem(sys.modules, "pynvml", real_binding(state))
     # The host GPU clients the module reads from /proc (_nvml.host_gpu_clients) come from the same state: gpusim
     # writes what /proc would show of its `host_clients` (none unless the state names some).
     from gpusim import control  # pylint: disable=import-error,import-outside-toplevel
@@ -40,13 +40,16 @@ _LIBS = {}
 def _library(state):
     """The CDLL of gpusim's libnvidia-ml.so.1 with the exports of the state's driver, less its ``missing_symbols``
     (one per build, for the life of the process)."""
-    build = load_lab_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
-    path = os.path.join(build.ensure(state.get("driver_version") or build.DEFAULT_DRIVER,
-                                     state.get("missing_symbols") or ()), "libnvidia-ml.so.1")
+    path = os.path.join(_build().ensure_for_state(state), "libnvidia-ml.so.1")
     if path not in _LIBS:
         # by path: each build is its own object (the same soname), so one process holds several side by side
         _LIBS[path] = ctypes.CDLL(path)
     return _LIBS[path]
+
+
+def _build():
+    """lab/gpusim/libnvml/build.py, loaded once."""
+    return load_lab_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
 
 
 def load_lab_script(name, path):
@@ -94,7 +97,4 @@ def library_env(state_path, state=None):
     if state is None and os.path.exists(state_path):
         with open(state_path, encoding="utf-8") as fh:
             state = json.load(fh)
-    state = state or {}
-    build = load_lab_script("gpusim_libnvml_build", os.path.join(GPUSIM, "libnvml", "build.py"))
-    libdir = build.ensure(state.get("driver_version") or build.DEFAULT_DRIVER, state.get("missing_symbols") or ())
-    return {"LD_LIBRARY_PATH": libdir, "GPUSIM_STATE": str(state_path)}
+    return {"LD_LIBRARY_PATH": _build().ensure_for_state(state or {}), "GPUSIM_STATE": str(state_path)}

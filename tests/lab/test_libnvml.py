@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from libnvml_common import (GPUSIM, REPO, NEEDS_BUILD, assert_answers, clean_env, expected, kernel_view,  # pylint: disable=import-error
+from libnvml_common import (REPO, NEEDS_BUILD, assert_answers, expected, kernel_view, lib_env,  # pylint: disable=import-error
                             libnvml_build)
 
 
@@ -112,15 +112,14 @@ CASES = {
 }
 
 
-def _probe(env, state, steps, tmp):
-    """The probe's answers in an isolated interpreter (``-I``: nvidia-ml-py from site-packages) and the state file
-    afterwards (None: there was none)."""
+def _probe(libdir, state, steps, tmp):
+    """The probe's answers in an isolated interpreter (``-I``: nvidia-ml-py from site-packages) on the library in
+    ``libdir``, and the state file afterwards (None: there was none)."""
     path = tmp / "gpusim.json"
     if state is not None:
         path.write_text(json.dumps(state))
-    env = dict(env, GPUSIM_STATE=str(path))
     argv = [sys.executable, "-I", "-c", PROBE, json.dumps(steps)]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(argv, env=lib_env(libdir, path), capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     return out, (json.loads(path.read_text()) if path.exists() else None)
@@ -130,7 +129,7 @@ def _probe(env, state, steps, tmp):
 def test_real_binding_on_the_library_answers_as_recorded(case, libdirs, tmp_path):
     state, steps, driver = CASES[case]
     lib = libdirs[driver or libnvml_build.DEFAULT_DRIVER]
-    out, after = _probe(dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), state, steps, tmp_path)
+    out, after = _probe(lib, state, steps, tmp_path)
     assert "site-packages" in out["file"], out["file"]   # the real binding, not a module of ours
     got = {"calls": out["calls"], "state": after}
     assert_answers(got, expected("libnvml", case, got))
@@ -177,10 +176,8 @@ def test_c_abi_rules_of_nvml_h(libdirs, tmp_path):
     foreign handles, INSUFFICIENT_SIZE when a string and its NUL do not fit, one handle per device."""
     path = tmp_path / "gpusim.json"
     path.write_text(json.dumps({"gpus": [{"model": "NVIDIA A30"}]}))
-    env = dict(clean_env(), LD_LIBRARY_PATH=libdirs[libnvml_build.DEFAULT_DRIVER], GPUSIM_HOME=str(GPUSIM),
-               GPUSIM_STATE=str(path))
-    proc = subprocess.run([sys.executable, "-I", "-c", C_ABI], env=env, capture_output=True, text=True, timeout=60,
-                          check=True)
+    proc = subprocess.run([sys.executable, "-I", "-c", C_ABI], env=lib_env(libdirs[libnvml_build.DEFAULT_DRIVER], path),
+                          capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(proc.stdout) == {
         "uninit_count": 1, "init": 0, "count_null": 2, "short_buffer": 7, "exact_buffer": [0, "550.163.01"],
         "bad_handle": 2, "same_handle": True, "error_string": ["In use by another client", "Unknown Error"],
@@ -196,8 +193,7 @@ def _run_mig_parted(libdir, state, tmp_path, *args):
     path = tmp_path / "gpusim.json"
     path.write_text(json.dumps(state))
     root = kernel_view.build(str(tmp_path / "kernel"), str(path))
-    env = dict(clean_env(), LD_LIBRARY_PATH=libdir, GPUSIM_HOME=str(GPUSIM), GPUSIM_STATE=str(path),
-               GPUSIM_TRACE="1")
+    env = dict(lib_env(libdir, path), GPUSIM_TRACE="1")
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         pytest.skip("no mount namespace here (unshare -m): %s" % probe.stderr.decode().strip())

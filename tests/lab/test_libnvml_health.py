@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from libnvml_common import (GPUSIM, REPO, NEEDS_BUILD, assert_answers, clean_env, expected,  # pylint: disable=import-error
+from libnvml_common import (GPUSIM, REPO, NEEDS_BUILD, assert_answers, expected, lib_env,  # pylint: disable=import-error
                             libnvml_build)
 
 COLLECTIONS = REPO / "build" / "collections"
@@ -189,8 +189,7 @@ def _run(script, state, driver, libdirs, tmp, *argv):
     tmp.mkdir(parents=True)
     path = tmp / "gpusim.json"
     path.write_text(json.dumps(copy.deepcopy(state)))
-    env = dict(clean_env(), LD_LIBRARY_PATH=libdirs[driver or libnvml_build.DEFAULT_DRIVER], GPUSIM_HOME=str(GPUSIM),
-               GPUSIM_STATE=str(path))
+    env = lib_env(libdirs[driver or libnvml_build.DEFAULT_DRIVER], path)
     proc = subprocess.run([sys.executable, "-I", "-c", script, *argv], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -363,10 +362,8 @@ def test_c_abi_rules_of_the_new_entry_points(libdirs, tmp_path):
     out-pointers and foreign handles, INSUFFICIENT_SIZE for a short serial buffer and an infoCount below the list."""
     path = tmp_path / "gpusim.json"
     path.write_text(json.dumps({"gpus": [{"model": A100, "processes": [PROCS[0], PROCS[2]]}]}))
-    env = dict(clean_env(), LD_LIBRARY_PATH=libdirs[libnvml_build.DEFAULT_DRIVER], GPUSIM_HOME=str(GPUSIM),
-               GPUSIM_STATE=str(path))
-    proc = subprocess.run([sys.executable, "-I", "-c", C_ABI], env=env, capture_output=True, text=True, timeout=60,
-                          check=True)
+    proc = subprocess.run([sys.executable, "-I", "-c", C_ABI], env=lib_env(libdirs[libnvml_build.DEFAULT_DRIVER], path),
+                          capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(proc.stdout) == {
         "uninit": 1, "count_null": 2, "foreign_handle": 2, "ecc_null": 2, "serial_short": 7, "short_count": [7, 2, 7],
         "licence_null": 2, "sched_not_host": 3}

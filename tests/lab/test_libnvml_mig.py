@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from libnvml_common import (GPUSIM, REPO, NEEDS_BUILD, assert_answers, clean_env, expected,  # pylint: disable=import-error
+from libnvml_common import (GPUSIM, REPO, NEEDS_BUILD, assert_answers, expected,  # pylint: disable=import-error
                             kernel_view, lib_env, libnvml_build)
 
 COLLECTIONS = REPO / "build" / "collections"   # tests/conftest.py links the checkout there as gpuops.provision
@@ -207,11 +207,11 @@ CASES = {
 }
 
 
-def _probe(env, state, tmp):
+def _probe(libdir, state, tmp):
     path = tmp / "gpusim.json"
     path.write_text(json.dumps(state))
     argv = [sys.executable, "-I", "-c", PROBE]
-    proc = subprocess.run(argv, env=dict(env, GPUSIM_STATE=str(path)), capture_output=True, text=True, timeout=120,
+    proc = subprocess.run(argv, env=lib_env(libdir, path), capture_output=True, text=True, timeout=120,
                           check=False)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout), json.loads(path.read_text())
@@ -221,7 +221,7 @@ def _probe(env, state, tmp):
 def test_real_binding_on_the_library_answers_gi_ci_calls_as_recorded(case, libdirs, tmp_path):
     state, driver = CASES[case]
     lib = libdirs[driver or libnvml_build.DEFAULT_DRIVER]
-    out, after = _probe(dict(clean_env(), LD_LIBRARY_PATH=lib, GPUSIM_HOME=str(GPUSIM)), state, tmp_path)
+    out, after = _probe(lib, state, tmp_path)
     assert "site-packages" in out["file"], out["file"]   # the real binding, not a module of ours
     got = {"calls": out["calls"], "state": after}
     # the sequence did reach what it is for (not only errors)

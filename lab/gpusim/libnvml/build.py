@@ -159,6 +159,11 @@ def ensure(driver=DEFAULT_DRIVER, missing=()):
     return d
 
 
+def ensure_for_state(state):
+    """ensure() for a gpusim state (its content): its driver's exports less its ``missing_symbols``."""
+    return ensure(state.get("driver_version") or DEFAULT_DRIVER, state.get("missing_symbols") or ())
+
+
 def _point(name, target):
     """build/libnvml/by-driver/<name> -> target (replaced atomically: a process reading it sees the old or the new)."""
     link = os.path.join(CACHE, "by-driver", name)
@@ -174,8 +179,7 @@ def main(argv):
     """[driver version] or --state FILE: print the build's directory."""
     if argv[:1] == ["--state"]:
         with open(argv[1], encoding="utf-8") as fh:
-            state = json.load(fh)
-        return ensure(state.get("driver_version") or DEFAULT_DRIVER, state.get("missing_symbols") or ())
+            return ensure_for_state(json.load(fh))
     return ensure(*argv[:1])
 
 
