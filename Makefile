@@ -29,7 +29,7 @@ help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
 	@echo "make test       sanity, lint, build, docs, unit, integration and molecule tests"
 	@echo "sub-targets:    deps venv collection sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench lab-down clean"
-	@echo "make mutation   mutation score of the pure module_utils files (not in make test; MUTATION_FILES=_pci.py narrows it)"
+	@echo "make mutation   mutation score of the pure module_utils files (not in make test; MUTATION_FILES=_proxmox/property_strings.py narrows it)"
 
 # --- set-up ---------------------------------------------------------------------------------------------------------
 deps: build/.deps.stamp

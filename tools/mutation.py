@@ -3,9 +3,9 @@
 """Mutation testing of the pure module_utils files (make mutation): mutmut 3, one file at a time, each against its
 own unit tests (tools/mutation.toml), minus the equivalent mutants of tools/mutation_equivalent.toml.
 
-usage: tools/mutation.py [--keep | --survivors] [--children N] [--report-only] [FILE ...]   (FILE: _versions.py or a stem)
+usage: tools/mutation.py [--keep | --survivors] [--children N] [--report-only] [FILE ...]   (FILE: _drivers/versions.py, with or without .py)
 
-Each file gets a work directory build/mutation/<stem>/ holding a copy of the collection under
+Each file gets a work directory build/mutation/<package>/<file>/ holding a copy of the collection under
 ansible_collections/gpuops/provision/ (mutmut 3 names a mutant after the file's path, and the trampoline in the
 mutated file only switches mutants on when that name equals the module's import name, so the path must be the
 import path) and a generated pyproject.toml with the [tool.mutmut] settings. mutmut writes its mutants/ folder
@@ -14,7 +14,7 @@ mutants without a result); --survivors re-runs the last run's survivors against 
 tests); without either every run starts clean.
 
 Score = killed / (mutants - equivalent); a timeout counts as killed, "no tests" and "suspicious" as survived.
-Survivors (with their diffs) are written to build/mutation/<stem>/survivors.txt. Exit status 1 when a file with a
+Survivors (with their diffs) are written to build/mutation/<package>/<file>/survivors.txt. Exit status 1 when a file with a
 target scores below it, or an equivalent-mutant entry no longer matches a surviving mutant (re-check it).
 """
 
@@ -137,6 +137,16 @@ def diffs(work, target, names):
     return json.loads(out)
 
 
+def config_name(name, files):
+    """The tools/mutation.toml key that a command-line FILE names: package/file.py, with or without .py and with or
+    without a leading plugins/module_utils/."""
+    name = name if name.endswith(".py") else name + ".py"
+    name = name.split("plugins/module_utils/", 1)[-1]
+    if name not in files:
+        sys.exit("%s is not in tools/mutation.toml (one of: %s)" % (name, ", ".join(files)))
+    return name
+
+
 def added_lines(diff):
     return "\n".join(line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++"))
 
@@ -144,7 +154,7 @@ def added_lines(diff):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", help="files of tools/mutation.toml (default: all)")
-    parser.add_argument("--keep", action="store_true", help="reuse build/mutation/<stem>/mutants (incremental)")
+    parser.add_argument("--keep", action="store_true", help="reuse build/mutation/<package>/<file>/mutants (incremental)")
     parser.add_argument("--children", type=int, default=int(os.environ.get("MUTATION_CHILDREN", "1")),
                         help="mutmut --max-children (default 1, or $MUTATION_CHILDREN)")
     parser.add_argument("--report-only", action="store_true", help="only read the results of the last run")
@@ -154,16 +164,12 @@ def main():
     files, equivalent = load_config()
     chosen = []
     for name in args.files or list(files):
-        name = name if name.endswith(".py") else name + ".py"
-        name = name if name.startswith("_") else "_" + name
-        if name not in files:
-            sys.exit("%s is not in tools/mutation.toml (one of: %s)" % (name, ", ".join(files)))
-        chosen.append(name)
+        chosen.append(config_name(name, files))
 
     rows, failed = [], False
     for name in chosen:
         spec = dict(files[name], file=name)
-        stem = name[:-3].lstrip("_")
+        stem = name[:-3]
         if args.report_only:
             work, target, rc, wall = os.path.join(WORK, stem), "%s/plugins/module_utils/%s" % (PREFIX, name), 0, 0.0
         else:
@@ -214,10 +220,10 @@ def main():
             failed = True
 
     print()
-    print("%-20s %8s %7s %9s %11s %7s %7s %8s" % ("file", "mutants", "killed", "survived", "equivalent", "score",
+    print("%-28s %8s %7s %9s %11s %7s %7s %8s" % ("file", "mutants", "killed", "survived", "equivalent", "score",
                                                   "target", "wall s"))
     for name, mutants, killed, survived, eq, score, target, wall in rows:
-        print("%-20s %8d %7d %9d %11d %6.1f%% %6s%% %8.0f"
+        print("%-28s %8d %7d %9d %11d %6.1f%% %6s%% %8.0f"
               % (name, mutants, killed, survived, eq, score, target or "-", wall))
     print("\nsurvivors with their diffs: build/mutation/<file>/survivors.txt; equivalent mutants: "
           "tools/mutation_equivalent.toml")

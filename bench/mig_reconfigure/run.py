@@ -56,7 +56,7 @@ import gpu_node  # noqa: E402  pylint: disable=import-error,wrong-import-positio
 NAIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "naive.yml")
 RESOURCE = "nvidia.com/mig-3g.40gb"
 ROLE = os.path.join(ROOT, "roles", "mig_reconfigure")
-SLOTS = "gpuops.provision/roll-slots"  # plugins/module_utils/_node_roll.py LEASE_SLOTS
+SLOTS = "gpuops.provision/roll-slots"  # plugins/module_utils/_k8s/node_roll.py LEASE_SLOTS
 TARGET_IDS = [9, 14, 19, 19]  # all-balanced on an H100: 3g.40gb, 2g.20gb, 2 x 1g.10gb
 
 
@@ -437,7 +437,7 @@ def fleet_run(args, tmp):
     n_plan, n_roll = sum(plan_req.values()), sum(roll_req.values())
     print("API requests (audit log): %d in all = %.2f per node; plan %d (%.2f per node); after the plan %d (%.1f per "
           "changing node)" % (n_plan + n_roll, (n_plan + n_roll) / total, n_plan, n_plan / total, n_roll,
-                               n_roll / max(len(changed), 1)))
+                              n_roll / max(len(changed), 1)))
     print("  plan: %s" % ", ".join("%s %d" % kv for kv in plan_req.most_common()))
     print("  roll: %s" % ", ".join("%s %d" % kv for kv in roll_req.most_common(12)))
     held_u = budget["unavailable"] <= limit

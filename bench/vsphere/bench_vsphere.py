@@ -63,17 +63,17 @@ def run(path, sim, calls_file):
 
 
 def vm_profiles(sim, names):
-    from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
-    with _vsphere.Session(dict(hostname=sim.host, port=sim.port, username=sim.username, password=sim.password,
-                               validate_certs=True, ca_path=sim.ca)) as s:
+    from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api as vsphere_api
+    with vsphere_api.Session(dict(hostname=sim.host, port=sim.port, username=sim.username, password=sim.password,
+                                  validate_certs=True, ca_path=sim.ca)) as s:
         rows = {r["name"]: r for r in s.vms(props=["name", "config.hardware.device"])}
-        return {n: [d["profile"] for d in _vsphere.vm_vgpus(rows[n]["config.hardware.device"])] for n in names}
+        return {n: [d["profile"] for d in vsphere_api.vm_vgpus(rows[n]["config.hardware.device"])] for n in names}
 
 
 def power_off(sim, names):
-    from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
-    with _vsphere.Session(dict(hostname=sim.host, port=sim.port, username=sim.username, password=sim.password,
-                               validate_certs=True, ca_path=sim.ca)) as s:
+    from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api as vsphere_api
+    with vsphere_api.Session(dict(hostname=sim.host, port=sim.port, username=sim.username, password=sim.password,
+                                  validate_certs=True, ca_path=sim.ca)) as s:
         rows = {r["name"]: r["obj"] for r in s.vms(props=["name"])}
         for n in names:
             s.call_task("power off " + n, rows[n].PowerOffVM_Task)

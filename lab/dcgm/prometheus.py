@@ -23,7 +23,7 @@ dcgm-exporter endpoint per lab node.
 Files in RUN_DIR: ``pid``, ``port``, ``url`` (Prometheus), ``exporters/pid`` and ``exporters/ports.json``
 ({node: port}), ``prometheus.yml``, ``data/``, ``prometheus.log``, ``timings.json`` (seconds each phase took).
 
-Why a 300 s history step and one block: a 7-day read queries at a 300 s step (plugins/module_utils/_usage.py
+Why a 300 s history step and one block: a 7-day read queries at a 300 s step (plugins/module_utils/_usage/series.py
 choose_step), so finer samples change no figure; and promtool reads the whole input once per block it writes
 (cmd/promtool/backfill.go createBlocks loops over 2 h block ranges by default), so one block over the week is what
 makes the start fast. Measured on the 2-core lab machine under a parallel test suite, five nodes (21 series):

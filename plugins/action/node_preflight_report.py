@@ -15,7 +15,7 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import checks as P
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain
 from ansible_collections.gpuops.provision.plugins.plugin_utils._report_files import write_report
 

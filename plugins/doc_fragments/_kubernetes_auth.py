@@ -2,7 +2,7 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Kubernetes API connection options of the collection's own Kubernetes modules (private fragment); matches
-module_utils/_k8s.py ARGUMENT_SPEC."""
+module_utils/_k8s/api.py ARGUMENT_SPEC."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""vCenter / ESXi connection options (private fragment); matches module_utils/_auth.py."""
+"""vCenter / ESXi connection options (private fragment); matches module_utils/_common/connection.py."""
 
 from __future__ import annotations
 

@@ -4,15 +4,15 @@
 """Controller-side NVIDIA driver filters for playbooks: fleet drift, drift table, branches, version comparison and
 selection, vGPU branch compatibility.
 
-Thin wrappers: the logic is in module_utils (_driver_fleet: drift, table; _drift: the drift rule shared with the ESXi
-VIB drift; _versions). The roles' own driver filters are in plugins/plugin_utils/_role_filters/driver.py.
+Thin wrappers: the logic is in module_utils (_drivers/fleet.py: drift, table; _common/drift.py: the drift rule shared with the ESXi
+VIB drift; _drivers/versions.py). The roles' own driver filters are in plugins/plugin_utils/_role_filters/driver.py.
 Documentation of each filter is in the ``<filter>.yml`` file next to this one.
 """
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet as D
-from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import fleet as D
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions as V
 # The same error wrapping as the role's driver filters: module_utils input, version and package errors read as
 # "gpuops.provision driver filter: ..." errors.
 from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters.driver import _input, _wrap

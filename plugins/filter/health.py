@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _health as H
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import health as H
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 

@@ -4,14 +4,14 @@
 """Register a node with the preflight gate taint: kubeadm JoinConfiguration and kubelet --register-with-taints.
 
 Documentation of each filter is in the ``<filter>.yml`` file next to this one; the logic (and the upstream behaviour
-it follows) is in module_utils/_joinconfig.py.
+it follows) is in module_utils/_preflight/join_config.py.
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _joinconfig as J
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import join_config as J
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 

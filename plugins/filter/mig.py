@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller-side MIG roll filters (thin: the logic is in module_utils/_mig_roll.py).
+"""Controller-side MIG roll filters (thin: the logic is in module_utils/_k8s/mig_roll.py).
 
 Documentation of each filter is in the ``<filter>.yml`` file next to this one.
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_roll as R
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import mig_roll as R
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
 from ansible_collections.gpuops.provision.plugins.plugin_utils._hostvars import host_vars
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
@@ -18,7 +19,7 @@ from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import pla
 def _wrap(name, fn, *args, **kwargs):
     try:
         return fn(*[_plain(a) for a in args], **dict((k, _plain(v)) for k, v in kwargs.items()))
-    except (R.RollError, _mig.MigError) as e:
+    except (R.RollError, geometry.MigError) as e:
         raise AnsibleFilterError("gpuops.provision.%s: %s" % (name, e))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import checks as P
 from ansible_collections.gpuops.provision.plugins.plugin_utils._hostvars import host_vars
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 

@@ -262,8 +262,8 @@ kernel_log:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_info
-from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import info
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu.nvml import Nvml
 
 
 def main():
@@ -276,7 +276,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    result, error = _gpu_info.collect(module, Nvml())
+    result, error = info.collect(module, Nvml())
     if error:
         module.fail_json(msg=error, **result)
     module.exit_json(**result)

@@ -200,8 +200,9 @@ queries:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _prometheus, _usage, _usage_advice
-from ansible_collections.gpuops.provision.plugins.module_utils._auth import prometheus_argument_spec
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._usage import advice, prometheus, series as usage_series
+from ansible_collections.gpuops.provision.plugins.module_utils._common.connection import prometheus_argument_spec
 
 THRESHOLDS = dict(min_hours=dict(type="float", default=144.0), share_sm=dict(type="float", default=0.08),
                   share_memory=dict(type="float", default=0.15), saturated_sm=dict(type="float", default=0.85),
@@ -217,22 +218,22 @@ def main():
                 thresholds=dict(type="dict", default={}, options=THRESHOLDS))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     p = module.params
-    problems = _bounds.out_of_range(p, {"api_timeout": _bounds.API_TIMEOUT})
+    problems = bounds.out_of_range(p, {"api_timeout": bounds.API_TIMEOUT})
     if problems:
         module.fail_json(msg="; ".join(problems))
     try:
-        client = _prometheus.Client(p)
+        client = prometheus.Client(p)
         if client.warning:
             module.warn(client.warning)
-        read = _prometheus.read_usage(client, _usage.parse_duration(p["window"]), p["end"], p["step"],
-                                      _usage.check_matchers(p["match"]), p["nodes"], p["series"])
+        read = prometheus.read_usage(client, usage_series.parse_duration(p["window"]), p["end"], p["step"],
+                                     usage_series.check_matchers(p["match"]), p["nodes"], p["series"])
         window = dict(start=read["start"], end=read["end"], step=read["step"])
         if p["series"]:
             window["bucket"] = read["bucket"]
         result = dict(changed=False, gpus=read["gpus"], queries=read["queries"], gpu_hours=read["gpu_hours"], window=window)
         if p["advise"]:
-            result["advice"] = _usage_advice.advise_all(read["gpus"], p["pools"], p["thresholds"])
-    except (_prometheus.PrometheusError, _usage.UsageError, _usage_advice.AdviceError) as exc:
+            result["advice"] = advice.advise_all(read["gpus"], p["pools"], p["thresholds"])
+    except (prometheus.PrometheusError, usage_series.UsageError, advice.AdviceError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
 

@@ -148,17 +148,17 @@ gpus:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuops.provision.plugins.module_utils import _iommu, _sysfs
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import iommu, sysfs
 
 
 def gather(root, cmdline_path=None):
-    units = _sysfs.class_iommu_units(root)
-    return _iommu.summarize(
-        cmdline_text=_sysfs.kernel_cmdline(root, cmdline_path),
+    units = sysfs.class_iommu_units(root)
+    return iommu.summarize(
+        cmdline_text=sysfs.kernel_cmdline(root, cmdline_path),
         class_iommu_names=units,
-        intel_ecaps=_sysfs.intel_ecaps(root, units),
-        groups=_sysfs.iommu_groups(root),
-        unsafe_interrupts=_sysfs.unsafe_interrupts(root),
+        intel_ecaps=sysfs.intel_ecaps(root, units),
+        groups=sysfs.iommu_groups(root),
+        unsafe_interrupts=sysfs.unsafe_interrupts(root),
     )
 
 
@@ -172,7 +172,7 @@ def main():
     )
     try:
         facts = gather(module.params["root"], module.params["cmdline_path"])
-    except _sysfs.SysfsError as exc:
+    except sysfs.SysfsError as exc:
         module.fail_json(msg="Cannot read IOMMU state: %s" % exc)
     module.exit_json(changed=False, **facts)
 

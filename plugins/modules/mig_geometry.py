@@ -349,7 +349,7 @@ lock:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _hostlock, _mig_apply
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import apply, host_lock
 
 
 def main():
@@ -359,8 +359,8 @@ def main():
             selected=dict(type="str"),
             devices=dict(type="list", elements="dict"),
             force=dict(type="bool", default=False),
-            lock_path=dict(type="path", default=_hostlock.DEFAULT_PATH, fallback=(env_fallback, [_hostlock.ENV_PATH])),
-            lock_holder=dict(type="str", default=_mig_apply.DEFAULT_HOLDER),
+            lock_path=dict(type="path", default=host_lock.DEFAULT_PATH, fallback=(env_fallback, [host_lock.ENV_PATH])),
+            lock_holder=dict(type="str", default=apply.DEFAULT_HOLDER),
             lock_timeout=dict(type="int", default=0),
             lock_supersede=dict(type="str", default=""),
             boot_declaration=dict(type="dict", options=dict(path=dict(type="path", required=True),
@@ -377,16 +377,16 @@ def main():
         if not (module.params[name] or "").strip():
             module.fail_json(msg="%s must not be empty" % name)
     try:
-        out, warnings = _mig_apply.run(module.params, module.check_mode)
-    except _mig_apply.RunError as e:
+        out, warnings = apply.run(module.params, module.check_mode)
+    except apply.RunError as e:
         module.fail_json(msg=str(e), **e.result)
     if module.params["boot_declaration"] and module.params["config"]:
-        out["boot_declaration_current"] = _mig_apply.declaration_current(module.params["boot_declaration"]["path"],
-                                                                         _mig_apply.declaration(module.params))
+        out["boot_declaration_current"] = apply.declaration_current(module.params["boot_declaration"]["path"],
+                                                                    apply.declaration(module.params))
     for w in warnings:
         module.warn(w)
     if module._diff:
-        out["diff"] = _mig_apply.diff(out)
+        out["diff"] = apply.diff(out)
     module.exit_json(**out)
 
 

@@ -85,9 +85,10 @@ pages:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s, _node_roll, _node_roll_apply
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api as k8s_api, node_roll, node_roll_apply
 
-BOUNDS = {"timeout": _bounds.API_TIMEOUT, "page_size": (1, 5000, "nodes per page")}
+BOUNDS = {"timeout": bounds.API_TIMEOUT, "page_size": (1, 5000, "nodes per page")}
 
 
 def main():
@@ -95,29 +96,29 @@ def main():
                                               pods=dict(type="dict", options=dict(
                                                   namespace=dict(type="str", required=True),
                                                   label_selector=dict(type="str", default=""))),
-                                              **_k8s.ARGUMENT_SPEC),
+                                              **k8s_api.ARGUMENT_SPEC),
                            supports_check_mode=True)
     p = module.params
-    if not _k8s.HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
-    problems = _bounds.out_of_range(p, BOUNDS)
+    if not k8s_api.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(k8s_api.KUBERNETES_ERROR))
+    problems = bounds.out_of_range(p, BOUNDS)
     if problems:
         module.fail_json(msg="; ".join(problems))
     what = "the Kubernetes nodes"
     out = {}
     try:
         pages: list[int] = []
-        api = _k8s.api_client(p["kubeconfig"], p["context"])
-        nodes = _node_roll_apply.list_nodes(api, p["timeout"], page=p["page_size"], pages=pages)
+        api = k8s_api.api_client(p["kubeconfig"], p["context"])
+        nodes = node_roll_apply.list_nodes(api, p["timeout"], page=p["page_size"], pages=pages)
         if p["pods"]:
             what = "the pods of %s (%s)" % (p["pods"]["namespace"], p["pods"]["label_selector"] or "all")
-            out["pods"] = [_node_roll.slim_pod(x) for x in _node_roll_apply.list_pods(
+            out["pods"] = [node_roll.slim_pod(x) for x in node_roll_apply.list_pods(
                 api, p["pods"]["namespace"], p["pods"]["label_selector"], p["timeout"])]
     except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
-        module.fail_json(msg="cannot list %s: %s" % (what, _k8s.api_message(e) if isinstance(e, _k8s.ApiException) else e))
-    resources = [_node_roll.slim(n) for n in nodes]
+        module.fail_json(msg="cannot list %s: %s" % (what, k8s_api.api_message(e) if isinstance(e, k8s_api.ApiException) else e))
+    resources = [node_roll.slim(n) for n in nodes]
     module.exit_json(changed=False, resources=resources, pages=len(pages),
-                     index=_node_roll.positions(resources, out.get("pods") or []), **out)
+                     index=node_roll.positions(resources, out.get("pods") or []), **out)
 
 
 if __name__ == "__main__":

@@ -187,9 +187,10 @@ disruptions:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s, _node_roll_apply
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api as k8s_api, node_roll_apply
 
-BOUNDS = {"wait_timeout": _bounds.TASK_TIMEOUT, "timeout": _bounds.API_TIMEOUT}
+BOUNDS = {"wait_timeout": bounds.TASK_TIMEOUT, "timeout": bounds.API_TIMEOUT}
 
 
 def main():
@@ -207,14 +208,14 @@ def main():
             lease=dict(type="dict", options=dict(name=dict(type="str", required=True),
                                                  namespace=dict(type="str", default="kube-system"),
                                                  holder=dict(type="str", required=True))),
-            **_k8s.ARGUMENT_SPEC
+            **k8s_api.ARGUMENT_SPEC
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if not _k8s.HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
-    problems = _bounds.out_of_range(p, BOUNDS) + _k8s.label_problems(p, ("restore_labels", "labels"))
+    if not k8s_api.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(k8s_api.KUBERNETES_ERROR))
+    problems = bounds.out_of_range(p, BOUNDS) + k8s_api.label_problems(p, ("restore_labels", "labels"))
     try:
         resources = None if p["resources"] is None else {k: int(v) for k, v in p["resources"].items()}
     except (TypeError, ValueError):
@@ -223,18 +224,18 @@ def main():
         module.fail_json(msg="node %s: %s; nothing was changed" % (p["name"], "; ".join(problems)))
     release = None
     try:
-        api = _k8s.api_client(p["kubeconfig"], p["context"])
-        release = _k8s.NodeRelease(api, p["name"], p["timeout"])
-        lease = _node_roll_apply.RollLease(api, p["lease"]["namespace"], p["lease"]["name"], p["lease"]["holder"],
-                                           p["timeout"]) if p["lease"] and p["roll"] else None
+        api = k8s_api.api_client(p["kubeconfig"], p["context"])
+        release = k8s_api.NodeRelease(api, p["name"], p["timeout"])
+        lease = node_roll_apply.RollLease(api, p["lease"]["namespace"], p["lease"]["name"], p["lease"]["holder"],
+                                          p["timeout"]) if p["lease"] and p["roll"] else None
         before, after = release.run(p["restore_labels"], (p["namespace"], p["restart_pods"]), resources, p["labels"],
                                     p["unschedulable"], p["wait_timeout"], module.check_mode, roll=p["roll"] or "",
                                     lease=lease)
-    except _k8s.NodeStepError as e:
+    except k8s_api.NodeStepError as e:
         module.fail_json(msg=str(e), **e.done)
     except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
-        module.fail_json(msg=_k8s.describe_failure(p["name"], e), **(release.done if release else {}))
-    module.exit_json(**_k8s.release_outcome(p["name"], release.done, before, after, module._diff))
+        module.fail_json(msg=k8s_api.describe_failure(p["name"], e), **(release.done if release else {}))
+    module.exit_json(**k8s_api.release_outcome(p["name"], release.done, before, after, module._diff))
 
 
 if __name__ == "__main__":

@@ -318,9 +318,10 @@ waited_for_slot:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s, _node_roll, _node_roll_apply
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api, node_roll, node_roll_apply
 
-BOUNDS = {"slot_timeout": _bounds.TASK_TIMEOUT, "turn_timeout": _bounds.TASK_TIMEOUT, "timeout": _bounds.API_TIMEOUT,
+BOUNDS = {"slot_timeout": bounds.TASK_TIMEOUT, "turn_timeout": bounds.TASK_TIMEOUT, "timeout": bounds.API_TIMEOUT,
           "max_parallel": (0, 100000, "nodes"), "max_failures": (0, 100000, "nodes")}
 DRAIN = dict(timeout=dict(type="int", default=300), grace_period=dict(type="int"),
              ignore_daemonsets=dict(type="bool", default=True), delete_emptydir_data=dict(type="bool", default=False),
@@ -356,42 +357,42 @@ def main():
                                                      selectors=dict(type="list", elements="str", default=[]),
                                                      timeout=dict(type="int", default=300))),
             failed_node_state=dict(type="str", default="cordoned", choices=["cordoned", "uncordoned"]),
-            **_k8s.ARGUMENT_SPEC
+            **api.ARGUMENT_SPEC
         ),
         supports_check_mode=True,
     )
     p = dict(module.params)
-    if not _k8s.HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
+    if not api.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(api.KUBERNETES_ERROR))
     p["drain"] = dict(p["drain"] or {}, selectors=(p["drain"] or {}).get("pod_selectors") or [])
-    problems = _bounds.out_of_range(p, BOUNDS) + _bounds.out_of_range(p["drain"], {"timeout": _bounds.TASK_TIMEOUT}, "drain.")
+    problems = bounds.out_of_range(p, BOUNDS) + bounds.out_of_range(p["drain"], {"timeout": bounds.TASK_TIMEOUT}, "drain.")
     if p["stop_pods"]:
-        problems += _bounds.out_of_range(p["stop_pods"], {"timeout": _bounds.TASK_TIMEOUT}, "stop_pods.")
-    problems += _k8s.label_problems(p, ("labels",))
+        problems += bounds.out_of_range(p["stop_pods"], {"timeout": bounds.TASK_TIMEOUT}, "stop_pods.")
+    problems += api.label_problems(p, ("labels",))
     if p["max_unavailable"] is not None and p["max_unavailable"] < 0:
         problems.append("max_unavailable must be 0 or more, got %d" % p["max_unavailable"])
     try:
         p["floors"] = {k: int(v) for k, v in (p["floors"] or {}).items()}
-        _node_roll.selector_pairs(p["drain"]["selectors"])
+        node_roll.selector_pairs(p["drain"]["selectors"])
     except (TypeError, ValueError):
         problems.append("floors: every count must be an integer, got %r" % (p["floors"],))
-    except _node_roll.RollStateError as e:
+    except node_roll.RollStateError as e:
         problems.append("drain.pod_selectors: %s" % e)
     try:
-        _node_roll.selector_pairs((p["stop_pods"] or {}).get("selectors"))
-    except _node_roll.RollStateError as e:
+        node_roll.selector_pairs((p["stop_pods"] or {}).get("selectors"))
+    except node_roll.RollStateError as e:
         problems.append("stop_pods.selectors: %s" % e)
     if problems:
         module.fail_json(msg="node %s: %s; nothing was changed" % (p["name"], "; ".join(problems)))
     try:
-        result, _node = _node_roll_apply.run(_k8s.api_client(p["kubeconfig"], p["context"]), p, module.check_mode)
-    except _k8s.NodeStepError as e:
+        result, _node = node_roll_apply.run(api.api_client(p["kubeconfig"], p["context"]), p, module.check_mode)
+    except api.NodeStepError as e:
         module.fail_json(msg=str(e), **e.done)
-    except (_node_roll_apply.RollLost, _node_roll.RollStateError) as e:
+    except (node_roll_apply.RollLost, node_roll.RollStateError) as e:
         module.fail_json(msg="node %s: %s" % (p["name"], e))
     except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
-        module.fail_json(msg=_k8s.describe_failure(p["name"], e))
-    module.exit_json(**_node_roll_apply.outcome(result, p, module._diff))
+        module.fail_json(msg=api.describe_failure(p["name"], e))
+    module.exit_json(**node_roll_apply.outcome(result, p, module._diff))
 
 
 if __name__ == "__main__":

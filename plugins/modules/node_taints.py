@@ -85,9 +85,10 @@ labels:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api
 
-BOUNDS = {"timeout": _bounds.API_TIMEOUT}
+BOUNDS = {"timeout": bounds.API_TIMEOUT}
 
 
 def main():
@@ -97,24 +98,24 @@ def main():
             taints=dict(type="list", elements="dict", default=[]),
             managed_keys=dict(type="list", elements="str", default=["gpuops.io/gpu-pool"], no_log=False),
             labels=dict(type="dict", default={}),
-            **_k8s.ARGUMENT_SPEC
+            **api.ARGUMENT_SPEC
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if not _k8s.HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
-    problems = _bounds.out_of_range(p, BOUNDS) + _k8s.label_problems(p, ("labels",))
+    if not api.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(api.KUBERNETES_ERROR))
+    problems = bounds.out_of_range(p, BOUNDS) + api.label_problems(p, ("labels",))
     problems += ["taints: %r needs a key and an effect" % (t,) for t in p["taints"] if not t.get("key") or not t.get("effect")]
     if problems:
         module.fail_json(msg="node %s: %s; nothing was changed" % (p["name"], "; ".join(problems)))
     try:
-        before, after, labels = _k8s.set_taints(_k8s.api_client(p["kubeconfig"], p["context"]), p["name"], p["taints"],
-                                                p["managed_keys"], p["labels"], p["timeout"], module.check_mode)
-    except _k8s.NodeStepError as e:
+        before, after, labels = api.set_taints(api.api_client(p["kubeconfig"], p["context"]), p["name"], p["taints"],
+                                               p["managed_keys"], p["labels"], p["timeout"], module.check_mode)
+    except api.NodeStepError as e:
         module.fail_json(msg=str(e))
     except Exception as e:  # pylint: disable=broad-except  # API, urllib3 and kubeconfig errors: report, never a traceback
-        module.fail_json(msg=_k8s.describe_failure(p["name"], e))
+        module.fail_json(msg=api.describe_failure(p["name"], e))
     result = dict(changed=before != after or bool(labels), before=before, after=after, labels=labels)
     if module._diff:
         result["diff"] = dict(before={"taints": before}, after={"taints": after},

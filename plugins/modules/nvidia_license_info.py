@@ -60,7 +60,7 @@ notes:
     normalised values, so expiry dates are reported with every binding version.
   - RV(gpus[].days_left) is computed with the managed host's clock.
   - The token's format (a signed JWT whose C(service_instance_configuration) lists the service nodes and ports) is read
-    as open-source implementations of the service read and write it; see C(plugins/module_utils/_nls.py).
+    as open-source implementations of the service read and write it; see C(plugins/module_utils/_licensing/nls.py).
 seealso:
   - module: gpuops.provision.gpu_info
   - name: NVIDIA License System user guide
@@ -229,8 +229,8 @@ gridd:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _license_info
-from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import info
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu.nvml import Nvml
 
 
 def main():
@@ -245,7 +245,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    result, error = _license_info.collect(module.params, Nvml())
+    result, error = info.collect(module.params, Nvml())
     if error:
         module.fail_json(msg=error, **result)
     module.exit_json(**result)

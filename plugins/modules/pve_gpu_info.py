@@ -155,7 +155,7 @@ mappings:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError, module_kwargs
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox.api import PveClient, PveError, module_kwargs
 
 
 def main():

@@ -197,8 +197,8 @@ users:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pve_mapping
-from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, module_kwargs
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import mapping
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox.api import PveClient, module_kwargs
 
 
 def main():
@@ -233,7 +233,7 @@ def main():
         mutually_exclusive=[("map", "build_from")],
         supports_check_mode=True,
     ))
-    failed, result, warnings = _pve_mapping.module_run(module.params, module.check_mode, PveClient.from_params)
+    failed, result, warnings = mapping.module_run(module.params, module.check_mode, PveClient.from_params)
     for warning in warnings:
         module.warn(warning)
     (module.fail_json if failed else module.exit_json)(**result)

@@ -351,27 +351,27 @@ writes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pve_vm
-from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, module_kwargs
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import vm
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox.api import PveClient, module_kwargs
 
 
 def main():
     per_vm = dict(
         vmid=dict(type="int", required=True),
         node=dict(type="str"),
-        gpus=dict(type="list", elements="dict", required=True, options=_pve_vm.gpu_options_spec()),
+        gpus=dict(type="list", elements="dict", required=True, options=vm.gpu_options_spec()),
         exclusive=dict(type="bool"),
         restart=dict(type="str", choices=["never", "if_needed", "always"]),
         precheck=dict(type="bool"),
         shutdown_timeout=dict(type="int"),
         timeout=dict(type="int"),
-        vm_settings=_pve_vm.vm_settings_spec(),
+        vm_settings=vm.vm_settings_spec(),
     )
     module = AnsibleModule(**module_kwargs(
         dict(
             vmid=dict(type="int"),
             node=dict(type="str"),
-            gpus=dict(type="list", elements="dict", options=_pve_vm.gpu_options_spec()),
+            gpus=dict(type="list", elements="dict", options=vm.gpu_options_spec()),
             vms=dict(type="list", elements="dict", options=per_vm),
             max_concurrent=dict(type="int", default=4),
             stop_on_error=dict(type="bool", default=False),
@@ -380,14 +380,14 @@ def main():
             shutdown_timeout=dict(type="int", default=180),
             timeout=dict(type="int", default=300),
             precheck=dict(type="bool", default=True),
-            vm_settings=_pve_vm.vm_settings_spec(),
+            vm_settings=vm.vm_settings_spec(),
         ),
         supports_check_mode=True,
         required_one_of=[("vmid", "vms")],
         mutually_exclusive=[("vmid", "vms"), ("gpus", "vms"), ("node", "vms")],
         required_by={"vmid": "gpus"},
     ))
-    failed, result, warnings = _pve_vm.module_run(module.params, module.check_mode, PveClient.from_params)
+    failed, result, warnings = vm.module_run(module.params, module.check_mode, PveClient.from_params)
     for warning in warnings:
         module.warn(warning)
     (module.fail_json if failed else module.exit_json)(**result)

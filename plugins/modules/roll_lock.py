@@ -199,11 +199,12 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _k8s
-from ansible_collections.gpuops.provision.plugins.module_utils._k8s import ApiException
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api as k8s_api
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s.api import ApiException
 
-BOUNDS = {"ttl": (10, _bounds.DAY, "seconds a lease lives"), "timeout": _bounds.API_TIMEOUT,
-          "keep_alive": (0, 7 * _bounds.DAY, "seconds the lock is kept alive")}
+BOUNDS = {"ttl": (10, bounds.DAY, "seconds a lease lives"), "timeout": bounds.API_TIMEOUT,
+          "keep_alive": (0, 7 * bounds.DAY, "seconds the lock is kept alive")}
 
 
 def main():
@@ -218,30 +219,30 @@ def main():
             queue=dict(type="list", elements="str", default=[]),
             keep_alive=dict(type="int", default=0),
             controller=dict(type="dict"),
-            **_k8s.ARGUMENT_SPEC
+            **k8s_api.ARGUMENT_SPEC
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if not _k8s.HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(_k8s.KUBERNETES_ERROR))
-    problems = _bounds.out_of_range(p, BOUNDS)
+    if not k8s_api.HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=str(k8s_api.KUBERNETES_ERROR))
+    problems = bounds.out_of_range(p, BOUNDS)
     if problems:
         module.fail_json(msg="; ".join(problems))
     if p["keep_alive"] and (p["state"] != "held" or module.check_mode):
         module.fail_json(msg="keep_alive renews a lock this run holds: it needs state=held and no check mode")
     try:
-        api = _k8s.api_client(p["kubeconfig"], p["context"])
+        api = k8s_api.api_client(p["kubeconfig"], p["context"])
         if p["keep_alive"]:
-            kept = _k8s.keep_lock(api, p)
+            kept = k8s_api.keep_lock(api, p)
             if kept["ended"] == "renew_failed":
                 module.fail_json(**kept)
             module.exit_json(changed=kept["renewals"] > 0 or kept["ended"] == "controller_gone", **kept)
-        result, warning = _k8s.roll_lock(api, p, module.check_mode, module._diff)
-    except _k8s.LockFailed as e:
+        result, warning = k8s_api.roll_lock(api, p, module.check_mode, module._diff)
+    except k8s_api.LockFailed as e:
         module.fail_json(msg=str(e), **e.extras)
     except ApiException as e:
-        module.fail_json(msg="Kubernetes API error on Lease %s/%s: %s" % (p["namespace"], p["name"], _k8s.api_message(e)))
+        module.fail_json(msg="Kubernetes API error on Lease %s/%s: %s" % (p["namespace"], p["name"], k8s_api.api_message(e)))
     except Exception as e:  # pylint: disable=broad-except  # urllib3 and kubeconfig errors: report, never a traceback
         module.fail_json(msg="cannot reach the Kubernetes API for Lease %s/%s: %s" % (p["namespace"], p["name"], e))
     if warning:

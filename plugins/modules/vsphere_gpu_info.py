@@ -155,21 +155,22 @@ vgpu_vms:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vsphere, _vsphere_info, _vsphere_module
+from ansible_collections.gpuops.provision.plugins.module_utils._common import connection
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api, info, module as vsphere_module
 
 
 def main():
-    spec = _auth.vsphere_argument_spec()
+    spec = connection.vsphere_argument_spec()
     # the shared host scope without required_one_of: no scope reads every host
-    spec.update(_auth.vsphere_host_scope_spec())
+    spec.update(connection.vsphere_host_scope_spec())
     spec.update(
-        driver_vib_regex=dict(type="str", default=_vsphere.DEFAULT_DRIVER_REGEX),
+        driver_vib_regex=dict(type="str", default=api.DEFAULT_DRIVER_REGEX),
         gather_driver=dict(type="bool", default=True),
         gather_vgpu_vms=dict(type="bool", default=True),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    result = _vsphere_module.run(module, lambda session, warnings: _vsphere_info.gather(session, module.params, warnings),
-                                 before=lambda: _vsphere.valid_regex(module.params["driver_vib_regex"]))
+    result = vsphere_module.run(module, lambda session, warnings: info.gather(session, module.params, warnings),
+                                before=lambda: api.valid_regex(module.params["driver_vib_regex"]))
     module.exit_json(changed=False, **result)
 
 

@@ -148,27 +148,28 @@ disruptions:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu, _vsphere_graphics, _vsphere_module
+from ansible_collections.gpuops.provision.plugins.module_utils._common import connection
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import graphics, module as vsphere_module, vgpu
 
 
 def main():
-    spec = _auth.vsphere_argument_spec()
-    spec.update(_auth.vsphere_host_scope_spec())
+    spec = connection.vsphere_argument_spec()
+    spec.update(connection.vsphere_host_scope_spec())
     spec.update(
-        default_graphics_type=dict(type="str", choices=list(_vgpu.GRAPHICS_TYPES)),
-        assignment_policy=dict(type="str", choices=list(_vgpu.ASSIGNMENT_POLICIES)),
+        default_graphics_type=dict(type="str", choices=list(vgpu.GRAPHICS_TYPES)),
+        assignment_policy=dict(type="str", choices=list(vgpu.ASSIGNMENT_POLICIES)),
         devices=dict(type="list", elements="dict", default=[], options=dict(
             pci_id=dict(type="str", required=True),
-            graphics_type=dict(type="str", choices=list(_vgpu.GRAPHICS_TYPES)),
-            vgpu_mode=dict(type="str", choices=list(_vgpu.VGPU_MODES)),
+            graphics_type=dict(type="str", choices=list(vgpu.GRAPHICS_TYPES)),
+            vgpu_mode=dict(type="str", choices=list(vgpu.VGPU_MODES)),
         ), required_one_of=[("graphics_type", "vgpu_mode")]),
         skip_non_gpu_hosts=dict(type="bool", default=True),
         restart_xorg=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
-    hosts = _vsphere_module.run(module, lambda session, warnings: _vsphere_graphics.run(
+    hosts = vsphere_module.run(module, lambda session, warnings: graphics.run(
         session, module.params, module.check_mode, module.warn))
-    module.exit_json(**_vsphere_module.host_result(hosts, module._diff, disrupts=True))
+    module.exit_json(**vsphere_module.host_result(hosts, module._diff, disrupts=True))
 
 
 if __name__ == "__main__":

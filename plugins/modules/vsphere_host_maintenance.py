@@ -134,12 +134,13 @@ settings:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _bounds, _vsphere_maintenance, _vsphere_module
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds, connection
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import maintenance, module as vsphere_module
 
 
 def main():
-    spec = _auth.vsphere_argument_spec()
-    spec.update(_auth.vsphere_host_scope_spec())
+    spec = connection.vsphere_argument_spec()
+    spec.update(connection.vsphere_host_scope_spec())
     spec.update(
         state=dict(type="str", default="present", choices=["present", "absent"]),
         vgpu_vms=dict(type="str", default="fail", choices=["fail", "shutdown", "migrate"]),
@@ -149,12 +150,12 @@ def main():
         rolling=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
-    problems = _bounds.out_of_range(module.params, {"timeout": _bounds.TASK_TIMEOUT, "shutdown_timeout": _bounds.TASK_TIMEOUT})
+    problems = bounds.out_of_range(module.params, {"timeout": bounds.TASK_TIMEOUT, "shutdown_timeout": bounds.TASK_TIMEOUT})
     if problems:
         module.fail_json(msg="; ".join(problems) + "; nothing changed")
-    fields = _vsphere_module.run(module, lambda session, warnings: _vsphere_maintenance.run(
+    fields = vsphere_module.run(module, lambda session, warnings: maintenance.run(
         session, module.params, module.check_mode))
-    module.exit_json(**_vsphere_maintenance.outcome(fields, module._diff))
+    module.exit_json(**maintenance.outcome(fields, module._diff))
 
 
 if __name__ == "__main__":

@@ -157,14 +157,16 @@ reboot_required:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vgpu_scheduler, _vsphere, _vsphere_module, _vsphere_scheduler_apply
+from ansible_collections.gpuops.provision.plugins.module_utils._common import connection
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import vgpu_scheduler
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api, module as vsphere_module, scheduler_apply
 
 
 def main():
-    spec = _auth.vsphere_argument_spec()
-    spec.update(_auth.vsphere_host_scope_spec())
+    spec = connection.vsphere_argument_spec()
+    spec.update(connection.vsphere_host_scope_spec())
     spec.update(
-        policy=dict(type="str", choices=list(_vgpu_scheduler.POLICIES)),
+        policy=dict(type="str", choices=list(vgpu_scheduler.POLICIES)),
         arr=dict(type="bool"),
         timeslice_ms=dict(type="int"),
         frequency_hz=dict(type="int"),
@@ -175,10 +177,10 @@ def main():
         skip_non_gpu_hosts=dict(type="bool", default=True),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_one_of=[("cluster", "esxi_hostname")])
-    hosts = _vsphere_module.run(module, lambda session, warnings: _vsphere_module.keep(
-        warnings, _vsphere_scheduler_apply.run(session, module.params, module.check_mode)),
-        errors=(_vsphere.VsphereError, _vgpu_scheduler.SchedulerError))
-    module.exit_json(**_vsphere_module.host_result(
+    hosts = vsphere_module.run(module, lambda session, warnings: vsphere_module.keep(
+        warnings, scheduler_apply.run(session, module.params, module.check_mode)),
+        errors=(api.VsphereError, vgpu_scheduler.SchedulerError))
+    module.exit_json(**vsphere_module.host_result(
         hosts, module._diff, reboot_required=[h["name"] for h in hosts if h.get("reboot_required")]))
 
 

@@ -144,14 +144,15 @@ device_api:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _vm_class, _vsphere_module, _vsphere_vm_class
+from ansible_collections.gpuops.provision.plugins.module_utils._common import connection
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import module as vsphere_module, vm_class, vm_class_apply
 
 
 def main():
-    spec = _auth.vsphere_argument_spec()
+    spec = connection.vsphere_argument_spec()
     spec.update(
         cluster=dict(type="str"),
-        device_api=dict(type="str", default="auto", choices=list(_vm_class.DEVICE_APIS)),
+        device_api=dict(type="str", default="auto", choices=list(vm_class.DEVICE_APIS)),
         classes=dict(type="list", elements="dict", required=True, options=dict(
             name=dict(type="str", required=True),
             state=dict(type="str", default="present", choices=["present", "absent"]),
@@ -164,9 +165,9 @@ def main():
         )),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    fields = _vsphere_module.run(module, lambda session, warnings: _vsphere_vm_class.run(
+    fields = vsphere_module.run(module, lambda session, warnings: vm_class_apply.run(
         session, module.params, module.check_mode, warnings))
-    module.exit_json(**_vsphere_vm_class.outcome(fields, module._diff))
+    module.exit_json(**vm_class_apply.outcome(fields, module._diff))
 
 
 if __name__ == "__main__":

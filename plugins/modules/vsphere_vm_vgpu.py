@@ -372,24 +372,25 @@ failed_vms:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _auth, _batch, _vgpu, _vsphere, _vsphere_module, _vsphere_vm
+from ansible_collections.gpuops.provision.plugins.module_utils._common import batch as common_batch, connection
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api, module as vsphere_module, vgpu, vm
 
 
 def main():
-    spec = _auth.vsphere_argument_spec()
+    spec = connection.vsphere_argument_spec()
     per_vm = dict(
         name=dict(type="str"),
         uuid=dict(type="str"),
         moid=dict(type="str"),
         profiles=dict(type="list", elements="str", required=True),
         placement=dict(type="str", choices=["host", "cluster"]),
-        power_policy=dict(type="str", choices=list(_vgpu.POWER_POLICIES)),
+        power_policy=dict(type="str", choices=list(vgpu.POWER_POLICIES)),
         reserve_all_memory=dict(type="bool"),
         use_64bit_mmio=dict(type="bool"),
         mmio_size_gb=dict(type="int"),
         max_vgpus=dict(type="int"),
-        multi_vgpu_rules=dict(type="str", choices=list(_vgpu.MULTI_VGPU_CHOICES)),
-        drs_behavior=dict(type="str", choices=list(_vsphere_vm.DRS_BEHAVIORS)),
+        multi_vgpu_rules=dict(type="str", choices=list(vgpu.MULTI_VGPU_CHOICES)),
+        drs_behavior=dict(type="str", choices=list(vm.DRS_BEHAVIORS)),
         drs_enabled=dict(type="bool"),
         upgrade_hardware=dict(type="bool"),
     )
@@ -403,14 +404,14 @@ def main():
         max_concurrent=dict(type="int", default=4),
         stop_on_error=dict(type="bool", default=False),
         placement=dict(type="str", default="host", choices=["host", "cluster"]),
-        power_policy=dict(type="str", default="fail", choices=list(_vgpu.POWER_POLICIES)),
+        power_policy=dict(type="str", default="fail", choices=list(vgpu.POWER_POLICIES)),
         shutdown_timeout=dict(type="int", default=300),
         reserve_all_memory=dict(type="bool", default=True),
         use_64bit_mmio=dict(type="bool"),
         mmio_size_gb=dict(type="int"),
-        multi_vgpu_rules=dict(type="str", default="auto", choices=list(_vgpu.MULTI_VGPU_CHOICES)),
+        multi_vgpu_rules=dict(type="str", default="auto", choices=list(vgpu.MULTI_VGPU_CHOICES)),
         max_vgpus=dict(type="int"),
-        drs_behavior=dict(type="str", choices=list(_vsphere_vm.DRS_BEHAVIORS)),
+        drs_behavior=dict(type="str", choices=list(vm.DRS_BEHAVIORS)),
         drs_enabled=dict(type="bool"),
         upgrade_hardware=dict(type="bool", default=False),
     )
@@ -420,13 +421,13 @@ def main():
                            required_by={"name": "profiles", "uuid": "profiles", "moid": "profiles"})
     p = module.params
     batch = p["vms"] is not None
-    problem = _vsphere_vm.bounds_message(p)
+    problem = vm.bounds_message(p)
     if problem:
         module.fail_json(msg=problem)
-    results = _vsphere_module.run(module, lambda session, warnings: _vsphere_module.keep(
-        warnings, _vsphere_vm.run(session, p, module.check_mode)),
-        errors=(_batch.BatchInvalid, _vsphere.VsphereError, _vgpu.VgpuError), failure=lambda e: _vsphere_vm.failure(batch, e))
-    result, failed = _vsphere_vm.outcome(results, batch, module._diff)
+    results = vsphere_module.run(module, lambda session, warnings: vsphere_module.keep(
+        warnings, vm.run(session, p, module.check_mode)),
+        errors=(common_batch.BatchInvalid, api.VsphereError, vgpu.VgpuError), failure=lambda e: vm.failure(batch, e))
+    result, failed = vm.outcome(results, batch, module._diff)
     (module.fail_json if failed else module.exit_json)(**result)
 
 

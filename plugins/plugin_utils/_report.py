@@ -22,7 +22,7 @@ import jinja2
 from ansible.errors import AnsibleFilterError
 from markupsafe import Markup
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _health
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import health as preflight_health
 
 Model = dict[str, Any]
 
@@ -89,7 +89,7 @@ def _gpu_entry(gpu: Mapping[str, Any], iommu_by_addr: Mapping[str, Any], lic_by_
         "pci_address": gpu.get("pci_address"), "kernel_driver": gpu.get("kernel_driver"),
         "error": gpu.get("error"),
         "mig": None, "isolation": None, "license": None,
-        # {status, failing: [{check, status, evidence}]} (module_utils/_health.py); None without health readings.
+        # {status, failing: [{check, status, evidence}]} (module_utils/_preflight/health.py); None without health readings.
         "health": health,
     }
     if gpu.get("mig_capable") or mode:
@@ -119,10 +119,10 @@ def _gpu_entry(gpu: Mapping[str, Any], iommu_by_addr: Mapping[str, Any], lic_by_
 
 def _not_applicable(check_id: Any, gpu: Optional[Mapping[str, Any]]) -> Optional[str]:
     """Why a check's warning on this GPU is not applicable (nothing an operator can act on), else None: only
-    gpu_memory on a MIG-enabled GPU, whose row remapping NVML cannot read (module_utils/_health.py)."""
+    gpu_memory on a MIG-enabled GPU, whose row remapping NVML cannot read (module_utils/_preflight/health.py)."""
     if check_id != "gpu_memory" or not _is_map(gpu):
         return None
-    return _health.remapping_hidden_by_mig(gpu)
+    return preflight_health.remapping_hidden_by_mig(gpu)
 
 
 def _health_entry(verdict: Optional[Model], gpu: Mapping[str, Any]) -> Optional[Model]:
@@ -140,7 +140,7 @@ def _health_entry(verdict: Optional[Model], gpu: Mapping[str, Any]) -> Optional[
             failing.append(f)
     status = verdict.get("status")
     if not_applicable:
-        status = max((str(f.get("status")) for f in failing), key=lambda st: _health.WORST.get(st, 0), default="pass")
+        status = max((str(f.get("status")) for f in failing), key=lambda st: preflight_health.WORST.get(st, 0), default="pass")
     return {"status": status, "failing": failing, "not_applicable": not_applicable}
 
 
@@ -194,13 +194,13 @@ def _host_health(gpu_res: Any, preflight: Any) -> dict[Any, Model]:
     """Per-GPU health verdicts: the node's preflight results when its gpu_* checks ran (with the inventory's
     thresholds), else the checks' defaults over the gpu_info readings; {} without readings."""
     if _is_map(preflight):
-        results = [c for c in preflight.get("checks") or [] if _is_map(c) and c.get("id") in _health.PER_GPU_CHECKS
+        results = [c for c in preflight.get("checks") or [] if _is_map(c) and c.get("id") in preflight_health.PER_GPU_CHECKS
                    and c.get("status") != "skip" and c.get("gpus")]
         if results:
-            return _health.gpu_verdicts(results)
+            return preflight_health.gpu_verdicts(results)
     if not _is_map(gpu_res) or not any(_is_map(g) and g.get("health") for g in gpu_res.get("gpus") or []):
         return {}
-    return _health.evaluate_gpus(gpu_res)
+    return preflight_health.evaluate_gpus(gpu_res)
 
 
 def host_model(host: Any, facts: Any) -> Model:
@@ -330,7 +330,7 @@ def vsphere_model(name: Any, result: Any) -> Model:
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for h in result.get("hosts") or []:
         if _is_map(h):
-            # vsphere_gpu_info names a standalone host's drift group so (module_utils/_vgpu.py drift_by_cluster).
+            # vsphere_gpu_info names a standalone host's drift group so (module_utils/_vsphere/vgpu.py drift_by_cluster).
             groups.setdefault(h.get("cluster") or "standalone host %s" % h.get("name"), []).append(h)
     for cluster, hosts in sorted(groups.items()):
         c_drift = (drift.get("clusters") or {}).get(cluster)

@@ -24,13 +24,13 @@ def use_gpusim(monkeypatch, tmp_path, state):
     monkeypatch.setenv("GPUSIM_STATE", str(path))
     monkeypatch.syspath_prepend(GPUSIM)  # gpusim's package (control, below)
     monkeypatch.setitem(sys.modules, "pynvml", real_binding(state))
-    # The host GPU clients the module reads from /proc (_nvml.host_gpu_clients) come from the same state: gpusim
+    # The host GPU clients the module reads from /proc (nvml.host_gpu_clients) come from the same state: gpusim
     # writes what /proc would show of its `host_clients` (none unless the state names some).
     from gpusim import control  # pylint: disable=import-error,import-outside-toplevel
-    from ansible_collections.gpuops.provision.plugins.module_utils import _nvml  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.module_utils._gpu import nvml  # pylint: disable=import-outside-toplevel
     proc = tmp_path / "proc"
     control.proc_tree(str(proc), str(path))
-    monkeypatch.setattr(_nvml, "PROC_ROOT", str(proc))
+    monkeypatch.setattr(nvml, "PROC_ROOT", str(proc))
     return path
 
 

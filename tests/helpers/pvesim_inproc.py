@@ -1,7 +1,7 @@
 """pvesim (lab/pvesim) in this process, no HTTPS server: a stand-in for ``proxmoxer.ProxmoxAPI`` whose calls go
 straight into pvesim's model with its schema validation, privileges and route handling.
 
-``use_pvesim(monkeypatch, fixture)`` makes ``_proxmox.ProxmoxAPI`` build one of these, so a module's ``main()``
+``use_pvesim(monkeypatch, fixture)`` makes ``proxmox_api.ProxmoxAPI`` build one of these, so a module's ``main()``
 runs unchanged against a pvesim cluster. An API error becomes proxmoxer's ``ResourceException`` the way
 proxmoxer 2.x builds it from an HTTP response (proxmoxer/core.py ``ProxmoxResource._request``: status code,
 the standard reason phrase, PVE's message as ``content``, the ``errors`` object), so messages match a real run.
@@ -85,15 +85,15 @@ class _Resource:
 
 def use_pvesim(monkeypatch, fixture):
     """Make ``PveClient.from_params`` talk to a new in-process pvesim of ``fixture``; return the ``Sim``."""
-    from ansible_collections.gpuops.provision.plugins.module_utils import _proxmox  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import api as proxmox_api  # pylint: disable=import-outside-toplevel
 
     sim = Sim(fixture)
 
     def factory(host, user=None, token_name=None, **kwargs):  # pylint: disable=unused-argument
         return InProcApi(sim, user, token_name)
 
-    monkeypatch.setattr(_proxmox, "ProxmoxAPI", factory)
-    monkeypatch.setattr(_proxmox.PveClient, "__init__", _fast_init(_proxmox.PveClient.__init__))
+    monkeypatch.setattr(proxmox_api, "ProxmoxAPI", factory)
+    monkeypatch.setattr(proxmox_api.PveClient, "__init__", _fast_init(proxmox_api.PveClient.__init__))
     return sim
 
 

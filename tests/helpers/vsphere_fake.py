@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A vCenter in memory for in-process module tests of the VM and host modules: _vsphere.Session with its
+"""A vCenter in memory for in-process module tests of the VM and host modules: api.Session with its
 PropertyCollector read (collect) answered from an inventory of fake clusters, hosts and VMs, whose tasks and manager
 calls (ReconfigVM_Task, PowerOnVM_Task, EnterMaintenanceMode_Task, UpdateGraphicsConfig, RestartService, ...) change
 that inventory at once and are recorded in ``calls``. Everything above collect() and the task objects (planning, the
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from pyVmomi import vim
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
 
 
 class Ref:
@@ -132,8 +132,8 @@ class Host:
         return task()
 
 
-class FakeSession(_vsphere.Session):
-    """_vsphere.Session without a connection: collect() answers from ``inventory`` ({hosts, vms, clusters: [(name,
+class FakeSession(api.Session):
+    """api.Session without a connection: collect() answers from ``inventory`` ({hosts, vms, clusters: [(name,
     moid)]})."""
 
     inventory = {}
@@ -168,7 +168,7 @@ def use_fake_vcenter(monkeypatch, hosts, vms, clusters=()):
     """Install FakeSession over ``hosts``, ``vms`` and ``clusters`` ((name, moid) pairs); return the inventory."""
     inventory = {"hosts": list(hosts), "vms": list(vms), "clusters": list(clusters)}
     monkeypatch.setattr(FakeSession, "inventory", inventory)
-    monkeypatch.setattr(_vsphere, "Session", FakeSession)
+    monkeypatch.setattr(api, "Session", FakeSession)
     return inventory
 
 

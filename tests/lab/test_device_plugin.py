@@ -1,7 +1,7 @@
 """NVIDIA's own k8s-device-plugin v0.17.4 (lab/device-plugin, built on first use) on the lab's real kubelet, answering
 from gpusim's libnvidia-ml.so.1 (issue 42 item 4): what the Node advertises comes from NVIDIA's code and the kubelet's
 device manager, and must equal what the stand-in (lab/kube/device_plugin.py, gpu_resources.py) and the product
-(_mig_roll.expected_resources) say for the same state.
+(mig_roll.expected_resources) say for the same state.
 
 The plugin runs with its health checks on, as the GPU Operator runs it (internal/rm/health.go on the library's event
 sets, libnvml/events.c): an Xid the plugin does not ignore, injected into gpusim's kernel log, takes that GPU out of
@@ -28,7 +28,7 @@ import gpu_resources as GR  # noqa: E402  pylint: disable=import-error,wrong-imp
 import kube_harness as kh  # noqa: E402  pylint: disable=import-error,wrong-import-position
 import kubelet  # noqa: E402  pylint: disable=import-error,wrong-import-position
 import nvidia_device_plugin as ndp  # noqa: E402  pylint: disable=import-error,wrong-import-position
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import mig_roll  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def _why_not():
@@ -148,8 +148,8 @@ def test_single_strategy_advertises_the_gpus_through_the_kubelet(node, tmp_path)
     # The stand-in and the product say the same for this state.
     with open(state, encoding="utf-8") as fh:
         assert GR.device_plugin_resources(json.load(fh), "single") == ({"nvidia.com/gpu": capacity["nvidia.com/gpu"]}, None)
-    assert _mig_roll.expected_resources([{"index": 0, "mig_capable": False}, {"index": 1, "mig_capable": False}],
-                                        "single") == {"nvidia.com/gpu": 2}
+    assert mig_roll.expected_resources([{"index": 0, "mig_capable": False}, {"index": 1, "mig_capable": False}],
+                                       "single") == {"nvidia.com/gpu": 2}
 
 
 @pytest.mark.parametrize("rename", [False, True])
@@ -328,7 +328,7 @@ def _mig_gpu(*profiles):
 
 
 def _product(gpus):
-    """The state's GPUs as mig_geometry reports them, for the product's _mig_roll.expected_resources."""
+    """The state's GPUs as mig_geometry reports them, for the product's mig_roll.expected_resources."""
     names = {19: "1g.5gb", 14: "2g.10gb"}
     out = []
     for i, g in enumerate(gpus):
@@ -361,7 +361,7 @@ def test_mig_strategies_advertise_what_the_stand_in_and_the_product_expect(node,
     state = _state(tmp_path, gpus)
     with open(state, encoding="utf-8") as fh:
         assert GR.device_plugin_resources(json.load(fh), strategy, GR.gpusim_namer()) == (expected, None)
-    assert _mig_roll.expected_resources(_product(gpus), strategy) == expected
+    assert mig_roll.expected_resources(_product(gpus), strategy) == expected
     ndp.start(cp, root, state, strategy)
     try:
         _served(cp, lab, expected)
@@ -383,13 +383,13 @@ def test_mig_strategies_advertise_what_the_stand_in_and_the_product_expect(node,
                          ids=["two MIG device types", "MIG on one GPU only"])
 def test_single_strategy_refuses_the_layouts_the_stand_in_refuses(node, tmp_path, gpus):
     """internal/rm/device_map.go: the single strategy's checks end the plugin with the stand-in's message, and the
-    product's plan check (_mig_roll.single_strategy_problem) refuses the same layouts beforehand."""
+    product's plan check (mig_roll.single_strategy_problem) refuses the same layouts beforehand."""
     cp, _lab, root = node
     state = _state(tmp_path, gpus)
     with open(state, encoding="utf-8") as fh:
         resources, error = GR.device_plugin_resources(json.load(fh), "single", GR.gpusim_namer())
     assert resources == {"nvidia.com/gpu": 0} and error
-    assert _mig_roll.single_strategy_problem(_product(gpus))
+    assert mig_roll.single_strategy_problem(_product(gpus))
     ndp.start(cp, root, state, "single")
     deadline = time.monotonic() + 90
     while ndp.running(cp) and time.monotonic() < deadline:

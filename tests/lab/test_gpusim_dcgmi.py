@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _dcgm
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import dcgm
 
 DCGMI = Path(__file__).resolve().parents[2] / "lab" / "gpusim" / "bin" / "dcgmi"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -29,7 +29,7 @@ def dcgmi(tmp_path, st, *args):
 
 def diag(tmp_path, st, level=1, *extra):
     res = dcgmi(tmp_path, st, "diag", "-r", str(level), "-j", *extra)
-    return res, _dcgm.parse_diag(res.stdout, res.stderr, res.returncode)
+    return res, dcgm.parse_diag(res.stdout, res.stderr, res.returncode)
 
 
 def failed(parsed):
@@ -51,7 +51,7 @@ def test_healthy_gpus_pass_every_level(tmp_path, version, fmt, level):
     categories = set(t["category"] for t in p["tests"])
     assert categories == {1: {"Deployment"}, 2: {"Deployment", "Hardware", "Integration"}}.get(
         level, {"Deployment", "Hardware", "Integration", "Stress"})
-    status, evidence, _remedy = _dcgm.judge(p, level)
+    status, evidence, _remedy = dcgm.judge(p, level)
     assert status == "pass" and evidence.startswith("dcgmi diag -r %d passed (DCGM %s)" % (level, version))
 
 
@@ -63,7 +63,7 @@ def test_uncorrectable_ecc_fails_the_memory_test_from_level_2(tmp_path, version)
     assert res.returncode == 205  # DCGM_FR_CUDA_DBE is an ISOLATE error
     name = "memory" if version.startswith("4") else "GPU Memory"
     assert failed(p) == [(1, name, [57])]
-    status, evidence, remedy = _dcgm.judge(p, 2)
+    status, evidence, remedy = dcgm.judge(p, 2)
     assert status == "fail"
     assert evidence.endswith("GPU 1 %s (Hardware): CUDA APIs have indicated that a double-bit ECC error has occured "
                              "on GPU 1." % name)
@@ -78,8 +78,8 @@ def test_row_remap_failure_fails_level_1(tmp_path):
     res, p = diag(tmp_path, st, 1)
     assert res.returncode == 226
     assert failed(p) == [(0, "software", [80])]
-    assert _dcgm.judge(p, 1)[1] == ("dcgmi diag -r 1 failed (DCGM 4.6.0): GPU 0 software (Deployment): GPU 0 had "
-                                    "uncorrectable memory errors and row remapping failed.")
+    assert dcgm.judge(p, 1)[1] == ("dcgmi diag -r 1 failed (DCGM 4.6.0): GPU 0 software (Deployment): GPU 0 had "
+                                   "uncorrectable memory errors and row remapping failed.")
 
 
 @pytest.mark.parametrize("pcie,ids,text", [
@@ -93,7 +93,7 @@ def test_degraded_pcie_link_fails_the_pcie_test(tmp_path, pcie, ids, text):
     res, p = diag(tmp_path, st, 2)
     assert res.returncode == 226
     assert failed(p) == [(1, "pcie", ids)]
-    assert _dcgm.judge(p, 2)[1] == "dcgmi diag -r 2 failed (DCGM 4.6.0): GPU 1 pcie (Integration): %s" % text
+    assert dcgm.judge(p, 2)[1] == "dcgmi diag -r 2 failed (DCGM 4.6.0): GPU 1 pcie (Integration): %s" % text
     # a link at the minimum passes; so does level 1, which has no PCIe test
     st["dcgm"] = {"min_pci_width": 8, "min_pci_generation": 2}
     assert diag(tmp_path, st, 2)[1]["overall"] == "pass"
@@ -105,7 +105,7 @@ def test_persistence_mode_off_is_a_warn(tmp_path):
     res, p = diag(tmp_path, st, 1)
     assert res.returncode == 226  # 4.x GetFailureResult counts every software error
     assert [(t["gpu"], t["status"], t["error_ids"]) for t in p["tests"]] == [(0, "warn", [29])]
-    assert _dcgm.judge(p, 1)[0] == "warn"
+    assert dcgm.judge(p, 1)[0] == "warn"
     st["dcgm"] = {"version": "3.3.9"}
     res, p = diag(tmp_path, st, 1)
     assert res.returncode == 0  # 3.3.9 counts FAIL results only
@@ -129,9 +129,9 @@ def test_mig_is_refused_as_dcgm_does(tmp_path, gpus, message, version):
     assert res.returncode == 226
     assert (p["ran"], p["refused"]) == (False, "mig")
     assert p["message"].endswith(message)
-    status, evidence, remedy = _dcgm.judge(p, 1)
+    status, evidence, remedy = dcgm.judge(p, 1)
     assert status == "warn" and evidence.startswith("DCGM refuses to run its diagnostic on GPUs in MIG mode")
-    assert remedy == _dcgm.MIG_REMEDY
+    assert remedy == dcgm.MIG_REMEDY
 
 
 def test_mig_spanning_the_whole_gpu_is_accepted(tmp_path):
@@ -148,7 +148,7 @@ def test_no_host_engine(tmp_path):
     assert res.returncode == 249
     assert res.stdout == "Error: Unable to start an embedded host engine. DCGM initialization error.\n"
     assert p["refused"] == "hostengine"
-    status, _evidence, remedy = _dcgm.judge(p, 1)
+    status, _evidence, remedy = dcgm.judge(p, 1)
     assert status == "fail" and "systemctl start nvidia-dcgm" in remedy
     # dcgmi diag runs an embedded host engine when nv-hostengine is down (Diag.cpp DoExecuteConnectionFailure);
     # with --host it first says it could not connect
@@ -162,7 +162,7 @@ def test_dcgm_not_installed_is_a_skip(tmp_path):
     res, p = diag(tmp_path, {"gpus": [{"model": H100}], "dcgm": {"installed": False}}, 1)
     assert (res.returncode, res.stdout) == (2, "")
     assert p["refused"] == "not_installed"
-    assert _dcgm.judge(p, 1)[0] == "skip"
+    assert dcgm.judge(p, 1)[0] == "skip"
 
 
 def test_bad_command_lines_and_state(tmp_path):
@@ -179,4 +179,4 @@ def test_plain_text_without_json(tmp_path):
     assert res.returncode == 226
     assert res.stdout.startswith("Successfully ran diagnostic for group.\n")
     assert "| pcie                      | Fail: GPU 0" in res.stdout
-    assert _dcgm.parse_diag(res.stdout, res.stderr, res.returncode)["error"].startswith("dcgmi printed no JSON")
+    assert dcgm.parse_diag(res.stdout, res.stderr, res.returncode)["error"].startswith("dcgmi printed no JSON")

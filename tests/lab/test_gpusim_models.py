@@ -113,7 +113,7 @@ def test_l40s_in_table_without_mig():
     from gpusim import models
     assert not models.MODELS["NVIDIA L40S"].mig_capable
     # The models whose names come from a real `-lgip` (NAMES) and the L40S; the others are compared with the
-    # product's documented table (tests/unit/plugins/module_utils/test_mig_models_table.py).
+    # product's documented table (tests/unit/plugins/module_utils/_mig/test_models_table.py).
     assert set(NAMES) | {"NVIDIA L40S"} <= set(models.MODELS)
     assert [n for n, m in models.MODELS.items() if not m.mig_capable] == ["NVIDIA L40S"]
 

@@ -3,7 +3,7 @@
 As in test_libnvml.py: the REAL nvidia-ml-py loads the library (libnvml/processes.c, health.c, vgpu.c) through
 ``LD_LIBRARY_PATH`` in an isolated subprocess, and every answer (values, struct fields, exception classes and codes)
 and the state file afterwards must be the recorded ones (libnvml_expected/libnvml_health/, libnvml_common.expected);
-the rules are gpusim/api_health.py's. Then the product's own process listing (plugins/module_utils/_nvml.py) on the
+the rules are gpusim/api_health.py's. Then the product's own process listing (plugins/module_utils/_gpu/nvml.py) on the
 535.98 build, which lacks the ``_v3`` process symbols (issue 42, item 5).
 """
 
@@ -257,13 +257,13 @@ def test_the_faults_case_reaches_the_rules(libdirs, tmp_path):
     assert got["nvmlDeviceGetComputeRunningProcesses_v2/0"][0] == "ok"
 
 
-# The product's readings (plugins/module_utils/_nvml.py) through whichever pynvml the interpreter imports: the
+# The product's readings (plugins/module_utils/_gpu/nvml.py) through whichever pynvml the interpreter imports: the
 # collection from build/collections, nothing else added to sys.path (-I leaves PYTHONPATH out).
 PRODUCT = r'''
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.gpuops.provision.plugins.module_utils import _nvml
-nvml = _nvml.Nvml()
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import nvml
+nvml = nvml.Nvml()
 assert nvml.open(), nvml.reason
 out = {"file": nvml.nv.__file__, "gpus": []}
 for i in range(nvml.count()):

@@ -3,9 +3,9 @@
 * The REAL nvidia-ml-py on the library answers a GPU/compute-instance call sequence as recorded
   (libnvml_expected/libnvml_mig/, libnvml_common.expected) and leaves the recorded state file behind.
 * NVIDIA's mig-parted (the lab's build, through go-nvml's dlopen of the library) and the product's own NVML code
-  (plugins/module_utils/_nvml.py on the real nvidia-ml-py, in a ``python -I`` subprocess) agree on every MIG-capable
+  (plugins/module_utils/_gpu/nvml.py on the real nvidia-ml-py, in a ``python -I`` subprocess) agree on every MIG-capable
   model of gpusim/models.py: what the product applies, mig-parted exports; what mig-parted applies, the product reads
-  and its planner (_mig.plan_gpu, as the mig_geometry module plans) leaves alone.
+  and its planner (geometry.plan_gpu, as the mig_geometry module plans) leaves alone.
 """
 
 from __future__ import annotations
@@ -356,21 +356,22 @@ def _exported(proc):
 PRODUCT = r'''
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _nvml
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import nvml
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
 targets = json.loads(sys.argv[3])
-nvml = _nvml.Nvml()
+nvml = nvml.Nvml()
 assert nvml.open(), nvml.reason
 res = {"binding": nvml.binding["module"], "gpus": {}}
 for index, devices in targets.items():
     device = nvml.snapshot(int(index), detail=False)
     entry = {"mig_enabled": True, "mig_devices": devices}
-    plan = _mig.plan_gpu(device.table, device.info["mig_mode"], device.info["instances"], entry)
-    one = {"counts_before": _mig.current_counts(device.info["instances"]), "plan_changed": plan["changed"],
+    plan = geometry.plan_gpu(device.table, device.info["mig_mode"], device.info["instances"], entry)
+    one = {"counts_before": geometry.current_counts(device.info["instances"]), "plan_changed": plan["changed"],
            "actions": [a["action"] for a in plan["actions"]]}
     if sys.argv[2] == "apply":
         one["applied"] = nvml.apply(device, plan)
         after = nvml.refresh(device).info
-        one["counts_after"] = _mig.current_counts(after["instances"])
+        one["counts_after"] = geometry.current_counts(after["instances"])
     res["gpus"][index] = one
 nvml.close()
 print(json.dumps(res))
@@ -441,7 +442,7 @@ def test_the_product_reads_what_mig_parted_applied(model, roundtrips):
     i = MIG_MODELS.index(model)
     read = roundtrips["product_read"][str(i)]
     assert read["counts_before"] == _geometries(model)[1], read
-    # the planner the mig_geometry module runs (_mig_apply.Runner.plan_one -> _mig.plan_gpu) has nothing to do
+    # the planner the mig_geometry module runs (_mig.apply.Runner.plan_one -> geometry.plan_gpu) has nothing to do
     assert read["plan_changed"] is False and read["actions"] == [], read
     assert roundtrips["assert"].returncode == 0, roundtrips["assert"].stderr[-4000:]
 

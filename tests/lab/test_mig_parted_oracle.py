@@ -2,7 +2,7 @@
 code blocks, docs strings of plugins and literal dicts in Python tests) is checked by `nvidia-mig-parted assert
 --valid-config` (github.com/NVIDIA/mig-parted cmd/nvidia-mig-parted/assert/assert.go `assertWrapper`: parse the file
 into v1.Spec, whose UnmarshalJSON validates every config, select one, stop before NVML) and by
-plugins/module_utils/_mig.py `parse_config` for every config name. Both must agree on valid/invalid for each."""
+plugins/module_utils/_mig/geometry.py `parse_config` for every config name. Both must agree on valid/invalid for each."""
 from __future__ import annotations
 
 import ast
@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils"))
+sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils", "_mig"))
 sys.path.insert(0, os.path.join(REPO, "lab"))
-import _mig  # noqa: E402  pylint: disable=import-error,wrong-import-position
+import geometry  # noqa: E402  pylint: disable=import-error,wrong-import-position
 import gobuild  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 SKIP_DIRS = {".git", ".venv", "build", ".ansible", "run", "node_modules", "tests/output", "__pycache__"}
@@ -125,8 +125,8 @@ def ours(doc):
     names = list(configs) if isinstance(configs, dict) and configs else [None]
     try:
         for name in names:
-            _mig.parse_config(doc, name)
-    except _mig.MigError as exc:
+            geometry.parse_config(doc, name)
+    except geometry.MigError as exc:
         return False, str(exc)
     return True, ""
 

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _nls
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import nls
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKEN_PY = os.path.abspath(os.path.join(HERE, "..", "..", "lab", "nls", "token.py"))
@@ -62,7 +62,7 @@ def _get(pairs, key):
 
 def test_round_trip_single_dls():
     token = T.make_token(["dls.lab.example:443"], service_instance_ref=REF, issued_at=ISSUED, expires_at=EXPIRES)
-    parsed = _nls.parse_token(token)
+    parsed = nls.parse_token(token)
     assert parsed["service_instance"] == REF
     assert parsed["endpoints"] == [
         {"host": "dls.lab.example", "port": 443, "service": "auth", "kind": "DLS", "node": 0},
@@ -81,14 +81,14 @@ def test_round_trip_ha_pair_and_custom_services():
                           {"host": "10.20.0.2", "port": 8443, "services": ("auth", "lease", "quick_release")},
                           {"host": "api.cls.licensing.nvidia.com", "d_name": "CLS"}],
                          service_instance_ref=REF, issued_at=1796112000, expires_at=2174803200)
-    parsed = _nls.parse_token(token)
+    parsed = nls.parse_token(token)
     assert [(e["host"], e["port"], e["service"], e["kind"], e["node"]) for e in parsed["endpoints"]] == [
         ("dls-a.lab.example", 443, "auth", "DLS", 0), ("dls-a.lab.example", 443, "lease", "DLS", 0),
         ("10.20.0.2", 8443, "auth", "DLS", 1), ("10.20.0.2", 8443, "lease", "DLS", 1),
         ("10.20.0.2", 8443, "quick_release", "DLS", 1),
         ("api.cls.licensing.nvidia.com", 443, "auth", "CLS", 2),
         ("api.cls.licensing.nvidia.com", 443, "lease", "CLS", 2)]
-    assert [(t["host"], t["port"]) for t in _nls.targets(parsed)] == [
+    assert [(t["host"], t["port"]) for t in nls.targets(parsed)] == [
         ("dls-a.lab.example", 443), ("10.20.0.2", 8443), ("api.cls.licensing.nvidia.com", 443)]
 
 
@@ -167,6 +167,6 @@ def test_no_endpoint_is_refused():
 def test_script_writes_a_token_the_parser_reads():
     out = subprocess.run([sys.executable, TOKEN_PY, "dls.lab.example:8443"], check=True, capture_output=True,
                          text=True, timeout=120)
-    parsed = _nls.parse_token(out.stdout)
+    parsed = nls.parse_token(out.stdout)
     assert [(e["host"], e["port"], e["service"]) for e in parsed["endpoints"]] == [
         ("dls.lab.example", 8443, "auth"), ("dls.lab.example", 8443, "lease")]

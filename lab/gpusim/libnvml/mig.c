@@ -4,7 +4,7 @@
  * this file keeps nvml.h's per-process rules: UNINITIALIZED before nvmlInit, INVALID_ARGUMENT for NULL pointers
  * (each function's @return list), struct versions of the ...V entry points, and the struct layouts themselves.
  *
- * Callers: nvidia-ml-py (the product's plugins/module_utils/_nvml.py: profiles, placements, instances, create and
+ * Callers: nvidia-ml-py (the product's plugins/module_utils/_gpu/nvml.py: profiles, placements, instances, create and
  * destroy, infos; the V and _v2 symbols) and go-nvml v0.12.4-0 under mig-parted (the v1 names
  * nvmlDeviceGetGpuInstanceProfileInfo, nvmlGpuInstanceGetComputeInstanceProfileInfo, nvmlDeviceGetGpuInstances,
  * nvmlDeviceCreateGpuInstance, nvmlGpuInstanceCreateComputeInstance, the destroys; pkg/nvml/lib.go

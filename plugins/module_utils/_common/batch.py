@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, TypeVar, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._common import disruption
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -55,12 +55,12 @@ def outcome(results: Sequence[dict[str, Any]], ident: str, header: Callable[[dic
     in its result; the task's ``disruptions`` are all of them in the task's order, and lead its diff.
     """
     failed = [r for r in results if r.get("failed")]
-    disruptions = _disruption.flatten(results)
+    disruptions = disruption.flatten(results)
     out = dict(changed=any(r["changed"] for r in results), vms=results, failed_vms=[r[ident] for r in failed],
                disruptions=disruptions)
     if diffs is not None:
-        out["diff"] = _disruption.diff_first(disruptions, [dict(d, before_header=header(r), after_header=header(r))
-                                                           for r, d in zip(results, diffs) if d is not None])
+        out["diff"] = disruption.diff_first(disruptions, [dict(d, before_header=header(r), after_header=header(r))
+                                                          for r, d in zip(results, diffs) if d is not None])
     if not failed:
         return out, None
     skipped = [str(r[ident]) for r in results if r.get("skipped")]

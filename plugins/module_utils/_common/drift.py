@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Version drift across a set of hosts: the one grouping and majority rule (pure: no I/O).
 
-Two callers share it: the fleet driver drift (``_driver_fleet.fleet_drift``, behind the ``driver_drift`` filter),
+Two callers share it: the fleet driver drift (``_drivers.fleet.fleet_drift``, behind the ``driver_drift`` filter),
 which orders versions newest first by package ordering, and the ESXi VIB drift of ``vsphere_gpu_info``
-(``_vgpu.drift_report``), which orders them by their text. A host without a version counts as drift in both.
+(``_vsphere.vgpu.drift_report``), which orders them by their text. A host without a version counts as drift in both.
 """
 
 from __future__ import annotations

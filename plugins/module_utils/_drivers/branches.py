@@ -19,7 +19,7 @@ Checked 2026-12-01 against these sources (each row names the one its ``kind``/``
   (https://docs.nvidia.com/vgpu/12.0/grid-vgpu-release-notes-microsoft-windows-server/index.html), 15.x = R525
   (https://docs.nvidia.com/grid/latest/grid-vgpu-release-notes-generic-linux-kvm/index.html), 19.x = R580
   (https://docs.nvidia.com/vgpu/19.0/grid-vgpu-release-notes-vmware-vsphere/index.html). The 19.0 notes also give
-  the compatibility rules that ``_versions.vgpu_compatibility`` encodes.
+  the compatibility rules that ``_drivers.versions.vgpu_compatibility`` encodes.
 - NVIDIA's vGPU lifecycle table as quoted by a secondary source: vGPU 17 = R550 Production Branch (EOL June 2025),
   vGPU 16 = R535 Long-Term Support (EOL July 2026). https://cidian.kuaisou.com/virtual+gpu+driver
 - vGPU 18.6 = 570.211.01 (secondary: Azure HPC driver manifest, quoted in https://github.com/Azure/aks-gpu/pull/154).

@@ -5,7 +5,7 @@
 
 ``host_state`` reads one host's package facts and running kernel module version; ``fleet_drift`` compares hosts
 (package facts, nvidia_driver facts, gpu_info results or plain versions) against a pin or the most common version
-(the shared rule in ``_drift``), with vGPU managers compared among themselves and with their guests by branch;
+(the shared rule in ``_common/drift.py``), with vGPU managers compared among themselves and with their guests by branch;
 ``drift_table`` renders its result as text.
 """
 
@@ -16,9 +16,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _drift as D
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
-from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
+from ansible_collections.gpuops.provision.plugins.module_utils._common import drift as D
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import packages as P
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions as V
 
 STATE_LOADED = "loaded"
 STATE_NOT_LOADED = "installed but not loaded"
@@ -91,7 +91,7 @@ def host_state(packages: Any, names: Optional[Sequence[str]] = None, loaded_vers
     """One host's driver facts from package facts and the running kernel module version.
 
     ``packages``: ``ansible_facts.packages`` (or {name: version}); ``names``: the driver packages to look at (first
-    present is the primary one); empty = every installed driver package by name (_driver_packages patterns).
+    present is the primary one); empty = every installed driver package by name (_drivers/packages.py patterns).
     ``loaded_version``: content of /sys/module/nvidia/version or None. The whole driver family counts: a host whose
     metapackage is on the pin while the packages that carry the module or libraries moved is not on the pin.
     """

@@ -12,7 +12,7 @@ Two things decide it before a host is rebooted into a new driver:
   ``dkms_signing_config``).
 
 Every parser names, next to it, the upstream source whose output it reads. Version ordering is the one in
-``_versions`` (dpkg and rpm rules); none is reimplemented here.
+``_drivers/versions.py`` (dpkg and rpm rules); none is reimplemented here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils._versions import (
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers.versions import (
     VersionError, compare_debian, compare_rpm, driver_version_of,
 )
 

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions as V
 
 FLAVOURS = ("open", "proprietary")
 # Open kernel modules are NVIDIA's default from this branch on (installation guide, "Kernel Modules").

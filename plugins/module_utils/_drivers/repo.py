@@ -15,10 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _apt_sources as S
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
-from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
-from ansible_collections.gpuops.provision.plugins.module_utils._driver_fleet import DriverInputError
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import apt_sources as S
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import packages as P
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions as V
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers.fleet import DriverInputError
 
 
 def validate(version: Any, branch: Any = None) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def resolve(available: Optional[Mapping[str, Sequence[str]]], packages: Optional
 
 
 def host_flavour(gpus: Any, requested: str = "auto", branch: Any = None) -> Any:
-    """Kernel-module flavour for a host's GPUs (_driver_packages.kernel_flavour); the branch is required."""
+    """Kernel-module flavour for a host's GPUs (_drivers.packages.kernel_flavour); the branch is required."""
     if branch in (None, ""):
         raise DriverInputError("driver_flavour needs the driver branch")
     return P.kernel_flavour(requested, branch, gpus or [])
@@ -88,7 +88,7 @@ def host_flavour(gpus: Any, requested: str = "auto", branch: Any = None) -> Any:
 def package_plan(flavour: Any, distribution: str, os_family: str, major_version: Any, source: str, branch: Any,
                  driver_version: Any = None, persistence: bool = True, kernel_modules: str = "dkms",
                  kernel_flavours: Optional[Sequence[str]] = None) -> Any:
-    """Package plan for one host (_driver_packages.package_plan); ``flavour`` may be the result of ``host_flavour``."""
+    """Package plan for one host (_drivers.packages.package_plan); ``flavour`` may be the result of ``host_flavour``."""
     if isinstance(flavour, Mapping):
         flavour = flavour.get("flavour")
     return P.package_plan(distribution, os_family, major_version, source, flavour, branch, driver_version or None,
@@ -243,7 +243,7 @@ def nvml_binding_plan(policy: Optional[str], simulation: Optional[str], minimum:
 
 def fabric_manager_plan(vendor_files: Any, class_files: Any, branch: Any, setting: Any = "auto") -> dict[str, Any]:
     """dict(needed, nvswitches, packages, service, reason): Fabric Manager for an NVSwitch system (auto), or as
-    ``setting`` (true/false) says. ``vendor_files`` / ``class_files``: ``find`` results or paths (_driver_packages)."""
+    ``setting`` (true/false) says. ``vendor_files`` / ``class_files``: ``find`` results or paths (_drivers/packages.py)."""
     def paths(found: Any) -> list[str]:
         if isinstance(found, Mapping):
             found = found.get("files") or []

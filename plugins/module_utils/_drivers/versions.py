@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_branches
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import branches as drivers_branches
 
 __all__ = [
     "VersionError", "DriverVersion", "PackageVersion", "BRANCHES",
@@ -37,9 +37,9 @@ _BRANCH_RE = re.compile(r"^[Rr]?(?P<branch>[1-9]\d{1,3})\Z")  # no leading zero:
 _PKG_CHARS_RE = re.compile(r"^[A-Za-z0-9.+~^_:-]+\Z")
 
 # Known driver branches, their kind (LTSB/PB/NFB) and vGPU software release: data with sources and the date
-# checked in _driver_branches.py. Callers can pass their own table where NVIDIA publishes newer facts: rows
+# checked in _drivers/branches.py. Callers can pass their own table where NVIDIA publishes newer facts: rows
 # with ``branch`` and ``kind`` (LTSB, PB, NFB), or the older shape ``branch``/``vgpu``/``lts`` (``lts`` true: LTSB).
-BRANCHES = _driver_branches.BRANCHES
+BRANCHES = drivers_branches.BRANCHES
 
 
 class DriverVersion:
@@ -415,7 +415,7 @@ def vgpu_compatibility(host: object, guest: object, branches: Iterable[Mapping[s
     release notes): the same release (branch); a host on a later branch with the guest on the previous branch;
     a host on a later long-term support branch (LTSB) with the guest on the previous LTSB. A guest newer than the
     host never is. "Previous" counts only branches NVIDIA vGPU software is built on (new feature branches are
-    skipped). ``branches``: the table (default BRANCHES from _driver_branches.py).
+    skipped). ``branches``: the table (default BRANCHES from _drivers/branches.py).
     Returns dict(compatible, reason, host_branch, guest_branch).
     """
     hb = as_branch(host)

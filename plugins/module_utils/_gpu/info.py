@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_models, _vgpu_scheduler, _xid
-from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml, NvmlError, pci_sysfs
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import vgpu_scheduler, xid
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry, models
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu.nvml import Nvml, NvmlError, pci_sysfs
 
 
 # journalctl -k -b 0: this boot's kernel messages; -o short-monotonic keeps dmesg's [seconds] stamp.
@@ -21,7 +22,7 @@ KERNEL_LOG_COMMANDS = {"dmesg": ["dmesg"], "journal": ["journalctl", "-k", "-b",
 
 
 def read_kernel_log(module: Any, source: str) -> dict[str, Any]:
-    """{source, read, error, xid_events}: the driver's Xid events since boot (module_utils/_xid.py parses them)."""
+    """{source, read, error, xid_events}: the driver's Xid events since boot (module_utils/_gpu/xid.py parses them)."""
     out: dict[str, Any] = {"source": source, "read": False, "error": None, "xid_events": []}
     if source == "none":
         out["error"] = "kernel_log=none"
@@ -36,7 +37,7 @@ def read_kernel_log(module: Any, source: str) -> dict[str, Any]:
         out["error"] = "%s exited %d: %s" % (argv[0], rc, (stderr or stdout).strip()[:300])
         return out
     out["read"] = True
-    out["xid_events"] = _xid.parse(stdout)
+    out["xid_events"] = xid.parse(stdout)
     return out
 
 
@@ -61,23 +62,23 @@ def gather(nvml: Nvml, sysfs_root: str, with_profiles: bool, with_health: bool =
                 info.setdefault(key, empty)
         sched = info.get("vgpu_scheduler")
         if sched and sched.get("state"):
-            sched["running"] = _vgpu_scheduler.spec_of_nvml(sched["state"])
-            sched["description"] = _vgpu_scheduler.describe(sched["running"])
+            sched["running"] = vgpu_scheduler.spec_of_nvml(sched["state"])
+            sched["description"] = vgpu_scheduler.describe(sched["running"])
         if with_health:
             try:
                 info["health"] = nvml.health(device)
             except nvml.nv.NVMLError as e:  # the GPU was lost while it was read
                 info["error"] = nvml.describe(e)
             else:
-                slot = _xid.slot_of(info["pci_address"])
+                slot = xid.slot_of(info["pci_address"])
                 info["health"]["xid"] = sorted({e["xid"] for e in xid_events if e["pci"] == slot})
         # CUDA compute capability, "major.minor" (None where NVML does not say): gpu_pools checks MPS needs Volta.
         info["compute_capability"] = nvml.compute_capability(device)
         mode = info["mig_mode"]
-        info["mig_devices"] = _mig.current_counts(info["instances"]) if mode and mode["current"] == "enabled" else {}
+        info["mig_devices"] = geometry.current_counts(info["instances"]) if mode and mode["current"] == "enabled" else {}
         if with_profiles:
-            # Instance counts as NVIDIA documents them where the driver reports wrong ones (A30, _mig_models).
-            table = _mig_models.with_documented_counts(info["pci_device_id"], device.table)
+            # Instance counts as NVIDIA documents them where the driver reports wrong ones (A30, models).
+            table = models.with_documented_counts(info["pci_device_id"], device.table)
             info["profiles"] = [p.to_dict() for p in table.profiles]
         sysfs = pci_sysfs(sysfs_root, info["pci_address"])
         info["kernel_driver"] = sysfs["driver"]

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""IOMMU facts from already-read data (pure: no file access; _sysfs.py does the reading)."""
+"""IOMMU facts from already-read data (pure: no file access; _gpu/sysfs.py does the reading)."""
 
 from __future__ import annotations
 

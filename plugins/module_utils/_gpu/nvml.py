@@ -5,7 +5,7 @@
 
 Reads the whole picture of a host's GPUs (versions, devices, MIG mode, GI profiles with the placements NVML
 reports, GPU/compute instances, processes, virtualization and licence state) and carries out the actions that
-``_mig.plan_gpu`` computes, restoring the previous geometry when a step fails. Every NVML call goes through
+``geometry.plan_gpu`` computes, restoring the previous geometry when a step fails. Every NVML call goes through
 ``Nvml.call`` so a module run can report how many it made.
 """
 
@@ -18,7 +18,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _sysfs
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import sysfs
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
 
 # Profile index -> name attribute, as go-nvlib derives it (REV1 = "+me", ALL_ME, GFX, NO_ME).
 GI_INDEX_ATTRS = {7: "+me", 8: "+me", 10: "+gfx", 11: "+gfx", 12: "+gfx", 13: "-me", 14: "-me", 15: "+me.all", 16: "+me.all", 17: "+gfx"}
@@ -83,10 +84,10 @@ class Device:
 
     __slots__ = ("info", "table", "handle")
 
-    def __init__(self, handle: Any, info: dict[str, Any], table: Optional[_mig.ProfileTable] = None) -> None:
+    def __init__(self, handle: Any, info: dict[str, Any], table: Optional[geometry.ProfileTable] = None) -> None:
         self.handle = handle
         self.info = info
-        self.table = table if table is not None else _mig.ProfileTable([])
+        self.table = table if table is not None else geometry.ProfileTable([])
 
     @property
     def index(self) -> int:
@@ -131,8 +132,8 @@ def pci_sysfs(root: str, address: str) -> dict[str, Any]:
     if not os.path.isdir(os.path.join(root, "sys", "bus", "pci", "devices", address)):
         return out
     try:
-        dev = _sysfs.pci_device(root, address)
-    except _sysfs.SysfsError as e:
+        dev = sysfs.pci_device(root, address)
+    except sysfs.SysfsError as e:
         out["error"] = str(e)
         return out
     out["driver"] = dev["driver"]
@@ -386,7 +387,7 @@ class Nvml:
             getattr(self.nv, "_nvmlCheckReturn")(fn(dev, profile_id, arr, ctypes.byref(cnt)))
         return [(arr[i].start, arr[i].size) for i in range(cnt.value)]
 
-    def profiles(self, device: Device) -> _mig.ProfileTable:
+    def profiles(self, device: Device) -> geometry.ProfileTable:
         """Read the GPU's GI profiles with the placements NVML reports (empty when NVML offers none) into
         ``device.table``, and return that table."""
         dev, total_memory_bytes = device.handle, device.info["memory"]["total_bytes"]
@@ -401,15 +402,15 @@ class Nvml:
             if not info.instanceCount:
                 continue
             placements = self._placements(dev, info.id)
-            name = _mig.gi_profile_name(info.sliceCount, info.memorySizeMB, total_memory_bytes, GI_INDEX_ATTRS.get(idx, ""))
+            name = geometry.gi_profile_name(info.sliceCount, info.memorySizeMB, total_memory_bytes, GI_INDEX_ATTRS.get(idx, ""))
             aliases = []
             nvml_name = _text(getattr(info, "name", b"") or b"").strip()
             if nvml_name.startswith("MIG "):
                 nvml_name = nvml_name[4:]
-            if nvml_name and nvml_name != name and _mig.MIG_NAME_RE.match(nvml_name):
+            if nvml_name and nvml_name != name and geometry.MIG_NAME_RE.match(nvml_name):
                 aliases.append(nvml_name)
-            out.append(_mig.Profile(name, info.id, info.sliceCount, placements, info.instanceCount, int(info.memorySizeMB), aliases, idx))
-        device.table = _mig.ProfileTable(out)
+            out.append(geometry.Profile(name, info.id, info.sliceCount, placements, info.instanceCount, int(info.memorySizeMB), aliases, idx))
+        device.table = geometry.ProfileTable(out)
         return device.table
 
     def _ci_profile_info(self, gi: Any, idx: int) -> Any:
@@ -462,7 +463,7 @@ class Nvml:
                         cinfo = self.call("nvmlComputeInstanceGetInfo", carr[j])
                         entry["compute_instances"].append({
                             "ci_id": int(cinfo.id), "profile_id": int(ci_prof.id), "slices": int(ci_prof.sliceCount),
-                            "profile": _mig.ci_profile_name(int(ci_prof.sliceCount), prof.name, prof.slices),
+                            "profile": geometry.ci_profile_name(int(ci_prof.sliceCount), prof.name, prof.slices),
                             "placement": {"start": int(cinfo.placement.start), "size": int(cinfo.placement.size)},
                         })
                 entry["compute_instances"].sort(key=lambda c: c["ci_id"])
@@ -532,7 +533,7 @@ class Nvml:
         nvidia-ml-py: nvmlDeviceGetVgpuSchedulerState (c_nvmlVgpuSchedulerGetState_t: schedulerPolicy, arrMode,
         schedulerParams) and nvmlDeviceGetVgpuSchedulerCapabilities (c_nvmlVgpuSchedulerCapabilities_t). Not a vGPU
         host (bare metal, passthrough, guest) or too old a driver: NOT_SUPPORTED (or FUNCTION_NOT_FOUND), reported as
-        ``supported: False`` with the error, never raised. The raw state goes to _vgpu_scheduler.spec_of_nvml.
+        ``supported: False`` with the error, never raised. The raw state goes to _gpu.vgpu_scheduler.spec_of_nvml.
         """
         dev = device.handle
         out: dict[str, Any] = {"supported": False, "error": None, "state": None, "capabilities": None}
@@ -587,11 +588,11 @@ class Nvml:
             out["licensed"] = any(f["licensed"] for f in enabled)
         return out
 
-    # -- health (read-only; module_utils/_health.py judges) --------------------------------------------------------
+    # -- health (read-only; module_utils/_preflight/health.py judges) --------------------------------------------------------
 
     def _reading(self, name: str, *args: Any) -> tuple[Any, Optional[str]]:
         """(value, None), or (None, 'NVML_ERROR_...') when NVML does not answer: NOT_SUPPORTED is an answer too (the
-        GPU or driver lacks the feature, or MIG hides it), which _health tells apart. A lost GPU is not a reading:
+        GPU or driver lacks the feature, or MIG hides it), which _preflight/health.py tells apart. A lost GPU is not a reading:
         that error goes on and becomes the GPU's error."""
         try:
             return self.call(name, *args), None
@@ -719,7 +720,7 @@ class Nvml:
                 cnt = ctypes.c_uint(0)
                 self.call("nvmlGpuInstanceGetComputeInstancePossiblePlacements", gi, pid, arr, ctypes.byref(cnt))
                 items.append((pid, [(arr[i].start, arr[i].size) for i in range(cnt.value)]))
-            solved = _mig.solve_placements(items)
+            solved = geometry.solve_placements(items)
             if solved is None:
                 raise NvmlError("no non-overlapping placement for compute instances %s" % ", ".join(c["profile"] for c in cis))
             placements = [{"start": s, "size": z} for s, z in solved]
@@ -912,7 +913,7 @@ class Nvml:
                                 "not be recreated" % (before["pending"], still_pending))
         if removed and not reset and not still_pending:
             try:
-                self._create_gis(dev, _mig.rollback_actions(removed), [])
+                self._create_gis(dev, geometry.rollback_actions(removed), [])
             except NvmlError as e:
                 problems.append("recreating the previous instances: %s" % e)
         for gi, cis in partial:

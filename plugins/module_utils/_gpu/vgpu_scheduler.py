@@ -5,7 +5,7 @@
 
 Nothing here does I/O. The KVM/Proxmox role writes the value into the nvidia module's options
 (/etc/modprobe.d), the ESXi side into the nvidia VIB's module option string; both verify through NVML's
-scheduler queries, read by plugins/module_utils/_nvml.py.
+scheduler queries, read by plugins/module_utils/_gpu/nvml.py.
 
 Sources (read 2026-12-04):
   [reg]   NVIDIA/open-gpu-kernel-modules src/nvidia/interface/nvrm_registry.h, NV_REG_STR_RM_PVMRL ("RmPVMRL"):
@@ -339,7 +339,7 @@ def timeslice_ms(raw: Optional[float]) -> Optional[float]:
 
 
 def spec_of_nvml(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The running scheduler from what _nvml.scheduler_state() reads for one GPU.
+    """The running scheduler from what _gpu.nvml.scheduler_state() reads for one GPU.
 
     ``state``: {"scheduler_policy": NVML_VGPU_SCHEDULER_POLICY_* (int) or its name, "arr_mode":
     NVML_VGPU_SCHEDULER_ARR_* (int), "timeslice": schedulerParams' timeslice (raw), "avg_factor": int}. Returns
@@ -391,7 +391,7 @@ def unsupported_reason(spec: object, capabilities: Optional[Mapping[str, Any]]) 
     """Why a GPU cannot run the spec according to NVML's capabilities, or None.
 
     ``capabilities``: {"supported_policies": [names], "arr_supported": bool, "min_timeslice"/"max_timeslice":
-    raw NVML slice bounds, ...} as _nvml.scheduler_capabilities() returns them. Empty/None -> None (unknown).
+    raw NVML slice bounds, ...} as _gpu.nvml.scheduler_capabilities() returns them. Empty/None -> None (unknown).
     """
     if not capabilities:
         return None

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The Kubernetes API through the official Python client (the library kubernetes.core uses): the client from a
 kubeconfig or the in-cluster account, the node steps that follow a GPU change (I/O; the decisions are
-``_mig_roll.label_patch`` and ``_mig_roll.advertised_resources``), and the roll lock's Lease (the decision is
-``_rolllock.decide``).
+``mig_roll.label_patch`` and ``mig_roll.advertised_resources``), and the roll lock's Lease (the decision is
+``k8s_roll_lock.decide``).
 
 Why one process for the steps after a change: each kubernetes.core module run pays about a second for importing
 this client; a roll made three of them per node after the apply (restore labels, wait for resources, uncordon).
@@ -18,8 +18,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import (
-    _disruption, _gpu_pools, _mig_roll, _node_roll, _process, _rolllock)
+from ansible_collections.gpuops.provision.plugins.module_utils._common import disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import controller as k8s_controller
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import gpu_pools, mig_roll, node_roll
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import roll_lock as k8s_roll_lock
 
 try:
     import kubernetes
@@ -105,7 +107,7 @@ def _node_view(node: Mapping[str, Any]) -> dict[str, Any]:
     spec = node.get("spec") or {}
     return {"labels": dict((node.get("metadata") or {}).get("labels") or {}),
             "unschedulable": bool(spec.get("unschedulable")),
-            "advertised": _mig_roll.advertised_resources((node.get("status") or {}).get("allocatable"))}
+            "advertised": mig_roll.advertised_resources((node.get("status") or {}).get("allocatable"))}
 
 
 class NodeRelease:
@@ -149,7 +151,7 @@ class NodeRelease:
                 self.done["pods_deleted"].append(where)
 
     def wait_for(self, node: dict[str, Any], expected: Mapping[str, int], wait_timeout: float) -> dict[str, Any]:
-        """Wait until the node advertises exactly ``expected`` (``_mig_roll.advertised_resources``), by watching the
+        """Wait until the node advertises exactly ``expected`` (``mig_roll.advertised_resources``), by watching the
         Node from the version read (as ``kubectl wait`` does) rather than polling; returns the last node seen."""
         start = time.monotonic()
         deadline = start + wait_timeout
@@ -184,16 +186,16 @@ class NodeRelease:
             wait_timeout: float, check: bool, roll: str = "", lease: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """``pods``: (namespace, label selectors) of the pods to restart. Returns the node's view before and after.
 
-        ``roll``: the roll whose state the node carries (``_node_roll``): the first PATCH records phase applied, the
+        ``roll``: the roll whose state the node carries (``node_roll``): the first PATCH records phase applied, the
         last one phase released with our cordon annotations gone, and uncordons the node when the cordon is the
-        roll's (``unschedulable``, when set, decides instead); ``lease`` (``_node_roll_apply.RollLease``) then gives
+        roll's (``unschedulable``, when set, decides instead); ``lease`` (``_k8s.node_roll_apply.RollLease``) then gives
         the node's slot back."""
         node = self.read()
         before = _node_view(node)
-        restore = _mig_roll.label_patch(before["labels"], restore_labels)
+        restore = mig_roll.label_patch(before["labels"], restore_labels)
         first: dict[str, Any] = {"metadata": {"labels": restore}} if restore else {}
         if roll:
-            first = _merge(first, _node_roll.phase_patch("applied"))
+            first = _merge(first, node_roll.phase_patch("applied"))
         if first and not check:
             node = self.patch(first)
         self.done["restored"] = restore
@@ -202,13 +204,13 @@ class NodeRelease:
             node = self.wait_for(node, resources, wait_timeout)
         current = _node_view(node)
         # In check mode the restore was not written: the final patch is worked out as if it had been.
-        expected_labels = _mig_roll.patched_labels(current["labels"], restore)
-        label_changes = _mig_roll.label_patch(expected_labels, labels)
+        expected_labels = mig_roll.patched_labels(current["labels"], restore)
+        label_changes = mig_roll.label_patch(expected_labels, labels)
         final: dict[str, Any] = {}
         if label_changes:
             final["metadata"] = {"labels": label_changes}
         if roll:
-            final = _merge(final, _node_roll.release_patch(node, roll))
+            final = _merge(final, node_roll.release_patch(node, roll))
         if unschedulable is not None:
             final.pop("spec", None)
             if bool(unschedulable) != current["unschedulable"]:
@@ -218,7 +220,7 @@ class NodeRelease:
         if lease is not None and not check:
             lease.release_slot(self.name)
         self.done["final"] = final
-        after = {"labels": _mig_roll.patched_labels(expected_labels, label_changes),
+        after = {"labels": mig_roll.patched_labels(expected_labels, label_changes),
                  "unschedulable": final.get("spec", {}).get("unschedulable", current["unschedulable"]),
                  "advertised": _node_view(node)["advertised"]}
         return before, after
@@ -227,13 +229,13 @@ class NodeRelease:
 def release_outcome(name: str, done: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any],
                     diff: bool) -> dict[str, Any]:
     """The node_release module's result from NodeRelease.run's: ``changed``, the node before and after, what was
-    done, the ``disruptions`` (the pods deleted, a cordon: _node_roll.release_disruptions) and, with ``diff``, those
+    done, the ``disruptions`` (the pods deleted, a cordon: node_roll.release_disruptions) and, with ``diff``, those
     first and then the node's labels and cordon before and after."""
     result: dict[str, Any] = dict(changed=bool(done["restored"] or done["pods_deleted"] or done["final"]),
                                   before=before, after=after, **done,
-                                  disruptions=_node_roll.release_disruptions(name, done, bool(before["unschedulable"])))
+                                  disruptions=node_roll.release_disruptions(name, done, bool(before["unschedulable"])))
     if diff:
-        result["diff"] = _disruption.diff_first(result["disruptions"], dict(
+        result["diff"] = disruption.diff_first(result["disruptions"], dict(
             before={k: before[k] for k in ("labels", "unschedulable")},
             after={k: after[k] for k in ("labels", "unschedulable")},
             before_header="node/%s" % name, after_header="node/%s" % name))
@@ -277,34 +279,34 @@ def _write_lease(leases: Any, p: Mapping[str, Any], plan: Mapping[str, Any]) -> 
     else:
         written = leases.replace_namespaced_lease(p["name"], p["namespace"], plan["body"], _preload_content=False,
                                                   _request_timeout=p["timeout"])
-    return _rolllock.record(json.loads(written.data))
+    return k8s_roll_lock.record(json.loads(written.data))
 
 
 def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tuple[dict[str, Any], Optional[str]]:
     """Take, renew or release the Lease ``p['namespace']/p['name']`` as the roll_lock module's parameters ``p`` say.
 
-    The Lease names this run's controller process (``_process.controller``, where the module runs below
+    The Lease names this run's controller process (``k8s_controller.controller``, where the module runs below
     ansible-playbook), and a holder whose controller process is known to be gone is taken over at once.
     Returns the module result and a warning (a lock taken over), or raises LockFailed (refused, or the Lease changed
     hands meanwhile: nothing changed) or the client's errors."""
     leases = kubernetes.client.CoordinationV1Api(api)
     where = "%s/%s" % (p["namespace"], p["name"])
     current = _read_lease(leases, p)
-    me = _process.controller()
-    rec = _rolllock.record(current)
+    me = k8s_controller.controller()
+    rec = k8s_roll_lock.record(current)
     holder_alive = None
     if rec and rec["holder"] and rec["holder"] != p["holder"]:
-        holder_alive = _process.alive(_process.decode(rec["process"]))
+        holder_alive = k8s_controller.alive(k8s_controller.decode(rec["process"]))
     try:
-        plan = _rolllock.decide(current, p["state"], p["name"], p["namespace"], p["holder"], p["ttl"], p["nodes"],
-                                time.time(), process=_process.encode(me), holder_alive=holder_alive, check=check_mode,
-                                queue=p.get("queue"))
-    except _rolllock.LockError as e:
+        plan = k8s_roll_lock.decide(current, p["state"], p["name"], p["namespace"], p["holder"], p["ttl"], p["nodes"],
+                                    time.time(), process=k8s_controller.encode(me), holder_alive=holder_alive, check=check_mode,
+                                    queue=p.get("queue"))
+    except k8s_roll_lock.LockError as e:
         raise LockFailed("%s: %s" % (where, e))
     before = plan["before"]
     if plan["action"] == "refuse":
         raise LockFailed(plan["msg"], action="none", lease=before, taken_over=None)
-    after = _rolllock.record(plan["body"]) if plan["body"] else before
+    after = k8s_roll_lock.record(plan["body"]) if plan["body"] else before
     if plan["action"] != "none" and not check_mode:
         try:
             after = _write_lease(leases, p, plan)
@@ -340,20 +342,20 @@ def keep_lock(api: Any, p: Mapping[str, Any], sleep: Any = time.sleep, clock: An
     renewals = 0
     error = ""
     while clock() < end:
-        if _process.alive(p.get("controller")) is False:
+        if k8s_controller.alive(p.get("controller")) is False:
             current = _read_lease(leases, p)
-            if (_rolllock.record(current) or {}).get("holder") == p["holder"]:
-                plan = _rolllock.decide(current, "absent", p["name"], p["namespace"], p["holder"], ttl, [], time.time(),
-                                        interrupted=True)
+            if (k8s_roll_lock.record(current) or {}).get("holder") == p["holder"]:
+                plan = k8s_roll_lock.decide(current, "absent", p["name"], p["namespace"], p["holder"], ttl, [], time.time(),
+                                            interrupted=True)
                 _write_lease(leases, p, plan)
             return dict(ended="controller_gone", renewals=renewals,
                         msg="the roll's controller process is gone: released the roll lock for the next run")
         if clock() >= next_renew:
             try:
                 current = _read_lease(leases, p)
-                if (_rolllock.record(current) or {}).get("holder") != p["holder"]:
+                if (k8s_roll_lock.record(current) or {}).get("holder") != p["holder"]:
                     return dict(ended="released", renewals=renewals, msg="the roll lock is no longer this run's")
-                plan = _rolllock.decide(current, "held", p["name"], p["namespace"], p["holder"], ttl, [], time.time())
+                plan = k8s_roll_lock.decide(current, "held", p["name"], p["namespace"], p["holder"], ttl, [], time.time())
                 _write_lease(leases, p, plan)
                 renewals += 1
                 last_ok = clock()
@@ -372,7 +374,7 @@ def keep_lock(api: Any, p: Mapping[str, Any], sleep: Any = time.sleep, clock: An
 def set_taints(api: Any, name: str, wanted: list[Mapping[str, Any]], managed_keys: list[str],
                labels: Optional[Mapping[str, Optional[str]]], timeout: int, check: bool,
                retries: int = 20) -> tuple[list[Any], list[Any], dict[str, Any]]:
-    """Put ``wanted`` among the node's taints (``_gpu_pools.node_taints``: a taint of the same key and effect
+    """Put ``wanted`` among the node's taints (``gpu_pools.node_taints``: a taint of the same key and effect
     replaced, other taints with a key of ``managed_keys`` removed, every other taint kept) and merge ``labels``, from a
     fresh read, in one PATCH carrying the node's resourceVersion: a node whose taints another writer (the node
     lifecycle controller, an autoscaler) changed since the read is refused with 409 and worked out again, so nobody
@@ -381,8 +383,8 @@ def set_taints(api: Any, name: str, wanted: list[Mapping[str, Any]], managed_key
     for _attempt in range(retries):
         node = json.loads(core.read_node(name, _preload_content=False, _request_timeout=timeout).data)
         before = list((node.get("spec") or {}).get("taints") or [])
-        after = _gpu_pools.node_taints(before, wanted, managed_keys)
-        label_changes = _mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels)
+        after = gpu_pools.node_taints(before, wanted, managed_keys)
+        label_changes = mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels)
         body: dict[str, Any] = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}}
         if label_changes:
             body["metadata"]["labels"] = label_changes

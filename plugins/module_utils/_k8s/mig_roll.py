@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig, _node_roll
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import gpu_pools, node_roll
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
 
 OPERAND_PREFIX = "nvidia.com/gpu.deploy."
 PAUSED = "paused-for-mig-change"
@@ -30,7 +31,7 @@ class RollError(Exception):
 
 def is_ci_profile(name: str) -> bool:
     """'1c.3g.20gb' (a compute instance smaller than its GPU instance) but not '3g.20gb' or '7c.7g.40gb'."""
-    c, g, _gb, _attrs = _mig.parse_profile_name(name)
+    c, g, _gb, _attrs = geometry.parse_profile_name(name)
     return c is not None and c < g
 
 
@@ -355,7 +356,7 @@ def pods_matching(pods: Optional[Iterable[Any]], selectors: Optional[Iterable[ob
 # ---- the plan of one node (plan.yml) ------------------------------------------------------------------------------
 
 BACKENDS = ("nvml", "gpu_operator")
-# The roll name on the nodes (_node_roll.ROLL): the mig_reconfigure role and gpu_pools, which rolls through it.
+# The roll name on the nodes (node_roll.ROLL): the mig_reconfigure role and gpu_pools, which rolls through it.
 ROLL_NAME = "mig_reconfigure"
 
 
@@ -453,7 +454,7 @@ def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional
     ``mig_manager_pod`` (the Running mig-manager pod on it, or ''), ``mig_manager_config_error`` and
     ``set_mig_manager_config`` (mig_manager_config), ``was_cordoned`` (by an operator, before any roll of ours), ``unavailable`` (cordoned or not Ready),
     ``advertised`` MIG resources, ``selected``, ``skip``, ``resume`` (the phase an earlier, unfinished run of the roll
-    left on the node, '' when none: ``_node_roll.resume_from``) and ``plannable`` (whether mig_geometry plans it: found, a
+    left on the node, '' when none: ``node_roll.resume_from``) and ``plannable`` (whether mig_geometry plans it: found, a
     configuration, and mig-manager as ``backend`` needs it).
     """
     if backend not in BACKENDS:
@@ -465,7 +466,7 @@ def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional
     spec, status = node.get("spec") or {}, node.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
     cordoned = bool(spec.get("unschedulable"))
-    roll = _node_roll.state(node, ROLL_NAME)
+    roll = node_roll.state(node, ROLL_NAME)
     skip_key, _sep, skip_value = (skip_label or "").partition("=")
     label = labels.get("nvidia.com/gpu.deploy.mig-manager", "")
     pod = running_pod(mig_manager_pods, name)
@@ -475,7 +476,7 @@ def node_facts(nodes: Optional[Mapping[str, Any]], name: str, selected: Optional
     return dict(node=name, failed=bool(nodes.get("failed")), msg=nodes.get("msg") or "", found=bool(found),
                 labels=labels, mig_manager=label, mig_manager_pod=pod, mig_manager_config_error=config_error,
                 set_mig_manager_config=set_config, was_cordoned=roll["was_cordoned"],
-                resume=_node_roll.resume_from(roll, selected),
+                resume=node_roll.resume_from(roll, selected),
                 unavailable=cordoned or (ready[0] if ready else "False") != "True",
                 advertised=advertised_resources(status.get("allocatable")), selected=selected,
                 skip=bool(skip_key) and skip_key in labels and labels[skip_key] == skip_value,
@@ -537,7 +538,7 @@ def node_plan(facts: Mapping[str, Any], check: Optional[Mapping[str, Any]], stra
                 skipped_by_label=facts["skip"] and would_change and not resume,
                 reset_required=bool(check.get("reset_required")), gpus=gpus, unavailable=facts["unavailable"],
                 current=facts["advertised"],
-                target=_gpu_pools.share_resources(expected_resources(gpus, strategy, served), sharing)
+                target=gpu_pools.share_resources(expected_resources(gpus, strategy, served), sharing)
                 if would_change else facts["advertised"])
 
 
@@ -606,8 +607,8 @@ def plan_groups(rows: Iterable[tuple[str, Mapping[str, Any], bool, Optional[Mapp
 def _largest_first(profile: str) -> tuple[int, int, str]:
     """Sort key of a profile in a layout: the larger GPU instance first, then the larger compute instance."""
     try:
-        c, g, _gb, _attrs = _mig.parse_profile_name(profile)
-    except _mig.MigError:
+        c, g, _gb, _attrs = geometry.parse_profile_name(profile)
+    except geometry.MigError:
         return (0, 0, profile)
     return (-g, -(g if c is None else c), profile)
 

@@ -2,7 +2,7 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A node's Kubernetes side of a roll through the official Python client (module node_roll; I/O, the decisions are
-``_node_roll``): a slot taken in the roll's Lease against the budget recounted from the live nodes, the cordon with
+``node_roll``): a slot taken in the roll's Lease against the budget recounted from the live nodes, the cordon with
 the node's roll state in one PATCH, a drain as kubectl drains (parallel evictions, a refusal by a
 PodDisruptionBudget retried every few seconds until the drain's timeout), the phase recorded, a failure marked.
 
@@ -18,14 +18,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _k8s, _mig_roll, _node_roll, _rolllock
+from ansible_collections.gpuops.provision.plugins.module_utils._common import disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api as k8s_api, mig_roll, node_roll, roll_lock
 
 try:
     import kubernetes
-except ImportError:  # pragma: no cover - _k8s.HAS_KUBERNETES says so; modules fail before any call
+except ImportError:  # pragma: no cover - k8s_api.HAS_KUBERNETES says so; modules fail before any call
     pass
 
-ApiException = _k8s.ApiException
+ApiException = k8s_api.ApiException
 # kubectl drain: a refused eviction is tried again after 5 s (k8s.io/kubectl pkg/drain/drain.go evictPods). The wait
 # until the evicted pods are gone is a watch (NodeRoll.wait_gone), not kubectl's GET of each pod every second.
 EVICT_RETRY = 5.0
@@ -134,12 +135,12 @@ class RollLease:
         """Read the Lease, let ``change(slots)`` return the new slot list (None: leave it), write it; again on 409."""
         for _attempt in range(CONFLICT_RETRIES):
             lease = self.read()
-            slots = _node_roll.lease_list(lease, _node_roll.LEASE_SLOTS)
+            slots = node_roll.lease_list(lease, node_roll.LEASE_SLOTS)
             new = change(slots)
             if new is None or sorted(set(new)) == sorted(set(slots)):
                 return lease
             try:
-                return self.write(_node_roll.lease_with_slots(lease, new))
+                return self.write(node_roll.lease_with_slots(lease, new))
             except ApiException as e:
                 if getattr(e, "status", None) != 409:
                     raise
@@ -192,17 +193,17 @@ class NodeRoll:
                 self.done["waited_for_slot"] = round(time.monotonic() - start, 2)
                 return decision
             if decision["spent"]:
-                raise _k8s.NodeStepError("%s: not started: %s" % (self.name, "; ".join(decision["reasons"])),
-                                         dict(self.done, spent=True))
+                raise k8s_api.NodeStepError("%s: not started: %s" % (self.name, "; ".join(decision["reasons"])),
+                                            dict(self.done, spent=True))
             if check:
                 return decision
             if not decision["wait"]:
-                raise _k8s.NodeStepError(
+                raise k8s_api.NodeStepError(
                     "%s cannot be taken out now and no other node of the roll is in progress, so waiting would not "
                     "free a slot: %s; nothing was changed" % (self.name, "; ".join(decision["reasons"])), self.done)
             if time.monotonic() >= deadline:
-                raise _k8s.NodeStepError("%s waited %d s for a slot in the roll: %s; nothing was changed"
-                                         % (self.name, wait, "; ".join(decision["reasons"])), self.done)
+                raise k8s_api.NodeStepError("%s waited %d s for a slot in the roll: %s; nothing was changed"
+                                            % (self.name, wait, "; ".join(decision["reasons"])), self.done)
             pause = min(QUEUED_WATCH if queued else SLOT_POLL, max(deadline - time.monotonic(), 0.0))
             if lease is None:
                 time.sleep(pause)
@@ -213,7 +214,7 @@ class NodeRoll:
     def _stalled(lease: Mapping[str, Any], limits: Mapping[str, Any]) -> bool:
         """No node's turn came for turn_timeout seconds (LEASE_PROGRESS): a waiting node goes ahead."""
         notes = (lease.get("metadata") or {}).get("annotations") or {}
-        since = _rolllock.parse_time(notes.get(_node_roll.LEASE_PROGRESS) or None)
+        since = roll_lock.parse_time(notes.get(node_roll.LEASE_PROGRESS) or None)
         return since is not None and time.time() - since > float(limits.get("turn_timeout") or 0)
 
     def _queued(self, lease: Optional[RollLease], limits: Mapping[str, Any]) -> Optional[dict[str, Any]]:
@@ -221,38 +222,38 @@ class NodeRoll:
         if lease is None:
             return None
         current = lease.read()
-        if self.name in _node_roll.lease_list(current, _node_roll.LEASE_SLOTS):
+        if self.name in node_roll.lease_list(current, node_roll.LEASE_SLOTS):
             return None
-        return _node_roll.turn_decision(_node_roll.lease_list(current, _node_roll.LEASE_QUEUE),
-                                        _node_roll.lease_list(current, _node_roll.LEASE_PASSED), self.name,
-                                        self._stalled(current, limits))
+        return node_roll.turn_decision(node_roll.lease_list(current, node_roll.LEASE_QUEUE),
+                                       node_roll.lease_list(current, node_roll.LEASE_PASSED), self.name,
+                                       self._stalled(current, limits))
 
     def _claim(self, lease: Optional[RollLease], nodes: list[dict[str, Any]], limits: Mapping[str, Any],
                check: bool) -> dict[str, Any]:
         """One decision over ``nodes`` and the Lease as read now, and the slot written when it is taken; a write
         refused with 409 (another slot moved meanwhile) reads the Lease again and decides again."""
         def decide(current: Mapping[str, Any], slots: list[str]) -> dict[str, Any]:
-            targeted = _node_roll.lease_list(current, _node_roll.LEASE_NODES) or [self.name]
-            return _node_roll.slot_decision(
+            targeted = node_roll.lease_list(current, node_roll.LEASE_NODES) or [self.name]
+            return node_roll.slot_decision(
                 nodes, targeted, slots, self.name, self.roll, limits,
-                lambda n: _mig_roll.advertised_resources((n.get("status") or {}).get("allocatable")),
-                queue=_node_roll.lease_list(current, _node_roll.LEASE_QUEUE),
-                passed=_node_roll.lease_list(current, _node_roll.LEASE_PASSED), stalled=self._stalled(current, limits),
-                since=_rolllock.parse_time((current.get("spec") or {}).get("acquireTime")))
+                lambda n: mig_roll.advertised_resources((n.get("status") or {}).get("allocatable")),
+                queue=node_roll.lease_list(current, node_roll.LEASE_QUEUE),
+                passed=node_roll.lease_list(current, node_roll.LEASE_PASSED), stalled=self._stalled(current, limits),
+                since=roll_lock.parse_time((current.get("spec") or {}).get("acquireTime")))
 
         if lease is None:
             return decide({}, [])
         for _attempt in range(CONFLICT_RETRIES):
             current = lease.read()
-            slots = _node_roll.lease_list(current, _node_roll.LEASE_SLOTS)
+            slots = node_roll.lease_list(current, node_roll.LEASE_SLOTS)
             decision = decide(current, slots)
             # The node's turn has come when it takes a slot or cannot start at all: the nodes after it go on.
             done = decision["take"] or decision["spent"] or not decision["wait"]
             if not done or check or self.name in slots:
                 return decision
             try:
-                lease.write(_node_roll.lease_turn(current, self.name, slots + [self.name] if decision["take"] else slots,
-                                                  _rolllock.format_time(time.time())))
+                lease.write(node_roll.lease_turn(current, self.name, slots + [self.name] if decision["take"] else slots,
+                                                 roll_lock.format_time(time.time())))
                 return decision
             except ApiException as e:
                 if getattr(e, "status", None) != 409:
@@ -266,8 +267,8 @@ class NodeRoll:
         """Our roll state, the cordon and ``labels`` in one PATCH with the node's resourceVersion (read again on
         409). Labels already at their value are not written."""
         for _attempt in range(CONFLICT_RETRIES):
-            body = _node_roll.cordon_patch(node, self.roll, target, reason,
-                                           _mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels))
+            body = node_roll.cordon_patch(node, self.roll, target, reason,
+                                          mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels))
             self.done["labels"] = body["metadata"].get("labels") or {}
             self.done["cordoned"] = not bool((node.get("spec") or {}).get("unschedulable"))
             if check:
@@ -280,18 +281,18 @@ class NodeRoll:
                 if getattr(e, "status", None) != 409:
                     raise
                 node = self.read()
-        raise _k8s.NodeStepError("%s changed %d times in a row while it was cordoned" % (self.name, CONFLICT_RETRIES),
-                                 self.done)
+        raise k8s_api.NodeStepError("%s changed %d times in a row while it was cordoned" % (self.name, CONFLICT_RETRIES),
+                                    self.done)
 
     def mark(self, phase: str, check: bool) -> None:
         if not check:
-            self.patch(_node_roll.phase_patch(phase))
+            self.patch(node_roll.phase_patch(phase))
         self.done["phase"] = phase
 
     def fail(self, leave: str, labels: Mapping[str, Optional[str]], check: bool) -> dict[str, Any]:
         node = self.read()
-        body = _node_roll.failed_patch(node, self.roll, leave, time.time())
-        change = _mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels)
+        body = node_roll.failed_patch(node, self.roll, leave, time.time())
+        change = mig_roll.label_patch((node.get("metadata") or {}).get("labels") or {}, labels)
         if change:
             body["metadata"]["labels"] = change
         self.done["labels"] = change
@@ -304,7 +305,7 @@ class NodeRoll:
     def wait_for_jobs(self, wait: Mapping[str, Any], check: bool) -> dict[str, Any]:
         """The GPU Operator upgrade policy's waitForCompletion (k8s-operator-libs pkg/upgrade/pod_manager.go
         ScheduleCheckOnPodCompletion): the node is cordoned, so no new pod lands; wait until no pod on it matching
-        ``wait['selector']`` is Running or Pending (``_mig_roll.running_pods``), up to ``wait['timeout']`` seconds (0:
+        ``wait['selector']`` is Running or Pending (``mig_roll.running_pods``), up to ``wait['timeout']`` seconds (0:
         no limit). When it runs out, the drain evicts them (upstream's choice), or with ``on_timeout`` 'fail' the
         node fails. Returns ``left`` (the pods still running when the wait ended) and ``seconds``."""
         start = time.monotonic()
@@ -313,12 +314,12 @@ class NodeRoll:
             pods = _json(self.core.list_pod_for_all_namespaces(
                 label_selector=wait["selector"], field_selector="spec.nodeName=%s" % self.name, _preload_content=False,
                 _request_timeout=self.timeout))["items"]
-            left = _mig_roll.running_pods(pods)
+            left = mig_roll.running_pods(pods)
             if not left or check or (timeout and time.monotonic() - start >= timeout):
                 break
             time.sleep(max(float(wait.get("delay") or 10), 0.5))
         if left and not check and wait.get("on_timeout") == "fail":
-            raise _k8s.NodeStepError(
+            raise k8s_api.NodeStepError(
                 "%s: %d pod(s) matching %s were still running after %d s: %s; the node is left cordoned"
                 % (self.name, len(left), wait["selector"], int(timeout), ", ".join(left)), dict(self.done, jobs_left=left))
         return dict(left=left, seconds=round(time.monotonic() - start, 2))
@@ -330,18 +331,18 @@ class NodeRoll:
         return list(_json(pods)["items"])
 
     def drain(self, options: Mapping[str, Any], check: bool) -> dict[str, Any]:
-        """Evict the pods kubectl drain would (``_node_roll.drain_selection``), all at once, each refused eviction
+        """Evict the pods kubectl drain would (``node_roll.drain_selection``), all at once, each refused eviction
         (429: a PodDisruptionBudget) tried again every EVICT_RETRY s, then wait until they are gone; everything
         within ``options['timeout']`` seconds. Returns ``evicted``, ``skipped``, ``retries`` and ``seconds``."""
         start = time.monotonic()
         deadline = start + float(options["timeout"])
         pods = self.pods()
-        sel = _node_roll.drain_selection(pods, options["ignore_daemonsets"], options["delete_emptydir_data"],
-                                         options["force"], options["gpu_only"],
-                                         _node_roll.selector_pairs(options.get("selectors")))
+        sel = node_roll.drain_selection(pods, options["ignore_daemonsets"], options["delete_emptydir_data"],
+                                        options["force"], options["gpu_only"],
+                                        node_roll.selector_pairs(options.get("selectors")))
         if sel["errors"]:
-            raise _k8s.NodeStepError("%s: cannot drain: %s; the node is left cordoned"
-                                     % (self.name, "; ".join(sel["errors"])), self.done)
+            raise k8s_api.NodeStepError("%s: cannot drain: %s; the node is left cordoned"
+                                        % (self.name, "; ".join(sel["errors"])), self.done)
         by_where = {"%s/%s" % (p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in pods}
         targets = [by_where[w] for w in sel["evict"]]
         report: dict[str, Any] = {"evicted": sel["evict"], "skipped": sel["skip"], "retries": 0, "seconds": 0.0}
@@ -370,7 +371,7 @@ class NodeRoll:
                         return
                     if status != 429:
                         raise
-                    refusals[where] = _k8s.api_message(e)
+                    refusals[where] = k8s_api.api_message(e)
                     report["retries"] += 1
                     if time.monotonic() + EVICT_RETRY > deadline:
                         return
@@ -383,7 +384,7 @@ class NodeRoll:
         left = self.wait_gone(uids, deadline)
         if left:
             why = "; ".join("%s: eviction refused (%s)" % (w, refusals[w]) for w in left if w in refusals)
-            raise _k8s.NodeStepError(
+            raise k8s_api.NodeStepError(
                 "%s: drain did not finish within %d s: pods still on the node: %s%s; the node is left cordoned"
                 % (self.name, int(options["timeout"]), ", ".join(left), (". " + why) if why else ""),
                 dict(self.done, pods_left=left))
@@ -441,7 +442,7 @@ class NodeRoll:
         not an error. Returns ``deleted`` (namespace/name) and ``seconds``."""
         start = time.monotonic()
         namespace = stop["namespace"]
-        pods = _mig_roll.pods_matching(self._list_pods(namespace).get("items") or [], stop["selectors"])
+        pods = mig_roll.pods_matching(self._list_pods(namespace).get("items") or [], stop["selectors"])
         # A pod already being deleted (its DaemonSet's paused label) is waited for, not deleted again.
         uids = {p["metadata"]["uid"]: "%s/%s" % (namespace, p["metadata"]["name"]) for p in pods}
         report: dict[str, Any] = {"deleted": sorted(uids.values()), "seconds": 0.0}
@@ -458,9 +459,9 @@ class NodeRoll:
                     raise
         left = self.wait_gone(uids, start + float(stop["timeout"]), namespace)
         if left:
-            raise _k8s.NodeStepError("%s: the GPU client pods %s were still on the node after %d s; the node is left "
-                                     "cordoned" % (self.name, ", ".join(left), int(stop["timeout"])),
-                                     dict(self.done, pods_left=left))
+            raise k8s_api.NodeStepError("%s: the GPU client pods %s were still on the node after %d s; the node is left "
+                                        "cordoned" % (self.name, ", ".join(left), int(stop["timeout"])),
+                                        dict(self.done, pods_left=left))
         report["seconds"] = round(time.monotonic() - start, 2)
         return report
 
@@ -476,13 +477,13 @@ def run(api: Any, p: Mapping[str, Any], check: bool) -> tuple[dict[str, Any], di
             return _run(roll, lease, p, check)
         except ApiException as e:
             if getattr(e, "status", None) == 404 and not roll.done["phase"]:
-                raise _k8s.NodeStepError("no Kubernetes node named %s; nothing was changed" % p["name"], roll.done)
-            raise _k8s.NodeStepError(_k8s.describe_failure(p["name"], e), roll.done)
-        except (_k8s.NodeStepError, RollLost, _node_roll.RollStateError):
+                raise k8s_api.NodeStepError("no Kubernetes node named %s; nothing was changed" % p["name"], roll.done)
+            raise k8s_api.NodeStepError(k8s_api.describe_failure(p["name"], e), roll.done)
+        except (k8s_api.NodeStepError, RollLost, node_roll.RollStateError):
             raise
         except Exception as e:  # pylint: disable=broad-except  # API, urllib3: reported with what was done before
-            raise _k8s.NodeStepError(_k8s.describe_failure(p["name"], e), roll.done)
-    except _k8s.NodeStepError:
+            raise k8s_api.NodeStepError(k8s_api.describe_failure(p["name"], e), roll.done)
+    except k8s_api.NodeStepError:
         # A slot taken for a node that carries no phase of the roll yet would be held by nobody: give it back.
         if lease is not None and roll.done["slot"] and not roll.done["phase"] and not check:
             lease.release_slot(p["name"])
@@ -492,7 +493,7 @@ def run(api: Any, p: Mapping[str, Any], check: bool) -> tuple[dict[str, Any], di
 
 def _run(roll: NodeRoll, lease: Optional[RollLease], p: Mapping[str, Any], check: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     node = roll.read()
-    before = _node_roll.state(node, p["roll"])
+    before = node_roll.state(node, p["roll"])
     # A node an earlier run took into the roll is in it from the start: a failure now is a failure of the roll's node,
     # not a node left as it was.
     if before["ours"] and before["phase"] not in ("", "released"):
@@ -524,15 +525,15 @@ def _run(roll: NodeRoll, lease: Optional[RollLease], p: Mapping[str, Any], check
 
 def outcome(result: dict[str, Any], p: Mapping[str, Any], diff: bool) -> dict[str, Any]:
     """The node_roll module's result from :func:`run`'s: ``changed``, the phase, the seconds waited for a slot, the
-    ``disruptions`` (the cordon, the evictions, the GPU clients deleted: _node_roll.roll_disruptions) and, with
+    ``disruptions`` (the cordon, the evictions, the GPU clients deleted: node_roll.roll_disruptions) and, with
     ``diff``, those first and then the node's phase and cordon before and after."""
     done = result.pop("done")
     changed = bool(done["slot"] and not result["slot_held"]) or done["cordoned"] or bool(done["labels"]) \
         or bool(done["evicted"]) or bool(done.get("stopped")) or done["phase"] is not None
     out = dict(changed=changed, **result, phase=done["phase"] or result["before"]["phase"],
-               waited_for_slot=done["waited_for_slot"], disruptions=_node_roll.roll_disruptions(p["name"], done))
+               waited_for_slot=done["waited_for_slot"], disruptions=node_roll.roll_disruptions(p["name"], done))
     if diff:
-        out["diff"] = _disruption.diff_first(out["disruptions"], dict(
+        out["diff"] = disruption.diff_first(out["disruptions"], dict(
             before={"phase": result["before"]["phase"], "unschedulable": result["before"]["unschedulable"]},
             after={"phase": out["phase"], "unschedulable": result["before"]["unschedulable"] or p["state"] != "failed"},
             before_header="node " + p["name"], after_header="node " + p["name"]))

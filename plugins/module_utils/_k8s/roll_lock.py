@@ -14,7 +14,7 @@ the API server answers the second with 409 Conflict (optimistic concurrency), as
 client-go times the lease from when it observed the record (its own clock); a one-shot run has no earlier
 observation, so it uses the record's renewTime: controllers whose clocks differ by a fraction of the TTL agree.
 
-Beyond client-go: the Lease names the holder's controller process (``_process``: host, boot, pid, start time). A run
+Beyond client-go: the Lease names the holder's controller process (``_k8s/controller.py``: host, boot, pid, start time). A run
 on the same host and boot that finds that process gone takes the lock over at once rather than after its time to
 live, and the holder it replaced - whose per-host locks and node states it must finish - is recorded in the Lease
 (``SUPERSEDED``) until a run releases the lock cleanly.
@@ -26,16 +26,16 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import node_roll
 
 API_VERSION = "coordination.k8s.io/v1"
-NODES_ANNOTATION = _node_roll.LEASE_NODES
+NODES_ANNOTATION = node_roll.LEASE_NODES
 # The roll's slots, its changing nodes in roll order, the ones whose turn has come (took a slot, or could not start)
-# and when the last one came: node_roll keeps the budget and the order with them (_node_roll.slot_decision).
-SLOTS_ANNOTATION = _node_roll.LEASE_SLOTS
-QUEUE_ANNOTATION = _node_roll.LEASE_QUEUE
-PASSED_ANNOTATION = _node_roll.LEASE_PASSED
-PROGRESS_ANNOTATION = _node_roll.LEASE_PROGRESS
+# and when the last one came: node_roll keeps the budget and the order with them (node_roll.slot_decision).
+SLOTS_ANNOTATION = node_roll.LEASE_SLOTS
+QUEUE_ANNOTATION = node_roll.LEASE_QUEUE
+PASSED_ANNOTATION = node_roll.LEASE_PASSED
+PROGRESS_ANNOTATION = node_roll.LEASE_PROGRESS
 PROCESS_ANNOTATION = "gpuops.provision/holder-process"
 SUPERSEDED = "gpuops.provision/superseded"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpuops.provision"}
@@ -172,7 +172,7 @@ def decide(lease: Optional[Mapping[str, Any]], state: str, name: str, namespace:
            check: bool = False, interrupted: bool = False, queue: Optional[Iterable[str]] = None) -> dict[str, Any]:
     """What to do with the Lease ``lease`` (None: absent) for ``state`` 'held' (take or renew) or 'absent' (release).
 
-    ``process``: this run's controller process (``_process.encode``), written into the Lease; ``holder_alive``:
+    ``process``: this run's controller process (``_k8s.controller.encode``), written into the Lease; ``holder_alive``:
     whether the current holder's process still runs, where that can be known (None: it cannot); ``check``: check
     mode (the words say "would"); ``interrupted``: a release because the holder's controller died (the holder is
     recorded as superseded, for the next run to finish its nodes); ``queue``: the nodes that change, in roll order

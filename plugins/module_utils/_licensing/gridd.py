@@ -108,7 +108,7 @@ def days_left(expiry: Union[str, datetime.datetime, None], now: datetime.datetim
 
 def gpu_licence(index: int, identity: Mapping[str, Any], virtualization: Optional[Mapping[str, Any]],
                 licence: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
-    """One GPU's licence entry from _nvml.Nvml.identity/virtualization/licence results."""
+    """One GPU's licence entry from _gpu.nvml.Nvml.identity/virtualization/licence results."""
     feats = licence.get("features") or []
     enabled = [f for f in feats if f.get("enabled")] or feats
     main = next((f for f in enabled if f.get("licensed")), enabled[0] if enabled else None)

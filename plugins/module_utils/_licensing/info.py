@@ -2,7 +2,7 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the nvidia_license_info module reports: gridd.conf and the token files on disk, each GPU's licence through
-the NVML adapter, and (optionally) whether the licence service answers. The decisions are _license's (pure)."""
+the NVML adapter, and (optionally) whether the licence service answers. The decisions are licensing_gridd's (pure)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,18 @@ import os
 import stat
 from typing import Any
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _license, _nls_probe, _sysfs
-from ansible_collections.gpuops.provision.plugins.module_utils._nvml import Nvml
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import sysfs
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import gridd as licensing_gridd, probe
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu.nvml import Nvml
 
 DEFAULT_TOKEN_DIR = "/etc/nvidia/ClientConfigToken"
 
 
 def read_gridd(gridd_conf: str, token_dir: str | None) -> dict[str, Any]:
     try:
-        # A regular file only, within a timeout: a FIFO there would block the module for ever (_sysfs.read_file).
-        settings = _license.parse_gridd_conf(_sysfs.read_file(gridd_conf))
+        # A regular file only, within a timeout: a FIFO there would block the module for ever (sysfs.read_file).
+        settings = licensing_gridd.parse_gridd_conf(sysfs.read_file(gridd_conf))
         exists = True
     except FileNotFoundError:
         settings, exists = {}, False
@@ -32,7 +34,7 @@ def read_gridd(gridd_conf: str, token_dir: str | None) -> dict[str, Any]:
                 continue
             st = os.stat(os.path.join(token_dir, name))
             tokens.append({"name": name, "mode": "%04o" % stat.S_IMODE(st.st_mode), "size": st.st_size})
-    return _license.gridd_summary(settings, exists, gridd_conf, token_dir, tokens)
+    return licensing_gridd.gridd_summary(settings, exists, gridd_conf, token_dir, tokens)
 
 
 def read_gpus(nvml: Nvml, now: datetime.datetime) -> list[dict[str, Any]]:
@@ -40,7 +42,7 @@ def read_gpus(nvml: Nvml, now: datetime.datetime) -> list[dict[str, Any]]:
     for index in range(nvml.count()):
         try:
             device = nvml.device(index)
-            gpus.append(_license.gpu_licence(index, device.info, nvml.virtualization(device), nvml.licence(device), now))
+            gpus.append(licensing_gridd.gpu_licence(index, device.info, nvml.virtualization(device), nvml.licence(device), now))
         except nvml.nv.NVMLError as e:
             gpus.append({"index": index, "error": nvml.describe(e)})
     return gpus
@@ -52,22 +54,22 @@ def collect(p: dict[str, Any], nvml: Nvml) -> tuple[dict[str, Any], str | None]:
                               "licensed": None, "vgpu_guest": False, "gpus": []}
     try:
         result["gridd"] = read_gridd(p["gridd_conf"], p["token_dir"])
-    except _sysfs.SysfsError as e:
+    except sysfs.SysfsError as e:
         return result, "cannot read the gridd configuration: %s" % e
     except OSError as e:
         return result, "cannot read the gridd configuration %s: %s" % (getattr(e, "filename", None) or p["gridd_conf"],
                                                                        e.strerror or e)
-    problems = _bounds.out_of_range(p, {"connect_timeout": (1, 300, "seconds per connection")})
+    problems = bounds.out_of_range(p, {"connect_timeout": (1, 300, "seconds per connection")})
     if problems:
         return result, "; ".join(problems)
     if p["service_check"]:
         gridd = result["gridd"]
         try:
-            proxy = _license.gridd_proxy(gridd["settings"])
-        except _license.LicenseError as e:
+            proxy = licensing_gridd.gridd_proxy(gridd["settings"])
+        except licensing_gridd.LicenseError as e:
             return result, str(e)
-        result["service"] = _nls_probe.check_service(gridd["token_dir"], [t["name"] for t in gridd["tokens"]],
-                                                     p["connect_timeout"], p["validate_certs"], p["ca_path"], proxy)
+        result["service"] = probe.check_service(gridd["token_dir"], [t["name"] for t in gridd["tokens"]],
+                                                p["connect_timeout"], p["validate_certs"], p["ca_path"], proxy)
     if not nvml.open():
         result["nvml"]["reason"] = nvml.reason
         return result, None
@@ -80,7 +82,7 @@ def collect(p: dict[str, Any], nvml: Nvml) -> tuple[dict[str, Any], str | None]:
     finally:
         nvml.close()
     good = [g for g in result["gpus"] if "error" not in g]
-    result["licensed"] = _license.overall(good)
+    result["licensed"] = licensing_gridd.overall(good)
     if len(good) != len(result["gpus"]) and result["licensed"]:
         result["licensed"] = False  # a GPU NVML cannot answer for is not known to be licensed
     result["vgpu_guest"] = any(g.get("virtualization_mode") == "vgpu" for g in good)

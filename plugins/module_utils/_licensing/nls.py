@@ -341,7 +341,7 @@ PRODUCT_NAMES = {
     "grid virtual applications": VAPPS,
 }
 
-# Other spellings callers hold: the names plugins/module_utils/_nvml.py and _license.py already report.
+# Other spellings callers hold: the names plugins/module_utils/_gpu/nvml.py and _licensing/gridd.py already report.
 _ALIASES = {
     "nvidia_rtx": VWS, "rtx": VWS, "vworkstation": VWS, "quadro_vdws": VWS, "vdws": VWS,
     "vcs": COMPUTE, "nvaie": COMPUTE, "ai_enterprise": COMPUTE, "nvidia_ai_enterprise": COMPUTE,
@@ -367,7 +367,7 @@ def feature_name(value: object, source: str = "nvml") -> Optional[str]:
 
 # vGPU type names: "GRID A100-4C", "NVIDIA L40S-48Q", "A100D-80C", MIG-backed "<board>-<slices>-<fb>C" such as
 # "GRID A100D-1-10CME" (ME: media extensions) and Blackwell "DC-2-32C" [aie]; vSphere's "grid_a100-4c" and
-# "nvidia_l40s-48q" (plugins/module_utils/_vgpu.py). The series letter follows the frame buffer size. KVM mdev type ids
+# "nvidia_l40s-48q" (plugins/module_utils/_vsphere/vgpu.py). The series letter follows the frame buffer size. KVM mdev type ids
 # ("nvidia-699") carry no series: their sysfs "name" holds the type name (stackhpc/ansible-collection-linux
 # roles/vgpu/README.md: "#nvidia-699 GRID A100D-1-10C"; lab/pvesim/fixtures/lab.json nvidia-1149 "NVIDIA L40S-4Q").
 _PROFILE = re.compile(r"^(?:(?:grid|nvidia)[ _])?(?P<board>[a-z0-9][a-z0-9 _-]*?)-(?:(?P<slices>\d+)-)?(?P<fb>\d+)"

@@ -2,7 +2,7 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Whether a licensed client reaches its NVIDIA License System service instance (I/O): the client configuration
-token read from the node (module_utils/_nls.py parses it; its contents never leave this function), then for every
+token read from the node (module_utils/_licensing/nls.py parses it; its contents never leave this function), then for every
 endpoint it names a TCP connection and a TLS handshake, each within a timeout. Nothing is sent over the connection.
 """
 
@@ -15,7 +15,8 @@ import ssl
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _nls, _sysfs
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import sysfs
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import nls
 
 
 def read_token(token_dir: str, names: Sequence[str]) -> tuple[Optional[dict[str, Any]], str]:
@@ -25,12 +26,12 @@ def read_token(token_dir: str, names: Sequence[str]) -> tuple[Optional[dict[str,
         return None, "no client configuration token (*.tok) in %s" % token_dir
     paths = sorted((os.path.join(token_dir, n) for n in names), key=os.path.getmtime)
     try:
-        return _nls.parse_token(_sysfs.read_file(paths[-1])), os.path.basename(paths[-1])
-    except _sysfs.SysfsError as e:
+        return nls.parse_token(sysfs.read_file(paths[-1])), os.path.basename(paths[-1])
+    except sysfs.SysfsError as e:
         return None, str(e)
     except OSError as e:
         return None, "cannot read %s: %s" % (os.path.basename(paths[-1]), e.strerror or e)
-    except _nls.TokenError as e:
+    except nls.TokenError as e:
         return None, "%s: %s" % (os.path.basename(paths[-1]), e)
 
 
@@ -116,6 +117,6 @@ def check_service(token_dir: str, names: Sequence[str], timeout: float, validate
     summary = {"file": why, "service_instance": parsed.get("service_instance"), "issued_at": parsed.get("issued_at"),
                "expires_at": parsed.get("expires_at")}
     endpoints = []
-    for target in _nls.targets(parsed):
+    for target in nls.targets(parsed):
         endpoints.append(dict(target, **probe(target["host"], target["port"], timeout, validate_certs, ca_path, proxy)))
     return {"token": summary, "error": None, "endpoints": endpoints}

@@ -4,7 +4,7 @@
 """One host's MIG change from a mig-parted configuration: the workflow behind the mig_geometry module and the
 boot-time re-apply of the mig_reconfigure role (roles/mig_reconfigure/files/gpuops_mig_apply.py).
 
-Take the per-host MIG lock (_hostlock) for the whole run, plan every GPU against its own profile table before
+Take the per-host MIG lock (host_lock) for the whole run, plan every GPU against its own profile table before
 touching any (NVML's, or NVIDIA's documented one while an old driver lists none), refuse what cannot work, then apply
 GPU by GPU (mode first, a new NVML session, instances), verify, and put the GPUs this run already changed back when a
 later one fails. Every NVML failure is reported with the GPU (index, model, UUID, PCI address) and the step. Needs
@@ -18,8 +18,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _hostlock, _mig, _mig_models
-from ansible_collections.gpuops.provision.plugins.module_utils._nvml import (
+from ansible_collections.gpuops.provision.plugins.module_utils._common import disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry, host_lock, models
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu.nvml import (
     RESET_ARCHES, ApplyError, Device, Nvml, NvmlError, StepError, _text, gpu_label, host_gpu_clients)
 
 DEFAULT_HOLDER = "gpuops.provision.mig_geometry"
@@ -125,25 +126,25 @@ class Runner:
     def entries(self) -> list[dict[str, Any]]:
         p = self.params
         if p["config"] is not None:
-            return _mig.parse_config(p["config"], p["selected"])
-        return _mig.parse_entries(p["devices"], "devices")
+            return geometry.parse_config(p["config"], p["selected"])
+        return geometry.parse_entries(p["devices"], "devices")
 
     def plan(self, entries: list[dict[str, Any]]) -> list[str]:
         errors = []
         with self.at(None, "counting the GPUs"):
             count = self.nvml.count()
-        _mig.check_entries(entries, count)
+        geometry.check_entries(entries, count)
         with self.at(None, "reading the driver version"):
             self.driver = _text(self.nvml.call("nvmlSystemGetDriverVersion"))
         for index in range(count):
             with self.at(index, "reading its identity (PCI info, memory, UUID, name, MIG mode)"):
                 device = self.nvml.device(index)
             gpu = device.info
-            entry = _mig.select_entry(entries, index, int(gpu["pci_device_id"], 16), int(gpu["pci_subsystem_id"], 16))
+            entry = geometry.select_entry(entries, index, int(gpu["pci_device_id"], 16), int(gpu["pci_subsystem_id"], 16))
             gpu.update({"instances": [], "processes": []})
             if gpu["mig_capable"] and (entry is not None or gpu["mig_mode"]["current"] == "enabled"):
                 with self.at(gpu, "reading its GPU instance profiles"):
-                    device.table = _mig_models.with_documented_counts(gpu["pci_device_id"], self.nvml.profiles(device))
+                    device.table = models.with_documented_counts(gpu["pci_device_id"], self.nvml.profiles(device))
                 if gpu["mig_mode"]["current"] == "enabled":
                     # Also for a GPU no entry selects: still advertised by the device plugin, so reported as it is.
                     with self.at(gpu, "reading its GPU and compute instances"):
@@ -155,7 +156,7 @@ class Runner:
                    "selected": entry is not None, "changed": False,
                    "reset_required": False, "actions": [], "profile_table": "nvml", "mig_capable": gpu["mig_capable"]}
             mode = gpu["mig_mode"] or {"current": "disabled", "pending": "disabled"}
-            res["before"] = res["after"] = _mig.summarize(mode, gpu["instances"])
+            res["before"] = res["after"] = geometry.summarize(mode, gpu["instances"])
             target = Target(device, res, entry)
             self.targets.append(target)
             self.results.append(res)
@@ -165,13 +166,13 @@ class Runner:
             if error:
                 errors.append(error)
         gpus = [t.gpu for t in self.targets]
-        self.notes.extend(_mig.selection_notes(entries, [
+        self.notes.extend(geometry.selection_notes(entries, [
             dict(index=g["index"], model=g["model"], pci_device_id=int(g["pci_device_id"], 16),
                  pci_subsystem_id=int(g["pci_subsystem_id"], 16), mig_capable=g["mig_capable"]) for g in gpus]))
         # mig-parted treats a filter that matches nothing as nothing to do; a typo there would pass unseen.
         for number, item in enumerate(entries):
             if item["device_filter"] and not any(
-                    _mig.entry_matches(item, g["index"], int(g["pci_device_id"], 16), int(g["pci_subsystem_id"], 16))
+                    geometry.entry_matches(item, g["index"], int(g["pci_device_id"], 16), int(g["pci_subsystem_id"], 16))
                     for g in gpus):
                 self.notes.append("entry %d: device-filter %s matches no GPU on this host (GPUs: %s)" % (
                     number, ", ".join(":".join("0x%08X" % part for part in f) for f in item["device_filter"]),
@@ -194,39 +195,39 @@ class Runner:
                     "hypervisor and give the VM a MIG-backed vGPU profile" % _label(gpu))
         pci_id = int(gpu["pci_device_id"], 16)
         if entry["mig_enabled"]:
-            below = _mig_models.below_minimum(pci_id, self.driver)
+            below = models.below_minimum(pci_id, self.driver)
             if below:
                 return "%s: %s" % (_label(gpu), below)
         table = target.table
         if entry["mig_enabled"] and entry["mig_devices"] and not table.profiles:
             # R535 and older answer NOT_SUPPORTED to profile queries while MIG is disabled (mig-parted 219e780d).
-            documented = _mig_models.documented_table(pci_id, self.driver)
+            documented = models.documented_table(pci_id, self.driver)
             if documented is None:
                 return ("%s: NVML (driver %s) lists no GPU instance profiles while MIG mode is %s, and the collection "
                         "has no documented table for PCI device %s; enable MIG first (mig-devices: {}) and run again"
                         % (_label(gpu), self.driver, mode["current"], gpu["pci_device_id"]))
             target.table = table = documented
             target.table_source = res["profile_table"] = "documented"
-        unknown = _mig.unknown_profiles(table, entry["mig_devices"])
+        unknown = geometry.unknown_profiles(table, entry["mig_devices"])
         if unknown:
             return "%s: profile(s) %s not offered (this GPU offers %s); %s" % (
                 _label(gpu), ", ".join(unknown), ", ".join(table.names()) or "none",
-                _mig_models.missing_profiles_hint(pci_id, self.driver, unknown))
+                models.missing_profiles_hint(pci_id, self.driver, unknown))
         try:
-            plan = _mig.plan_gpu(table, mode, gpu["instances"], entry, mode_change_resets=self.predict_reset(target, virt))
-        except _mig.MigError as e:
-            return "%s: cannot apply {%s}: %s" % (_label(gpu), _mig.describe_request(entry["mig_devices"]), e)
+            plan = geometry.plan_gpu(table, mode, gpu["instances"], entry, mode_change_resets=self.predict_reset(target, virt))
+        except geometry.MigError as e:
+            return "%s: cannot apply {%s}: %s" % (_label(gpu), geometry.describe_request(entry["mig_devices"]), e)
         target.plan = plan
         res["changed"] = plan["changed"]
         res["reset_required"] = plan["reset_required"]
         res["actions"] = plan["actions"]
-        res["after"] = _mig.predicted_after(mode, gpu["instances"], plan, table)
+        res["after"] = geometry.predicted_after(mode, gpu["instances"], plan, table)
         return None
 
     def predict_reset(self, target: Target, virt: Optional[str] = None) -> bool:
         """Whether a mode change will wait for a reset: on Ampere when the driver cannot reset the GPU itself, in a
         pass-through VM (nvml.h: RESET_REQUIRED), while processes hold it or while host GPU clients do
-        (nvidia-persistenced, DCGM's nv-hostengine, the nvidia_drm module: IN_USE, _nvml.host_gpu_clients). Hopper
+        (nvidia-persistenced, DCGM's nv-hostengine, the nvidia_drm module: IN_USE, _gpu.nvml.host_gpu_clients). Hopper
         switches at once."""
         if self.nvml.architecture(target.device) not in RESET_ARCHES:
             return False
@@ -239,20 +240,20 @@ class Runner:
         (target,) = [t for t in self.targets if t.device is device]
         self.nvml.reopen()
         self.nvml.rebind(t.device for t in self.targets)
-        live = _mig_models.with_documented_counts(target.gpu["pci_device_id"], self.nvml.profiles(target.device))
+        live = models.with_documented_counts(target.gpu["pci_device_id"], self.nvml.profiles(target.device))
         target.device.table = live
         entry, plan = target.entry, target.plan
         if target.table_source == "documented":
-            used = _mig.gi_profile_names(entry["mig_devices"])
-            diff = _mig_models.disagreements(target.table, live, used)
+            used = geometry.gi_profile_names(entry["mig_devices"])
+            diff = models.disagreements(target.table, live, used)
             if diff:
                 raise NvmlError("the driver's profile table differs from the documented one the plan was checked "
                                 "against (%s); nothing was created" % "; ".join(diff))
         target.table = live
         fresh = self.nvml.refresh(target.device).info
         try:
-            again = _mig.plan_gpu(live, fresh["mig_mode"], fresh["instances"], entry)
-        except _mig.MigError as e:
+            again = geometry.plan_gpu(live, fresh["mig_mode"], fresh["instances"], entry)
+        except geometry.MigError as e:
             raise NvmlError("the plan no longer fits the GPU after the MIG mode change: %s" % e)
         plan["target_counts"] = again["target_counts"]
         return [a for a in again["actions"] if a["action"] in ("create_gi", "create_ci")]
@@ -280,7 +281,7 @@ class Runner:
             except ApplyError as e:
                 try:
                     fresh = self.nvml.refresh(target.device).info
-                    res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
+                    res["after"] = geometry.summarize(fresh["mig_mode"], fresh["instances"])
                 except self.nvml.nv.NVMLError:
                     pass
                 res["changed"] = not e.restored
@@ -298,12 +299,12 @@ class Runner:
                     fresh = self.nvml.refresh(target.device).info
             except GpuError as e:
                 self.fail("%s%s" % (e, self.undo(done)))
-            res["after"] = _mig.summarize(fresh["mig_mode"], fresh["instances"])
+            res["after"] = geometry.summarize(fresh["mig_mode"], fresh["instances"])
             if not outcome["reset_required"] and target.entry["mig_enabled"] and \
-                    not _mig.geometry_matches(fresh["instances"], plan["target_counts"]):
+                    not geometry.geometry_matches(fresh["instances"], plan["target_counts"]):
                 self.fail("%s: verification failed: the GPU shows %s instead of %s%s"
-                          % (gpu_label(gpu), _mig.describe_request(_mig.current_counts(fresh["instances"])),
-                             _mig.describe_request(plan["target_counts"]), self.undo(done)))
+                          % (gpu_label(gpu), geometry.describe_request(geometry.current_counts(fresh["instances"])),
+                             geometry.describe_request(plan["target_counts"]), self.undo(done)))
             done.append(target)
 
     def undo(self, done: list[Target]) -> str:
@@ -316,22 +317,22 @@ class Runner:
         for target in reversed(done):
             gpu, res = target.gpu, target.result
             before = {"devices": "all", "mig_enabled": gpu["mig_mode"]["current"] == "enabled",
-                      "mig_devices": _mig.current_counts(gpu["instances"])}
+                      "mig_devices": geometry.current_counts(gpu["instances"])}
             try:
                 with self.at(gpu, "reading its geometry to restore it"):
                     fresh = self.nvml.refresh(target.device)
-                back = _mig.plan_gpu(target.table, fresh.info["mig_mode"], fresh.info["instances"], before,
-                                     mode_change_resets=self.predict_reset(target))
+                back = geometry.plan_gpu(target.table, fresh.info["mig_mode"], fresh.info["instances"], before,
+                                         mode_change_resets=self.predict_reset(target))
                 if back["changed"]:
                     self.nvml.apply(fresh, back)
                 with self.at(gpu, "reading its restored geometry"):
                     now = self.nvml.refresh(target.device).info
-                res["after"] = _mig.summarize(now["mig_mode"], now["instances"])
+                res["after"] = geometry.summarize(now["mig_mode"], now["instances"])
                 res["changed"] = back["reset_required"]
                 notes.append("GPU %d restored" % gpu["index"])
             except GpuError as e:
                 notes.append("GPU %d changed by this run could not be restored: %s" % (gpu["index"], e))
-            except (_mig.MigError, NvmlError) as e:
+            except (geometry.MigError, NvmlError) as e:
                 notes.append("%s changed by this run could not be restored: %s" % (gpu_label(gpu), e))
         return " (%s)" % "; ".join(notes) if notes else ""
 
@@ -346,26 +347,26 @@ def run(params: dict[str, Any], check_mode: bool = False, nvml: Optional[Nvml] =
     """Take the per-host lock, plan and (unless ``check_mode``) apply; returns (result, warnings) or raises RunError.
 
     ``params``: ``config`` and ``selected``, or ``devices``; ``force``; ``lock_path`` (default
-    _hostlock.default_path()), ``lock_holder``, ``lock_timeout`` and ``lock_supersede`` (an interrupted roll's holder,
+    host_lock.default_path()), ``lock_holder``, ``lock_timeout`` and ``lock_supersede`` (an interrupted roll's holder,
     whose leases are not waited for).
     """
     nvml = nvml or Nvml()
     runner = Runner(params, nvml)
     try:
         entries = runner.entries()
-    except _mig.MigError as e:
+    except geometry.MigError as e:
         raise RunError("invalid MIG configuration: %s" % e)
     # Check mode takes the lock too, shared: a plan read while another run rebuilds the GPUs would describe a
     # half-built layout, but plans do not disturb each other. A user who cannot create the lock file still plans,
     # with a warning.
-    lock = _hostlock.HostLock(params.get("lock_path") or _hostlock.default_path(),
+    lock = host_lock.HostLock(params.get("lock_path") or host_lock.default_path(),
                               params.get("lock_holder") or DEFAULT_HOLDER, timeout=params.get("lock_timeout") or 0,
                               shared=check_mode, supersede=params.get("lock_supersede") or "")
     try:
         lock.acquire()
-    except _hostlock.LockHeld as e:
+    except host_lock.LockHeld as e:
         raise RunError("%s; nothing was changed" % e, {"changed": False, "lock": dict(lock.info(), held_by=e.held_by)})
-    except _hostlock.LockError as e:
+    except host_lock.LockError as e:
         raise RunError("cannot take the per-host MIG lock: %s; nothing was changed" % e,
                        {"changed": False, "lock": lock.info()})
     try:
@@ -387,7 +388,7 @@ def _run_locked(runner: Runner, entries: list[dict[str, Any]], params: dict[str,
     try:
         try:
             errors = runner.plan(entries)
-        except _mig.MigError as e:
+        except geometry.MigError as e:
             errors = [str(e)]
         if errors:
             runner.fail("nothing was changed: " + "; ".join(errors), applied=False)
@@ -418,15 +419,15 @@ def _run_locked(runner: Runner, entries: list[dict[str, Any]], params: dict[str,
            "reset_required": any(r["reset_required"] for r in results),
            "reset_bus_ids": [r["pci_bus_id"] for r in results if r["reset_required"]],
            "host_clients": runner.host_clients, "nvml_calls": nvml.calls,
-           "disruptions": [d for t, pids in held for d in _mig.gpu_disruptions(t.result, pids)]}
+           "disruptions": [d for t, pids in held for d in geometry.gpu_disruptions(t.result, pids)]}
     return out, runner.notes + warnings
 
 
 def diff(out: Mapping[str, Any]) -> Any:
-    """The module's diff: its disruptions first (_disruption.diff_first), then the geometry before and after of each
+    """The module's diff: its disruptions first (disruption.diff_first), then the geometry before and after of each
     GPU that changes."""
     changed = [r for r in out["gpus"] if r["changed"]]
-    return _disruption.diff_first(out.get("disruptions") or [], {
+    return disruption.diff_first(out.get("disruptions") or [], {
         "before": dict(("gpu%d" % r["index"], r["before"]) for r in changed),
         "after": dict(("gpu%d" % r["index"], r["after"]) for r in changed)})
 

@@ -17,7 +17,7 @@ next changing run takes it over and says whose it was. A live flock is never bro
 is named with its age and pid, and only stopping that process frees the lock. The default path is under /run, which
 the system empties at boot, so a reboot ends every lease.
 
-Stdlib only: the boot-time applier runs this without ansible-core. ``python _hostlock.py acquire|release|show`` is
+Stdlib only: the boot-time applier runs this without ansible-core. ``python _mig/host_lock.py acquire|release|show`` is
 how the role takes and drops its lease on the node (one JSON object on stdout).
 """
 
@@ -409,7 +409,7 @@ def status(path: str) -> Optional[dict[str, Any]]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """CLI for the role: acquire|release|show; prints one JSON object, exits 0, or 1 when refused or failed."""
-    parser = argparse.ArgumentParser(prog="_hostlock.py", description="the per-host MIG lock of gpuops.provision")
+    parser = argparse.ArgumentParser(prog="host_lock.py", description="the per-host MIG lock of gpuops.provision")
     parser.add_argument("action", choices=["acquire", "release", "show"])
     parser.add_argument("--path", default=default_path())
     parser.add_argument("--holder", default="")

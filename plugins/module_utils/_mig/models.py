@@ -15,7 +15,7 @@ A100 R450 450.80.02, A30 R460 460.73.01, H100 R525 525.85.12, H200 R550 550.90.0
 6000 Blackwell R575 575.51.03). A30 ``+me`` profiles need R470 (1g.6gb+me) and R525 (2g.12gb+me) per the same page.
 PCI device ids and each family's profile names as mig-parted's ``deployments/systemd/config-default.yaml`` spells
 them; every row of MODELS says where its data comes from, and which parts are inferred. lab/gpusim/gpusim/models.py
-keeps its own table of the same GPUs, written separately; tests/unit/plugins/module_utils/test_mig_models_table.py
+keeps its own table of the same GPUs, written separately; tests/unit/plugins/module_utils/_mig/test_models_table.py
 compares the two.
 """
 
@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from typing import Any, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _versions
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
 
 # Placements in memory slices, {starts}:size as ``nvidia-smi mig -lgipp`` prints them.
 _P8 = {
@@ -57,7 +58,7 @@ _A30 = tuple({"name": name, "id": pid, "slices": s, "max_count": n, "index": idx
 
 # RTX PRO 6000 Blackwell: 4 memory slices and, beside the plain and +me profiles, +gfx (graphics capable), -me (no
 # media engines) and +me.all (every media engine of the GPU: nvml.h NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME
-# "prevents allocation of all but _NO_ME profiles", see _mig.check_me_all). NVML indexes from nvml.h
+# "prevents allocation of all but _NO_ME profiles", see geometry.check_me_all). NVML indexes from nvml.h
 # (1_SLICE 0, 2_SLICE 1, 4_SLICE 3, 1_SLICE_REV1 7, 1/2/4_SLICE_GFX 10/11/12, 1/2_SLICE_NO_ME 13/14, 1/2_SLICE_ALL_ME
 # 15/16). Ids 14, 21, 47 and 65 from real `nvidia-smi mig -lgip` outputs (GoogleCloudPlatform/container-engine-
 # accelerators#564, bottlerocket-os/bottlerocket-kernel-kit#300, bigstack-oss/cubecos#312); 2g.48gb 5 and 4g.96gb 0 as
@@ -129,7 +130,7 @@ MODELS: dict[int, dict[str, Any]] = {
 }
 
 
-def with_documented_counts(pci_device_id: Union[int, str], table: _mig.ProfileTable) -> _mig.ProfileTable:
+def with_documented_counts(pci_device_id: Union[int, str], table: geometry.ProfileTable) -> geometry.ProfileTable:
     """``table`` (NVML's) with the documented instance counts for a model whose driver reports wrong ones (``counts``
     'documented' in MODELS: the A30, where GetGpuInstanceProfileInfo's instanceCount is wrong and mig-parted
     hard-codes the counts, NVIDIA/mig-parted pkg/mig/discovery/discovery.go getHardcodedA30Profiles); the counts decide
@@ -139,8 +140,8 @@ def with_documented_counts(pci_device_id: Union[int, str], table: _mig.ProfileTa
     if model is None or model.get("counts") != "documented":
         return table
     counts = dict((p["name"], p["max_count"]) for p in model["profiles"])
-    return _mig.ProfileTable([_mig.Profile(p.name, p.id, p.slices, p.placements, counts.get(p.name, p.max_count),
-                                           p.memory_mb, p.aliases, p.index) for p in table.profiles])
+    return geometry.ProfileTable([geometry.Profile(p.name, p.id, p.slices, p.placements, counts.get(p.name, p.max_count),
+                                                   p.memory_mb, p.aliases, p.index) for p in table.profiles])
 
 
 def documented(pci_device_id: Union[int, str]) -> Optional[dict[str, Any]]:
@@ -150,23 +151,23 @@ def documented(pci_device_id: Union[int, str]) -> Optional[dict[str, Any]]:
     return MODELS.get(pci_device_id)
 
 
-def _driver(version: Optional[str]) -> Optional[_versions.DriverVersion]:
+def _driver(version: Optional[str]) -> Optional[versions.DriverVersion]:
     try:
-        return _versions.parse_driver_version(version)
-    except _versions.VersionError:
+        return versions.parse_driver_version(version)
+    except versions.VersionError:
         return None
 
 
-def documented_table(pci_device_id: Union[int, str], driver_version: Optional[str] = None) -> Optional[_mig.ProfileTable]:
+def documented_table(pci_device_id: Union[int, str], driver_version: Optional[str] = None) -> Optional[geometry.ProfileTable]:
     """A ProfileTable built from the documented model (profiles the driver branch lacks left out), or None."""
     model = documented(pci_device_id)
     if model is None:
         return None
     drv = _driver(driver_version)
-    profiles = [_mig.Profile(p["name"], p["id"], p["slices"], p["placements"], p["max_count"], 0, (), p["index"])
+    profiles = [geometry.Profile(p["name"], p["id"], p["slices"], p["placements"], p["max_count"], 0, (), p["index"])
                 for p in model["profiles"]
                 if not (p["min_branch"] and drv is not None and drv.branch < p["min_branch"])]
-    return _mig.ProfileTable(profiles)
+    return geometry.ProfileTable(profiles)
 
 
 def below_minimum(pci_device_id: Union[int, str], driver_version: Optional[str]) -> Optional[str]:
@@ -175,7 +176,7 @@ def below_minimum(pci_device_id: Union[int, str], driver_version: Optional[str])
     drv = _driver(driver_version)
     if model is None or drv is None:
         return None
-    if drv < _versions.parse_driver_version(model["min_driver"]):
+    if drv < versions.parse_driver_version(model["min_driver"]):
         return "driver %s is older than %s, the minimum NVIDIA documents for MIG on %s (R%s)" % (
             driver_version, model["min_driver"], model["name"], model["min_driver"].split(".")[0])
     return None
@@ -197,7 +198,7 @@ def missing_profiles_hint(pci_device_id: Union[int, str], driver_version: Option
     return "; ".join(parts + needs)
 
 
-def disagreements(documented_table_: _mig.ProfileTable, live_table: _mig.ProfileTable, names: Iterable[str]) -> list[str]:
+def disagreements(documented_table_: geometry.ProfileTable, live_table: geometry.ProfileTable, names: Iterable[str]) -> list[str]:
     """Differences between the documented and the live table for the profiles a target uses (empty: they agree)."""
     out = []
     for name in sorted(names):

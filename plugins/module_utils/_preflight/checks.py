@@ -12,7 +12,7 @@ facts (all optional; a missing source makes the checks that need it fail, naming
   license  nvidia_license_info result           mig      mig_geometry check-mode result (or {failed, msg})
   driver   {installed_version, loaded_version}  cmdline  kernel command line text
   cdi      [{path, text}] of the CDI spec files found on the node (or {path, error} for one that could not be read)
-The GPU health checks (gpu_*) read gpu_info's health readings and kernel_log (module_utils/_health.py).
+The GPU health checks (gpu_*) read gpu_info's health readings and kernel_log (module_utils/_preflight/health.py).
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Callable, NamedTuple, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import (
-    _dra, _health, _iommu, _license, _mig_models, _nls, _versions)
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import iommu
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import gridd as licensing_gridd, nls
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import models
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import dra, health
 
 STATUSES = ("pass", "fail", "warn", "skip")
 NODE_ROLES = ("k8s_worker", "k8s_dra_worker", "vgpu_guest", "passthrough_host")
@@ -41,7 +44,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "license_required": "auto",  # auto: when NVML reports a vGPU guest; or True/False
     "license_min_days": 7,       # fail when the licence expires sooner
     "license_warn_days": 30,     # warn when it expires sooner (the licence, and the client configuration token)
-    "license_vws_covers_c": False,  # a vWS licence serves C-series vGPUs (vGPU 15 and earlier; _nls.accepted)
+    "license_vws_covers_c": False,  # a vWS licence serves C-series vGPUs (vGPU 15 and earlier; nls.accepted)
     "dra_compute_domains": False,   # the node runs ComputeDomains (IMEX daemons): a higher driver minimum
     "dra_driver_minimum": None,     # another minimum driver version (the GPU Operator's DRA docs say 580)
     "dra_manages_mig": False,       # the DRA driver's DynamicMIG gate is on: it creates and destroys MIG devices
@@ -51,7 +54,7 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "kernel_args": [],           # "key" (present) or "key=value" (exact value)
     "fail_on_warn": False,
 }
-DEFAULT_OPTIONS.update(_health.DEFAULT_OPTIONS)
+DEFAULT_OPTIONS.update(health.DEFAULT_OPTIONS)
 REMEDY_KERNEL_ARGS = ("add them to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub and run update-grub "
                       "(systemd-boot: /etc/kernel/cmdline and proxmox-boot-tool refresh), then reboot")
 
@@ -83,7 +86,7 @@ def _source_error(facts: Mapping[str, Any], name: str, what: str) -> Optional[st
 
 def _nvml_error(facts: Mapping[str, Any]) -> Optional[str]:
     """Why NVML's facts cannot be used (gpu_info missing, failed, or NVML unavailable); None when they can."""
-    return _health.nvml_gpus(facts)[1]
+    return health.nvml_gpus(facts)[1]
 
 
 # --- IOMMU / vfio (passthrough hosts) -----------------------------------------------------------------------------
@@ -153,9 +156,9 @@ def check_vfio_bound(facts: Mapping[str, Any], options: Mapping[str, Any]) -> di
     wanted = options["vfio_devices"]
     if wanted in (None, "all"):
         gpus, _missing = _wanted_gpus(io.get("gpus") or [], options["passthrough_gpus"])
-        slots = set(_iommu.slot_of(g["address"]) for g in gpus)
+        slots = set(iommu.slot_of(g["address"]) for g in gpus)
         # Every function of the card (GPU, HDMI audio, USB-C) goes to the VM together, so all need vfio-pci.
-        expected = sorted(a for a, d in by_addr.items() if _iommu.slot_of(a) in slots and d.get("vendor") == _iommu.NVIDIA_VENDOR)
+        expected = sorted(a for a, d in by_addr.items() if iommu.slot_of(a) in slots and d.get("vendor") == iommu.NVIDIA_VENDOR)
         missing = []
     else:
         expected = sorted(str(a).lower() for a in wanted)
@@ -190,14 +193,14 @@ OPERATOR_VALIDATION = "/run/nvidia/validations/driver-ready"
 def driver_root_facts(paths: Optional[Iterable[str]], driver_root: str = OPERATOR_DRIVER_ROOT) -> dict[str, Any]:
     """The driver in a driver container's root from the paths of its libnvidia-ml.so.* files: dict(installed_version,
     lib_dir, driver_root, source). ``installed_version`` is None when no file names a driver version."""
-    found: list[tuple[_versions.DriverVersion, str]] = []
+    found: list[tuple[versions.DriverVersion, str]] = []
     for path in paths or ():
         directory, _sep, name = str(path).rpartition("/")
         if not name.startswith("libnvidia-ml.so."):
             continue
         try:
-            found.append((_versions.parse_driver_version(name[len("libnvidia-ml.so."):]), directory))
-        except _versions.VersionError:
+            found.append((versions.parse_driver_version(name[len("libnvidia-ml.so."):]), directory))
+        except versions.VersionError:
             continue
     out: dict[str, Any] = dict(installed_version=None, lib_dir=None, driver_root=driver_root, source="gpu_operator")
     if found:
@@ -224,16 +227,16 @@ def check_driver_version(facts: Mapping[str, Any], options: Mapping[str, Any]) -
     if not installed:
         return result("driver_version", "fail", "no NVIDIA driver package installed (%s)" % evidence, install_remedy)
     try:
-        inst_drv = _versions.driver_version_of(installed)
-    except _versions.VersionError as e:
+        inst_drv = versions.driver_version_of(installed)
+    except versions.VersionError as e:
         return result("driver_version", "fail", "installed version not understood: %s (%s)" % (e, evidence), install_remedy)
     if not loaded:
         return result("driver_version", "fail", "driver %s is installed but the kernel module is not loaded (%s)" % (installed, evidence),
                       "load it (modprobe nvidia) or reboot; if it does not load see dmesg (Secure Boot signing, nouveau "
                       "still bound, missing DKMS build for the running kernel)")
     try:
-        loaded_drv = _versions.driver_version_of(loaded)
-    except _versions.VersionError as e:
+        loaded_drv = versions.driver_version_of(loaded)
+    except versions.VersionError as e:
         return result("driver_version", "fail", "loaded version not understood: %s (%s)" % (e, evidence), "reboot the node")
     if loaded_drv != inst_drv:
         return result("driver_version", "fail", "installed driver %s differs from the loaded kernel module %s: reboot pending (%s)"
@@ -241,7 +244,7 @@ def check_driver_version(facts: Mapping[str, Any], options: Mapping[str, Any]) -
     if nvml and not nvml.get("available"):
         return result("driver_version", "fail", "NVML is not usable: %s (%s)" % (nvml.get("reason"), evidence),
                       "reboot the node; check that the NVIDIA userspace libraries match the kernel module")
-    if nvml_version and _versions.driver_version_of(nvml_version) != loaded_drv:
+    if nvml_version and versions.driver_version_of(nvml_version) != loaded_drv:
         return result("driver_version", "fail", "NVML reports driver %s but the kernel module is %s (%s)" % (nvml_version, loaded_drv, evidence),
                       "reboot the node so userspace and kernel module agree")
     return _pin_verdict(installed, str(inst_drv), pin, evidence, "installed = loaded", "installed driver",
@@ -256,8 +259,8 @@ def _pin_verdict(have: str, agreed: str, pin: str, evidence: str, agree: str, su
         return result("driver_version", "warn", "%s = %s, but no pinned version is declared (%s)" % (agree, agreed, evidence),
                       warn_remedy)
     try:
-        on_pin = _versions.matches_pin(have, pin)
-    except _versions.VersionError as e:
+        on_pin = versions.matches_pin(have, pin)
+    except versions.VersionError as e:
         raise PreflightError("node_preflight_driver_version: %s" % e)
     if not on_pin:
         return result("driver_version", "fail", "%s %s is not the pinned %s (%s)" % (subject, have, pin, evidence), fail_remedy)
@@ -278,10 +281,10 @@ def _check_operator_driver(drv: Mapping[str, Any], facts: Mapping[str, Any], pin
     if not version:
         return result("driver_version", "fail", "no driver in the GPU Operator's driver root (%s)" % evidence,
                       "the driver container has not installed the driver yet: " + pod)
-    want = _versions.parse_driver_version(version)
+    want = versions.parse_driver_version(version)
     checks = (("the kernel module", loaded), ("NVML", nvml_version))
     for what, other in checks:
-        if other and _versions.driver_version_of(other) != want:
+        if other and versions.driver_version_of(other) != want:
             return result("driver_version", "fail", "driver container %s, but %s reports %s (%s)" % (version, what, other, evidence),
                           "the driver container is being replaced or failed to load its module: " + pod)
     if not loaded:
@@ -385,7 +388,7 @@ def check_license_service(facts: Mapping[str, Any], options: Mapping[str, Any]) 
     up = [e for e in eps if e.get("tls")]
     if not up:
         return result("license_service", "fail", evidence, remedy)
-    days = _license.days_left(token.get("expires_at"), datetime.datetime.now(datetime.timezone.utc))
+    days = licensing_gridd.days_left(token.get("expires_at"), datetime.datetime.now(datetime.timezone.utc))
     if days is not None and days < int(options["license_warn_days"]):
         return result("license_service", "warn", "%s; the token expires %s, in %d days" % (
             evidence, token["expires_at"], days),
@@ -397,7 +400,7 @@ def check_license_service(facts: Mapping[str, Any], options: Mapping[str, Any]) 
 
 
 def check_license_feature(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The gridd FeatureType, and the product NVML reports licensed, fit each vGPU's series (_nls.fits): a vWS licence
+    """The gridd FeatureType, and the product NVML reports licensed, fit each vGPU's series (nls.fits): a vWS licence
     for a Q profile, NVIDIA AI Enterprise / vCS for C, vPC for B, vApps for A. A mismatch is a known failure: the
     guest runs unlicensed, with reduced performance, however healthy the service is."""
     needed, why = _licence_needed(facts, options)
@@ -414,17 +417,17 @@ def check_license_feature(facts: Mapping[str, Any], options: Mapping[str, Any]) 
     good: list[str]
     fails, good = [], []
     for g in lic.get("gpus") or []:
-        series = _nls.profile_class(g.get("model") or "")
+        series = nls.profile_class(g.get("model") or "")
         label = _gpu_label(g)
         if series is None:
             good.append("%s: no vGPU series in the name" % label)
             continue
-        checks = [("gridd FeatureType %s" % feature_type, _nls.feature_name(feature_type, "gridd"))] \
+        checks = [("gridd FeatureType %s" % feature_type, nls.feature_name(feature_type, "gridd"))] \
             if feature_type is not None else []
         if g.get("licensed") and g.get("product"):
             checks.append(("licensed product %s" % g["product"], g["product"]))
         for what, feature in checks:
-            ok, reason = _nls.fits(feature, series, options.get("license_vws_covers_c"))
+            ok, reason = nls.fits(feature, series, options.get("license_vws_covers_c"))
             (good if ok else fails).append("%s (%s-series): %s: %s" % (label, series, what, reason))
         if not checks:
             fails.append("%s (%s-series): no FeatureType in gridd.conf and no licensed product" % (label, series))
@@ -433,7 +436,7 @@ def check_license_feature(facts: Mapping[str, Any], options: Mapping[str, Any]) 
     return result("license_feature", "pass", "; ".join(good) or "no GPU to check")
 
 
-# --- DRA (NVIDIA's DRA Driver for GPUs; the rules and their sources are module_utils/_dra.py's) ------------------------
+# --- DRA (NVIDIA's DRA Driver for GPUs; the rules and their sources are module_utils/_preflight/dra.py's) ------------------------
 
 def _dra_result(check_id: str, decided: tuple[str, str, str]) -> dict[str, Any]:
     status, evidence, remedy = decided
@@ -445,9 +448,9 @@ def check_dra_driver(facts: Mapping[str, Any], options: Mapping[str, Any]) -> di
     if err:
         return result("dra_driver", "fail", err, "install and load the NVIDIA driver (playbooks/driver_pin.yml)")
     try:
-        return _dra_result("dra_driver", _dra.check_dra_driver(
+        return _dra_result("dra_driver", dra.check_dra_driver(
             facts["gpu"]["nvml"].get("driver_version"), options["dra_compute_domains"], options["dra_driver_minimum"]))
-    except _dra.DraError as e:
+    except dra.DraError as e:
         raise PreflightError("dra_driver_minimum: %s" % e)
 
 
@@ -458,8 +461,8 @@ def check_dra_cdi(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[
             specs.append({"path": spec.get("path"), "error": spec["error"]})
             continue
         try:
-            specs.append(_dra.parse_cdi_spec(spec.get("text") or "", spec.get("path")))
-        except _dra.DraError as e:
+            specs.append(dra.parse_cdi_spec(spec.get("text") or "", spec.get("path")))
+        except dra.DraError as e:
             specs.append({"path": spec.get("path"), "error": str(e)})
     gpus = ((facts.get("gpu") or {}).get("gpus")) if not _nvml_error(facts) else None
     # The runtime's own version and configuration, and the kubelet's version (issue 37 point 7): read on the node.
@@ -467,22 +470,22 @@ def check_dra_cdi(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[
     runtime = None
     if read is not None:
         try:
-            runtime = _dra.runtime_cdi(read.get("containerd_version"), read.get("containerd_config"),
-                                       read.get("crio_version"), read.get("crio_config"), read.get("kubelet_version"))
-        except _dra.DraError as e:
+            runtime = dra.runtime_cdi(read.get("containerd_version"), read.get("containerd_config"),
+                                      read.get("crio_version"), read.get("crio_config"), read.get("kubelet_version"))
+        except dra.DraError as e:
             return result("dra_cdi", "fail", "the container runtime's configuration cannot be read: %s" % e,
                           "check containerd config dump / crio config on the node")
-    return _dra_result("dra_cdi", _dra.check_dra_cdi(specs, gpus, options["cdi_spec_dirs"],
-                                                     require_toolkit_spec=options["dra_require_toolkit_spec"],
-                                                     runtime=runtime))
+    return _dra_result("dra_cdi", dra.check_dra_cdi(specs, gpus, options["cdi_spec_dirs"],
+                                                    require_toolkit_spec=options["dra_require_toolkit_spec"],
+                                                    runtime=runtime))
 
 
 def check_dra_mig(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
     err = _nvml_error(facts)
     if err:
         return result("dra_mig", "fail", err, "make NVML usable on the node and rerun")
-    return _dra_result("dra_mig", _dra.check_dra_mig(facts["gpu"].get("gpus") or [], bool(options["mig_target"]),
-                                                     options["dra_manages_mig"]))
+    return _dra_result("dra_mig", dra.check_dra_mig(facts["gpu"].get("gpus") or [], bool(options["mig_target"]),
+                                                    options["dra_manages_mig"]))
 
 
 # --- MIG -------------------------------------------------------------------------------------------------------------
@@ -500,9 +503,9 @@ def check_mig_pending(facts: Mapping[str, Any], options: Mapping[str, Any]) -> d
             "%s: MIG mode %s, pending %s" % (_gpu_label(g), g["mig_mode"]["current"], g["mig_mode"]["pending"]) for g in pending),
             "stop GPU clients and reset the GPU (nvidia-smi -r -i %s) or reboot the node; in a pass-through VM only a reboot "
             "applies it" % ",".join(str(g.get("index")) for g in pending))
-    # MIG user guide, deployment considerations: A100 R450, A30 R460, H100 R525, H200 R550 (_mig_models).
+    # MIG user guide, deployment considerations: A100 R450, A30 R460, H100 R525, H200 R550 (models).
     driver = (facts["gpu"].get("nvml") or {}).get("driver_version")
-    old = [(g, _mig_models.below_minimum(g["pci_device_id"], driver)) for g in gpus
+    old = [(g, models.below_minimum(g["pci_device_id"], driver)) for g in gpus
            if g.get("pci_device_id") and "enabled" in (g["mig_mode"].get("current"), g["mig_mode"].get("pending"))]
     old = [(g, why) for g, why in old if why]
     if old:
@@ -562,7 +565,7 @@ def check_kernel_args(facts: Mapping[str, Any], options: Mapping[str, Any]) -> d
         cmdline = facts["iommu"].get("cmdline")
     if cmdline is None:
         return result("kernel_args", "fail", "the kernel command line was not read", "check that /proc/cmdline is readable")
-    have = _iommu.parse_cmdline(cmdline)
+    have = iommu.parse_cmdline(cmdline)
     problems = []
     for key, value in required:
         if key not in have:
@@ -614,13 +617,13 @@ RECORDS = (
     Check("dra_mig", "MIG devices left to the DRA driver where it manages them", ("k8s_dra_worker",), ("gpu",),
           check_dra_mig),
 ) + tuple(
-    # The GPU health checks are module_utils/_health.py's (one record each, CHECKS there). Each has gpu_info read
+    # The GPU health checks are module_utils/_preflight/health.py's (one record each, CHECKS there). Each has gpu_info read
     # the GPUs' health; gpu_xid needs the kernel log too, gpu_dcgm DCGM's diagnostic.
     Check(check_id, title, GUESTS, ("gpu", "health") + _HEALTH_EXTRA.get(check_id, ()), fn)
-    for check_id, (title, fn) in _health.CHECKS.items())
+    for check_id, (title, fn) in health.CHECKS.items())
 
 CHECK_IDS = tuple(c.id for c in RECORDS)
-HEALTH_CHECK_IDS = tuple(_health.CHECKS)
+HEALTH_CHECK_IDS = tuple(health.CHECKS)
 DRA_CHECK_IDS = tuple(c.id for c in RECORDS if c.roles == ("k8s_dra_worker",))
 TITLES = {c.id: c.title for c in RECORDS}
 CHECKS = {c.id: c.run for c in RECORDS}
@@ -678,8 +681,8 @@ def normalize_options(options: Optional[Mapping[str, Any]]) -> dict[str, Any]:
     for arg in opts["kernel_args"] or []:
         parse_required_arg(arg)
     try:
-        opts.update(_health.normalize_options(opts))
-    except _health.HealthError as e:
+        opts.update(health.normalize_options(opts))
+    except health.HealthError as e:
         raise PreflightError(str(e))
     return opts
 

@@ -6,7 +6,7 @@
 The DRA driver moved from github.com/NVIDIA/k8s-dra-driver-gpu to github.com/kubernetes-sigs/dra-driver-nvidia-gpu;
 the sources cited below are read at kubernetes-sigs/dra-driver-nvidia-gpu commit 95932046 (2026-08-07, after
 v0.4.1) unless another repository is named. Each check returns ``(status, evidence, remedy)`` with status
-``pass``/``fail``/``warn``/``skip``; _preflight.py wraps them into its check records.
+``pass``/``fail``/``warn``/``skip``; _preflight/checks.py wraps them into its check records.
 
 What a DRA node needs, and what it does not:
   * GPU allocation: NVIDIA driver R565 or later. ComputeDomains: 570.158.01 or later (check_dra_driver).
@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _versions
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions
 
 __all__ = [
     "DraError", "MIN_DRIVER_GPU", "MIN_DRIVER_COMPUTE_DOMAINS", "GPU_OPERATOR_MIN_DRIVER", "DRA_CDI_ROOT",
@@ -60,14 +60,14 @@ MIN_DRIVER_COMPUTE_DOMAINS = "570.158.01"
 GPU_OPERATOR_MIN_DRIVER = "580"
 
 
-def _floor(value: object) -> _versions.DriverVersion:
+def _floor(value: object) -> versions.DriverVersion:
     """A DriverVersion from a full version (570.158.01) or a branch (565, R565: its first release)."""
     text = str(value if value is not None else "").strip()
     try:
         if re.match(r"^[Rr]?\d{2,4}\Z", text):
-            return _versions.DriverVersion(_versions.parse_branch(text), 0, None, text.lstrip("Rr"))
-        return _versions.parse_driver_version(text)
-    except _versions.VersionError as e:
+            return versions.DriverVersion(versions.parse_branch(text), 0, None, text.lstrip("Rr"))
+        return versions.parse_driver_version(text)
+    except versions.VersionError as e:
         raise DraError("minimum driver version: %s" % e)
 
 
@@ -98,8 +98,8 @@ def check_dra_driver(driver_version: Optional[str], compute_domains: bool = Fals
     if driver_version in (None, ""):
         return "fail", "no NVIDIA driver version was read (the DRA driver needs %s or newer)" % floor, remedy
     try:
-        have = _versions.driver_version_of(driver_version)
-    except _versions.VersionError as e:
+        have = versions.driver_version_of(driver_version)
+    except versions.VersionError as e:
         return "fail", "the driver version is not understood: %s" % e, remedy
     if have < floor:
         return "fail", "driver %s is older than %s, %s" % (have, floor, why), remedy

@@ -5,14 +5,14 @@
 readings per GPU, ``gpus[].health``, and the driver's Xid events from the kernel log, ``kernel_log``); no I/O.
 
 Each check is ``(facts, options) -> {id, title, status, evidence, remedy, gpus}`` like the other preflight checks
-(module_utils/_preflight.py runs them), with ``gpus`` the per-GPU verdicts the fleet report draws. ``CHECKS`` is the
-one record per check (id, title, function); _preflight derives its tables from it.
+(module_utils/_preflight/checks.py runs them), with ``gpus`` the per-GPU verdicts the fleet report draws. ``CHECKS`` is the
+one record per check (id, title, function); _preflight/checks.py derives its tables from it.
 
 Sources of the rules (cited again where used):
 * NVML API reference / nvml.h (NVIDIA/go-nvml gen/nvml/nvml.h): what each reading means and when NVML cannot give it.
 * NVIDIA "GPU Memory Error Management" (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/): row remapping, pending
   remaps cleared by a GPU reset, a remap failure as the RMA signal.
-* NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html), through module_utils/_xid.py.
+* NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html), through module_utils/_gpu/xid.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _dcgm, _mig_roll, _xid
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import xid
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import mig_roll
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import dcgm
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     "expected_gpus": None,        # GPUs the node must have (from the inventory); None: at least one, none lost
@@ -44,7 +46,7 @@ def _label(gpu: Mapping[str, Any]) -> str:
 
 
 def _result(check_id: str, status: str, evidence: str, remedy: str = "", gpus: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """A check's result, as _preflight.result words one, with the per-GPU verdicts; a remedy only for fail or warn."""
+    """A check's result, as _preflight.checks.result words one, with the per-GPU verdicts; a remedy only for fail or warn."""
     return {"id": check_id, "title": TITLES[check_id], "status": status, "evidence": evidence,
             "remedy": remedy if status in ("fail", "warn") else "", "gpus": list(gpus)}
 
@@ -59,7 +61,7 @@ def _verdict(check_id: str, per_gpu: Iterable[Mapping[str, Any]], problems_fail:
 
 # Any: gpu_info's GPU dicts in a list, or None exactly when the evidence is set (callers test the evidence first).
 def nvml_gpus(facts: Mapping[str, Any]) -> tuple[Any, Optional[str]]:
-    """(gpus that answered, evidence when NVML cannot be used at all); _preflight's other NVML checks use it too."""
+    """(gpus that answered, evidence when NVML cannot be used at all); _preflight/checks.py's other NVML checks use it too."""
     gpu = facts.get("gpu")
     if not gpu:
         return None, "GPU facts (gpu_info) were not gathered"
@@ -233,18 +235,18 @@ def check_gpu_xid(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[
         return _result("gpu_xid", "warn",
                        "the kernel log was not read (%s): Xid events unknown" % (log.get("error") or "not asked"),
                        "let gpu_info read the kernel log (kernel_log=dmesg or journal, as root)")
-    per_pci = _xid.summary(log.get("xid_events") or [])
+    per_pci = xid.summary(log.get("xid_events") or [])
     per_gpu: list[dict[str, Any]]
     fails: list[str]
     warns: list[str]
     per_gpu, fails, warns, app = [], [], [], []
     for gpu in gpus:
-        seen = per_pci.pop(_xid.slot_of(gpu.get("pci_address")), None)
+        seen = per_pci.pop(xid.slot_of(gpu.get("pci_address")), None)
         status, text = "pass", "no Xid since boot"
         if seen:
-            names = ", ".join("%d (%s)" % (c, (_xid.CATALOG.get(c) or ("unknown",))[0]) for c in seen["codes"])
+            names = ", ".join("%d (%s)" % (c, (xid.CATALOG.get(c) or ("unknown",))[0]) for c in seen["codes"])
             text = "%d Xid event(s) since boot: %s; last: %s" % (seen["count"], names, seen["last"]["line"].strip())
-            unknown = [c for c in seen["codes"] if _xid.classify(c) == "unknown"]
+            unknown = [c for c in seen["codes"] if xid.classify(c) == "unknown"]
             if seen["node_codes"]:
                 status = "fail"
             elif unknown:
@@ -351,7 +353,7 @@ def check_gpu_persistence(facts: Mapping[str, Any], options: Mapping[str, Any]) 
 # --- DCGM's diagnostic (optional) ----------------------------------------------------------------------------------
 
 def check_gpu_dcgm(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
-    """``dcgmi diag -r <level> -j`` as the node ran it ({stdout, stderr, rc}); module_utils/_dcgm.py reads DCGM's
+    """``dcgmi diag -r <level> -j`` as the node ran it ({stdout, stderr, rc}); module_utils/_preflight/dcgm.py reads DCGM's
     JSON and judges it (DCGM refuses MIG-mode GPUs: a warning saying so; not installed: skipped)."""
     level = options.get("dcgm_diag_level") or 0
     if not level:
@@ -359,8 +361,8 @@ def check_gpu_dcgm(facts: Mapping[str, Any], options: Mapping[str, Any]) -> dict
     run = facts.get("dcgm")
     if not run:
         return _result("gpu_dcgm", "fail", "dcgmi diag was not run", "rerun the preflight with the gpu_dcgm check selected")
-    parsed = _dcgm.parse_diag(run.get("stdout") or "", run.get("stderr") or "", run.get("rc") or 0)
-    return _result("gpu_dcgm", *_dcgm.judge(parsed, level))
+    parsed = dcgm.parse_diag(run.get("stdout") or "", run.get("stderr") or "", run.get("rc") or 0)
+    return _result("gpu_dcgm", *dcgm.judge(parsed, level))
 
 
 # --- the record per check -------------------------------------------------------------------------------------------
@@ -423,8 +425,8 @@ def roll_plan(reports: Optional[Sequence[Mapping[str, Any]]], nodes: Optional[It
     by_name = {(n.get("metadata") or {}).get("name"): n for n in nodes or []}
     pool = len(reports or [])
     try:
-        limit = _mig_roll.scaled(max_unhealthy, pool, "max_unhealthy")
-    except _mig_roll.RollError as e:
+        limit = mig_roll.scaled(max_unhealthy, pool, "max_unhealthy")
+    except mig_roll.RollError as e:
         raise HealthError(str(e))
     out: dict[str, Any] = {"pool": pool, "max_unhealthy": limit, "unhealthy": [], "unknown": [], "taint": [], "untaint": [],
                            "not_in_kubernetes": [], "stopped": False, "message": "", "summary": "", "nodes": {}}

@@ -13,8 +13,9 @@ from typing import Any, Literal, Optional, Union
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci, _pve_rules
-from ansible_collections.gpuops.provision.plugins.module_utils._auth import (
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import property_strings, rules
+from ansible_collections.gpuops.provision.plugins.module_utils._common.connection import (
     PROXMOX_REQUIRED_ONE_OF,
     PROXMOX_REQUIRED_TOGETHER,
     proxmox_argument_spec,
@@ -105,11 +106,11 @@ class PveClient:
     def from_params(cls, params: Mapping[str, Any], task_timeout: float = 300) -> PveClient:
         if not HAS_PROXMOXER:
             raise PveError(missing_required_lib("proxmoxer") + "\n" + (PROXMOXER_IMPORT_ERROR or ""))
-        problems = _bounds.out_of_range(params, {"api_port": _bounds.PORT, "api_timeout": _bounds.API_TIMEOUT})
+        problems = bounds.out_of_range(params, {"api_port": bounds.PORT, "api_timeout": bounds.API_TIMEOUT})
         if problems:
             raise PveError("%s: %s; nothing was sent" % (params.get("api_host"), "; ".join(problems)))
         # A caller that does not say (a script, not a module: modules default it to true) gets verification on.
-        verify, tls_warning = _bounds.tls_verify(params.get("validate_certs", True), params.get("ca_path"))
+        verify, tls_warning = bounds.tls_verify(params.get("validate_certs", True), params.get("ca_path"))
         if isinstance(verify, str):
             check_ca_path(verify, params.get("api_host"))
         kwargs = dict(port=params.get("api_port"), verify_ssl=verify, timeout=params.get("api_timeout"), backend="https")
@@ -141,7 +142,7 @@ class PveClient:
             status = getattr(exc, "status_code", None)
             if status == 401 and self.identity:
                 msg += "; %s was refused: check the user, the token id and its secret (or the password)" % self.identity
-            hint = _pve_rules.forbidden_hint(method, path) if status == 403 else ""
+            hint = rules.forbidden_hint(method, path) if status == 403 else ""
             raise PveError(msg + ("; %s (docs/proxmox.md, privileges)" % hint if hint else ""))
         except Exception as exc:
             raise PveError("%s /%s failed: %s" % (method.upper(), path, exc))
@@ -186,7 +187,7 @@ class PveClient:
     def version(self) -> Optional[tuple[int, ...]]:
         """The server's release as a tuple, e.g. (8, 4, 1), read once per run (GET /version)."""
         if self._version is False:
-            self._version = _pci.parse_pve_version((self.get("version") or {}).get("version"))
+            self._version = property_strings.parse_pve_version((self.get("version") or {}).get("version"))
         return self._version
 
     def nodes(self, online_only: bool = False) -> list[str]:
@@ -216,7 +217,7 @@ class PveClient:
     def hardware(self, node: str) -> tuple[Any, list[dict[str, Any]]]:
         """All PCI devices of a node as device facts (no class filter: bridges matter for IOMMU isolation)."""
         raw = self.get("nodes/%s/hardware/pci" % node, **{"pci-class-blacklist": ""})
-        return raw, [_pci.device_facts(d) for d in raw or []]
+        return raw, [property_strings.device_facts(d) for d in raw or []]
 
     def mdev_types(self, node: str, pci_or_mapping: str) -> list[dict[str, Any]]:
         items = self.get("nodes/%s/hardware/pci/%s/mdev" % (node, pci_or_mapping)) or []
@@ -241,20 +242,20 @@ class PveClient:
 
     def gpu_facts(self, node: str, gather_mdev: bool = True, gather_vms: bool = True,
                   mappings: Optional[list[dict[str, Any]]] = None) -> list[dict[str, Any]]:
-        """pve_gpu_info's GPU facts of one node (see _pci.gpu_facts)."""
+        """pve_gpu_info's GPU facts of one node (see property_strings.gpu_facts)."""
         gpus: list[dict[str, Any]] = self.node_facts(node, gather_mdev, gather_vms, mappings)["gpus"]
         return gpus
 
     def node_facts(self, node: str, gather_mdev: bool = True, gather_vms: bool = True,
                    mappings: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
-        """pve_gpu_info facts of one node: ``gpus`` (_pci.gpu_facts) and ``vms``, the VMs holding them (_pci.gpu_vms;
+        """pve_gpu_info facts of one node: ``gpus`` (property_strings.gpu_facts) and ``vms``, the VMs holding them (property_strings.gpu_vms;
         the VM list that names the configs to read also gives each VM's name and status)."""
         raw, devices = self.hardware(node)
         mdev = {}
         if gather_mdev:
             gpu_ids = set()
             for d in devices:
-                if _pci.is_gpu_class(d["class"]) and not d["physfn"]:
+                if property_strings.is_gpu_class(d["class"]) and not d["physfn"]:
                     gpu_ids.add(d["id"])
                     gpu_ids.update(d["virtfns"])
             for d in devices:
@@ -264,5 +265,5 @@ class PveClient:
             mappings = self.mappings()
         vm_list = (self.get("nodes/%s/qemu" % node) or []) if gather_vms else []
         configs = {int(vm["vmid"]): self.get("nodes/%s/qemu/%s/config" % (node, vm["vmid"])) for vm in vm_list}
-        gpus = _pci.gpu_facts(node, raw, mdev_types=mdev, mappings=mappings, vm_configs=configs)
-        return {"gpus": gpus, "vms": _pci.gpu_vms(node, gpus, vm_list, configs, mappings)}
+        gpus = property_strings.gpu_facts(node, raw, mdev_types=mdev, mappings=mappings, vm_configs=configs)
+        return {"gpus": gpus, "vms": property_strings.gpu_vms(node, gpus, vm_list, configs, mappings)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _iommu
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import iommu as gpu_iommu
 
 # `grep -H -s . <sysfs>/*/vendor ...` prints "<path>/<domain:bus:slot.fn>/<attribute>:<value>".
 _PCI_LINE = re.compile(r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])/(vendor|device|class):(0x[0-9a-fA-F]+)$")
@@ -62,8 +62,8 @@ def parse_pci_listing(lines: Iterable[str]) -> list[dict[str, str]]:
 def card_functions(pci: list[dict[str, str]], selected: list[str]) -> list[dict[str, str]]:
     """Every function (with vendor and device ids) of the cards of the ``selected`` GPUs: same domain:bus:slot,
     e.g. a GPU's HDMI audio controller."""
-    slots = {_iommu.slot_of(addr) for addr in selected}
-    return [f for f in pci if "vendor" in f and "device" in f and _iommu.slot_of(f["address"]) in slots]
+    slots = {gpu_iommu.slot_of(addr) for addr in selected}
+    return [f for f in pci if "vendor" in f and "device" in f and gpu_iommu.slot_of(f["address"]) in slots]
 
 
 def stolen_functions(pci: list[dict[str, str]], taken: list[str], ids: list[str]) -> list[dict[str, str]]:
@@ -141,9 +141,9 @@ def vgpu_conflicts(evidence: dict[str, Any], selected: list[str], blacklist: lis
     serves vGPUs would go to vfio-pci, and a blacklisted nvidia module stops the vGPU manager for every vGPU VM at the
     next boot. Empty when the host shows no vGPU (or the set-up leaves it alone)."""
     out = []
-    cards = {_iommu.slot_of(a) for a in selected}
+    cards = {gpu_iommu.slot_of(a) for a in selected}
     for addr, why in evidence["devices"].items():
-        if addr in selected or _iommu.slot_of(addr) in cards:
+        if addr in selected or gpu_iommu.slot_of(addr) in cards:
             out.append("GPU %s would be handed to vfio-pci but serves NVIDIA vGPU (%s)" % (addr, ", ".join(why)))
     if "nvidia" in blacklist and (evidence["devices"] or evidence["manager"]):
         found = ["%s: %s" % (a, ", ".join(w)) for a, w in evidence["devices"].items()] + evidence["manager"]
@@ -166,8 +166,8 @@ def vgpu_host_problems(pci: list[dict[str, str]], lines: Iterable[str]) -> list[
     vfs = [a for a, why in evidence.items() if _VGPU_WHAT["physfn"] in why]
     typed_vfs = [a for a in vfs if _VGPU_WHAT["nvidia/creatable_vgpu_types"] in evidence[a]]
     out = []
-    gpus = [f["address"] for f in pci if f.get("vendor") == _iommu.NVIDIA_VENDOR
-            and f.get("class", "").startswith(_iommu.DISPLAY_CLASS_PREFIX) and f["address"] not in vfs]
+    gpus = [f["address"] for f in pci if f.get("vendor") == gpu_iommu.NVIDIA_VENDOR
+            and f.get("class", "").startswith(gpu_iommu.DISPLAY_CLASS_PREFIX) and f["address"] not in vfs]
     if not gpus:
         return ["no NVIDIA GPU found"]
     for gpu in gpus:

@@ -6,7 +6,7 @@ the entries from ``map`` or from discovered hardware (``build_from``), checked a
 way PVE checks them at VM start, then written with only what changes.
 
 The I/O goes through :class:`~._proxmox.PveClient` (made by the ``connect`` callable the module passes); the
-property-string and hardware rules are pure functions in ``_pci``.
+property-string and hardware rules are pure functions in ``property_strings``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Any, Callable
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _pci, _pve_rules
-from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import property_strings, rules
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox.api import PveClient, PveError
 
 try:
     import jmespath
@@ -27,7 +28,7 @@ except ImportError:  # pragma: no cover
     HAS_JMESPATH = False
     JMESPATH_ERROR = traceback.format_exc()
 
-Entry = dict[str, Any]  # a normalised map entry (_pci.normalize_map_entry)
+Entry = dict[str, Any]  # a normalised map entry (property_strings.normalize_map_entry)
 Hardware = Callable[[str], list[dict[str, Any]]]  # node -> its PCI device facts
 # (failed, result keyword arguments of exit_json/fail_json, warnings to show first)
 Outcome = tuple[bool, dict[str, Any], list[str]]
@@ -42,7 +43,7 @@ class Refused(Exception):
 
 
 def _flag(value: Any) -> bool:
-    return bool(int(_pci.parse_bool(value))) if value is not None else False
+    return bool(int(property_strings.parse_bool(value))) if value is not None else False
 
 
 def state_of(mid: str, stored: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -51,7 +52,7 @@ def state_of(mid: str, stored: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     return {
         "id": mid,  # GET /cluster/mapping/pci/{id} does not repeat the id
-        "map": [_pci.format_map_entry(e) for e in _pci.normalize_map_list(stored.get("map") or [])],
+        "map": [property_strings.format_map_entry(e) for e in property_strings.normalize_map_list(stored.get("map") or [])],
         "description": stored.get("description") or "",
         "mdev": _flag(stored.get("mdev")),
         "live_migration_capable": _flag(stored.get("live-migration-capable")),
@@ -60,38 +61,38 @@ def state_of(mid: str, stored: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def entries_from_map(mid: str, items: list[dict[str, Any]], hw: Hardware) -> list[Entry]:
     """Entries from O(map): one entry per device of an item's paths (the functions of one device joined with ``;``,
-    see _pci.group_functions), with ids, subsystem id and IOMMU group of the entry's first path filled from the node's
+    see property_strings.group_functions), with ids, subsystem id and IOMMU group of the entry's first path filled from the node's
     hardware, because PVE's assert_valid refuses a VM start when the hardware has one of them and the entry does not."""
     entries = []
     for item in items:
         node = item["node"]
         where = "mapping %s: node %s" % (mid, node)
-        if not _pci.is_node_name(node):
-            raise _pci.PciError("mapping %s: invalid node name %r" % (mid, node))
+        if not property_strings.is_node_name(node):
+            raise property_strings.PciError("mapping %s: invalid node name %r" % (mid, node))
         if not item["path"]:
-            raise _pci.PciError("%s: path must not be empty" % where)
+            raise property_strings.PciError("%s: path must not be empty" % where)
         try:
             # An SR-IOV virtual function is a device of its own: each one is an entry (a pool), never joined.
-            vfs = [p for p in item["path"] if _pci.normalize_pci_address(p, function="0") in
+            vfs = [p for p in item["path"] if property_strings.normalize_pci_address(p, function="0") in
                    {d["id"] for d in hw(node) if d["physfn"]}]
-            groups = _pci.group_functions(item["path"], separate=vfs)
-        except _pci.PciError as exc:
-            raise _pci.PciError("%s: %s" % (where, exc))
+            groups = property_strings.group_functions(item["path"], separate=vfs)
+        except property_strings.PciError as exc:
+            raise property_strings.PciError("%s: %s" % (where, exc))
         if len(groups) > 1 and item.get("iommu_group") is not None:
-            raise _pci.PciError("%s: iommu_group %s is given for paths of %d devices (%s); each device has its own "
-                                "group, give them as separate map items"
-                                % (where, item["iommu_group"], len(groups), ", ".join(groups)))
+            raise property_strings.PciError("%s: iommu_group %s is given for paths of %d devices (%s); each device has its own "
+                                            "group, give them as separate map items"
+                                            % (where, item["iommu_group"], len(groups), ", ".join(groups)))
         for group in groups:
-            first = _pci.normalize_pci_address(group.split(";")[0], function="0")
+            first = property_strings.normalize_pci_address(group.split(";")[0], function="0")
             dev = next((d for d in hw(node) if d["id"] == first), None)
             if dev is None:
-                raise _pci.PciError("%s has no PCI device %s" % (where, group.split(";")[0]))
+                raise property_strings.PciError("%s has no PCI device %s" % (where, group.split(";")[0]))
             if not item.get("allow_non_gpu"):
-                foreign = _pve_rules.non_gpu_functions(group, hw(node))
+                foreign = rules.non_gpu_functions(group, hw(node))
                 if foreign:
-                    raise _pci.PciError("%s: path %s is not an NVIDIA GPU: %s; a typo? Set allow_non_gpu: true on this "
-                                        "map item to map other devices; nothing changed"
-                                        % (where, group, "; ".join(foreign)))
+                    raise property_strings.PciError("%s: path %s is not an NVIDIA GPU: %s; a typo? Set allow_non_gpu: true on this "
+                                                    "map item to map other devices; nothing changed"
+                                                    % (where, group, "; ".join(foreign)))
             raw = {"node": node, "path": group,
                    "id": item.get("pci_id") or dev["pci_id"],
                    "subsystem-id": item.get("subsystem_id") or dev["subsystem_id"],
@@ -99,9 +100,9 @@ def entries_from_map(mid: str, items: list[dict[str, Any]], hw: Hardware) -> lis
                    else (dev["iommu_group"] if dev["iommu_group"] >= 0 else None),
                    "description": item.get("description")}
             try:
-                entries.append(_pci.normalize_map_entry(raw))
-            except _pci.PciError as exc:
-                raise _pci.PciError("%s: %s" % (where, exc))
+                entries.append(property_strings.normalize_map_entry(raw))
+            except property_strings.PciError as exc:
+                raise property_strings.PciError("%s: %s" % (where, exc))
     return entries
 
 
@@ -121,7 +122,7 @@ def entries_from_selector(mid: str, build_from: dict[str, Any], nodes: list[str]
     for dev in selected:
         if not isinstance(dev, dict) or not dev.get("node") or not dev.get("id") or not dev.get("pci_id"):
             raise Refused("build_from.selector must return device facts (dicts with node, id, pci_id); got %r" % (dev,))
-        entry = _pci.map_entry_from_device(dev["node"], dev, whole_device=build_from["whole_device"])
+        entry = property_strings.map_entry_from_device(dev["node"], dev, whole_device=build_from["whole_device"])
         # Leaving out what the hardware has writes a mapping PVE refuses at VM start ("missing expected property").
         for flag, key in (("with_iommu_group", "iommugroup"), ("with_subsystem", "subsystem-id")):
             if not build_from[flag] and key in entry:
@@ -138,16 +139,16 @@ def hardware_mdev(mid: str, entries: list[Entry], hw: Hardware) -> bool | None:
     for e in entries:
         by_id = {d["id"]: d for d in hw(e["node"])}
         for path in e["path"].split(";"):
-            dev = by_id.get(_pci.normalize_pci_address(path, function="0"))
+            dev = by_id.get(property_strings.normalize_pci_address(path, function="0"))
             if dev is not None:
                 devices.append((e["node"], dev))
-    flag = _pci.mdev_capability([d for dummy, d in devices])
+    flag = property_strings.mdev_capability([d for dummy, d in devices])
     if flag is None and devices:
         capable = ["%s %s" % (n, d["id"]) for n, d in devices if d["mdev"]]
         other = ["%s %s" % (n, d["id"]) for n, d in devices if not d["mdev"]]
-        raise _pci.PciError("mapping %s mixes devices that provide mediated devices (%s) with devices that do not (%s); "
-                            "one mdev flag cannot fit both, Proxmox VE would refuse one kind at VM start; nothing changed"
-                            % (mid, ", ".join(capable), ", ".join(other)))
+        raise property_strings.PciError("mapping %s mixes devices that provide mediated devices (%s) with devices that do not (%s); "
+                                        "one mdev flag cannot fit both, Proxmox VE would refuse one kind at VM start; nothing changed"
+                                        % (mid, ", ".join(capable), ", ".join(other)))
     return flag
 
 
@@ -160,7 +161,7 @@ def refuse_if_used(client: PveClient, mid: str) -> list[str]:
                             % (mid, node, client.node_status(node)))
             continue
         configs[node] = client.vm_configs(node)
-    users = _pve_rules.mapping_users(mid, configs)
+    users = rules.mapping_users(mid, configs)
     if users:
         raise Refused("mapping %s is used by %s; without it they cannot start (\"PCI device mapping not found\"); remove "
                       "it from their hostpci entries first, or set force: true; nothing changed" % (mid, ", ".join(users)),
@@ -177,9 +178,9 @@ def write_params(client: PveClient, before: dict[str, Any] | None, after: dict[s
     if before is None or before["mdev"] != after["mdev"]:
         params["mdev"] = int(after["mdev"])
     if before is None or before["live_migration_capable"] != after["live_migration_capable"]:
-        gate = _pci.version_gate("live-migration-capable", version)
+        gate = property_strings.version_gate("live-migration-capable", version)
         if gate and after["live_migration_capable"]:
-            raise _pci.PciError("live_migration_capable: %s; nothing changed" % gate)
+            raise property_strings.PciError("live_migration_capable: %s; nothing changed" % gate)
         if not gate:
             params["live-migration-capable"] = int(after["live_migration_capable"])
     if after["description"] and (before is None or before["description"] != after["description"]):
@@ -194,13 +195,13 @@ def write_params(client: PveClient, before: dict[str, Any] | None, after: dict[s
 def check_params(p: dict[str, Any]) -> None:
     """Refuse what is wrong in the options alone, before any connection."""
     mid = p["id"]
-    if not _pci.is_configid(mid):
+    if not property_strings.is_configid(mid):
         raise Refused("invalid mapping id %r (expected [a-z][a-z0-9_-]+)" % mid)
     desc = p["description"]
     if desc is not None:
-        if len(desc) > _pci.MAX_DESCRIPTION or "\n" in desc or "\r" in desc:
+        if len(desc) > property_strings.MAX_DESCRIPTION or "\n" in desc or "\r" in desc:
             raise Refused("mapping %s: description must be one line of at most %d characters (got %d characters%s)"
-                          % (mid, _pci.MAX_DESCRIPTION, len(desc), " with a line break" if ("\n" in desc or "\r" in desc) else ""))
+                          % (mid, property_strings.MAX_DESCRIPTION, len(desc), " with a line break" if ("\n" in desc or "\r" in desc) else ""))
     texts = [("description", desc)] + [("map[%d].description" % i, item.get("description"))
                                        for i, item in enumerate(p["map"] or [])]
     for where, text in texts:
@@ -208,8 +209,8 @@ def check_params(p: dict[str, Any]) -> None:
         if bad:
             raise Refused("mapping %s: %s holds control characters (%s), which a Proxmox VE config file cannot keep; "
                           "nothing changed" % (mid, where, ", ".join(bad)))
-    problems = [msg for item in (p["map"] or []) for msg in _bounds.out_of_range(
-        item, {"iommu_group": _bounds.PVE_IOMMU_GROUP}, "node %s: map entry " % item["node"])]
+    problems = [msg for item in (p["map"] or []) for msg in bounds.out_of_range(
+        item, {"iommu_group": bounds.PVE_IOMMU_GROUP}, "node %s: map entry " % item["node"])]
     if problems:
         raise Refused("mapping %s: %s; nothing changed" % (mid, "; ".join(problems)))
 
@@ -219,7 +220,7 @@ def _duplicates(entries: list[Entry]) -> list[str]:
     seen, twice = set(), []
     for e in entries:
         for path in e["path"].split(";"):
-            key = (e["node"], _pci.normalize_pci_address(path, function="0"))
+            key = (e["node"], property_strings.normalize_pci_address(path, function="0"))
             if key in seen:
                 twice.append("node %s path %s" % key)
             seen.add(key)
@@ -243,7 +244,7 @@ def desired_entries(client: PveClient, p: dict[str, Any], stored: dict[str, Any]
             facts.extend(client.gpu_facts(node, gather_mdev=False, gather_vms=False, mappings=mappings))
         entries = entries_from_selector(mid, p["build_from"], nodes, facts)
     elif stored is not None:
-        entries = _pci.normalize_map_list(stored.get("map") or [])
+        entries = property_strings.normalize_map_list(stored.get("map") or [])
     else:
         raise Refused("mapping %s does not exist; give map or build_from to create it" % mid)
     entries = sorted(entries, key=lambda e: e["node"])
@@ -284,7 +285,7 @@ def apply(client: PveClient, p: dict[str, Any], check_mode: bool) -> Outcome:
     for e in entries:
         if e not in checkable:
             warnings.append("mapping %s: node %s is %s; its entry %s was not checked against the hardware"
-                            % (mid, e["node"], client.node_status(e["node"]) or "unknown", _pci.format_map_entry(e)))
+                            % (mid, e["node"], client.node_status(e["node"]) or "unknown", property_strings.format_map_entry(e)))
 
     want_mdev = p["mdev"]
     if want_mdev is None:
@@ -294,8 +295,8 @@ def apply(client: PveClient, p: dict[str, Any], check_mode: bool) -> Outcome:
     if p["validate_hardware"]:
         problems: list[str] = []
         for e in checkable:
-            problems.extend("node %s: %s" % (e["node"], msg) for msg in _pci.check_map_entry(
-                e, hw(e["node"]), mdev=_pci.mdev_checked(client.version(), want_mdev)))
+            problems.extend("node %s: %s" % (e["node"], msg) for msg in property_strings.check_map_entry(
+                e, hw(e["node"]), mdev=property_strings.mdev_checked(client.version(), want_mdev)))
         if problems:
             raise Refused("mapping %s does not match the hardware, nothing changed: %s" % (mid, "; ".join(problems)))
 
@@ -313,7 +314,7 @@ def apply(client: PveClient, p: dict[str, Any], check_mode: bool) -> Outcome:
     want_desc = p["description"]
     if want_desc is None:
         want_desc = before["description"] if before else ""
-    after = {"id": mid, "map": [_pci.format_map_entry(e) for e in entries], "description": want_desc,
+    after = {"id": mid, "map": [property_strings.format_map_entry(e) for e in entries], "description": want_desc,
              "mdev": want_mdev, "live_migration_capable": want_lm}
 
     changed = before != after
@@ -338,6 +339,6 @@ def module_run(p: dict[str, Any], check_mode: bool, connect: Callable[[dict[str,
         return apply(connect(p), p, check_mode)
     except Refused as exc:
         return True, exc.result, []
-    except (PveError, _pci.PciError) as exc:
+    except (PveError, property_strings.PciError) as exc:
         msg = str(exc)
         return True, dict(msg=msg if msg.startswith("mapping %s" % p["id"]) else "mapping %s: %s" % (p["id"], msg)), []

@@ -2,8 +2,8 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Proxmox VE rules the API modules apply before and while they write, beyond the hostpci property strings of
-``_pci``: what an HA-managed VM's state means while it restarts, which devices of a node's VMs collide, and which
-privileges each call needs. Pure logic, no I/O: the workflows in ``_pve_vm`` and ``_pve_mapping`` ask these functions.
+``property_strings``: what an HA-managed VM's state means while it restarts, which devices of a node's VMs collide, and which
+privileges each call needs. Pure logic, no I/O: the workflows in ``_proxmox/vm.py`` and ``_proxmox/mapping.py`` ask these functions.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import property_strings
 
 # --------------------------------------------------------------------------- HA-managed VMs
 
@@ -61,20 +61,20 @@ def entry_alternatives(norm: Mapping[str, str], node: str, mappings: Mapping[str
                        devices: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     """The functions a normalised hostpci entry can take on ``node``, one list per alternative: each map entry of the
     node for a mapping (a pool), the one ``host=`` value otherwise (qemu-server PCI.pm parse_hostpci, with
-    SysFSTools::lspci of each part: _pci.path_functions). A mapping PVE would not find gives no alternative."""
+    SysFSTools::lspci of each part: property_strings.path_functions). A mapping PVE would not find gives no alternative."""
     if "mapping" in norm:
         mapping = mappings.get(norm["mapping"]) or {}
         paths = []
         for raw in mapping.get("map") or []:
             try:
-                entry = _pci.normalize_map_entry(raw)
-            except _pci.PciError:
+                entry = property_strings.normalize_map_entry(raw)
+            except property_strings.PciError:
                 continue  # get_node_mapping warns and skips an entry it cannot parse
             if entry["node"] == node:
                 paths.append(entry["path"])
     else:
         paths = [norm["host"]]
-    return [funcs for funcs in (_pci.path_functions(p, devices) for p in paths) if funcs]
+    return [funcs for funcs in (property_strings.path_functions(p, devices) for p in paths) if funcs]
 
 
 def _clash(a: str, b: str, physfn: Mapping[str, str], same: bool) -> Optional[str]:
@@ -137,10 +137,10 @@ def non_gpu_functions(path: str, devices: Sequence[Mapping[str, Any]]) -> list[s
     """The functions of a map path that are neither an NVIDIA display or 3D controller nor another function of such
     a GPU's device (its HDMI audio, USB-C controller), each described with its class and ids; a mapping of GPUs that
     lists anything else is most likely a typo (an NVMe controller's address, a NIC)."""
-    funcs = _pci.path_functions(path, devices)
+    funcs = property_strings.path_functions(path, devices)
     by_id = {d["id"]: d for d in devices}
     gpu_slots = {d["slot"] for d in devices
-                 if d.get("vendor_id") == "10de" and _pci.is_gpu_class(d.get("class"))}
+                 if d.get("vendor_id") == "10de" and property_strings.is_gpu_class(d.get("class"))}
     out = []
     for fid in funcs:
         dev = by_id[fid]
@@ -159,8 +159,8 @@ def mapping_users(mid: str, configs: Mapping[str, Mapping[Any, Mapping[str, Any]
     for node in sorted(configs):
         for vmid in sorted(configs[node], key=int):
             try:
-                entries = _pci.hostpci_from_config(configs[node][vmid])
-            except _pci.PciError:
+                entries = property_strings.hostpci_from_config(configs[node][vmid])
+            except property_strings.PciError:
                 continue
             slots = ["hostpci%d" % s for s, n in sorted(entries.items()) if n.get("mapping") == mid]
             if slots:

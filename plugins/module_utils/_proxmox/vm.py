@@ -4,7 +4,7 @@
 """The GPUs (hostpciN) of Proxmox VE VMs: plan one VM (reads and pre-checks, no writes), apply it, and run a batch of
 VMs over one API session: every VM planned before the first write, then the writes with bounded concurrency.
 
-The I/O goes through :class:`~._proxmox.PveClient`; the hostpci rules themselves are pure functions in ``_pci``.
+The I/O goes through :class:`~._proxmox.PveClient`; the hostpci rules themselves are pure functions in ``property_strings``.
 """
 
 from __future__ import annotations
@@ -15,18 +15,19 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _disruption, _pci, _pve_rules
-from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
-from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError
+from ansible_collections.gpuops.provision.plugins.module_utils._common import batch as common_batch, bounds as common_bounds, disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import property_strings, rules
+from ansible_collections.gpuops.provision.plugins.module_utils._common.batch import BatchInvalid, pool_map
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox.api import PveClient, PveError
 
-# The device keys of a hostpci entry; every other key of _pci.HOSTPCI_KEYS is an option of a gpus item.
+# The device keys of a hostpci entry; every other key of property_strings.HOSTPCI_KEYS is an option of a gpus item.
 DEVICE_KEYS = ("mapping", "host")
-# Module option name (gpus[].x_vga) -> hostpci key (x-vga), from _pci's key table, in its order.
-OPTION_KEYS = {key.replace("-", "_"): key for key in _pci.HOSTPCI_KEYS if key not in DEVICE_KEYS}
-# Argument spec of each value kind of _pci.HOSTPCI_KEYS (what _pci._norm_value accepts for it).
+# Module option name (gpus[].x_vga) -> hostpci key (x-vga), from property_strings's key table, in its order.
+OPTION_KEYS = {key.replace("-", "_"): key for key in property_strings.HOSTPCI_KEYS if key not in DEVICE_KEYS}
+# Argument spec of each value kind of property_strings.HOSTPCI_KEYS (what property_strings._norm_value accepts for it).
 _KIND_SPEC: dict[str, dict[str, Any]] = {
     "host": {"type": "str"}, "configid": {"type": "str"}, "bool": {"type": "bool"}, "romfile": {"type": "str"},
-    "mdev": {"type": "str"}, "hexid": {"type": "str"}, "driver": {"type": "str", "choices": list(_pci.DRIVERS)},
+    "mdev": {"type": "str"}, "hexid": {"type": "str"}, "driver": {"type": "str", "choices": list(property_strings.DRIVERS)},
 }
 
 # Options a batch item may set for itself; the task's value is the default.
@@ -34,7 +35,7 @@ PER_VM_OPTIONS = ("exclusive", "restart", "precheck", "shutdown_timeout", "timeo
 
 
 def vm_settings_spec() -> dict[str, Any]:
-    """Argument spec of ``vm_settings`` (the VM settings _pve_rules.plan_vm_settings plans)."""
+    """Argument spec of ``vm_settings`` (the VM settings rules.plan_vm_settings plans)."""
     return dict(type="dict", options=dict(
         machine=dict(type="str"), bios=dict(type="str", choices=["seabios", "ovmf"]), vga=dict(type="str"),
         efidisk_storage=dict(type="str")))
@@ -42,13 +43,13 @@ def vm_settings_spec() -> dict[str, Any]:
 
 def gpu_options_spec() -> dict[str, dict[str, Any]]:
     """Argument spec of one ``gpus`` item: slot, the device (mapping, or host with an optional vf) and every
-    hostpci option of _pci.HOSTPCI_KEYS under its option name."""
+    hostpci option of property_strings.HOSTPCI_KEYS under its option name."""
     spec: dict[str, dict[str, Any]] = {"slot": {"type": "int"}}
     for key in DEVICE_KEYS:
-        spec[key] = dict(_KIND_SPEC[_pci.HOSTPCI_KEYS[key][0]])
+        spec[key] = dict(_KIND_SPEC[property_strings.HOSTPCI_KEYS[key][0]])
     spec["vf"] = {"type": "int"}
     for opt, key in OPTION_KEYS.items():
-        spec[opt] = dict(_KIND_SPEC[_pci.HOSTPCI_KEYS[key][0]])
+        spec[opt] = dict(_KIND_SPEC[property_strings.HOSTPCI_KEYS[key][0]])
     return spec
 
 
@@ -93,11 +94,11 @@ class Cluster:
         return {d["id"]: d["physfn"] for d in self.hw(node) if d["physfn"]}
 
     def alternatives(self, node: str, entries: Mapping[int, Any]) -> dict[int, list[list[str]]]:
-        """_pve_rules.entry_alternatives of each hostpci entry ({slot: value}) of a VM on ``node``."""
+        """rules.entry_alternatives of each hostpci entry ({slot: value}) of a VM on ``node``."""
         out = {}
         for slot, value in entries.items():
-            norm = _pci.normalize_hostpci(value) if isinstance(value, str) else value
-            out[int(slot)] = _pve_rules.entry_alternatives(norm, node, self.mappings(), self.hw(node))
+            norm = property_strings.normalize_hostpci(value) if isinstance(value, str) else value
+            out[int(slot)] = rules.entry_alternatives(norm, node, self.mappings(), self.hw(node))
         return out
 
 
@@ -105,7 +106,7 @@ def pending_hostpci(items: Optional[Iterable[Mapping[str, Any]]]) -> set[str]:
     """hostpciN keys (and the VM settings this module makes) with a pending value or a pending delete, from
     GET .../pending."""
     return set(item["key"] for item in items or []
-               if (re.match(r"^hostpci\d+\Z", item.get("key", "")) or item.get("key") in _pve_rules.VM_SETTING_KEYS)
+               if (re.match(r"^hostpci\d+\Z", item.get("key", "")) or item.get("key") in rules.VM_SETTING_KEYS)
                and ("pending" in item or item.get("delete")))
 
 
@@ -173,16 +174,16 @@ class VmGpu:
                 if g.get(opt) is not None:
                     entry[key] = g[opt]
             try:
-                norm = _pci.normalize_hostpci(entry)
-            except _pci.PciError as exc:
+                norm = property_strings.normalize_hostpci(entry)
+            except property_strings.PciError as exc:
                 raise Precheck("%s: %s: %s" % (self.where(), label, exc))
             out.append((g.get("slot"), norm))
         return out
 
     def resolve_vf(self, pf: str, index: int, label: str) -> str:
         try:
-            pf_id = _pci.normalize_pci_address(pf, function="0")
-        except _pci.PciError as exc:
+            pf_id = property_strings.normalize_pci_address(pf, function="0")
+        except property_strings.PciError as exc:
             raise Precheck("%s: %s: %s" % (self.where(), label, exc))
         dev = next((d for d in self.hw() if d["id"] == pf_id), None)
         if dev is None:
@@ -200,7 +201,7 @@ class VmGpu:
         ovmf = str(config.get("bios") or "seabios") == "ovmf"
         by_id = {d["id"]: d for d in self.hw()}
         for slot, norm in entries:
-            label = "hostpci%s (%s)" % (slot, _pci.format_hostpci(norm))
+            label = "hostpci%s (%s)" % (slot, property_strings.format_hostpci(norm))
             fail = "%s: %s: %%s; nothing changed" % (self.where(), label)
             if norm.get("pcie") == "1" and not q35:
                 raise Precheck(fail % ("pcie=1 needs the q35 machine type, the VM has machine '%s'" % (machine or "pc-i440fx (default)")))
@@ -212,13 +213,13 @@ class VmGpu:
             else:
                 alternatives = [norm["host"]]
                 for path in norm["host"].split(";"):
-                    if _pci.normalize_pci_address(path, function="0") not in by_id:
+                    if property_strings.normalize_pci_address(path, function="0") not in by_id:
                         raise Precheck(fail % ("no PCI device %s on the node" % path))
             paths = [pth for alt in alternatives for pth in alt.split(";")]
             if norm.get("mdev"):
                 for alt in alternatives:
                     # parse_hostpci (qemu-server PCI.pm): an alternative of more than one function cannot carry mdev
-                    funcs = _pci.path_functions(alt, by_id.values())
+                    funcs = property_strings.path_functions(alt, by_id.values())
                     if len(funcs) > 1:
                         raise Precheck(fail % ("cannot use mediated device with multifunction device: %s is %d functions "
                                                "(%s); give one function" % (alt, len(funcs), ", ".join(funcs))))
@@ -232,19 +233,19 @@ class VmGpu:
         mapping = self.cluster.mappings().get(mid)
         if mapping is None:
             raise Precheck(fail % ("PCI mapping '%s' does not exist" % mid))
-        entries = [e for e in _pci.normalize_map_list(mapping.get("map") or []) if e["node"] == self.node]
+        entries = [e for e in property_strings.normalize_map_list(mapping.get("map") or []) if e["node"] == self.node]
         if not entries:
             raise Precheck(fail % ("PCI mapping '%s' has no entry for node %s" % (mid, self.node)))
-        is_mdev = bool(int(_pci.parse_bool(mapping.get("mdev") or 0)))
+        is_mdev = bool(int(property_strings.parse_bool(mapping.get("mdev") or 0)))
         problems = []
         for e in entries:
             # mdev both ways, as PVE 8.4+ checks it at start (assert_valid gets the mapping's global mdev flag);
             # older releases start such a mapping, so it is not refused there.
-            problems.extend(_pci.check_map_entry(e, list(by_id.values()),
-                                                 mdev=_pci.mdev_checked(self.client.version(), is_mdev)))
+            problems.extend(property_strings.check_map_entry(e, list(by_id.values()),
+                                                             mdev=property_strings.mdev_checked(self.client.version(), is_mdev)))
         if problems:
             raise Precheck(fail % ("PCI mapping '%s' does not match the hardware of node %s: %s" % (mid, self.node, "; ".join(problems))))
-        if norm.get("mdev") and not is_mdev and _pci.mdev_checked(self.client.version(), True):
+        if norm.get("mdev") and not is_mdev and property_strings.mdev_checked(self.client.version(), True):
             raise Precheck(fail % ("mdev is set but PCI mapping '%s' is not marked mdev" % mid))
         return [e["path"] for e in entries]
 
@@ -255,7 +256,7 @@ class VmGpu:
             listed.extend(self.client.mdev_types(self.node, target))
         else:
             for pth in paths:
-                listed.extend(self.client.mdev_types(self.node, _pci.normalize_pci_address(pth, function="0")))
+                listed.extend(self.client.mdev_types(self.node, property_strings.normalize_pci_address(pth, function="0")))
         where = "mapping %s" % target if target else ", ".join(paths)
         types = sorted(set(t["type"] for t in listed))
         if norm["mdev"] not in types:
@@ -268,12 +269,12 @@ class VmGpu:
     def check_iommu(self, norm: Mapping[str, str], paths: Iterable[str], fail: str, by_id: Mapping[str, Mapping[str, Any]]) -> None:
         hw = list(by_id.values())
         for pth in paths:
-            dev = by_id[_pci.normalize_pci_address(pth, function="0")]
+            dev = by_id[property_strings.normalize_pci_address(pth, function="0")]
             if norm.get("mdev") and not dev["physfn"]:
                 continue  # classic mdev: the host driver keeps the device, each mdev gets its own group
             if dev["iommu_group"] < 0:
                 raise Precheck(fail % ("device %s has no IOMMU group (IOMMU not present on node %s)" % (dev["id"], self.node)))
-            isolated, members = _pci.iommu_isolation(hw, dev["id"])
+            isolated, members = property_strings.iommu_isolation(hw, dev["id"])
             if not isolated:
                 others = [m for m in members if by_id[m]["slot"] != dev["slot"]]
                 raise Precheck(fail % ("device %s shares IOMMU group %d with %s; all of them would have to go to this VM"
@@ -282,14 +283,14 @@ class VmGpu:
     def check_versions(self, plan: Mapping[str, Any]) -> None:
         """hostpci options the server's release lacks would fail the whole config call."""
         for slot, value in sorted(plan["set"].items()):
-            if "driver" in _pci.normalize_hostpci(value):  # the default (vfio) is dropped, so only driver=keep is sent
-                gate = _pci.version_gate("driver", self.client.version())
+            if "driver" in property_strings.normalize_hostpci(value):  # the default (vfio) is dropped, so only driver=keep is sent
+                gate = property_strings.version_gate("driver", self.client.version())
                 if gate:
                     raise Precheck("%s: hostpci%d (%s): %s; nothing changed" % (self.where(), slot, value, gate))
 
     def check_permissions(self, plan: Mapping[str, Any], current: Mapping[int, Mapping[str, str]]) -> None:
         """check_hostpci_perm of qemu-server, for every entry set, replaced or deleted, before any write."""
-        problems = _pci.permission_problems(plan, current, self.is_root)
+        problems = property_strings.permission_problems(plan, current, self.is_root)
         if problems:
             raise Precheck("%s: only root@pam with a password may set, replace or delete raw host devices and romfiles "
                            "(this run is %s): %s; use a PCI mapping; nothing changed" % (self.where(), self.who, "; ".join(problems)))
@@ -307,7 +308,7 @@ class VmGpu:
             needed.append((vm_path, "VM.Config.HWType", "to write hostpci entries"))
         for slot in changing:
             for value in ([plan["set"][slot]] if slot in plan["set"] else []) + ([current[slot]] if slot in current else []):
-                norm = _pci.normalize_hostpci(value) if isinstance(value, str) else value
+                norm = property_strings.normalize_hostpci(value) if isinstance(value, str) else value
                 if "mapping" in norm:
                     needed.append(("/mapping/pci/%s" % norm["mapping"], "Mapping.Use",
                                    "hostpci%d %s mapping %s" % (slot, "sets" if value is plan["set"].get(slot) else "replaces or deletes", norm["mapping"])))
@@ -325,7 +326,7 @@ class VmGpu:
         have: dict[str, Any] = {}
         for path in sorted(set(n[0] for n in needed)):
             have.update(self.client.permissions(path))
-        missing = _pve_rules.missing_privileges(needed, have)
+        missing = rules.missing_privileges(needed, have)
         if missing:
             raise Precheck("%s: this session (%s) lacks %s; nothing was sent, nothing changed"
                            % (self.where(), self.who, "; ".join(missing)))
@@ -340,19 +341,19 @@ class VmGpu:
         self.config = self.client.get(self.base + "/config")  # pending values applied
         status = self.client.get(self.base + "/status/current") or {}
         self.running = status.get("status") == "running"
-        self.ha = _pve_rules.ha_managed(status)
+        self.ha = rules.ha_managed(status)
         if self.running:
             self.pending_keys = pending_hostpci(self.client.get(self.base + "/pending"))
         try:
-            current = _pci.hostpci_from_config(self.config)
-        except _pci.PciError as exc:
+            current = property_strings.hostpci_from_config(self.config)
+        except property_strings.PciError as exc:
             raise Precheck("%s: cannot parse existing hostpci entry: %s" % (self.where(), exc))
         desired = self.desired()
         try:
-            plan = _pci.plan_hostpci(current, desired, exclusive=self.spec["exclusive"])
-        except _pci.PciError as exc:
+            plan = property_strings.plan_hostpci(current, desired, exclusive=self.spec["exclusive"])
+        except property_strings.PciError as exc:
             raise Precheck("%s: %s" % (self.where(), exc))
-        self.settings, problems = _pve_rules.plan_vm_settings(self.config, self.spec.get("vm_settings"))
+        self.settings, problems = rules.plan_vm_settings(self.config, self.spec.get("vm_settings"))
         if problems:
             raise Precheck("%s: %s; nothing changed" % (self.where(), "; ".join(problems)))
         self.check_versions(plan)
@@ -361,10 +362,10 @@ class VmGpu:
         if self.spec["precheck"]:
             # Checked against the settings as they will be (a q35 machine requested with pcie=1 is fine).
             self.precheck(dict(self.config, **self.settings),
-                          [(s, _pci.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
+                          [(s, property_strings.normalize_hostpci(v)) for s, v in plan["desired"].items()], set(plan["set"]))
             if plan["set"]:
-                problems = _pve_rules.vm_collisions(self.cluster.alternatives(self.node, plan["after"]),
-                                                    self.labels(plan["after"]), self.cluster.physfn(self.node))
+                problems = rules.vm_collisions(self.cluster.alternatives(self.node, plan["after"]),
+                                               self.labels(plan["after"]), self.cluster.physfn(self.node))
                 if problems:
                     raise Precheck("%s: %s; nothing changed" % (self.where(), "; ".join(problems)))
         self.plan_ = plan
@@ -375,7 +376,7 @@ class VmGpu:
         return {int(s): "hostpci%s (%s)" % (s, v) for s, v in entries.items()}
 
     def neighbour_problems(self, planned: Mapping[int, VmGpu]) -> list[str]:
-        """Entries this plan sets that collide with another VM of the node (_pve_rules.cross_vm_collisions): the
+        """Entries this plan sets that collide with another VM of the node (rules.cross_vm_collisions): the
         other VMs' configurations as read (pending applied), or, for VMs of this batch, as planned."""
         if not self.spec["precheck"] or not self.plan_["set"]:
             return []
@@ -386,15 +387,15 @@ class VmGpu:
             other = planned.get(vmid)
             try:
                 entries = (other.plan_["after"] if other is not None and other.node == self.node
-                           else {s: _pci.format_hostpci(n) for s, n in _pci.hostpci_from_config(info["config"]).items()})
-            except _pci.PciError:
+                           else {s: property_strings.format_hostpci(n) for s, n in property_strings.hostpci_from_config(info["config"]).items()})
+            except property_strings.PciError:
                 continue  # a configuration PVE itself could not start is that VM's own problem
             alts = self.cluster.alternatives(self.node, entries)
             for slot, label in self.labels(entries).items():
                 others.append(("VM %s (%s)" % (vmid, info["status"] or "unknown"), label, alts[slot]))
         mine = self.cluster.alternatives(self.node, self.plan_["set"])
-        problems = _pve_rules.cross_vm_collisions(mine, self.labels(self.plan_["set"]), others,
-                                                  self.cluster.physfn(self.node))
+        problems = rules.cross_vm_collisions(mine, self.labels(self.plan_["set"]), others,
+                                             self.cluster.physfn(self.node))
         return ["%s: %s; nothing changed" % (self.where(), p) for p in problems]
 
     @property
@@ -433,7 +434,7 @@ class VmGpu:
                 self.pending_keys.update(changed_keys)
         restart = self._restart_for(self.pending_keys)
         if restart:
-            self.disruptions = _pve_rules.restart_disruptions(self.where(), self.spec["shutdown_timeout"], self.ha)
+            self.disruptions = rules.restart_disruptions(self.where(), self.spec["shutdown_timeout"], self.ha)
         if restart and not self.check_mode:
             self.restart()
             self.pending_keys = set()
@@ -461,7 +462,7 @@ class VmGpu:
         deadline = time.monotonic() + timeout
         while True:
             status = self.client.get(self.base + "/status/current") or {}
-            verdict = _pve_rules.ha_verdict(status, want)
+            verdict = rules.ha_verdict(status, want)
             if verdict is None:
                 return
             if verdict:
@@ -481,7 +482,7 @@ class VmGpu:
         before = {"hostpci%d" % s: v for s, v in plan["before"].items()}
         after = {"hostpci%d" % s: v for s, v in plan["after"].items()}
         diff_before, diff_after = dict(before), dict(after)
-        for key in sorted(self.spec.get("vm_settings") and _pve_rules.VM_SETTING_KEYS or ()):
+        for key in sorted(self.spec.get("vm_settings") and rules.VM_SETTING_KEYS or ()):
             if self.config.get(key) is not None:
                 diff_before[key] = str(self.config[key])
             if self.settings.get(key, self.config.get(key)) is not None:
@@ -509,10 +510,10 @@ class VmGpu:
                    ha_managed=self.ha, disruptions=list(self.disruptions),
                    before={"hostpci%d" % s: v for s, v in self.plan_["before"].items()})
         try:
-            now = _pci.hostpci_from_config(self.client.get(self.base + "/config"))
-            out["hostpci"] = {"hostpci%d" % s: _pci.format_hostpci(v) for s, v in sorted(now.items())}
+            now = property_strings.hostpci_from_config(self.client.get(self.base + "/config"))
+            out["hostpci"] = {"hostpci%d" % s: property_strings.format_hostpci(v) for s, v in sorted(now.items())}
             out["changed"] = out["hostpci"] != out["before"]
-        except (PveError, _pci.PciError) as read_exc:
+        except (PveError, property_strings.PciError) as read_exc:
             out["hostpci"] = None
             out["msg"] += "; its configuration could not be read back: %s" % read_exc
         return out
@@ -600,10 +601,10 @@ def module_run(params: dict[str, Any], check_mode: bool,
     result (single-VM form or batch). Returns (failed, result for exit_json/fail_json, warnings to show first);
     a failure before any write shows no warnings."""
     batch = params["vms"] is not None
-    bounds = {"vmid": _bounds.PVE_VMID, "timeout": _bounds.TASK_TIMEOUT, "shutdown_timeout": _bounds.SHUTDOWN_TIMEOUT}
-    problems = _bounds.out_of_range(params, dict(bounds, max_concurrent=_bounds.MAX_CONCURRENT))
+    bounds = {"vmid": common_bounds.PVE_VMID, "timeout": common_bounds.TASK_TIMEOUT, "shutdown_timeout": common_bounds.SHUTDOWN_TIMEOUT}
+    problems = common_bounds.out_of_range(params, dict(bounds, max_concurrent=common_bounds.MAX_CONCURRENT))
     for item in params["vms"] or []:
-        problems.extend(_bounds.out_of_range(item, bounds, where="vms[vmid=%s]: " % item["vmid"]))
+        problems.extend(common_bounds.out_of_range(item, bounds, where="vms[vmid=%s]: " % item["vmid"]))
     if problems:
         who = "VMs %s" % ", ".join(str(v["vmid"]) for v in params["vms"]) if batch else "VM %s" % params["vmid"]
         return True, dict(msg="%s: %s; nothing changed" % (who, "; ".join(problems))), []
@@ -611,7 +612,7 @@ def module_run(params: dict[str, Any], check_mode: bool,
         client = connect(params, task_timeout=params["timeout"])
         results, warnings = run(client, params, check_mode)
     except BatchInvalid as exc:
-        return True, dict(msg=_batch.invalid_message(exc, batch), problems=exc.problems), []
+        return True, dict(msg=common_batch.invalid_message(exc, batch), problems=exc.problems), []
     except PveError as exc:
         return True, dict(msg=str(exc)), []
     warnings = client.warnings + warnings
@@ -621,10 +622,10 @@ def module_run(params: dict[str, Any], check_mode: bool,
         result.pop("vmid")
         result["writes"] = writes
         if "diff" in result:  # a failed write's result has none
-            result["diff"] = _disruption.diff_first(result["disruptions"], result["diff"])
+            result["diff"] = disruption.diff_first(result["disruptions"], result["diff"])
         return bool(result.pop("failed", False)), result, warnings
     diffs = [r.pop("diff", None) for r in results]
-    out, failure = _batch.outcome(results, "vmid", lambda r: "VM %s on %s" % (r["vmid"], r["node"]), diffs)
+    out, failure = common_batch.outcome(results, "vmid", lambda r: "VM %s on %s" % (r["vmid"], r["node"]), diffs)
     out["writes"] = writes
     if failure:
         return True, dict(msg=failure, **out), warnings

@@ -3,11 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What to do with a node's or a pool's GPUs, from a week of their measured use; pure logic, no I/O.
 
-Input: the per-GPU / per-MIG-instance figures ``_usage.aggregate`` makes of dcgm-exporter's series (mean, p95 and max
+Input: the per-GPU / per-MIG-instance figures ``_usage.series.aggregate`` makes of dcgm-exporter's series (mean, p95 and max
 of SM activity, SM occupancy, DRAM activity, framebuffer used; GPU_UTIL beside; hours observed; the pods seen).
 Output, per node or pool: one advice with the figures that drove it and the rule it applied, and what the rest of the
-collection applies: a pool definition as roles/gpu_pools takes it (``_gpu_pools.normalize``) and, for MIG, a
-mig-parted ``v1`` document that ``_mig.parse_config`` accepts.
+collection applies: a pool definition as roles/gpu_pools takes it (``_k8s.gpu_pools.normalize``) and, for MIG, a
+mig-parted ``v1`` document that ``geometry.parse_config`` accepts.
 
 The rules, first match wins (the thresholds are arguments; the defaults are the seed articles' numbers quoted in
 issue 43: "a GPU at 8 % SM activity and 15 % of its memory over a rolling week is an obvious candidate for sharing; a
@@ -19,10 +19,10 @@ GPU at 85 % is not shared, you buy a second one"):
 3. ``time-slicing``: mean SM activity <= ``share_sm`` and p95 memory used <= ``share_memory`` on every GPU; replicas
    from the observed peak: as many copies of the largest workload's peak memory plus ``headroom`` as the smallest
    GPU holds (time-slicing does not isolate memory), at most ``max_replicas``; fewer than 2 falls through.
-4. ``mig``: every GPU's model has a documented MIG table (``_mig_models``), and the smallest plain profile (no
+4. ``mig``: every GPU's model has a documented MIG table (``mig_models``), and the smallest plain profile (no
    ``+me``/``-me``/``+gfx``) with at least ``min_slices`` compute slices (2 by default: never 1g unless asked, a
    workload needing 26 GB does not fit 10 GB) that holds the largest workload's peak memory plus ``headroom`` and its
-   p95 compute fits at least twice per GPU (placements checked by ``_mig.validate_target``), and the instances cover
+   p95 compute fits at least twice per GPU (placements checked by ``geometry.validate_target``), and the instances cover
    the most pods seen at once.
 5. ``whole``: otherwise keep the GPUs whole (``exclusive``), saying why sharing was not advised.
 
@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_models
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry, models as mig_models
 
 # Defaults, with where each comes from (issue 43's seed numbers; the rest are this collection's choices, stated).
 DEFAULTS: dict[str, Any] = {
@@ -124,14 +124,14 @@ def _tokens(name: str) -> frozenset[str]:
     return frozenset(t for t in _TOKEN.findall(name.lower()) if t != "nvidia")
 
 
-def documented_model(model: str) -> Optional[tuple[list[str], _mig.ProfileTable]]:
+def documented_model(model: str) -> Optional[tuple[list[str], geometry.ProfileTable]]:
     """(PCI device ids as mig-parted's device-filter spells them, the documented profile table) of a product name,
-    or None when ``_mig_models.MODELS`` has no such model (no MIG, or not documented)."""
+    or None when ``mig_models.MODELS`` has no such model (no MIG, or not documented)."""
     wanted = _tokens(model)
-    ids = sorted(pci for pci, row in _mig_models.MODELS.items() if _tokens(row["name"]) == wanted)
+    ids = sorted(pci for pci, row in mig_models.MODELS.items() if _tokens(row["name"]) == wanted)
     if not ids:
         return None
-    table = _mig_models.documented_table(ids[0])
+    table = mig_models.documented_table(ids[0])
     # Every id of one name shares one table (MODELS lists the variants of a board under one name).
     return ["0x%08X" % pci for pci in ids], table  # type: ignore[return-value]
 
@@ -146,7 +146,7 @@ def _peak_workload_mib(device: Mapping[str, Any]) -> float:
 def _compute_slices(device: Mapping[str, Any], full: int) -> int:
     """Compute slices the device's p95 SM activity needs: SM activity is a ratio of the device's own SMs, so a MIG
     instance counts its own slices and a whole GPU ``full`` (7 on 8-memory-slice parts)."""
-    size = _mig.parse_profile_name(device["mig_profile"])[1] if device.get("mig_profile") else full
+    size = geometry.parse_profile_name(device["mig_profile"])[1] if device.get("mig_profile") else full
     # The 1e-9 keeps 0.2857142 x 7 = 2.0000000001 at 2 slices.
     return max(1, int(math.ceil(_stat(device, "sm_active", "p95") * size - 1e-9)))
 
@@ -179,21 +179,21 @@ def _pool(name: str, nodes: list[str], sharing: str, **extra: Any) -> dict[str, 
     return pool
 
 
-def _plain_profiles(table: _mig.ProfileTable, min_slices: int) -> list[_mig.Profile]:
+def _plain_profiles(table: geometry.ProfileTable, min_slices: int) -> list[geometry.Profile]:
     """Profiles without attributes (+me, -me, +gfx, +me.all: media or graphics engines, not capacity), with at least
     ``min_slices`` compute slices, smallest first (compute slices, then memory)."""
-    plain = [p for p in table.profiles if not _mig.parse_profile_name(p.name)[3] and p.slices >= min_slices]
-    return sorted(plain, key=lambda p: (p.slices, _mig.parse_profile_name(p.name)[2], p.name))
+    plain = [p for p in table.profiles if not geometry.parse_profile_name(p.name)[3] and p.slices >= min_slices]
+    return sorted(plain, key=lambda p: (p.slices, geometry.parse_profile_name(p.name)[2], p.name))
 
 
-def fit_count(table: _mig.ProfileTable, profile: str) -> int:
+def fit_count(table: geometry.ProfileTable, profile: str) -> int:
     """How many instances of ``profile`` one GPU holds at once (non-overlapping placements, the model's count)."""
     # The table's own profile: get() finds it.
     count = table.get(profile).max_count  # type: ignore[union-attr]
     while count > 0:
         try:
-            _mig.validate_target(table, {profile: count})
-        except _mig.MigError:
+            geometry.validate_target(table, {profile: count})
+        except geometry.MigError:
             count -= 1
             continue
         return count
@@ -209,12 +209,12 @@ def _mig_plan(name: str, devices: Sequence[Mapping[str, Any]], figures: Mapping[
     for model in models:
         found = documented_model(model)
         if found is None:
-            return None, "%s has no documented MIG profiles (plugins/module_utils/_mig_models.py)" % model
+            return None, "%s has no documented MIG profiles (plugins/module_utils/_mig/models.py)" % model
         ids, table = found
         mine = [d for d in devices if d["model"] == model]
         full = max(p.slices for p in table.profiles)
         slices = max(t["min_slices"], max(_compute_slices(d, full) for d in mine))
-        fits = [p for p in _plain_profiles(table, slices) if _mig.parse_profile_name(p.name)[2] * 1024 >= need_mib]
+        fits = [p for p in _plain_profiles(table, slices) if geometry.parse_profile_name(p.name)[2] * 1024 >= need_mib]
         if not fits:
             return None, ("no %s profile of at least %d compute slices holds %.0f MiB (the largest workload's peak "
                           "%.0f MiB + %.0f %% headroom)" % (model, slices, need_mib, figures["peak_workload_mib"], t["headroom"] * 100))
@@ -231,7 +231,7 @@ def _mig_plan(name: str, devices: Sequence[Mapping[str, Any]], figures: Mapping[
     if instances < figures["max_concurrent_pods"]:
         return None, ("%d MIG instances would not hold the %d pods seen at once" % (instances, figures["max_concurrent_pods"]))
     document = {"version": "v1", "mig-configs": {name: entries}}
-    _mig.parse_config(document, name)  # the collection's own validator: what mig_reconfigure will be given
+    geometry.parse_config(document, name)  # the collection's own validator: what mig_reconfigure will be given
     why = ("%s: the smallest plain profile of >= %d compute slices holding the largest workload's peak %.0f MiB + "
            "%.0f %% headroom = %.0f MiB, as many as fit"
            % ("; ".join(chosen), t["min_slices"], figures["peak_workload_mib"], t["headroom"] * 100, need_mib))
@@ -349,5 +349,5 @@ def proposal(advices: Any, disabled_config: str = "all-disabled") -> dict[str, A
         summary.append("%s (%s): %s, %s (rule %s)" % (a["name"], nodes, a.get("advice"), a.get("action"), a.get("rule")))
     document = {"version": "v1", "mig-configs": configs}
     for name in configs:
-        _mig.parse_config(document, name)
+        geometry.parse_config(document, name)
     return {"pools": pools, "mig_config": document, "summary": summary}

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prometheus HTTP API adapter: ``/api/v1/query`` and ``/api/v1/query_range`` with a bearer token, a CA file, TLS
 verification on by default and a timeout on every call; and the read of dcgm-exporter's figures over a window
-(``read_usage``), whose queries and arithmetic live in the pure ``_usage``.
+(``read_usage``), whose queries and arithmetic live in the pure ``usage_series``.
 
 Answers and errors as prometheus/prometheus ``web/api/v1/api.go`` sends them: ``{"status": "success", "data": ...}``,
 or ``{"status": "error", "errorType": "bad_data", "error": "..."}`` with HTTP 400 (bad_data), 422 (execution), 503
@@ -19,7 +19,8 @@ from urllib.parse import urlencode
 
 from ansible.module_utils.urls import Request
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _usage
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._usage import series as usage_series
 
 try:  # Python 3
     from urllib.error import HTTPError, URLError
@@ -50,7 +51,7 @@ class Client:
     """One Prometheus server, from the module's connection options."""
 
     def __init__(self, params: Mapping[str, Any]) -> None:
-        verify, self.warning = _bounds.tls_verify(params.get("validate_certs", True), params.get("ca_path"))
+        verify, self.warning = bounds.tls_verify(params.get("validate_certs", True), params.get("ca_path"))
         self.base = str(params["url"]).rstrip("/")
         self.timeout = params.get("api_timeout") or 30
         headers = {"Accept": "application/json"}
@@ -70,10 +71,10 @@ class Client:
         except TRANSPORT_ERRORS as e:
             raise PrometheusError("Prometheus at %s is unreachable (%s: %s) while asking %s" % (self.base, type(e).__name__, e, what)) from None
         try:
-            return _usage.answer_data(json.loads(raw.decode("utf-8")), what)
+            return usage_series.answer_data(json.loads(raw.decode("utf-8")), what)
         except ValueError as e:
             raise PrometheusError("%s at %s: the answer is not JSON (%s)" % (what, self.base, e)) from None
-        except _usage.UsageError as e:
+        except usage_series.UsageError as e:
             raise PrometheusError("%s at %s" % (e, self.base)) from None
 
     def query(self, promql: str, at: Optional[float] = None) -> Any:
@@ -92,22 +93,22 @@ def read_usage(client: Client, window_s: int, end: Optional[float] = None, step_
                matchers: Sequence[str] = (), nodes: Optional[Sequence[str]] = None, series: bool = False) -> dict[str, Any]:
     """The figures of every GPU and MIG instance over ``window_s`` seconds up to ``end`` (default: Prometheus's own
     clock, so the controller's does not matter), with each one's chart series when ``series``. Returns {start, end,
-    step, bucket (None without series), queries, gpus, gpu_hours}; raises PrometheusError or _usage.UsageError (a
+    step, bucket (None without series), queries, gpus, gpu_hours}; raises PrometheusError or usage_series.UsageError (a
     metric missing, a series without dcgm-exporter's labels)."""
-    step = _usage.choose_step(window_s, step_s)
-    bucket = _usage.chart_bucket(window_s, step) if series else None
+    step = usage_series.choose_step(window_s, step_s)
+    bucket = usage_series.chart_bucket(window_s, step) if series else None
     if end is None:
-        end = _usage.scalar(client.query("time()"), "query time()")
+        end = usage_series.scalar(client.query("time()"), "query time()")
     start = end - window_s
     answers: dict[str, list[dict[str, Any]]] = {}
     queries = {}
-    for figure, metric, function in _usage.QUERIES:
-        q = _usage.promql(metric, function, step, matchers)
+    for figure, metric, function in usage_series.QUERIES:
+        q = usage_series.promql(metric, function, step, matchers)
         queries[figure] = q
-        answers[figure] = _usage.matrix(client.query_range(q, start, end, step), "query_range %s" % q)
-    message = _usage.missing_message(metric for figure, metric, _fn in _usage.QUERIES if answers[figure])
+        answers[figure] = usage_series.matrix(client.query_range(q, start, end, step), "query_range %s" % q)
+    message = usage_series.missing_message(metric for figure, metric, _fn in usage_series.QUERIES if answers[figure])
     if message:
-        raise _usage.UsageError(message)
-    gpus = _usage.check_nodes(_usage.aggregate(answers, step, bucket), nodes)
+        raise usage_series.UsageError(message)
+    gpus = usage_series.check_nodes(usage_series.aggregate(answers, step, bucket), nodes)
     return {"start": start, "end": end, "step": step, "bucket": bucket, "queries": queries, "gpus": gpus,
-            "gpu_hours": _usage.gpu_hours(gpus)}
+            "gpu_hours": usage_series.gpu_hours(gpus)}

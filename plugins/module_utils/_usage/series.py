@@ -2,7 +2,7 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU usage from dcgm-exporter's series in Prometheus: the queries, their answers, and the per-GPU / per-MIG-instance
-figures the advice reads; pure logic, no I/O (``_prometheus`` asks, this file reads the answers).
+figures the advice reads; pure logic, no I/O (``_usage/prometheus.py`` asks, this file reads the answers).
 
 dcgm-exporter (github.com/NVIDIA/dcgm-exporter, release 4.5.3-4.8.2 and its main branch; cited by file and function):
 * Metric names and types: ``etc/default-counters.csv``. DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_FB_USED / FB_FREE (MiB) and

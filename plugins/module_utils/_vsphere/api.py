@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """vSphere adapter over pyvmomi: session, PropertyCollector bulk reads, task waiting, host/VM GPU facts.
 
-Decisions live in _vgpu.py; this file only reads and writes vSphere objects.
+Decisions live in _vsphere/vgpu.py; this file only reads and writes vSphere objects.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ except ImportError:  # pragma: no cover - reported by the module through missing
     HAS_PYVMOMI = False
     PYVMOMI_IMPORT_ERROR = traceback.format_exc()
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds, _vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import vgpu
 
 # Benchmarks set this to a file path; every session appends "<soap calls>\n" to it when it closes.
 CALLS_FILE_ENV = "GPUOPS_VSPHERE_CALLS_FILE"
@@ -74,8 +75,8 @@ def fault_message(fault: Any) -> str:
 def ssl_context(validate_certs: bool, ca_path: Optional[str] = None) -> ssl.SSLContext:
     """Verifying context (CA file or system store); an unverified one only when validate_certs is false.
 
-    The same rule as the Proxmox modules (_bounds.tls_verify): ca_path counts only while verifying."""
-    verify, dummy = _bounds.tls_verify(validate_certs, ca_path)
+    The same rule as the Proxmox modules (bounds.tls_verify): ca_path counts only while verifying."""
+    verify, dummy = bounds.tls_verify(validate_certs, ca_path)
     if verify:
         ctx = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else ssl.create_default_context()
         return ctx
@@ -118,10 +119,10 @@ class Session:
         self.params = params
         self.warnings: list[str] = []  # for the module to show (module.warn)
         where = "%s:%s" % (params["hostname"], params["port"])
-        problems = _bounds.out_of_range(params, {"port": _bounds.PORT, "api_timeout": _bounds.API_TIMEOUT})
+        problems = bounds.out_of_range(params, {"port": bounds.PORT, "api_timeout": bounds.API_TIMEOUT})
         if problems:
             raise VsphereError("%s: %s; nothing was sent" % (params["hostname"], "; ".join(problems)))
-        dummy, tls_warning = _bounds.tls_verify(params["validate_certs"], params.get("ca_path"))
+        dummy, tls_warning = bounds.tls_verify(params["validate_certs"], params.get("ca_path"))
         if tls_warning:
             self.warnings.append("%s: %s" % (where, tls_warning))
         timeout = params.get("api_timeout") or 30
@@ -298,8 +299,8 @@ def graphics_config(cfg: Any) -> dict[str, Any]:
     if cfg is None:
         return dict(default_graphics_type=None, assignment_policy=None, devices={}, vgpu_modes={})
     return dict(default_graphics_type=cfg.hostDefaultGraphicsType, assignment_policy=cfg.sharedPassthruAssignmentPolicy,
-                devices={_vgpu.normalize_pci_id(d.deviceId): d.graphicsType for d in (cfg.deviceType or [])},
-                vgpu_modes={_vgpu.normalize_pci_id(d.deviceId): d.vgpuMode for d in (cfg.deviceType or [])
+                devices={vgpu.normalize_pci_id(d.deviceId): d.graphicsType for d in (cfg.deviceType or [])},
+                vgpu_modes={vgpu.normalize_pci_id(d.deviceId): d.vgpuMode for d in (cfg.deviceType or [])
                             if getattr(d, "vgpuMode", None)})
 
 
@@ -313,7 +314,7 @@ def edit_graphics_config(cfg: Any, after: Mapping[str, Any]) -> Any:
     new.hostDefaultGraphicsType = after["default_graphics_type"]
     new.sharedPassthruAssignmentPolicy = after["assignment_policy"]
     entries = list(new.deviceType or [])
-    by_pci = {_vgpu.normalize_pci_id(d.deviceId): d for d in entries}
+    by_pci = {vgpu.normalize_pci_id(d.deviceId): d for d in entries}
     modes = after.get("vgpu_modes") or {}
     for pci, gtype in sorted(after["devices"].items()):
         entry = by_pci.get(pci)
@@ -335,10 +336,10 @@ def vgpu_mode_unsupported(session: Session, row: Mapping[str, Any]) -> Optional[
     """
     need = (8, 0, 3)
     old = []
-    vc = _vgpu.parse_version(session.content.about.apiVersion)
+    vc = vgpu.parse_version(session.content.about.apiVersion)
     if not vc or vc < need:
         old.append("vCenter API %s" % (session.content.about.apiVersion or "unknown"))
-    host = _vgpu.parse_version(row.get("config.product.version"))
+    host = vgpu.parse_version(row.get("config.product.version"))
     if not host or host < need:
         old.append("host %s ESXi %s" % (row.get("name"), row.get("config.product.version") or "unknown"))
     if not old and not session.speaks(vim.host.GraphicsConfig.DeviceType, "vgpuMode"):
@@ -351,7 +352,7 @@ def vgpu_profile_info(session: Session, row: Mapping[str, Any], warnings: Option
     ("Since vSphere API Release 7.0.3.0"; pyVmomi vim.host.GraphicsManager), {} where the host, vCenter or this session
     is older or the call fails (the profile names tell then; a failure is a warning)."""
     gm = row.get("configManager.graphicsManager")
-    host = _vgpu.parse_version(row.get("config.product.version"))
+    host = vgpu.parse_version(row.get("config.product.version"))
     if gm is None or not host or host < (7, 0, 3) or not session.speaks(vim.vm.VgpuProfileInfo, "fbSizeInGib"):
         return {}
     try:
@@ -427,7 +428,7 @@ def host_packages(session: Session, row: Mapping[str, Any],
     pkgs = []
     for s in sensors:
         if (s.sensorType or "").lower() == "software components":
-            p = _vgpu.parse_sensor_component(s.name)
+            p = vgpu.parse_sensor_component(s.name)
             if p:
                 pkgs.append(p)
     return pkgs, "health_sensors"
@@ -444,10 +445,10 @@ def missing_privileges(fault: Any) -> str:
 def host_driver(session: Session, row: Mapping[str, Any], name_regex: str = DEFAULT_DRIVER_REGEX,
                 warnings: Optional[list[str]] = None) -> dict[str, Any]:
     pkgs, source = host_packages(session, row, warnings)
-    vib = _vgpu.match_driver_vib(pkgs, name_regex)
+    vib = vgpu.match_driver_vib(pkgs, name_regex)
     if not vib:
         return dict(vib=None, vib_version=None, version=None, source=source)
-    return dict(vib=vib["name"], vib_version=vib["version"], version=_vgpu.driver_version(vib["version"]), source=source)
+    return dict(vib=vib["name"], vib_version=vib["version"], version=vgpu.driver_version(vib["version"]), source=source)
 
 
 # ---- kernel module options (vGPU scheduler) ------------------------------------------------------------------

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu, _vsphere
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_placement as placement
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api as vsphere_api, vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import placement
 
 
 def vm_drs(cluster: Optional[Dict[str, Any]], moid: str) -> Dict[str, Any]:
@@ -22,7 +22,7 @@ def vm_drs(cluster: Optional[Dict[str, Any]], moid: str) -> Dict[str, Any]:
 
 def gather(session: Any, params: Dict[str, Any], warnings: List[str]) -> Dict[str, Any]:
     hosts = session.hosts(params["datacenter"], params["cluster"], params["esxi_hostname"])
-    clusters = _vsphere.cluster_names(session)
+    clusters = vsphere_api.cluster_names(session)
     out: List[Dict[str, Any]] = []
     by_moid: Dict[str, Dict[str, Any]] = {}
     for row in hosts:
@@ -32,22 +32,22 @@ def gather(session: Any, params: Dict[str, Any], warnings: List[str]) -> Dict[st
             cluster=clusters.get(parent._moId) if parent is not None else None,
             connection_state=row.get("runtime.connectionState"),
             in_maintenance_mode=bool(row.get("runtime.inMaintenanceMode")),
-            esxi_version=_vsphere.esxi_version(row),
-            gpu_host=_vgpu.is_gpu_host(row),
-            gpus=_vsphere.graphics_devices(row.get("config.graphicsInfo")),
-            graphics_config=_vsphere.graphics_config(row.get("config.graphicsConfig")),
-            profiles=_vsphere.host_offer(row),
+            esxi_version=vsphere_api.esxi_version(row),
+            gpu_host=vgpu.is_gpu_host(row),
+            gpus=vsphere_api.graphics_devices(row.get("config.graphicsInfo")),
+            graphics_config=vsphere_api.graphics_config(row.get("config.graphicsConfig")),
+            profiles=vsphere_api.host_offer(row),
             vgpu_vms=[],
             driver=dict(vib=None, vib_version=None, version=None, source=None),
         )
         if entry["gpu_host"] and entry["connection_state"] == "connected":
-            api = _vsphere.vgpu_profile_info(session, row, warnings)
+            api = vsphere_api.vgpu_profile_info(session, row, warnings)
             entry["profile_info"] = [dict(placement.profile_facts(p, api.get(p)), stun_time_s=(api.get(p) or {}).get("stun_time_s"))
                                      for p in entry["profiles"]]
         else:
             entry["profile_info"] = []
         if params["gather_driver"] and entry["gpu_host"] and entry["connection_state"] == "connected":
-            entry["driver"] = _vsphere.host_driver(session, row, params["driver_vib_regex"], warnings)
+            entry["driver"] = vsphere_api.host_driver(session, row, params["driver_vib_regex"], warnings)
         out.append(entry)
         by_moid[row["moid"]] = entry
     result: Dict[str, Any] = dict(hosts=out)
@@ -56,9 +56,9 @@ def gather(session: Any, params: Dict[str, Any], warnings: List[str]) -> Dict[st
         container = session.scope_container(params["datacenter"], params["cluster"])
         vgpu_vms: List[Dict[str, Any]] = []
         # DRS overrides of the hosts' clusters, in one retrieval (ClusterConfigInfoEx.drsVmConfig).
-        drs = _vsphere.cluster_drs(session, objects=_vsphere.host_clusters(hosts))
+        drs = vsphere_api.cluster_drs(session, objects=vsphere_api.host_clusters(hosts))
         for vm in session.vms(container):
-            devs = _vsphere.vm_vgpus(vm.get("config.hardware.device"))
+            devs = vsphere_api.vm_vgpus(vm.get("config.hardware.device"))
             host = vm.get("runtime.host")
             if not devs or host is None or host._moId not in by_moid:
                 continue
@@ -70,6 +70,6 @@ def gather(session: Any, params: Dict[str, Any], warnings: List[str]) -> Dict[st
         result["vgpu_vms"] = sorted(vgpu_vms, key=lambda v: v["name"])
     if params["gather_driver"]:
         judged = [h for h in out if h["gpu_host"] and h["connection_state"] == "connected"]
-        result["drift"] = _vgpu.drift_by_cluster({h["name"]: h["driver"]["version"] for h in judged},
-                                                 {h["name"]: h["cluster"] for h in judged})
+        result["drift"] = vgpu.drift_by_cluster({h["name"]: h["driver"]["version"] for h in judged},
+                                                {h["name"]: h["cluster"] for h in judged})
     return result

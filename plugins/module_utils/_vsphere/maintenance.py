@@ -2,7 +2,7 @@
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """vsphere_host_maintenance's workflow: plan maintenance mode for every host first (who moves each powered-on VM,
-_vsphere_placement.evacuation), refuse what vCenter would wait on until its timeout, then shut down or enable migration
+_vsphere.placement.evacuation), refuse what vCenter would wait on until its timeout, then shut down or enable migration
 as the user chose, enter or exit maintenance mode host by host, and power on again the VMs this module shut down."""
 
 from __future__ import annotations
@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _vgpu, _vsphere
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_placement as placement
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_vm
+from ansible_collections.gpuops.provision.plugins.module_utils._common import disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api, vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import placement
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import vm as vsphere_vm
 
 try:
     from pyVmomi import vim
 except ImportError:
-    pass  # reported through _vsphere.HAS_PYVMOMI
+    pass  # reported through api.HAS_PYVMOMI
 
 OWNER = "vsphere_host_maintenance"
 HOST_PROPS = ["name", "parent", "runtime.connectionState", "runtime.inMaintenanceMode", "vm", "config.graphicsInfo",
@@ -32,7 +33,7 @@ def _vms(session: Any, hosts: Sequence[Mapping[str, Any]]) -> dict[str, list[dic
     for row in session.vms(props=VM_PROPS, objects=objs):
         host = row.get("runtime.host")
         if host is not None and host._moId in out:
-            row["profiles"] = sorted(d["profile"] for d in _vsphere.vm_vgpus(row.get("config.hardware.device")))
+            row["profiles"] = sorted(d["profile"] for d in api.vm_vgpus(row.get("config.hardware.device")))
             row["extra"] = {o.key: o.value for o in (row.get("config.extraConfig") or [])}
             out[host._moId].append(row)
     return out
@@ -54,10 +55,10 @@ def _targets(session: Any, host: Mapping[str, Any], vms: Sequence[Mapping[str, A
         names = []
         for r in others:
             if vm["profiles"]:
-                offer = _vsphere.host_offer(r)
+                offer = api.host_offer(r)
                 facts = {p: placement.profile_facts(p) for p in vm["profiles"]}
                 if not set(vm["profiles"]) <= set(offer) or placement.gpu_errors(
-                        r["name"], vm["profiles"], _vsphere.graphics_devices(r.get("config.graphicsInfo")), facts):
+                        r["name"], vm["profiles"], api.graphics_devices(r.get("config.graphicsInfo")), facts):
                     continue
             names.append(r["name"])
         out[vm["name"]] = names
@@ -68,8 +69,8 @@ def plan(session: Any, params: Mapping[str, Any]) -> dict[str, Any]:
     """Read every host and plan it; raise VgpuError naming each host and VM that vCenter would wait on."""
     hosts = session.hosts(params.get("datacenter"), params.get("cluster"), params.get("esxi_hostname"), props=HOST_PROPS)
     vms = _vms(session, hosts)
-    clusters = _vsphere.cluster_drs(session, objects=_vsphere.host_clusters(hosts))
-    hotmigrate = _vsphere.vcenter_setting(session, placement.VGPU_HOTMIGRATE_SETTING)
+    clusters = api.cluster_drs(session, objects=api.host_clusters(hosts))
+    hotmigrate = api.vcenter_setting(session, placement.VGPU_HOTMIGRATE_SETTING)
     # Hosts that are away while a host enters: itself, and the hosts before it in this run unless each is back in
     # service before the next (rolling).
     leaving: set[str] = set()
@@ -98,11 +99,11 @@ def plan(session: Any, params: Mapping[str, Any]) -> dict[str, Any]:
                                        vm["drs_behavior"] or "none", vm["why"]))
         plans.append(entry)
     if problems:
-        raise _vgpu.VgpuError("maintenance mode would wait on powered-on VMs until it times out, so no host was "
-                              "touched: %s. vgpu_vms=shutdown shuts vGPU VMs down (and powers them on after), "
-                              "vgpu_vms=migrate sets %s=-1 and %s=true first (vGPU VMs then migrate at DRS automation "
-                              "level fullyAutomated)" % ("; ".join(problems), placement.VGPU_MM_OPTION,
-                                                         placement.VGPU_HOTMIGRATE_SETTING))
+        raise vgpu.VgpuError("maintenance mode would wait on powered-on VMs until it times out, so no host was "
+                             "touched: %s. vgpu_vms=shutdown shuts vGPU VMs down (and powers them on after), "
+                             "vgpu_vms=migrate sets %s=-1 and %s=true first (vGPU VMs then migrate at DRS automation "
+                             "level fullyAutomated)" % ("; ".join(problems), placement.VGPU_MM_OPTION,
+                                                        placement.VGPU_HOTMIGRATE_SETTING))
     settings = []
     if params["state"] == "present" and params["vgpu_vms"] == "migrate":
         for cid, cluster in sorted(clusters.items()):
@@ -163,9 +164,9 @@ def run(session: Any, params: Mapping[str, Any], check_mode: bool) -> dict[str, 
         return dict(hosts=results, settings=settings)
     for s in the_plan["settings"]:
         if s["kind"] == "cluster":
-            _vsphere.set_drs_option(session, s["cluster"]["obj"], s["cluster"]["name"], s["key"], s["after"])
+            api.set_drs_option(session, s["cluster"]["obj"], s["cluster"]["name"], s["key"], s["after"])
         else:
-            _vsphere.set_vcenter_setting(session, s["key"], s["after"])
+            api.set_vcenter_setting(session, s["key"], s["after"])
     done: list[str] = []
     for entry, result in zip(the_plan["hosts"], results):
         try:
@@ -173,8 +174,8 @@ def run(session: Any, params: Mapping[str, Any], check_mode: bool) -> dict[str, 
                 _enter(session, entry, params)
             else:
                 _exit(session, entry, params)
-        except _vsphere.VsphereError as e:
-            raise _vsphere.VsphereError("%s (hosts done: %s)" % (e, ", ".join(done) or "none"))
+        except api.VsphereError as e:
+            raise api.VsphereError("%s (hosts done: %s)" % (e, ", ".join(done) or "none"))
         if result["changed"]:
             done.append(entry["name"])
     return dict(hosts=results, settings=settings)
@@ -187,15 +188,15 @@ def _enter(session: Any, entry: Mapping[str, Any], params: Mapping[str, Any]) ->
         if vm["fate"] == "shutdown":
             obj = entry["rows"][vm["name"]]["obj"]
             # The marker first: a run cut off after the shutdown still knows which VMs to power on again.
-            _vsphere_vm.set_marker(session, obj, vm["name"], OWNER)
-            _vsphere_vm.power_off(session, obj, vm["name"], "guest", params["shutdown_timeout"])
+            vsphere_vm.set_marker(session, obj, vm["name"], OWNER)
+            vsphere_vm.power_off(session, obj, vm["name"], "guest", params["shutdown_timeout"])
     try:
         session.call_task("host %s: enter maintenance mode" % entry["name"], entry["obj"].EnterMaintenanceMode_Task,
                           timeout=params["timeout"], evacuatePoweredOffVms=params["evacuate_powered_off"])
-    except _vsphere.VsphereError as e:
+    except api.VsphereError as e:
         left = [v["name"] for v in session.vms(props=["name", "runtime.powerState"], objects=_vm_objs(session, entry))
                 if v.get("runtime.powerState") == "poweredOn"]
-        raise _vsphere.VsphereError("%s; powered-on VMs still on it: %s" % (e, ", ".join(sorted(left)) or "none"))
+        raise api.VsphereError("%s; powered-on VMs still on it: %s" % (e, ", ".join(sorted(left)) or "none"))
 
 
 def _exit(session: Any, entry: Mapping[str, Any], params: Mapping[str, Any]) -> None:
@@ -205,7 +206,7 @@ def _exit(session: Any, entry: Mapping[str, Any], params: Mapping[str, Any]) -> 
     for vm in entry["restore"]:
         if vm.get("runtime.powerState") == "poweredOff":
             session.call_task("VM %s: power on after maintenance" % vm["name"], vm["obj"].PowerOnVM_Task)
-        _vsphere_vm.set_marker(session, vm["obj"], vm["name"], "")
+        vsphere_vm.set_marker(session, vm["obj"], vm["name"], "")
 
 
 def _vm_objs(session: Any, entry: Mapping[str, Any]) -> list[Any]:
@@ -216,9 +217,9 @@ def _vm_objs(session: Any, entry: Mapping[str, Any]) -> list[Any]:
 def outcome(fields: Mapping[str, Any], diff: bool) -> dict[str, Any]:
     hosts = list(fields["hosts"])
     result: dict[str, Any] = dict(changed=any(h["changed"] for h in hosts) or bool(fields["settings"]), hosts=hosts,
-                                  settings=list(fields["settings"]), disruptions=_disruption.flatten(hosts))
+                                  settings=list(fields["settings"]), disruptions=disruption.flatten(hosts))
     if diff:
-        result["diff"] = _disruption.diff_first(result["disruptions"], dict(
+        result["diff"] = disruption.diff_first(result["disruptions"], dict(
             before={h["name"]: h["before"] for h in hosts if h["changed"]},
             after={h["name"]: h["after"] for h in hosts if h["changed"]}))
     return result

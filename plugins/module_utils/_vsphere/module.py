@@ -10,9 +10,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _vgpu, _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._common import disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api, vgpu
 
-ERRORS: Tuple[Type[Exception], ...] = (_vsphere.VsphereError, _vgpu.VgpuError)
+ERRORS: Tuple[Type[Exception], ...] = (api.VsphereError, vgpu.VgpuError)
 
 
 def _warn(module: Any, warnings: List[str]) -> None:
@@ -34,13 +35,13 @@ def run(module: Any, work: Callable[[Any, List[str]], Any], errors: Tuple[Type[E
     ``errors`` (raised by ``before``, the connection or ``work``) fails the module with ``failure(error)``, by
     default its message alone.
     """
-    if not _vsphere.HAS_PYVMOMI:
-        module.fail_json(msg=missing_required_lib("pyvmomi"), exception=_vsphere.PYVMOMI_IMPORT_ERROR)
+    if not api.HAS_PYVMOMI:
+        module.fail_json(msg=missing_required_lib("pyvmomi"), exception=api.PYVMOMI_IMPORT_ERROR)
     warnings: List[str] = []
     try:
         if before is not None:
             before()
-        with _vsphere.Session(module.params) as session:
+        with api.Session(module.params) as session:
             warnings.extend(session.warnings)
             result = work(session, warnings)
     except errors as e:
@@ -54,12 +55,12 @@ def host_result(hosts: Sequence[Dict[str, Any]], diff: bool, disrupts: bool = Fa
     """``changed``, the per-host results (and ``extra``), and with ``diff`` the before/after of the changed hosts.
 
     ``disrupts``: the hosts carry ``disruptions``; the result then has all of them, in the hosts' order, and they
-    lead the diff (_disruption.diff_first)."""
+    lead the diff (disruption.diff_first)."""
     result: Dict[str, Any] = dict(changed=any(h["changed"] for h in hosts), hosts=list(hosts), **extra)
     if disrupts:
-        result["disruptions"] = _disruption.flatten(hosts)
+        result["disruptions"] = disruption.flatten(hosts)
     if diff:
-        result["diff"] = _disruption.diff_first(result.get("disruptions") or [], dict(
+        result["diff"] = disruption.diff_first(result.get("disruptions") or [], dict(
             before={h["name"]: h["before"] for h in hosts if h["changed"]},
             after={h["name"]: h["after"] for h in hosts if h["changed"]}))
     return result

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where a vGPU VM can run, start and move on vSphere (pure: no I/O).
 
-Over plain facts that _vsphere.py reads: which GPUs of a host can take a VM's vGPUs, what a profile is
+Over plain facts that _vsphere/api.py reads: which GPUs of a host can take a VM's vGPUs, what a profile is
 (vCenter's VirtualMachineVgpuProfileInfo, else its name), the VM hardware version several vGPUs need, the host a VM
 starts on after a change, whether DRS moves a powered-on VM off a host entering maintenance mode, and the marker a
 module leaves on a VM it powered off.
@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import vgpu as vsphere_vgpu
 
 # extraConfig key a module writes on a VM before it powers it off, naming itself; the next run of that module powers
 # the VM on again (and removes the key) when the run that powered it off did not get that far.
@@ -52,7 +52,7 @@ def profile_facts(name: str, api: Optional[Mapping[str, Any]] = None) -> dict[st
     and the board is the device (profiles of one device are one board). Otherwise the name tells (NVIDIA's naming);
     an unknown name gives None for what it cannot tell.
     """
-    parsed = _vgpu.parse_profile(name)
+    parsed = vsphere_vgpu.parse_profile(name)
     if api is None:
         if parsed is None:
             return dict(name=name, board=None, fb_gb=None, series=None, mig=None, source="name")
@@ -113,16 +113,16 @@ def plan_hardware(vm: str, profiles: Sequence[str], version: object, upgrade: bo
     if len(profiles) < 2 or have is None or have >= MIN_MULTI_VGPU_HARDWARE:
         return None
     if not upgrade:
-        raise _vgpu.VgpuError("VM %s has hardware version %s; %d vGPUs on one VM need version %d or later (vSphere "
-                              "6.7 U2 compatibility); set upgrade_hardware to upgrade it while it is powered off"
-                              % (vm, version, len(profiles), MIN_MULTI_VGPU_HARDWARE))
+        raise vsphere_vgpu.VgpuError("VM %s has hardware version %s; %d vGPUs on one VM need version %d or later (vSphere "
+                                     "6.7 U2 compatibility); set upgrade_hardware to upgrade it while it is powered off"
+                                     % (vm, version, len(profiles), MIN_MULTI_VGPU_HARDWARE))
     return dict(before=str(version), after="the host's newest")
 
 
 def drs_for(cluster: Optional[Mapping[str, Any]], vm_moid: str) -> dict[str, Any]:
     """DRS for one VM: ``acts`` (DRS looks after the VM at all) and ``behavior`` (the automation level in force).
 
-    ``cluster``: _vsphere.cluster_drs() facts, None for a standalone host.
+    ``cluster``: _vsphere.api.cluster_drs() facts, None for a standalone host.
     """
     if cluster is None or not cluster.get("enabled"):
         return dict(acts=False, behavior=None)

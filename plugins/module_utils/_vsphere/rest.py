@@ -16,8 +16,8 @@ from typing import Any, Optional
 
 from ansible.module_utils.urls import Request
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds
-from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import TRANSPORT_ERRORS, VsphereError
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere.api import TRANSPORT_ERRORS, VsphereError
 
 try:  # Python 3
     from urllib.error import HTTPError
@@ -52,7 +52,7 @@ class RestSession:
     """A vCenter REST session opened from the vSphere connection options."""
 
     def __init__(self, params: Mapping[str, Any]) -> None:
-        verify, dummy = _bounds.tls_verify(params["validate_certs"], params.get("ca_path"))
+        verify, dummy = bounds.tls_verify(params["validate_certs"], params.get("ca_path"))
         self.base = "https://%s:%s" % (params["hostname"], params["port"])
         self.timeout = params.get("api_timeout") or 30
         self.request = Request(validate_certs=bool(verify), ca_path=verify if isinstance(verify, str) else None,

@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The vGPU scheduler policy of ESXi hosts: the ``nvidia`` kernel module's option string (pure: no I/O).
 
-Everything that decides, over the host rows ``_vsphere.Session.hosts`` returns, the option string each host has
+Everything that decides, over the host rows ``_vsphere.api.Session.hosts`` returns, the option string each host has
 configured and the task's parameters: which hosts are skipped or refused, the spec of each host, the option string to
-write, the warnings, the verification and the per-host results. ``_vsphere_scheduler_apply.run`` reads the hosts and
+write, the warnings, the verification and the per-host results. ``_vsphere.scheduler_apply.run`` reads the hosts and
 their option strings, writes what :func:`plan` says, in its order, and returns what :func:`results` builds.
 
 Sources:
@@ -27,14 +27,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu_scheduler as vs
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import vgpu_scheduler as vs
 
 MODULE = "nvidia"
 SPEC_OPTIONS = vs.SPEC_KEYS
 _QUOTED_DWORDS = re.compile(r'^(%s)="([^"\s]*)"$' % re.escape(vs.REGISTRY_DWORDS))
 
-# A host as _vsphere.Session.hosts returns it: property path -> value, plus name, moid and obj.
+# A host as _vsphere.api.Session.hosts returns it: property path -> value, plus name, moid and obj.
 Row = Mapping[str, Any]
 Spec = dict[str, Any]
 
@@ -145,7 +145,7 @@ def check_hosts(rows: Sequence[Row], configured: Sequence[Optional[str]],
     skipped: list[dict[str, Any]] = []
     for row, option_string in zip(rows, configured):
         if option_string is None:
-            if _vgpu.is_gpu_host(row) or not params.get("skip_non_gpu_hosts", True):
+            if vgpu.is_gpu_host(row) or not params.get("skip_non_gpu_hosts", True):
                 raise vs.SchedulerError("host %s: vGPU scheduler: the %s kernel module is not installed (no NVIDIA vGPU "
                                         "host driver); nothing changed" % (row["name"], MODULE))
             skipped.append(dict(name=row["name"], skipped=True, changed=False, before=None, after=None,

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure vSphere vGPU planning: profile parsing and validation, vGPU list diff, VM settings, power policy, drift.
 
-Nothing here talks to vSphere; plugins/module_utils/_vsphere.py gathers the data and applies the plans.
+Nothing here talks to vSphere; plugins/module_utils/_vsphere/api.py gathers the data and applies the plans.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _drift
+from ansible_collections.gpuops.provision.plugins.module_utils._common import drift
 
 # grid_a100-4c, grid_a100d-40c, grid_a100-3-20c (MIG-backed: <slices>-<fb>), nvidia_l40s-48q
 _PROFILE_RE = re.compile(r"^(?P<prefix>[a-z]+)_(?P<board>[a-z0-9]+?)-(?:(?P<slices>\d+)-)?(?P<fb>\d+)(?P<series>[a-z])(?P<suffix>[a-z0-9]*)\Z",
@@ -118,7 +118,7 @@ def multi_vgpu_rules(choice: str = "auto", esxi_version: Optional[str] = None, d
 
 
 def facts_as_parsed(facts: Mapping[str, Any]) -> Optional[dict[str, Any]]:
-    """A profile's facts from vCenter (_vsphere_placement.profile_facts, source "api") in parse_profile()'s shape; None
+    """A profile's facts from vCenter (_vsphere.placement.profile_facts, source "api") in parse_profile()'s shape; None
     for facts from the name (parse_profile reads those) or when vCenter does not say the frame buffer."""
     if facts.get("source") != "api" or facts.get("fb_gb") is None:
         return None
@@ -132,7 +132,7 @@ def multi_vgpu_errors(profiles: Sequence[str], offered: Iterable[str], max_vgpus
     """Reasons why this list cannot be attached to one VM together (empty when fine).
 
     rules: from multi_vgpu_rules(); default the "legacy" rules. max_vgpus overrides the rules' limit.
-    facts: {profile: _vsphere_placement.profile_facts}; vCenter's facts of a profile win over its name.
+    facts: {profile: _vsphere.placement.profile_facts}; vCenter's facts of a profile win over its name.
     """
     if len(profiles) <= 1:
         return []
@@ -188,7 +188,7 @@ def validate_profiles(vm: str, profiles: Sequence[str], host: str, host_offers: 
     """Check a desired vGPU list for a VM against what its host (or cluster) offers.
 
     host_rules: {host: multi_vgpu_rules(...)}; hosts not in it get the "legacy" rules.
-    host_errors: {host: [why its GPUs cannot take these vGPUs]} (_vsphere_placement.gpu_errors); such hosts are not
+    host_errors: {host: [why its GPUs cannot take these vGPUs]} (_vsphere.placement.gpu_errors); such hosts are not
     eligible. facts: {host: {profile: facts}} where vCenter described the profiles (multi_vgpu_errors).
     Returns the sorted list of hosts that could run the VM; raises VgpuError naming VM, host, profile and reason.
     """
@@ -339,7 +339,7 @@ def plan_vm(vm: str, host: str, current_devices: Sequence[Mapping[str, Any]], de
             restore: bool = False, facts: Optional[Mapping[str, Mapping[str, Mapping[str, Any]]]] = None) -> dict[str, Any]:
     """Full plan for one VM; pure, raises VgpuError on invalid input before anything is touched.
 
-    upgrade: the hardware upgrade the vGPUs need (_vsphere_placement.plan_hardware), done while the VM is off.
+    upgrade: the hardware upgrade the vGPUs need (_vsphere.placement.plan_hardware), done while the VM is off.
     restore: an earlier run powered the VM off and did not power it on again (its marker is on the VM): the VM is
     powered on when it is off, and the marker goes either way.
     """
@@ -480,7 +480,7 @@ def drift_report(host_versions: Mapping[str, Optional[str]]) -> dict[str, Any]:
     host_versions: {host: version or None}. Returns dict(consistent, versions={version: [hosts]}, missing=[hosts]).
     A host without a driver counts as drift: it cannot run vGPU VMs that the others can.
     """
-    return _drift.drift_report(host_versions)   # the one drift rule; ties go to the version first as text
+    return drift.drift_report(host_versions)   # the one drift rule; ties go to the version first as text
 
 
 def drift_by_cluster(host_versions: Mapping[str, Optional[str]], host_cluster: Mapping[str, Optional[str]]) -> dict[str, Any]:
@@ -500,6 +500,6 @@ def drift_by_cluster(host_versions: Mapping[str, Optional[str]], host_cluster: M
 
 
 def is_gpu_host(row: Mapping[str, Any]) -> bool:
-    """Whether a host row (the properties _vsphere.HOST_PROPS reads) has a graphics device or offers vGPU types."""
+    """Whether a host row (the properties _vsphere.api.HOST_PROPS reads) has a graphics device or offers vGPU types."""
     return bool(row.get("config.graphicsInfo") or row.get("config.sharedPassthruGpuTypes")
                 or row.get("config.sharedGpuCapabilities"))

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vGPUs of vSphere VMs: find and read VMs in bulk, plan each VM (pure decisions in _vgpu), apply the plans.
+"""The vGPUs of vSphere VMs: find and read VMs in bulk, plan each VM (pure decisions in vsphere_vgpu), apply the plans.
 
 One VM or a batch: every VM is found, read and planned before the first write (PropertyCollector reads for all VMs
 and their hosts at once), then the changed VMs are reconfigured ``max_concurrent`` at a time, each VM's tasks waited
@@ -15,14 +15,15 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _batch, _bounds, _disruption, _vgpu, _vsphere
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_placement as placement
-from ansible_collections.gpuops.provision.plugins.module_utils._batch import BatchInvalid, pool_map
+from ansible_collections.gpuops.provision.plugins.module_utils._common import batch as common_batch, bounds as common_bounds, disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api, vgpu as vsphere_vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import placement
+from ansible_collections.gpuops.provision.plugins.module_utils._common.batch import BatchInvalid, pool_map
 
 try:
     from pyVmomi import vim, vmodl
 except ImportError:
-    pass  # reported through _vsphere.HAS_PYVMOMI
+    pass  # reported through api.HAS_PYVMOMI
 
 VM_READ = ["name", "runtime.host", "runtime.powerState", "config.hardware.device",
            "config.memoryReservationLockedToMax", "config.extraConfig", "config.firmware", "config.template",
@@ -75,14 +76,14 @@ def vm_specs(params: Mapping[str, Any]) -> list[dict[str, Any]]:
 class Inventory:
     """Bulk reads shared by the VMs of a run: VM names, VM properties, hosts, clusters, host driver rules."""
 
-    def __init__(self, session: _vsphere.Session, datacenter: Optional[str] = None) -> None:
+    def __init__(self, session: api.Session, datacenter: Optional[str] = None) -> None:
         self.session = session
         self.datacenter = datacenter
         self._names: Optional[dict[str, list[dict[str, Any]]]] = None
         self.hosts: dict[str, dict[str, Any]] = {}  # host moid -> row
         self.clusters: dict[str, dict[str, dict[str, Any]]] = {}  # cluster moid -> {host name: row} of its connected hosts
         self.rules: dict[tuple[str, str], dict[str, Any]] = {}  # (host name, rules choice) -> multi-vGPU rules (the driver is read once per host)
-        self.drs: dict[Any, dict[str, Any]] = {}  # cluster moid -> DRS facts (_vsphere.cluster_drs) of the VMs' clusters
+        self.drs: dict[Any, dict[str, Any]] = {}  # cluster moid -> DRS facts (api.cluster_drs) of the VMs' clusters
         self.profile_info: dict[str, dict[str, dict[str, Any]]] = {}  # host moid -> {profile: vCenter's facts}
 
     def by_name(self, name: str) -> Any:
@@ -93,10 +94,10 @@ class Inventory:
                 self._names.setdefault(row["name"], []).append(row)
         rows = self._names.get(name) or []
         if not rows:
-            raise _vsphere.VsphereError("VM %s not found" % name)
+            raise api.VsphereError("VM %s not found" % name)
         if len(rows) > 1:
-            raise _vsphere.VsphereError("VM name %s is not unique (%s); use moid or uuid"
-                                        % (name, ", ".join(sorted(r["moid"] for r in rows))))
+            raise api.VsphereError("VM name %s is not unique (%s); use moid or uuid"
+                                   % (name, ", ".join(sorted(r["moid"] for r in rows))))
         return rows[0]["obj"]
 
     def find(self, spec: Mapping[str, Any]) -> Any:
@@ -105,7 +106,7 @@ class Inventory:
         if spec.get("uuid"):
             vm = self.session.content.searchIndex.FindByUuid(None, spec["uuid"], True, False)
             if vm is None:
-                raise _vsphere.VsphereError("VM with uuid %s not found" % spec["uuid"])
+                raise api.VsphereError("VM with uuid %s not found" % spec["uuid"])
             return vm
         return self.by_name(spec["name"])
 
@@ -114,14 +115,14 @@ class Inventory:
         retrieval (ManagedObjectNotFound), so then each is read alone to name the missing ones."""
         try:
             return {r["moid"]: r for r in self.session.vms(props=VM_READ, objects=objects)}
-        except _vsphere.TransportError:
+        except api.TransportError:
             raise  # no answer at all: reading them one by one would only call them missing
-        except _vsphere.VsphereError:
+        except api.VsphereError:
             out = {}
             for obj in objects:
                 try:
                     out.update({r["moid"]: r for r in self.session.vms(props=VM_READ, objects=[obj])})
-                except _vsphere.VsphereError:
+                except api.VsphereError:
                     pass
             return out
 
@@ -146,12 +147,12 @@ class Inventory:
             for row in rows:
                 if row["name"] == name:
                     return row["obj"]
-        raise _vsphere.VsphereError("host %s was not read" % name)
+        raise api.VsphereError("host %s was not read" % name)
 
     def facts(self, row: Mapping[str, Any], profiles: Sequence[str], warnings: list[str]) -> dict[str, dict[str, Any]]:
-        """{profile: _vsphere_placement.profile_facts} for a host: vCenter's vgpuProfileInfo where it has it."""
+        """{profile: _vsphere.placement.profile_facts} for a host: vCenter's vgpuProfileInfo where it has it."""
         if row["moid"] not in self.profile_info:
-            self.profile_info[row["moid"]] = _vsphere.vgpu_profile_info(self.session, row, warnings)
+            self.profile_info[row["moid"]] = api.vgpu_profile_info(self.session, row, warnings)
         info = self.profile_info[row["moid"]]
         return {p: placement.profile_facts(p, info.get(p)) for p in profiles}
 
@@ -159,9 +160,9 @@ class Inventory:
                    warnings: list[str]) -> dict[str, list[str]]:
         """{host: why its GPUs cannot take the vGPUs} for the hosts that offer them all."""
         out = {}
-        for name in _vgpu.hosts_offering(profiles, {n: _vsphere.host_offer(r) for n, r in rows.items()}):
+        for name in vsphere_vgpu.hosts_offering(profiles, {n: api.host_offer(r) for n, r in rows.items()}):
             row = rows[name]
-            gpus = _vsphere.graphics_devices(row.get("config.graphicsInfo"))
+            gpus = api.graphics_devices(row.get("config.graphicsInfo"))
             errors = placement.gpu_errors(name, profiles, gpus, self.facts(row, profiles, warnings) if gpus else {})
             if errors:
                 out[name] = errors
@@ -173,15 +174,15 @@ class Inventory:
         if len(profiles) < 2:
             return {}
         out = {}
-        for name in _vgpu.hosts_offering(profiles, {n: _vsphere.host_offer(r) for n, r in rows.items()}):
+        for name in vsphere_vgpu.hosts_offering(profiles, {n: api.host_offer(r) for n, r in rows.items()}):
             if (name, choice) not in self.rules:
                 row = rows[name]
-                esxi = _vsphere.esxi_version(row)
+                esxi = api.esxi_version(row)
                 driver = None
                 # Before ESXi 8.0 the driver does not change the rules (MULTI_VGPU_RULES).
-                if choice == "auto" and (_vgpu.parse_version(esxi) or (0,)) >= (8, 0, 0):
-                    driver = _vsphere.host_driver(self.session, row, warnings=warnings)["version"]
-                self.rules[(name, choice)] = _vgpu.multi_vgpu_rules(choice, esxi, driver)
+                if choice == "auto" and (vsphere_vgpu.parse_version(esxi) or (0,)) >= (8, 0, 0):
+                    driver = api.host_driver(self.session, row, warnings=warnings)["version"]
+                self.rules[(name, choice)] = vsphere_vgpu.multi_vgpu_rules(choice, esxi, driver)
             out[name] = self.rules[(name, choice)]
         return out
 
@@ -190,17 +191,17 @@ def plan_drs(vm_name: str, host_name: str, cluster: Optional[Mapping[str, Any]],
              behavior: Optional[str], enabled: Optional[bool]) -> Optional[dict[str, Any]]:
     """The per-VM DRS override a VM needs (pure); None when neither ``behavior`` nor ``enabled`` is asked for.
 
-    ``cluster``: the VM's cluster facts (_vsphere.cluster_drs) or None for a standalone host; ``current``: the VM's
+    ``cluster``: the VM's cluster facts (api.cluster_drs) or None for a standalone host; ``current``: the VM's
     override ({behavior, enabled}) or None. Unset fields are left as they are. Returns {cluster, before, after,
     operation ("add", "edit" or None), changed}.
     """
     if behavior is None and enabled is None:
         return None
     if cluster is None:
-        raise _vgpu.VgpuError("VM %s: drs_behavior/drs_enabled need a VM in a DRS cluster; its host %s is not in a cluster"
-                              % (vm_name, host_name))
+        raise vsphere_vgpu.VgpuError("VM %s: drs_behavior/drs_enabled need a VM in a DRS cluster; its host %s is not in a cluster"
+                                     % (vm_name, host_name))
     if behavior is not None and behavior not in DRS_BEHAVIORS:
-        raise _vgpu.VgpuError("VM %s: drs_behavior %r is not one of %s" % (vm_name, behavior, ", ".join(DRS_BEHAVIORS)))
+        raise vsphere_vgpu.VgpuError("VM %s: drs_behavior %r is not one of %s" % (vm_name, behavior, ", ".join(DRS_BEHAVIORS)))
     after: dict[str, Any] = dict(current) if current else dict(behavior=None, enabled=None)
     if behavior is not None:
         after["behavior"] = behavior
@@ -273,7 +274,7 @@ def disruptions_of(name: str, plan: Mapping[str, Any], shutdown_timeout: Any) ->
 class VmVgpu:
     """One VM: :meth:`plan` decides from the bulk-read rows (no writes), :meth:`apply` reconfigures."""
 
-    def __init__(self, session: _vsphere.Session, inventory: Inventory, spec: dict[str, Any], params: Mapping[str, Any],
+    def __init__(self, session: api.Session, inventory: Inventory, spec: dict[str, Any], params: Mapping[str, Any],
                  warnings: list[str]) -> None:
         self.session = session
         self.inv = inventory
@@ -297,22 +298,22 @@ class VmVgpu:
         if vm.get("config.template"):
             # vSphere changes only a template's name and annotation (govmomi simulator/virtual_machine.go
             # ReconfigVMTask answers NotSupported, as vCenter does).
-            raise _vgpu.VgpuError("VM %s is a template, whose devices vSphere does not change; convert it to a VM first"
-                                  % vm["name"])
+            raise vsphere_vgpu.VgpuError("VM %s is a template, whose devices vSphere does not change; convert it to a VM first"
+                                         % vm["name"])
         managed = vm.get("config.managedBy")
         if managed is not None and (managed.extensionKey, managed.type) == VM_SERVICE:
-            raise _vgpu.VgpuError("VM %s belongs to the vSphere VM Service (managedBy %s), which sets its devices from "
-                                  "its VM class; change the class's vGPUs with vsphere_vm_class instead"
-                                  % (vm["name"], managed.extensionKey))
+            raise vsphere_vgpu.VgpuError("VM %s belongs to the vSphere VM Service (managedBy %s), which sets its devices from "
+                                         "its VM class; change the class's vGPUs with vsphere_vm_class instead"
+                                         % (vm["name"], managed.extensionKey))
         if vm.get("runtime.host") is None:
-            raise _vgpu.VgpuError("VM %s has no host; register it on a host first" % vm["name"])
+            raise vsphere_vgpu.VgpuError("VM %s has no host; register it on a host first" % vm["name"])
         host = self.inv.hosts[vm["runtime.host"]._moId]
         host_name, parent = host["name"], host.get("parent")
         rows = {host_name: host}
         is_cluster = isinstance(parent, vim.ClusterComputeResource)
         if spec["placement"] == "cluster" and is_cluster:
             rows.update(self.inv.cluster(parent))
-        current = _vsphere.vm_vgpus(vm.get("config.hardware.device"))
+        current = api.vm_vgpus(vm.get("config.hardware.device"))
         extra = {o.key: o.value for o in (vm.get("config.extraConfig") or [])}
         upgrade = placement.plan_hardware(vm["name"], spec["profiles"], vm.get("config.version"),
                                           bool(spec.get("upgrade_hardware")))
@@ -321,27 +322,27 @@ class VmVgpu:
             # A host in maintenance mode starts no VM: the VM's own host counts only for placement=host.
             if spec["placement"] == "cluster" and host.get("runtime.inMaintenanceMode"):
                 rows = {k: v for k, v in rows.items() if k != host_name}
-            offers = {n: _vsphere.host_offer(r) for n, r in rows.items()}
+            offers = {n: api.host_offer(r) for n, r in rows.items()}
             offers.setdefault(host_name, [])
             scope = rows if spec["placement"] == "cluster" else {host_name: rows[host_name]}
             host_rules = self.inv.rules_of(scope, spec["profiles"], spec["multi_vgpu_rules"], self.warnings)
-            plan = _vgpu.plan_vm(vm["name"], host_name, current, spec["profiles"], offers, vm.get("runtime.powerState"),
-                                 bool(vm.get("config.memoryReservationLockedToMax")), extra,
-                                 placement=spec["placement"], reserve_all_memory=spec["reserve_all_memory"],
-                                 use_64bit_mmio=spec["use_64bit_mmio"], mmio_size_gb=spec["mmio_size_gb"],
-                                 power_policy=spec["power_policy"], max_vgpus=spec["max_vgpus"], host_rules=host_rules,
-                                 firmware=vm.get("config.firmware"),
-                                 host_errors=self.inv.gpu_errors(scope, spec["profiles"], self.warnings),
-                                 upgrade=upgrade, restore=placement.restore_pending(extra, OWNER),
-                                 facts={n: self.inv.facts(r, spec["profiles"], self.warnings)
-                                        for n, r in scope.items() if len(spec["profiles"]) > 1})
+            plan = vsphere_vgpu.plan_vm(vm["name"], host_name, current, spec["profiles"], offers, vm.get("runtime.powerState"),
+                                        bool(vm.get("config.memoryReservationLockedToMax")), extra,
+                                        placement=spec["placement"], reserve_all_memory=spec["reserve_all_memory"],
+                                        use_64bit_mmio=spec["use_64bit_mmio"], mmio_size_gb=spec["mmio_size_gb"],
+                                        power_policy=spec["power_policy"], max_vgpus=spec["max_vgpus"], host_rules=host_rules,
+                                        firmware=vm.get("config.firmware"),
+                                        host_errors=self.inv.gpu_errors(scope, spec["profiles"], self.warnings),
+                                        upgrade=upgrade, restore=placement.restore_pending(extra, OWNER),
+                                        facts={n: self.inv.facts(r, spec["profiles"], self.warnings)
+                                               for n, r in scope.items() if len(spec["profiles"]) > 1})
             rules = host_rules.get(host_name)
             plan["rules"] = dict(name=rules["name"], basis=rules["basis"]) if rules else None
             return plan
 
         try:
             plan = plan_with(rows)
-        except _vgpu.VgpuError:
+        except vsphere_vgpu.VgpuError:
             if spec["placement"] != "host" or not is_cluster:
                 raise
             # Only read the rest of the cluster on failure, to name the hosts that do offer the profile.
@@ -367,23 +368,23 @@ class VmVgpu:
                            eligible_hosts=plan["eligible_hosts"], power_cycled=False,
                            start_host=plan["start_host"],
                            changed=plan["changed"] or bool(self.drs and self.drs["changed"]), multi_vgpu_rules=plan["rules"],
-                           vgpus=[_vsphere.public_vgpu(d) for d in current])
+                           vgpus=[api.public_vgpu(d) for d in current])
         return self
 
     def state(self) -> str:
         """The VM's power state as vCenter reports it now, for a failure message ("unknown" when it cannot tell)."""
         try:
             return str(self.session.vms(props=["runtime.powerState"], objects=[self.obj])[0]["runtime.powerState"])
-        except (_vsphere.VsphereError, IndexError):
+        except (api.VsphereError, IndexError):
             return "unknown"
 
-    def failed(self, step: str, error: Exception, was: Optional[str]) -> _vsphere.VsphereError:
+    def failed(self, step: str, error: Exception, was: Optional[str]) -> api.VsphereError:
         """The error of a failed step, naming the VM, its power state now and what the next run does."""
         now = self.state()
         msg = "VM %s: %s failed: %s; the VM is %s" % (self.name, step, error, now)
         if was == "poweredOn" and now != "poweredOn":
             msg += " (it was poweredOn; the next run powers it on again once its vGPUs are right)"
-        return _vsphere.VsphereError(msg)
+        return api.VsphereError(msg)
 
     def apply(self) -> VmVgpu:
         """Power off if the plan says so, reconfigure, power on again; VsphereError names the VM, the step and the
@@ -400,14 +401,14 @@ class VmVgpu:
             set_marker(session, self.obj, name, OWNER)
             try:
                 power_off(session, self.obj, name, power["power_off"], self.params["shutdown_timeout"])
-            except _vsphere.VsphereError as e:
+            except api.VsphereError as e:
                 raise self.failed("power-off", e, was)
         try:
             if plan["upgrade"]:
                 session.call_task("VM %s: hardware upgrade" % name, self.obj.UpgradeVM_Task)
             if plan["reconfigure"]:
                 session.call_task("VM %s: reconfigure" % name, self.obj.ReconfigVM_Task, spec=build_spec(plan))
-        except _vsphere.VsphereError as e:
+        except api.VsphereError as e:
             if power["power_on_after"]:
                 # Leave the VM running as it was. Whether the change was made is unknown after a transport failure:
                 # the host for the new vGPUs first, then the VM's own host for the old ones.
@@ -416,14 +417,14 @@ class VmVgpu:
                         session.call_task("VM %s: power on after the failure" % name, self.obj.PowerOnVM_Task, host=host)
                         set_marker(session, self.obj, name, "")
                         break
-                    except _vsphere.VsphereError:
+                    except api.VsphereError:
                         continue  # failed() names the state it is left in; the marker stays for the next run
             raise self.failed("reconfigure", e, was)
         if power["power_on_after"]:
             host = self.inv.host_obj(plan["power_on_host"])
             try:
                 session.call_task("VM %s: power on" % name, self.obj.PowerOnVM_Task, host=host)
-            except _vsphere.VsphereError as e:
+            except api.VsphereError as e:
                 raise self.failed("power-on" + (" on host %s" % plan["power_on_host"] if host is not None else ""), e,
                                   "poweredOn")
             self.result["power_cycled"] = bool(power["power_off"])
@@ -432,31 +433,31 @@ class VmVgpu:
         return self
 
 
-def set_marker(session: _vsphere.Session, vm_obj: Any, name: str, owner: str) -> None:
-    """Write (owner) or remove ("") the restore marker of a VM (_vsphere_placement.RESTORE_KEY); vSphere removes an
+def set_marker(session: api.Session, vm_obj: Any, name: str, owner: str) -> None:
+    """Write (owner) or remove ("") the restore marker of a VM (_vsphere.placement.RESTORE_KEY); vSphere removes an
     extraConfig key set to an empty value, and takes extraConfig changes on a running VM."""
     spec = vim.vm.ConfigSpec(extraConfig=[vim.option.OptionValue(key=placement.RESTORE_KEY, value=owner)])
     session.call_task("VM %s: %s the restore marker" % (name, "set" if owner else "remove"), vm_obj.ReconfigVM_Task,
                       spec=spec)
 
 
-def power_off(session: _vsphere.Session, vm_obj: Any, name: str, mode: str, timeout: float) -> None:
+def power_off(session: api.Session, vm_obj: Any, name: str, mode: str, timeout: float) -> None:
     if mode == "hard":
         session.call_task("VM %s: power off" % name, vm_obj.PowerOffVM_Task)
         return
     try:
         vm_obj.ShutdownGuest()
     except vmodl.MethodFault as e:
-        raise _vsphere.VsphereError("VM %s: guest shutdown failed: %s" % (name, _vsphere.fault_message(e)))
+        raise api.VsphereError("VM %s: guest shutdown failed: %s" % (name, api.fault_message(e)))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if session.vms(props=["runtime.powerState"], objects=[vm_obj])[0]["runtime.powerState"] == "poweredOff":
             return
         time.sleep(1)
-    raise _vsphere.VsphereError("VM %s: guest did not shut down within %ss; nothing was changed" % (name, timeout))
+    raise api.VsphereError("VM %s: guest did not shut down within %ss; nothing was changed" % (name, timeout))
 
 
-def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) -> tuple[list[dict[str, Any]], list[str]]:
+def run(session: api.Session, params: Mapping[str, Any], check_mode: bool) -> tuple[list[dict[str, Any]], list[str]]:
     """Find, read and plan every VM, then apply the changed ones; return (per-VM results, warnings).
 
     Raises BatchInvalid when any VM cannot be found or planned (nothing is written then). A failed write is that
@@ -470,7 +471,7 @@ def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) 
     for i, vm in enumerate(vms):
         try:
             vm.obj = inv.find(vm.spec)
-        except _vsphere.VsphereError as e:
+        except api.VsphereError as e:
             problems[i] = str(e)
     rows = inv.read_vms([vm.obj for vm in vms if vm.obj is not None])
     for i, vm in enumerate(vms):
@@ -487,13 +488,13 @@ def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) 
             if isinstance(parent, vim.ClusterComputeResource):
                 drs_clusters[parent._moId] = parent
     if drs_clusters:
-        inv.drs = _vsphere.cluster_drs(session, objects=list(drs_clusters.values()))
+        inv.drs = api.cluster_drs(session, objects=list(drs_clusters.values()))
     for i, vm in enumerate(vms):
         if vm.row is None:
             continue
         try:
             vm.plan()
-        except (_vsphere.VsphereError, _vgpu.VgpuError) as e:
+        except (api.VsphereError, vsphere_vgpu.VgpuError) as e:
             problems[i] = str(e)
     if problems:
         raise BatchInvalid([problems[i] for i in sorted(problems)])
@@ -511,7 +512,7 @@ def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) 
         if not check_mode:
             # One reconfigure per cluster, before any VM is touched: a VM about to be power-cycled is already pinned.
             # (members: VMs with a DRS override, so vm.drs is set.)
-            _vsphere.set_drs_overrides(
+            api.set_drs_overrides(
                 session, facts["obj"], name,
                 [(vm.drs["operation"], vm.obj, vm.drs["after"]["behavior"] if vm.spec.get("drs_behavior") else None,  # type: ignore[index]
                   vm.spec.get("drs_enabled")) for vm in members])
@@ -531,7 +532,7 @@ def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) 
             return vm
         try:
             return vm.apply()
-        except _vsphere.VsphereError as e:
+        except api.VsphereError as e:
             if params.get("stop_on_error"):
                 stop.set()
             # A failed ReconfigVM_Task changes nothing; the devices read back below show what the VM holds.
@@ -544,14 +545,14 @@ def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) 
     # One read for every written VM: the devices as vCenter now has them (a failed VM shows what it kept).
     try:
         after = inv.read_vms([vm.obj for vm in writes])
-    except _vsphere.VsphereError as e:
+    except api.VsphereError as e:
         warnings.append("the VMs could not be read back after the change (%s); vgpus shows them as planned" % e)
         after = {}
     for vm in writes:
         row = after.get(vm.obj._moId)
         if row is None:
             continue
-        vgpus = [_vsphere.public_vgpu(d) for d in _vsphere.vm_vgpus(row.get("config.hardware.device"))]
+        vgpus = [api.public_vgpu(d) for d in api.vm_vgpus(row.get("config.hardware.device"))]
         if vm.result.get("failed"):
             vm.result["changed"] = sorted(v["profile"] for v in vgpus) != vm.plan_["before"]["profiles"] or \
                 bool(vm.drs and vm.drs["changed"])
@@ -563,11 +564,11 @@ def run(session: _vsphere.Session, params: Mapping[str, Any], check_mode: bool) 
 
 def bounds_message(params: dict[str, Any]) -> Optional[str]:
     """The failure message when a numeric option (of the task or of a batch item) is out of range, else None."""
-    bounds = {"max_vgpus": _bounds.MAX_VGPUS, "mmio_size_gb": _bounds.MMIO_SIZE_GB}
-    problems = _bounds.out_of_range(params, dict(bounds, shutdown_timeout=_bounds.TASK_TIMEOUT,
-                                                 max_concurrent=_bounds.MAX_CONCURRENT))
+    bounds = {"max_vgpus": common_bounds.MAX_VGPUS, "mmio_size_gb": common_bounds.MMIO_SIZE_GB}
+    problems = common_bounds.out_of_range(params, dict(bounds, shutdown_timeout=common_bounds.TASK_TIMEOUT,
+                                                       max_concurrent=common_bounds.MAX_CONCURRENT))
     for i, item in enumerate(params["vms"] or []):
-        problems.extend(_bounds.out_of_range(item, bounds, where="vms[%d]: " % i))
+        problems.extend(common_bounds.out_of_range(item, bounds, where="vms[%d]: " % i))
     if not problems:
         return None
     where = "VMs of vms" if params["vms"] is not None else "VM %s" % (params["name"] or params["uuid"] or params["moid"])
@@ -577,7 +578,7 @@ def bounds_message(params: dict[str, Any]) -> Optional[str]:
 def failure(batch: bool, error: Exception) -> dict[str, Any]:
     """The failed result for an error raised before any write (BatchInvalid lists each VM's problem)."""
     if isinstance(error, BatchInvalid):
-        return dict(msg=_batch.invalid_message(error, batch), problems=error.problems)
+        return dict(msg=common_batch.invalid_message(error, batch), problems=error.problems)
     return dict(msg=str(error))
 
 
@@ -586,11 +587,11 @@ def outcome(results: list[dict[str, Any]], batch: bool, diff: bool) -> tuple[dic
     if not batch:
         result = results[0]
         if diff:
-            result["diff"] = _disruption.diff_first(result["disruptions"], dict(before=result["before"],
-                                                                                after=result["after"]))
+            result["diff"] = disruption.diff_first(result["disruptions"], dict(before=result["before"],
+                                                                               after=result["after"]))
         return result, bool(result.pop("failed", False))
     diffs = [dict(before=r["before"], after=r["after"]) for r in results] if diff else None
-    out, fail = _batch.outcome(results, "vm", lambda r: "VM %s" % r["vm"], diffs)
+    out, fail = common_batch.outcome(results, "vm", lambda r: "VM %s" % r["vm"], diffs)
     if fail:
         return dict(msg=fail, **out), True
     return out, False

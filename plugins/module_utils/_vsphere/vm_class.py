@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.gpuops.provision.plugins.module_utils._vgpu import VgpuError
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere.vgpu import VgpuError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 FIELDS = (("cpu_count", "cpu_count"), ("memory_mb", "memory_MB"), ("cpu_reservation", "cpu_reservation"),

@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller-side NVIDIA driver filters: per-host driver state, fleet drift, drift table, vGPU branch compatibility.
 
-Thin wrappers: the logic is in module_utils (_driver_fleet: host state, drift, table; _drift: the drift rule shared
-with the ESXi VIB drift; _driver_repo: repository listings and requests; _driver_packages, _versions).
+Thin wrappers: the logic is in module_utils (_drivers/fleet.py: host state, drift, table; _common/drift.py: the drift rule shared
+with the ESXi VIB drift; _drivers/repo.py: repository listings and requests; _drivers/packages.py, _drivers/versions.py).
 Role-internal: the collection's roles and playbooks call these through ``gpuops.provision.internal('<name>', ...)``
 (see ``__init__.py``); not a public interface.
 """
@@ -15,11 +15,11 @@ import functools
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet as D
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_repo as R
-from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll
-from ansible_collections.gpuops.provision.plugins.module_utils import _versions as V
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import fleet as D
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import packages as P
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import repo as R
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import node_roll
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions as V
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
@@ -132,7 +132,7 @@ def driver_version_locks(packages, driver_version):
 
 
 def driver_roll_queue(nodes, names, changing, roll="nvidia_driver"):
-    return _node_roll.roll_queue(_plain(nodes), roll, _plain(names), _plain(changing))
+    return node_roll.roll_queue(_plain(nodes), roll, _plain(names), _plain(changing))
 
 
 def driver_unavailable_message(resolved, host, version):

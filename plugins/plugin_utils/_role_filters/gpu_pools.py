@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller-side GPU pool filters (thin: the logic is in module_utils/_gpu_pools.py).
+"""Controller-side GPU pool filters (thin: the logic is in module_utils/_k8s/gpu_pools.py).
 
 Role-internal: the collection's roles and playbooks call these through ``gpuops.provision.internal('<name>', ...)``
 (see ``__init__.py``); not a public interface.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools as P
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import gpu_pools as P
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 

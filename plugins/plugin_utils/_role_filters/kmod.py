@@ -4,7 +4,7 @@
 """Controller-side kernel module filters: DKMS status, the kernel that boots next, kernel headers packages,
 Secure Boot state, MOK enrolment and the module signing plan (issue 22 points 3 and 9).
 
-The logic is in ``plugins/module_utils/_kmod.py``; these wrappers are
+The logic is in ``plugins/module_utils/_drivers/kernel_module.py``; these wrappers are
 role-internal: called through ``gpuops.provision.internal('<name>', ...)``, not a public interface.
 """
 
@@ -14,8 +14,8 @@ import functools
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _kmod as K
-from ansible_collections.gpuops.provision.plugins.module_utils._versions import VersionError
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import kernel_module as K
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers.versions import VersionError
 
 
 def _error(name, msg):

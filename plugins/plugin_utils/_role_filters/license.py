@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _license as L
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import gridd as L
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 

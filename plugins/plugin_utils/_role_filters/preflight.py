@@ -13,8 +13,8 @@ import base64
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _joinconfig as J
-from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import join_config as J
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import checks as P
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _role_messages as M
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Controller-side usage-advice filters (thin: the logic is in module_utils/_usage_advice.py).
+"""Controller-side usage-advice filters (thin: the logic is in module_utils/_usage/advice.py).
 
 Role-internal: playbooks/gpu_usage_advice.yml calls these through ``gpuops.provision.internal('<name>', ...)`` (see
 ``__init__.py``); not a public interface.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig
-from ansible_collections.gpuops.provision.plugins.module_utils import _usage_advice as U
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
+from ansible_collections.gpuops.provision.plugins.module_utils._usage import advice as U
 from ansible_collections.gpuops.provision.plugins.plugin_utils._plain import plain as _plain
 
 _HEADER = ("# Proposed by gpuops.provision's gpu_usage_advice playbook from %s of dcgm-exporter's figures in Prometheus.\n"
@@ -29,7 +29,7 @@ def usage_advice_files(advice, window="7d", disabled_config="all-disabled"):
     document, mig_reconfigure_config). Deterministic for one advice: a second run writes the same bytes."""
     try:
         p = U.proposal(_plain(advice), disabled_config)
-    except (U.AdviceError, _mig.MigError, TypeError, ValueError, KeyError) as e:
+    except (U.AdviceError, geometry.MigError, TypeError, ValueError, KeyError) as e:
         raise AnsibleFilterError("gpuops.provision.usage_advice_files: %s" % e)
     advised = "".join("#   %s\n" % line for line in p["summary"])
     return {

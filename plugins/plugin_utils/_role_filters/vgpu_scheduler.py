@@ -4,7 +4,7 @@
 """vGPU scheduler filters for KVM / Proxmox VE vGPU hosts (issue 18): validate the policy, plan the modprobe.d file
 that sets RmPVMRL, and compare what NVML reports (gpuops.provision.gpu_info) with the policy.
 
-The logic is in ``plugins/module_utils/_vgpu_scheduler.py``; these wrappers are
+The logic is in ``plugins/module_utils/_gpu/vgpu_scheduler.py``; these wrappers are
 role-internal: called through ``gpuops.provision.internal('<name>', ...)``, not a public interface.
 """
 
@@ -15,7 +15,7 @@ import functools
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu_scheduler as V
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import vgpu_scheduler as V
 
 
 def _wrap(name, func):

@@ -6,11 +6,11 @@
 GPU and compute instances do not survive a reboot (NVIDIA MIG user guide), so gpuops-mig-apply.service runs this at
 boot, before the GPU clients and the kubelet start, as mig-parted's nvidia-mig-manager.service does. It runs the
 same code as the mig_geometry module (the collection's module_utils, in gpuops_mig_apply.sources.json next to this
-file: {"_mig_apply.py": source, ...}, one file for the role to copy instead of one per module), so the plan, the
+file: {"_mig/apply.py": source, ...}, one file for the role to copy instead of one per module), so the plan, the
 checks and the rollback are the module's. Exit status: 0 applied or already there, 1 failed (nothing or the
 previous geometry left, see the message), 2 a MIG mode change waits for a GPU reset.
 
-It takes the module's per-host MIG lock (module_utils/_hostlock.py, at the declared "lock_path", the role's
+It takes the module's per-host MIG lock (module_utils/_mig/host_lock.py, at the declared "lock_path", the role's
 mig_reconfigure_lock_path): a run that holds it at boot makes this exit 1 naming it, and nothing is changed.
 
 Usage: python3 gpuops_mig_apply.py [DECLARED.json]
@@ -73,7 +73,7 @@ def main(argv):
     path = argv[1] if len(argv) > 1 else "/etc/gpuops/mig-config.json"
     try:
         sys.meta_path.insert(0, BundledSources(SOURCES))
-        from ansible_collections.gpuops.provision.plugins.module_utils import _mig_apply  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuops.provision.plugins.module_utils._mig import apply  # pylint: disable=import-outside-toplevel
     except (OSError, ValueError, ImportError, SyntaxError) as e:
         print("gpuops-mig-apply: cannot load the collection code from %s: %s" % (SOURCES, e), file=sys.stderr)
         return 1
@@ -86,8 +86,8 @@ def main(argv):
         print("gpuops-mig-apply: cannot read the declared geometry %s: %s" % (path, e), file=sys.stderr)
         return 1
     try:
-        out, warnings = _mig_apply.run(params)
-    except _mig_apply.RunError as e:
+        out, warnings = apply.run(params)
+    except apply.RunError as e:
         print("gpuops-mig-apply: %s" % e, file=sys.stderr)
         return 1
     for w in warnings:

@@ -260,10 +260,10 @@ def vc():
 
 def vc_state(auth):
     """Hosts' graphics settings and VMs' devices, power state and extra config, read through the API."""
-    from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api  # pylint: disable=import-outside-toplevel
 
     def read():
-        with _vsphere.Session(dict(auth, validate_certs=True, api_timeout=30)) as s:
+        with api.Session(dict(auth, validate_certs=True, api_timeout=30)) as s:
             hosts = {r["name"]: str(r["config.graphicsConfig"]) for r in s.hosts(props=["name", "config.graphicsConfig"])}
             vms = {r["name"]: [str(r["config.hardware.device"]), r["runtime.powerState"], str(r["config.extraConfig"])]
                    for r in s.vms(props=["name", "runtime.powerState", "config.hardware.device", "config.extraConfig"])}

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import kube_harness  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from requestlog import node_patches  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _k8s  # noqa: E402
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api as k8s_api  # noqa: E402
 from ansible_collections.gpuops.provision.plugins.modules import node_taints  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -57,9 +57,9 @@ def test_another_writers_taint_added_between_the_read_and_the_write_is_kept(lab,
         return out
 
     monkeypatch.setattr(kubernetes.client.CoreV1Api, "read_node", racing_read)
-    api = _k8s.api_client(lab.kubeconfig)
-    before, after, labels = _k8s.set_taints(api, "gpu-a", [POOL], ["gpuops.io/gpu-pool"], {"gpuops.io/gpu-pool": "notebooks"},
-                                            30, False)
+    api = k8s_api.api_client(lab.kubeconfig)
+    before, after, labels = k8s_api.set_taints(api, "gpu-a", [POOL], ["gpuops.io/gpu-pool"], {"gpuops.io/gpu-pool": "notebooks"},
+                                               30, False)
     # The write that carried the first read's resourceVersion was refused; the second read saw the autoscaler's taint.
     statuses = [r["status"] for r in node_patches(lab.requests(), "gpu-a")]
     assert statuses == [409, 200], statuses

@@ -156,7 +156,7 @@ def test_an_a30_on_r535_with_mig_off_applies_four_1g_instances(host):
 
 def test_an_h20_and_a_b200_on_their_minimum_drivers_with_mig_off_plan_and_apply(host):
     """The H20 on R525 (the Hopper row of the MIG User Guide; R525 lists no profiles while MIG is off, so the plan
-    uses the documented table, _mig_models, and the driver's is checked against it after the mode change) and the
+    uses the documented table, _mig/models.py, and the driver's is checked against it after the mode change) and the
     B200 on 570.133.20 (documented minimum; the driver lists its profiles with MIG off)."""
     for driver, model, target, table in (
             ("525.85.12", "NVIDIA H20", {"3g.48gb": 1, "2g.24gb": 1, "1g.12gb": 2}, "documented"),

@@ -19,7 +19,7 @@ import pytest
 from gpusim_nvml import library_env  # pylint: disable=import-error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-HOSTLOCK = os.path.join(ROOT, "plugins", "module_utils", "_hostlock.py")
+HOSTLOCK = os.path.join(ROOT, "plugins", "module_utils", "_mig", "host_lock.py")
 A100 = "NVIDIA A100-SXM4-40GB"
 ARGS = {"devices": [{"devices": "all", "mig-enabled": True, "mig-devices": {"3g.20gb": 1, "2g.10gb": 2}}]}
 HOLDER = "gpuops.provision.mig_geometry"

@@ -27,7 +27,7 @@ from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,
 pytestmark = pytest.mark.slow
 
 STATE = "nvidia.com/mig.config.state"
-HOSTLOCK = os.path.join(ROOT, "plugins", "module_utils", "_hostlock.py")
+HOSTLOCK = os.path.join(ROOT, "plugins", "module_utils", "_mig", "host_lock.py")
 
 # A TTL short enough that the three-node roll must renew its lock once (the role renews after a third of it).
 LOCK_TTL = 10

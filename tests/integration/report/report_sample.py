@@ -15,7 +15,7 @@ modules return them (the lab's names: lab/pvesim/fixtures/lab.json, lab/vcsim/fi
 Chromium); tests/integration/report/test_report_render.py renders the same model and checks it.
 
 With a GPU usage section (issue 43 point 3; docs/images/fleet-report-usage.png, ``--usage``): a week of
-dcgm-exporter series read by gpu_usage_info's own code (``_prometheus.read_usage`` with ``series``, ``_usage_advice``)
+dcgm-exporter series read by gpu_usage_info's own code (``prometheus.read_usage`` with ``series``, ``advice``)
 from an in-process client answering Prometheus's query_range, shaped like the lab's workload profiles
 (lab/dcgm/exposition.py KINDS, lab/dcgm/workloads.json): the notebook pool nb-node-1/nb-node-2 (L40S, two 30-minute
 bursts a day), infer-node-1 (a whole H100 serving up to 18 GB), train-node-1 (two saturated A100s) and gpu-node-2's MIG
@@ -40,7 +40,8 @@ for path in (os.path.join(ROOT, "build", "collections"), os.path.join(ROOT, "tes
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _health, _prometheus, _usage_advice  # noqa: E402
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import health as preflight_health  # noqa: E402
+from ansible_collections.gpuops.provision.plugins.module_utils._usage import advice, prometheus
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _report as R  # noqa: E402
 from health_readings import healthy  # noqa: E402  pylint: disable=import-error
 from report_lab import screenshot  # noqa: E402  pylint: disable=import-error
@@ -66,10 +67,10 @@ def _gpu(index, model, address, layout, board="a100", **health):
 
 
 def _preflight(gpu_result, generated_at):
-    opts = _health.normalize_options(None)
+    opts = preflight_health.normalize_options(None)
     checks = [{"id": "driver_version", "status": "pass", "evidence": "installed = loaded = pinned 550.163.01",
                "remedy": ""}]
-    checks += [_health.CHECKS[c][1]({"gpu": gpu_result}, opts) for c in _health.PER_GPU_CHECKS]
+    checks += [preflight_health.CHECKS[c][1]({"gpu": gpu_result}, opts) for c in preflight_health.PER_GPU_CHECKS]
     statuses = [c["status"] for c in checks]
     verdict = "fail" if "fail" in statuses else "warn" if "warn" in statuses else "pass"
     return {"verdict": verdict, "ready": verdict != "fail", "generated_at": generated_at, "checks": checks,
@@ -235,10 +236,10 @@ class UsageClient:
 
 def usage_result():
     """What gpu_usage_info returns with series: true and pools USAGE_POOLS over the week before USAGE_END."""
-    read = _prometheus.read_usage(UsageClient(), 7 * DAY, series=True)
+    read = prometheus.read_usage(UsageClient(), 7 * DAY, series=True)
     return {"changed": False, "gpus": read["gpus"], "queries": read["queries"], "gpu_hours": read["gpu_hours"],
             "window": {"start": read["start"], "end": read["end"], "step": read["step"], "bucket": read["bucket"]},
-            "advice": _usage_advice.advise_all(read["gpus"], USAGE_POOLS)}
+            "advice": advice.advise_all(read["gpus"], USAGE_POOLS)}
 
 
 def sample_model(hot=True, usage=None):

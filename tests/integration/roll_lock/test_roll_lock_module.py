@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "lab", "kube"))
 import kube_harness  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _rolllock  # noqa: E402
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import roll_lock as k8s_roll_lock  # noqa: E402
 from ansible_collections.gpuops.provision.plugins.modules import roll_lock  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,7 @@ def test_take_renew_refuse_and_release(lab, leases, run_module):
     assert taken["changed"] and taken["action"] == "create" and not taken.get("failed"), taken
     lease = read(lab, leases, name)
     assert lease["spec"]["holderIdentity"] == ME and lease["spec"]["leaseDurationSeconds"] == 600
-    assert lease["metadata"]["annotations"][_rolllock.NODES_ANNOTATION] == "gpu-01,gpu-02"
+    assert lease["metadata"]["annotations"][k8s_roll_lock.NODES_ANNOTATION] == "gpu-01,gpu-02"
     assert taken["lease"]["resource_version"] == lease["metadata"]["resourceVersion"]
 
     # Another run is refused while the lease lives, naming the holder and its nodes; nothing is written.

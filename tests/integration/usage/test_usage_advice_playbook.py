@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from usage_lab import (DEFAULT_OFF, ROOT, VENV_BIN, ansible_env, failures, run_playbook, start, stop,  # pylint: disable=import-error
                       task_results)  # noqa: E402
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import gpu_pools  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
 from gpusim_nvml import library_env  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 PLAYBOOK = os.path.join(ROOT, "playbooks", "gpu_usage_advice.yml")
@@ -150,7 +151,7 @@ def test_the_written_files_plan_cleanly(advised, tmp_path):
     folder = advised["tmp"] / "advice"
     doc = yaml.safe_load((folder / "mig-parted.yaml").read_text())
     for name in doc["mig-configs"]:
-        _mig.parse_config(doc, name)  # the collection's validator, what mig_reconfigure is given
+        geometry.parse_config(doc, name)  # the collection's validator, what mig_reconfigure is given
     sys.path.insert(0, os.path.join(ROOT, "lab"))
     import gobuild  # pylint: disable=import-error,import-outside-toplevel
     binary = os.path.join(gobuild.builder("mig-parted").ensure(), "bin", "nvidia-mig-parted")
@@ -175,7 +176,7 @@ def test_the_written_files_plan_cleanly(advised, tmp_path):
         gpus = gpu_info(os.path.join(ROOT, path))["gpus"]
         nodes[node] = {"labels": {}, "taints": [], "allocatable": {"nvidia.com/gpu": str(len(gpus))}, "host": node,
                        "gpus": gpus}
-    planned = _gpu_pools.plan(pools, nodes, doc)
+    planned = gpu_pools.plan(pools, nodes, doc)
     assert planned["errors"] == []
     assert {n: (r["pool"], r["sharing"], r["mig_config"]) for n, r in planned["nodes"].items()} == {
         "gpu-node-2": ("inference", "mig", "inference"), "nb-node-1": ("notebooks", "time-slicing", "all-disabled"),

@@ -51,8 +51,8 @@ class Vcsim:
 
     def connect(self):
         """A verified pyvmomi session (our adapter) for reading the stand-in's state directly."""
-        from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
-        return _vsphere.Session(dict(self.auth, validate_certs=True))
+        from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
+        return api.Session(dict(self.auth, validate_certs=True))
 
 
 @pytest.fixture(scope="module")

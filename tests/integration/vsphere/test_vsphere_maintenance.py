@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
 from ansible_collections.gpuops.provision.plugins.modules import vsphere_vm_vgpu
 
 pytestmark = pytest.mark.slow
@@ -31,11 +31,11 @@ def state(sim):
         hosts = {r["moid"]: r for r in s.hosts(props=["name", "runtime.inMaintenanceMode"])}
         vms = {r["name"]: dict(host=hosts[r["runtime.host"]._moId]["name"], power=r["runtime.powerState"])
                for r in s.vms(props=["name", "runtime.host", "runtime.powerState"])}
-        cluster = _vsphere.host_clusters(s.hosts(props=["name", "parent"]))[0]
-        options = _vsphere.cluster_drs(s, objects=[cluster])[cluster._moId]["options"]
+        cluster = api.host_clusters(s.hosts(props=["name", "parent"]))[0]
+        options = api.cluster_drs(s, objects=[cluster])[cluster._moId]["options"]
         return dict(mm={h["name"]: h["runtime.inMaintenanceMode"] for h in hosts.values()}, vms=vms,
                     option=options.get("VgpuMMAutomationTimeoutSecs"),
-                    hotmigrate=_vsphere.vcenter_setting(s, "vgpu.hotmigrate.enabled"))
+                    hotmigrate=api.vcenter_setting(s, "vgpu.hotmigrate.enabled"))
 
 
 def maintenance(sim, run_module, check_mode=False, **args):

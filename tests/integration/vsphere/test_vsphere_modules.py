@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyVmomi import vim
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def vsim(vcsim_factory):
 
 def graphics_state(sim):
     with sim.connect() as s:
-        return {r["name"]: _vsphere.graphics_config(r["config.graphicsConfig"])
+        return {r["name"]: api.graphics_config(r["config.graphicsConfig"])
                 for r in s.hosts(props=["name", "config.graphicsConfig"])}
 
 
@@ -39,7 +39,7 @@ def vm_state(sim, name):
         row = [r for r in s.vms(props=["name", "runtime.powerState", "config.hardware.device",
                                        "config.memoryReservationLockedToMax", "config.extraConfig"]) if r["name"] == name][0]
         return dict(power=row["runtime.powerState"], locked=bool(row["config.memoryReservationLockedToMax"]),
-                    profiles=sorted(d["profile"] for d in _vsphere.vm_vgpus(row["config.hardware.device"])),
+                    profiles=sorted(d["profile"] for d in api.vm_vgpus(row["config.hardware.device"])),
                     extra={o.key: o.value for o in row["config.extraConfig"] or [] if o.key.startswith("pciPassthru")})
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,7 @@ def test_vm_role_plans_all_vms_before_changing_any(vcsim_factory, ansible, tmp_p
 
     def profiles():
         with sim.connect() as s:
-            return {r["name"]: [d["profile"] for d in _vsphere.vm_vgpus(r["config.hardware.device"])]
+            return {r["name"]: [d["profile"] for d in api.vm_vgpus(r["config.hardware.device"])]
                     for r in s.vms(props=["name", "config.hardware.device"])}
 
     assert profiles()["DC0_C0_H0_VM0"] == []  # the valid VM was not touched either
@@ -101,7 +101,7 @@ def test_vm_role_passes_the_multi_vgpu_rules(vcsim_factory, ansible, tmp_path):
     assert rc == 0, out
     with sim.connect() as s:
         row = [r for r in s.vms(props=["name", "config.hardware.device"]) if r["name"] == "DC0_C0_H1_VM0"][0]
-        assert sorted(d["profile"] for d in _vsphere.vm_vgpus(row["config.hardware.device"])) == [
+        assert sorted(d["profile"] for d in api.vm_vgpus(row["config.hardware.device"])) == [
             "grid_a100-2-10c", "grid_a100-3-20c"]
 
 
@@ -115,7 +115,7 @@ def test_host_role_sets_vgpu_modes_on_vsphere_8_0_u3(vcsim_factory, ansible, tmp
     rc, out = ansible.playbook(str(book), extra)
     assert rc == 0, out
     with sim.connect() as s:
-        modes = {r["name"]: _vsphere.graphics_config(r["config.graphicsConfig"])["vgpu_modes"]
+        modes = {r["name"]: api.graphics_config(r["config.graphicsConfig"])["vgpu_modes"]
                  for r in s.hosts(props=["name", "config.graphicsConfig"])}
     assert modes == {"DC0_C0_H0": {"0000:3b:00.0": "mixedSize"}, "DC0_C0_H1": {"0000:3b:00.0": "mixedSize"}}
 
@@ -154,9 +154,9 @@ def test_vm_role_pins_the_drs_behavior(vcsim_factory, ansible, tmp_path):
                                                vsphere_vgpu_vm_drs_behavior="manual"))
     assert rc == 0, out
     with sim.connect() as s:
-        cluster = _vsphere.host_clusters(s.hosts(props=["name", "parent"]))[0]
+        cluster = api.host_clusters(s.hosts(props=["name", "parent"]))[0]
         vm = s.vms(props=["name"])[0]
-        assert _vsphere.cluster_drs(s, objects=[cluster])[cluster._moId]["overrides"][vm["moid"]]["behavior"] == "manual"
+        assert api.cluster_drs(s, objects=[cluster])[cluster._moId]["overrides"][vm["moid"]]["behavior"] == "manual"
 
 
 def test_both_roles_connect_with_the_credential_environment_alone(vcsim_factory, ansible, tmp_path):

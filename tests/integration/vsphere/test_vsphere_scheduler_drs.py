@@ -10,7 +10,7 @@ import re
 import pytest
 from pyVmomi import vim
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere, _vsphere_vm
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api, vm as vsphere_vm
 from ansible_collections.gpuops.provision.plugins.modules import (vsphere_gpu_info, vsphere_host_vgpu_scheduler,
                                                                   vsphere_vm_vgpu)
 
@@ -112,7 +112,7 @@ def drs_of(sim, vm_name):
     with sim.connect() as s:
         vm = [r for r in s.vms(props=["name"]) if r["name"] == vm_name][0]
         cluster = s.collect(vim.ClusterComputeResource, ["name"])[0]["obj"]
-        return _vsphere.cluster_drs(s, objects=[cluster])[cluster._moId]["overrides"].get(vm["moid"])
+        return api.cluster_drs(s, objects=[cluster])[cluster._moId]["overrides"].get(vm["moid"])
 
 
 def test_vgpu_vm_gets_its_drs_override_and_a_rerun_reports_no_change(sim, run_module, monkeypatch):
@@ -142,13 +142,13 @@ def test_vgpu_vm_gets_its_drs_override_and_a_rerun_reports_no_change(sim, run_mo
 
 def test_batch_sets_the_overrides_of_one_cluster_in_one_reconfigure(sim, run_module, monkeypatch):
     calls = []
-    original = _vsphere.set_drs_overrides
+    original = api.set_drs_overrides
 
     def counting(session, cluster_obj, name, changes):
         calls.append((name, len(changes)))
         return original(session, cluster_obj, name, changes)
 
-    monkeypatch.setattr(_vsphere, "set_drs_overrides", counting)
+    monkeypatch.setattr(api, "set_drs_overrides", counting)
     vms = [{"name": "DC0_C0_H1_VM0", "profiles": [], "drs_behavior": "manual"},
            {"name": "DC0_C0_H1_VM1", "profiles": [], "drs_enabled": False}]
     res = run_module(vsphere_vm_vgpu, dict(sim.auth, vms=vms))
@@ -166,15 +166,15 @@ def test_drs_override_on_a_standalone_host_fails_naming_the_vm(sim, run_module):
 
 def test_plan_drs_is_pure_and_leaves_unset_fields():
     cluster = {"name": "c1", "moid": "domain-c1"}
-    assert _vsphere_vm.plan_drs("vm", "h", cluster, None, None, None) is None
-    add = _vsphere_vm.plan_drs("vm", "h", cluster, None, "manual", None)
+    assert vsphere_vm.plan_drs("vm", "h", cluster, None, None, None) is None
+    add = vsphere_vm.plan_drs("vm", "h", cluster, None, "manual", None)
     assert add["operation"] == "add" and add["after"] == {"behavior": "manual", "enabled": None}
-    same = _vsphere_vm.plan_drs("vm", "h", cluster, {"behavior": "manual", "enabled": True}, "manual", None)
+    same = vsphere_vm.plan_drs("vm", "h", cluster, {"behavior": "manual", "enabled": True}, "manual", None)
     assert same["operation"] is None and not same["changed"]
-    edit = _vsphere_vm.plan_drs("vm", "h", cluster, {"behavior": "manual", "enabled": True}, None, False)
+    edit = vsphere_vm.plan_drs("vm", "h", cluster, {"behavior": "manual", "enabled": True}, None, False)
     assert edit["operation"] == "edit" and edit["after"] == {"behavior": "manual", "enabled": False}
     with pytest.raises(Exception, match="VM vm: .*host h is not in a cluster"):
-        _vsphere_vm.plan_drs("vm", "h", None, None, "manual", None)
+        vsphere_vm.plan_drs("vm", "h", None, None, "manual", None)
 
 
 def test_an_override_in_a_cluster_without_drs_warns(sim, run_module):
@@ -201,7 +201,7 @@ def test_overrides_stay_set_for_a_vm_whose_reconfigure_fails_and_for_those_not_s
         for row in s.vms(props=["name", "runtime.powerState"]):
             if row["name"] in names and row["runtime.powerState"] != "poweredOff":
                 s.call_task("power off", row["obj"].PowerOffVM_Task)
-    original = _vsphere_vm.VmVgpu.apply
+    original = vsphere_vm.VmVgpu.apply
 
     def apply(self):
         # another client makes the VM a template between the plan and its write: vcsim's ReconfigVMTask then
@@ -211,7 +211,7 @@ def test_overrides_stay_set_for_a_vm_whose_reconfigure_fails_and_for_those_not_s
                 [r for r in other.vms(props=["name"]) if r["name"] == names[0]][0]["obj"].MarkAsTemplate()
         return original(self)
 
-    monkeypatch.setattr(_vsphere_vm.VmVgpu, "apply", apply)
+    monkeypatch.setattr(vsphere_vm.VmVgpu, "apply", apply)
     vms = [{"name": n, "profiles": ["grid_a100-4c"]} for n in names]
     res = run_module(vsphere_vm_vgpu, dict(sim.auth, vms=vms, drs_behavior="partiallyAutomated", max_concurrent=1,
                                            stop_on_error=True))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def power_off_all(sim):
 def vm_state(sim, name):
     with sim.connect() as s:
         row = [r for r in s.vms(props=["name", "config.hardware.device", "config.extraConfig"]) if r["name"] == name][0]
-        return dict(profiles=sorted(d["profile"] for d in _vsphere.vm_vgpus(row["config.hardware.device"])),
+        return dict(profiles=sorted(d["profile"] for d in api.vm_vgpus(row["config.hardware.device"])),
                     extra={o.key: o.value for o in row["config.extraConfig"] or [] if o.key.startswith("pciPassthru")})
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from pyVmomi import vim
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
 from ansible_collections.gpuops.provision.plugins.modules import vsphere_vm_vgpu
 
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ def vm(sim, name):
                                        "config.extraConfig", "config.version"]) if r["name"] == name][0]
         host = s.collect(vim.HostSystem, ["name"], objects=[row["runtime.host"]])[0]["name"]
         return dict(host=host, power=row["runtime.powerState"], version=row["config.version"],
-                    profiles=sorted(d["profile"] for d in _vsphere.vm_vgpus(row["config.hardware.device"])),
+                    profiles=sorted(d["profile"] for d in api.vm_vgpus(row["config.hardware.device"])),
                     extra={o.key: o.value for o in row["config.extraConfig"] or [] if o.key.startswith("gpuops.")})
 
 

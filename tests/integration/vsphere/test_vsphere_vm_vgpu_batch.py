@@ -9,7 +9,7 @@ import threading
 import pytest
 from pyVmomi import vim
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere, _vsphere_vm
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api, vm as vsphere_vm
 from ansible_collections.gpuops.provision.plugins.modules import vsphere_vm_vgpu
 
 pytestmark = pytest.mark.slow
@@ -35,14 +35,14 @@ def vms_off(sim):
             if row["runtime.powerState"] != "poweredOff":
                 s.call_task("power off", row["obj"].PowerOffVM_Task)
             remove = [vim.vm.device.VirtualDeviceSpec(operation="remove", device=d["device"])
-                      for d in _vsphere.vm_vgpus(row["config.hardware.device"])]
+                      for d in api.vm_vgpus(row["config.hardware.device"])]
             if remove:
                 s.call_task("clean", row["obj"].ReconfigVM_Task, spec=vim.vm.ConfigSpec(deviceChange=remove))
         yield s
 
 
 def profiles(session):
-    return {r["name"]: sorted(d["profile"] for d in _vsphere.vm_vgpus(r["config.hardware.device"]))
+    return {r["name"]: sorted(d["profile"] for d in api.vm_vgpus(r["config.hardware.device"]))
             for r in session.vms(props=["name", "config.hardware.device"])}
 
 
@@ -52,7 +52,7 @@ def batch(*names, profile="grid_a100-40c"):
 
 def test_batch_reconfigures_each_vm_once_and_rerun_changes_nothing(sim, vms_off, run_module, tmp_path, monkeypatch):
     calls = tmp_path / "calls"
-    monkeypatch.setenv(_vsphere.CALLS_FILE_ENV, str(calls))
+    monkeypatch.setenv(api.CALLS_FILE_ENV, str(calls))
     res = run_module(vsphere_vm_vgpu, dict(sim.auth, vms=batch(*A100_VMS), max_concurrent=4))
     assert not res.get("failed"), res.get("msg")
     assert res["changed"] and res["failed_vms"] == [] and [r["vm"] for r in res["vms"]] == A100_VMS
@@ -102,7 +102,7 @@ def test_template_is_refused_in_the_plan(sim, vms_off, run_module):
 def _turn_into_template_before_its_write(monkeypatch, sim, victim):
     """Between the plan and the write of ``victim``, another client makes it a template: vcsim's ReconfigVMTask then
     answers NotSupported for that VM (govmomi simulator/virtual_machine.go), as vCenter does."""
-    original = _vsphere_vm.VmVgpu.apply
+    original = vsphere_vm.VmVgpu.apply
 
     def apply(self):
         if self.name == victim:
@@ -111,7 +111,7 @@ def _turn_into_template_before_its_write(monkeypatch, sim, victim):
                 obj.MarkAsTemplate()
         return original(self)
 
-    monkeypatch.setattr(_vsphere_vm.VmVgpu, "apply", apply)
+    monkeypatch.setattr(vsphere_vm.VmVgpu, "apply", apply)
 
 
 def test_a_failed_reconfigure_leaves_that_vm_unchanged_and_the_others_done(sim, vms_off, run_module, monkeypatch):
@@ -140,7 +140,7 @@ def test_stop_on_error_starts_no_vm_after_the_failure(sim, vms_off, run_module, 
 @pytest.mark.parametrize("workers, low, high", [(1, 1, 1), (4, 2, 4)])
 def test_reconfigures_run_at_most_max_concurrent_at_a_time(sim, vms_off, run_module, monkeypatch, workers, low, high):
     # Each VM's apply is held 0.3 s; the most applies seen at once is the concurrency the module used.
-    original, lock, state = _vsphere_vm.VmVgpu.apply, threading.Lock(), {"now": 0, "max": 0}
+    original, lock, state = vsphere_vm.VmVgpu.apply, threading.Lock(), {"now": 0, "max": 0}
 
     def apply(self):
         with lock:
@@ -153,7 +153,7 @@ def test_reconfigures_run_at_most_max_concurrent_at_a_time(sim, vms_off, run_mod
             with lock:
                 state["now"] -= 1
 
-    monkeypatch.setattr(_vsphere_vm.VmVgpu, "apply", apply)
+    monkeypatch.setattr(vsphere_vm.VmVgpu, "apply", apply)
     res = run_module(vsphere_vm_vgpu, dict(sim.auth, vms=batch(*A100_VMS), max_concurrent=workers))
     assert not res.get("failed"), res.get("msg")
     assert low <= state["max"] <= high

@@ -57,7 +57,7 @@ def run_in(lib, code, env=None, cwd=None):
 def test_every_module_the_role_ships_imports_from_the_sources_file(tmp_path):
     sources = role_sources()
     lib = install(tmp_path, sources)
-    names = [PACKAGE + "." + n[:-3] for n in sources]
+    names = [PACKAGE + "." + n[:-3].replace("/", ".").replace(".__init__", "") for n in sources]
     code = ("import importlib, json\n"
             "mods = [importlib.import_module(n) for n in %r]\n"
             "print(json.dumps([m.__spec__.origin for m in mods]))\n") % names
@@ -72,11 +72,12 @@ def test_the_bundled_code_wins_over_a_collection_installed_on_the_host(tmp_path)
     """A host with another version of the collection on its Python path still runs the code the role stamped."""
     other = tmp_path / "site" / PACKAGE.replace(".", "/")
     other.mkdir(parents=True)
-    (other / "_mig_apply.py").write_text("WHO = 'installed'\n", encoding="utf-8")
-    lib = install(tmp_path, {"_mig_apply.py": "WHO = 'bundled'"})
+    (other / "mig").mkdir()
+    (other / "mig" / "apply.py").write_text("WHO = 'installed'\n", encoding="utf-8")
+    lib = install(tmp_path, {"_mig/apply.py": "WHO = 'bundled'"})
     code = ("sys.path.insert(0, %r)\n"
-            "from ansible_collections.gpuops.provision.plugins.module_utils import _mig_apply\n"
-            "print(_mig_apply.WHO)\n") % str(tmp_path / "site")
+            "from ansible_collections.gpuops.provision.plugins.module_utils._mig import apply\n"
+            "print(apply.WHO)\n") % str(tmp_path / "site")
     proc = run_in(lib, code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "bundled"
@@ -84,9 +85,9 @@ def test_the_bundled_code_wins_over_a_collection_installed_on_the_host(tmp_path)
 
 def test_modules_in_packages_and_package_inits_import(tmp_path):
     """Paths under module_utils with folders (a package per domain) keep working."""
-    lib = install(tmp_path, {"mig/__init__.py": "INIT = 1", "mig/geometry.py": "from . import INIT\nVALUE = INIT + 1",
+    lib = install(tmp_path, {"_mig/__init__.py": "INIT = 1", "_mig/geometry.py": "from . import INIT\nVALUE = INIT + 1",
                              "shared/bounds.py": "LIMIT = 3"})
-    code = ("from ansible_collections.gpuops.provision.plugins.module_utils.mig import geometry\n"
+    code = ("from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry\n"
             "from ansible_collections.gpuops.provision.plugins.module_utils.shared import bounds\n"
             "print(geometry.VALUE, bounds.LIMIT)\n")
     proc = run_in(lib, code)
@@ -95,14 +96,14 @@ def test_modules_in_packages_and_package_inits_import(tmp_path):
 
 
 def test_a_module_missing_from_the_sources_file_is_an_import_error(tmp_path):
-    lib = install(tmp_path, {"_mig.py": "X = 1"})
+    lib = install(tmp_path, {"_mig/geometry.py": "X = 1"})
     code = ("try:\n"
-            "    from ansible_collections.gpuops.provision.plugins.module_utils import _nvml\n"
+            "    from ansible_collections.gpuops.provision.plugins.module_utils._mig import apply\n"
             "except ImportError as e:\n"
             "    print('ImportError', e)\n")
     proc = run_in(lib, code)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("ImportError cannot import name '_nvml'")
+    assert proc.stdout.startswith("ImportError cannot import name 'apply'")
 
 
 def test_without_its_sources_file_the_applier_exits_1_naming_it(tmp_path):
@@ -116,7 +117,7 @@ def test_without_its_sources_file_the_applier_exits_1_naming_it(tmp_path):
 
 
 def test_a_sources_file_that_is_not_an_object_exits_1(tmp_path):
-    lib = install(tmp_path, ["_mig.py"])
+    lib = install(tmp_path, ["_mig/geometry.py"])
     proc = subprocess.run([sys.executable, "-I", str(lib / "gpuops_mig_apply.py"), str(tmp_path / "none.json")],
                           capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 1

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _kmod as K
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import kernel_module as K
 from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import kmod
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))

@@ -45,11 +45,11 @@ class Walked(dict):
 
 
 def test_node_facts_reads_only_its_own_node_and_pods_through_node_infos_index():
-    from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll
+    from ansible_collections.gpuops.provision.plugins.module_utils._k8s import node_roll
     nodes = [Walked(metadata={"name": "n%d" % i, "labels": {"nvidia.com/mig.config": "c%d" % i}}) for i in range(50)]
     pods = [Walked(metadata={"name": "mm-%d" % i, "labels": {"app": "nvidia-mig-manager"}},
                    spec={"nodeName": "n%d" % i}, status={"phase": "Running"}) for i in range(50)]
-    result = {"resources": nodes, "pods": pods, "index": _node_roll.positions(nodes, pods)}
+    result = {"resources": nodes, "pods": pods, "index": node_roll.positions(nodes, pods)}
     Walked.read = []
     facts = role_mig.mig_node_facts(result, "n7")
     assert facts["selected"] == "c7" and facts["mig_manager_pod"] == "mm-7"

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _versions
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
 
 # JSON-like values, as a YAML document or module arguments give them
 JSON = st.recursive(
@@ -30,16 +31,16 @@ ENTRY = st.fixed_dictionaries({}, optional={
 @given(st.lists(ENTRY, max_size=3) | JSON)
 def test_mig_entries_parse_or_raise_mig_error(entries):
     try:
-        parsed = _mig.parse_entries(entries)
-    except _mig.MigError as exc:
+        parsed = geometry.parse_entries(entries)
+    except geometry.MigError as exc:
         assert str(exc)  # a message, never an empty error
         return
     for item in parsed:
         # Any integer index parses (as in mig-parted); check_entries refuses the ones a host does not have.
         assert item["devices"] == "all" or all(isinstance(i, int) and not isinstance(i, bool) for i in item["devices"])
         try:
-            _mig.check_entries(parsed, 4)
-        except _mig.MigError as exc:
+            geometry.check_entries(parsed, 4)
+        except geometry.MigError as exc:
             assert str(exc)
         else:
             assert item["devices"] == "all" or all(0 <= i < 4 for i in item["devices"])
@@ -54,8 +55,8 @@ def test_mig_entries_parse_or_raise_mig_error(entries):
        st.none() | st.text(max_size=8))
 def test_mig_documents_parse_or_raise_mig_error(document, selected):
     try:
-        _mig.parse_config(document, selected)
-    except _mig.MigError as exc:
+        geometry.parse_config(document, selected)
+    except geometry.MigError as exc:
         assert str(exc)
 
 
@@ -63,40 +64,40 @@ def test_mig_documents_parse_or_raise_mig_error(document, selected):
 @given(st.text(max_size=20) | st.integers() | st.none() | st.floats(allow_nan=False))
 def test_driver_versions_parse_or_raise_version_error(value):
     try:
-        version = _versions.parse_driver_version(value)
-    except _versions.VersionError as exc:
+        version = versions.parse_driver_version(value)
+    except versions.VersionError as exc:
         assert str(exc)
         return
-    again = _versions.parse_driver_version(str(version))
+    again = versions.parse_driver_version(str(version))
     assert again == version and "\n" not in str(version)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.from_regex(r"[1-9][0-9]{2}\.[0-9]{1,3}(\.[0-9]{1,3})?", fullmatch=True))
 def test_driver_version_round_trip(text):
-    version = _versions.parse_driver_version(text)
-    assert str(version) == text and _versions.parse_driver_version(str(version)) == version
+    version = versions.parse_driver_version(text)
+    assert str(version) == text and versions.parse_driver_version(str(version)) == version
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=30), st.sampled_from(["deb", "rpm"]))
 def test_package_versions_parse_or_raise_version_error(value, scheme):
     try:
-        version = _versions.parse_package_version(value, scheme)
-    except _versions.VersionError as exc:
+        version = versions.parse_package_version(value, scheme)
+    except versions.VersionError as exc:
         assert str(exc)
         return
     # A version that reaches apt or dnf on a command line: no white space or line break can ride along.
     assert not any(c.isspace() for c in version.text)
-    assert _versions.compare_versions(version.text, version.text, scheme) == 0
+    assert versions.compare_versions(version.text, version.text, scheme) == 0
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=8) | st.integers() | st.none())
 def test_branches_parse_or_raise_version_error(value):
     try:
-        branch = _versions.parse_branch(value)
-    except _versions.VersionError as exc:
+        branch = versions.parse_branch(value)
+    except versions.VersionError as exc:
         assert str(exc)
         return
-    assert _versions.parse_branch(branch) == branch
+    assert versions.parse_branch(branch) == branch

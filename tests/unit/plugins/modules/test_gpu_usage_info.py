@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _prometheus
+from ansible_collections.gpuops.provision.plugins.module_utils._usage import prometheus
 from ansible_collections.gpuops.provision.plugins.modules import gpu_usage_info
 
 from prometheus_fake import FakePrometheus, gpu_labels  # pylint: disable=import-error
@@ -158,16 +158,16 @@ def test_unreachable_prometheus_is_named(run):
 
 def test_an_error_answer_is_reported_as_prometheus_sends_it(run):
     with FakePrometheus(fleet(), now=NOW) as prom:
-        client = _prometheus.Client({"url": prom.url, "validate_certs": True})
-        with pytest.raises(_prometheus.PrometheusError) as e:
+        client = prometheus.Client({"url": prom.url, "validate_certs": True})
+        with pytest.raises(prometheus.PrometheusError) as e:
             client.query_range("rate(", 0, 1, 1)
     assert str(e.value) == 'query_range rate( at %s: HTTP 400: bad_data: invalid parameter "query": parse error' % prom.url
 
 
 def test_a_non_prometheus_answer(run):
     with FakePrometheus(fleet(), now=NOW) as prom:
-        client = _prometheus.Client({"url": prom.url + "/nothing"})
-        with pytest.raises(_prometheus.PrometheusError, match=r"^query time\(\) at .*/nothing: HTTP 404: 404 page not found$"):
+        client = prometheus.Client({"url": prom.url + "/nothing"})
+        with pytest.raises(prometheus.PrometheusError, match=r"^query time\(\) at .*/nothing: HTTP 404: 404 page not found$"):
             client.query("time()")
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _iommu, _sysfs
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import iommu, sysfs
 from ansible_collections.gpuops.provision.plugins.modules import iommu_info
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "lab", "sysfs"))
@@ -101,7 +101,7 @@ def test_gpu_with_its_audio_function_and_bridge_is_isolated(tmp_path):
 ])
 def test_malformed_sysfs_content_is_a_clear_error(tmp_path, attr, value, expected):
     spec = {"cmdline": "intel_iommu=on", "iommu_units": {"dmar0": {}}, "devices": [dict(dev("0000:17:00.0", A100, 3), **{attr: value})]}
-    with pytest.raises(_sysfs.SysfsError) as err:
+    with pytest.raises(sysfs.SysfsError) as err:
         run(tmp_path, spec)
     assert "0000:17:00.0/%s" % attr in str(err.value) and expected in str(err.value)
 
@@ -109,18 +109,18 @@ def test_malformed_sysfs_content_is_a_clear_error(tmp_path, attr, value, expecte
 def test_malformed_group_and_address_names(tmp_path):
     root = fake_tree.build(str(tmp_path / "host"), {"iommu_units": {"dmar0": {}}, "devices": [dev("0000:17:00.0", A100, 3)]})
     os.makedirs(os.path.join(root, "sys/kernel/iommu_groups/3/devices/not-an-address"))
-    with pytest.raises(_sysfs.SysfsError, match="not-an-address.*not a PCI address"):
+    with pytest.raises(sysfs.SysfsError, match="not-an-address.*not a PCI address"):
         iommu_info.gather(root)
     os.rmdir(os.path.join(root, "sys/kernel/iommu_groups/3/devices/not-an-address"))
     os.makedirs(os.path.join(root, "sys/kernel/iommu_groups/bogus"))
-    with pytest.raises(_sysfs.SysfsError, match="bogus is not a numbered IOMMU group"):
+    with pytest.raises(sysfs.SysfsError, match="bogus is not a numbered IOMMU group"):
         iommu_info.gather(root)
 
 
 def test_missing_cmdline_is_a_clear_error(tmp_path):
     root = fake_tree.build(str(tmp_path / "host"), {})
     os.remove(os.path.join(root, "proc/cmdline"))
-    with pytest.raises(_sysfs.SysfsError, match="proc/cmdline does not exist"):
+    with pytest.raises(sysfs.SysfsError, match="proc/cmdline does not exist"):
         iommu_info.gather(root)
 
 
@@ -133,7 +133,7 @@ def test_cmdline_path_overrides_root(tmp_path):
 
 
 def test_parse_cmdline_flags_quotes_and_repeats():
-    args = _iommu.parse_cmdline('quiet iommu=off iommu=pt "acpi_osi=Windows 2020" vfio-pci.ids=10de:20b0,10de:1aef')
+    args = iommu.parse_cmdline('quiet iommu=off iommu=pt "acpi_osi=Windows 2020" vfio-pci.ids=10de:20b0,10de:1aef')
     assert args["quiet"] is None
     assert args["iommu"] == "pt"  # the kernel honours the last occurrence
     assert args["acpi_osi"] == "Windows 2020"

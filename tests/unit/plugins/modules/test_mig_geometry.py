@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _hostlock
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import host_lock
 from ansible_collections.gpuops.provision.plugins.modules import mig_geometry
 
 from gpusim_nvml import use_gpusim  # pylint: disable=import-error
@@ -299,8 +299,8 @@ def test_live_table_disagreeing_with_the_documented_one_rolls_the_mode_back(monk
 
 def test_no_documented_table_and_no_live_profiles_fails_clearly(monkeypatch, tmp_path, run_module):
     # A30 on R535 with MIG off: documented; an unknown SKU is emulated by an unlisted PCI id below.
-    from ansible_collections.gpuops.provision.plugins.module_utils import _mig_models
-    monkeypatch.delitem(_mig_models.MODELS, 0x233010DE)
+    from ansible_collections.gpuops.provision.plugins.module_utils._mig import models
+    monkeypatch.delitem(models.MODELS, 0x233010DE)
     path = use_gpusim(monkeypatch, tmp_path, _state(H100))
     before = path.read_bytes()
     res = run_module(mig_geometry, {"devices": [entry(mig_devices={"1g.10gb": 1})]})
@@ -466,7 +466,7 @@ def test_every_run_holds_the_lock_from_plan_to_rollback_check_mode_included(monk
         real = getattr(nv, name)
 
         def call(*args):
-            seen.setdefault(name, []).append(_hostlock.status(str(lock_path)))
+            seen.setdefault(name, []).append(host_lock.status(str(lock_path)))
             return real(*args)
         monkeypatch.setattr(nv, name, call)
     # The first read of the plan, a creation of the apply, and a destroy of the rollback.
@@ -480,7 +480,7 @@ def test_every_run_holds_the_lock_from_plan_to_rollback_check_mode_included(monk
     assert sorted(seen) == ["nvmlDeviceCreateGpuInstanceWithPlacement", "nvmlDeviceGetCount", "nvmlGpuInstanceDestroy"]
     held = [h for calls in seen.values() for h in calls]
     assert len(held) >= 6 and all(h and h["holder"] == "gpuops.provision.mig_geometry" and h["pid"] == os.getpid() for h in held)
-    assert _hostlock.status(str(lock_path)) is None and not lock_path.exists()
+    assert host_lock.status(str(lock_path)) is None and not lock_path.exists()
 
 
 @pytest.mark.parametrize("check_mode", [False, True])
@@ -489,7 +489,7 @@ def test_a_held_lock_refuses_at_once_naming_the_holder_before_any_nvml_call(
     use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
     inits = []
     monkeypatch.setattr(sys.modules["pynvml"], "nvmlInit", lambda: inits.append(1))
-    with _hostlock.HostLock(str(lock_path), "another apply"):
+    with host_lock.HostLock(str(lock_path), "another apply"):
         res = run_module(mig_geometry, {"devices": [entry()]}, check_mode=check_mode)
     assert res["failed"] and res["changed"] is False and inits == []
     assert res["msg"].startswith("another MIG run holds the per-host lock %s: another apply (pid %d on " % (lock_path, os.getpid()))
@@ -500,7 +500,7 @@ def test_a_held_lock_refuses_at_once_naming_the_holder_before_any_nvml_call(
 
 def test_lock_timeout_waits_for_the_holder(monkeypatch, tmp_path, run_module, lock_path):
     use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
-    other = _hostlock.HostLock(str(lock_path), "another apply").acquire()
+    other = host_lock.HostLock(str(lock_path), "another apply").acquire()
     threading.Timer(0.5, other.release).start()
     res = run_module(mig_geometry, {"devices": [entry()], "lock_timeout": 30})
     assert res["changed"] is True and 0.4 <= res["lock"]["waited"] < 30
@@ -509,7 +509,7 @@ def test_lock_timeout_waits_for_the_holder(monkeypatch, tmp_path, run_module, lo
 def test_the_roles_lock_lets_its_own_steps_in_and_refuses_any_other_run(monkeypatch, tmp_path, run_module, lock_path, capsys):
     path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
     # What the role's lock task runs on the node.
-    assert _hostlock.main(["acquire", "--path", str(lock_path), "--holder", ROLE]) == 0
+    assert host_lock.main(["acquire", "--path", str(lock_path), "--holder", ROLE]) == 0
     assert json.loads(capsys.readouterr().out)["acquired"] is True
     before = path.read_bytes()
     direct = run_module(mig_geometry, {"devices": [entry()]})
@@ -518,15 +518,15 @@ def test_the_roles_lock_lets_its_own_steps_in_and_refuses_any_other_run(monkeypa
     assert direct["lock"]["held_by"]["kind"] == "lease"
     step = run_module(mig_geometry, {"devices": [entry()], "lock_holder": ROLE})
     assert step["changed"] is True and step["lock"]["lease"] == ROLE
-    assert _hostlock.status(str(lock_path))["holder"] == ROLE, "the role's step ended the role's lock"
-    assert _hostlock.main(["release", "--path", str(lock_path), "--holder", ROLE]) == 0
+    assert host_lock.status(str(lock_path))["holder"] == ROLE, "the role's step ended the role's lock"
+    assert host_lock.main(["release", "--path", str(lock_path), "--holder", ROLE]) == 0
     assert json.loads(capsys.readouterr().out)["released"] is True
     assert run_module(mig_geometry, {"devices": [entry()]})["changed"] is False
 
 
 def test_a_stale_lock_of_a_dead_role_run_is_taken_over_naming_it(monkeypatch, tmp_path, run_module, lock_path, capsys):
     use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
-    assert _hostlock.main(["acquire", "--path", str(lock_path), "--holder", ROLE, "--stale-after", "0"]) == 0
+    assert host_lock.main(["acquire", "--path", str(lock_path), "--holder", ROLE, "--stale-after", "0"]) == 0
     capsys.readouterr()
     time.sleep(0.05)
     res = run_module(mig_geometry, {"devices": [entry()]})
@@ -549,7 +549,7 @@ def test_bad_lock_options_fail_clearly(monkeypatch, tmp_path, run_module, args, 
 def test_plans_run_side_by_side_but_an_apply_waits_for_them(monkeypatch, tmp_path, run_module, lock_path):
     path = use_gpusim(monkeypatch, tmp_path, {"gpus": [{"model": A100, "mig_mode": "enabled"}]})
     before = path.read_bytes()
-    with _hostlock.HostLock(str(lock_path), "gpuops.provision.node_preflight plan", shared=True):
+    with host_lock.HostLock(str(lock_path), "gpuops.provision.node_preflight plan", shared=True):
         plan = run_module(mig_geometry, {"devices": [entry()]}, check_mode=True)
         apply = run_module(mig_geometry, {"devices": [entry()]})
     assert plan["changed"] is True and not plan.get("failed") and plan["lock"]["shared"] is True

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _nvml
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import nvml
 from ansible_collections.gpuops.provision.plugins.modules import mig_geometry
 
 from gpusim_nvml import use_gpusim  # pylint: disable=import-error
@@ -78,15 +78,15 @@ def test_host_gpu_clients_reads_modules_and_truncated_comm(tmp_path):
     (proc / "self").mkdir()  # not a pid
     (proc / "77").mkdir()  # a process that ended: no comm
     (proc / "modules").write_text("nvidia_drm 126976 4 - Live 0x0 (POE)\nnvidia_modeset 1 1 nvidia_drm, Live 0x0\n")
-    assert _nvml.host_gpu_clients(str(proc)) == ["nv-hostengine", "nvidia-persistenced", "nvidia_drm"]
+    assert nvml.host_gpu_clients(str(proc)) == ["nv-hostengine", "nvidia-persistenced", "nvidia_drm"]
     (proc / "modules").write_text("nvidia_drmx 1 0 - Live 0x0\n\n")
     for pid in (812, 900):
         (proc / str(pid) / "comm").write_text("bash\n")
-    assert _nvml.host_gpu_clients(str(proc)) == []
-    assert _nvml.host_gpu_clients(str(tmp_path / "none")) == []
+    assert nvml.host_gpu_clients(str(proc)) == []
+    assert nvml.host_gpu_clients(str(tmp_path / "none")) == []
 
 
 def test_host_gpu_clients_defaults_to_proc_root(monkeypatch, tmp_path):
     (tmp_path / "modules").write_text("nvidia_drm 1 0 - Live 0x0\n")
-    monkeypatch.setattr(_nvml, "PROC_ROOT", str(tmp_path))
-    assert _nvml.host_gpu_clients() == ["nvidia_drm"]
+    monkeypatch.setattr(nvml, "PROC_ROOT", str(tmp_path))
+    assert nvml.host_gpu_clients() == ["nvidia_drm"]

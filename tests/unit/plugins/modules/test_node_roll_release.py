@@ -13,7 +13,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _k8s, _node_roll_apply
+from ansible_collections.gpuops.provision.plugins.module_utils._common import disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api as k8s_api, node_roll_apply
 from ansible_collections.gpuops.provision.plugins.modules import node_release, node_roll
 
 NODE = "gpu-1"
@@ -111,9 +112,9 @@ def fixture_cluster(monkeypatch):
              "pods": [pod("ml", "train-0", "ReplicaSet"), pod("ml", "train-1", "ReplicaSet"),
                       pod("gpu-operator", "dp-1", "DaemonSet", {"app": "nvidia-device-plugin-daemonset"}),
                       pod("gpu-operator", "validator-1", "DaemonSet", {"app": "nvidia-operator-validator"})]}
-    monkeypatch.setattr(_k8s, "api_client", lambda kubeconfig=None, context=None: FakeApi())
-    monkeypatch.setattr(_k8s.kubernetes.client, "CoreV1Api", lambda api=None: FakeCore(state))
-    monkeypatch.setattr(_node_roll_apply, "list_nodes", lambda api, timeout, page=500, cached=False: [state["node"]])
+    monkeypatch.setattr(k8s_api, "api_client", lambda kubeconfig=None, context=None: FakeApi())
+    monkeypatch.setattr(k8s_api.kubernetes.client, "CoreV1Api", lambda api=None: FakeCore(state))
+    monkeypatch.setattr(node_roll_apply, "list_nodes", lambda api, timeout, page=500, cached=False: [state["node"]])
     return state
 
 
@@ -127,7 +128,7 @@ def test_node_roll_check_mode_names_cordon_drain_and_client_stop_first(cluster, 
     res = run_module(node_roll, dict(ROLL_ARGS), check_mode=True)
     assert res["changed"] is True and cluster["calls"] == [], res
     assert res["disruptions"] == TAKEN
-    assert res["diff"][0] == {"prepared": _disruption.prepared(TAKEN)}
+    assert res["diff"][0] == {"prepared": disruption.prepared(TAKEN)}
     assert res["diff"][1]["before"] == {"phase": "", "unschedulable": False}
     assert res["diff"][1]["after"] == {"phase": "drained", "unschedulable": True}
 
@@ -152,7 +153,7 @@ def test_node_release_names_the_pods_it_restarts_not_the_uncordon(cluster, run_m
     restart = ["restart pods of node gpu-1 (deleted for their controllers to recreate), 1 pod(s): "
                "gpu-operator/validator-1"]
     assert res["changed"] is True and cluster["calls"] == [] and res["disruptions"] == restart, res
-    assert res["diff"][0] == {"prepared": _disruption.prepared(restart)}
+    assert res["diff"][0] == {"prepared": disruption.prepared(restart)}
     assert res["diff"][1]["before"]["unschedulable"] is True and res["diff"][1]["after"]["unschedulable"] is False
 
 

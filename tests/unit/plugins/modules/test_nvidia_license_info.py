@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""nvidia_license_info against gpusim (lab/gpusim: nvidia-ml-py over its libnvidia-ml.so.1), and the pure helpers of _license."""
+"""nvidia_license_info against gpusim (lab/gpusim: nvidia-ml-py over its libnvidia-ml.so.1), and the pure helpers of licensing_gridd."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _license
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import gridd as licensing_gridd
 from ansible_collections.gpuops.provision.plugins.modules import nvidia_license_info
 
 from gpusim_nvml import use_gpusim  # pylint: disable=import-error
@@ -102,15 +102,15 @@ def test_no_driver_is_reported_not_failed(monkeypatch, tmp_path, run_module):
 
 def test_parse_gridd_conf_last_wins_and_quotes():
     text = "# c\nFeatureType=0\n\nFeatureType=2\n ServerAddress = \"dls.example\" \nbroken line\n#EnableUI=TRUE\n"
-    assert _license.parse_gridd_conf(text) == {"FeatureType": "2", "ServerAddress": "dls.example"}
-    s = _license.gridd_summary({"FeatureType": "3"}, True, "/p", "/t", [])
+    assert licensing_gridd.parse_gridd_conf(text) == {"FeatureType": "2", "ServerAddress": "dls.example"}
+    s = licensing_gridd.gridd_summary({"FeatureType": "3"}, True, "/p", "/t", [])
     assert s["feature_type"] == 3 and s["feature_name"] == "reserved"
 
 
 @pytest.mark.parametrize("expiry,days", [("2027-01-10T12:00:00Z", 10), ("2027-01-01T11:59:59Z", 0), ("2026-12-31T11:00:00Z", -1), (None, None)])
 def test_days_left(expiry, days):
     now = datetime.datetime(2026, 12, 31, 12, 0, 0, tzinfo=datetime.timezone.utc)
-    assert _license.days_left(expiry, now) == days
+    assert licensing_gridd.days_left(expiry, now) == days
 
 
 # --- the licence service of the client configuration token (service_check) -----------------------------------------
@@ -233,10 +233,10 @@ def test_service_check_through_the_proxy_gridd_uses(monkeypatch, tmp_path, run_m
     ({"ProxyServerAddress": "proxy.example:3128"}, {"host": "proxy.example", "port": 3128, "user": None}),
 ])
 def test_gridd_proxy(settings, proxy):
-    assert _license.gridd_proxy(settings) == proxy
+    assert licensing_gridd.gridd_proxy(settings) == proxy
 
 
 @pytest.mark.parametrize("port", ["0", "65536", "x", ""])
 def test_gridd_proxy_bad_port(port):
-    with pytest.raises(_license.LicenseError, match="needs ProxyServerPort"):
-        _license.gridd_proxy({"ProxyServerAddress": "p", "ProxyServerPort": port})
+    with pytest.raises(licensing_gridd.LicenseError, match="needs ProxyServerPort"):
+        licensing_gridd.gridd_proxy({"ProxyServerAddress": "p", "ProxyServerPort": port})

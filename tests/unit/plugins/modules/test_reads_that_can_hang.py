@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _sysfs
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import sysfs
 from ansible_collections.gpuops.provision.plugins.modules import iommu_info, nvidia_license_info
 
 from gpusim_nvml import use_gpusim  # pylint: disable=import-error
@@ -74,23 +74,23 @@ def test_license_info_gridd_conf_not_utf8_names_the_file(monkeypatch, tmp_path, 
 def test_read_file_kinds_limits_and_missing(tmp_path):
     good = tmp_path / "ok"
     good.write_text("x=1\n", encoding="utf-8")
-    assert _sysfs.read_file(str(good)) == "x=1\n"
+    assert sysfs.read_file(str(good)) == "x=1\n"
     with pytest.raises(FileNotFoundError):
-        _sysfs.read_file(str(tmp_path / "none"))
-    with pytest.raises(_sysfs.SysfsError, match=r"^%s is not a regular file \(it is a directory\)" % tmp_path):
-        _sysfs.read_file(str(tmp_path))
-    with pytest.raises(_sysfs.SysfsError, match=r"^/dev/null is not a regular file \(it is a device\)"):
-        _sysfs.read_file("/dev/null")
+        sysfs.read_file(str(tmp_path / "none"))
+    with pytest.raises(sysfs.SysfsError, match=r"^%s is not a regular file \(it is a directory\)" % tmp_path):
+        sysfs.read_file(str(tmp_path))
+    with pytest.raises(sysfs.SysfsError, match=r"^/dev/null is not a regular file \(it is a device\)"):
+        sysfs.read_file("/dev/null")
     big = tmp_path / "big"
     big.write_bytes(b"a" * 101)
-    with pytest.raises(_sysfs.SysfsError, match=r"^%s is larger than 100 bytes: not read$" % big):
-        _sysfs.read_file(str(big), limit=100)
-    assert _sysfs.read_file(str(big), limit=101) == "a" * 101
-    with pytest.raises(_sysfs.SysfsError, match=r"^reading %s took longer than -1 s: not read$" % big):
-        _sysfs.read_file(str(big), timeout=-1)
+    with pytest.raises(sysfs.SysfsError, match=r"^%s is larger than 100 bytes: not read$" % big):
+        sysfs.read_file(str(big), limit=100)
+    assert sysfs.read_file(str(big), limit=101) == "a" * 101
+    with pytest.raises(sysfs.SysfsError, match=r"^reading %s took longer than -1 s: not read$" % big):
+        sysfs.read_file(str(big), timeout=-1)
     unreadable = tmp_path / "secret"
     unreadable.write_text("x", encoding="utf-8")
     unreadable.chmod(0)
     if os.geteuid() != 0:
-        with pytest.raises(_sysfs.SysfsError, match=r"^cannot read %s: Permission denied$" % unreadable):
-            _sysfs.read_file(str(unreadable))
+        with pytest.raises(sysfs.SysfsError, match=r"^cannot read %s: Permission denied$" % unreadable):
+            sysfs.read_file(str(unreadable))

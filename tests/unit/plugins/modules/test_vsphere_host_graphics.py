@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
 from ansible_collections.gpuops.provision.plugins.modules import vsphere_host_graphics
 from vsphere_fake import AUTH, Host, Vm, use_fake_vcenter  # pylint: disable=import-error
 
@@ -156,7 +156,7 @@ def test_vgpu_mode_on_a_host_older_than_8_0_3_fails_naming_it(run, calls, invent
 def test_bad_options_fail_before_any_connection(run, calls, monkeypatch, args, match):
     def no_session(params):
         raise AssertionError("connected despite invalid options")
-    monkeypatch.setattr(_vsphere, "Session", no_session)
+    monkeypatch.setattr(api, "Session", no_session)
     res = run(args)
     assert res["failed"] is True and calls == [], res
     assert match in res["msg"], res

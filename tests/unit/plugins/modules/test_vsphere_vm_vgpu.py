@@ -1,4 +1,4 @@
-"""Unit tests for the ConfigSpec that vsphere_vm_vgpu sends (module_utils/_vsphere_vm.py; pyvmomi objects, no network),
+"""Unit tests for the ConfigSpec that vsphere_vm_vgpu sends (module_utils/_vsphere/vm.py; pyvmomi objects, no network),
 and the module in-process against a vCenter in memory (tests/helpers/vsphere_fake.py): its disruptions."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import pytest
 
 from pyVmomi import vim
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _disruption, _vgpu
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_vm as mod
+from ansible_collections.gpuops.provision.plugins.module_utils._common import disruption
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import vgpu as vsphere_vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import vm as mod
 from ansible_collections.gpuops.provision.plugins.modules import vsphere_vm_vgpu
 
 from vsphere_fake import AUTH, Host, Vm, use_fake_vcenter  # pylint: disable=import-error
@@ -21,8 +22,8 @@ def existing(key, profile):
 
 def test_spec_replaces_profile_and_locks_memory_and_sets_mmio():
     cur = [existing(203, "grid_a100-4c")]
-    plan = _vgpu.plan_vm("vm1", "esx1", cur, ["grid_a100-40c"], {"esx1": ["grid_a100-4c", "grid_a100-40c"]},
-                         "poweredOn", False, {}, use_64bit_mmio=True, mmio_size_gb=64, power_policy="power_off")
+    plan = vsphere_vgpu.plan_vm("vm1", "esx1", cur, ["grid_a100-40c"], {"esx1": ["grid_a100-4c", "grid_a100-40c"]},
+                                "poweredOn", False, {}, use_64bit_mmio=True, mmio_size_gb=64, power_policy="power_off")
     spec = mod.build_spec(plan)
     ops = [(c.operation, c.device.key, c.device.backing.vgpu) for c in spec.deviceChange]
     assert ops == [("remove", 203, "grid_a100-4c"), ("add", -100, "grid_a100-40c")]
@@ -33,7 +34,7 @@ def test_spec_replaces_profile_and_locks_memory_and_sets_mmio():
 
 
 def test_spec_for_two_new_vgpus_uses_distinct_temp_keys_and_leaves_memory_alone_when_locked():
-    plan = _vgpu.plan_vm("vm1", "esx1", [], ["grid_l40s-48q"] * 2, {"esx1": ["grid_l40s-48q"]}, "poweredOff", True, {})
+    plan = vsphere_vgpu.plan_vm("vm1", "esx1", [], ["grid_l40s-48q"] * 2, {"esx1": ["grid_l40s-48q"]}, "poweredOff", True, {})
     spec = mod.build_spec(plan)
     assert [c.device.key for c in spec.deviceChange] == [-100, -101]
     assert spec.memoryReservationLockedToMax is None and not spec.extraConfig
@@ -66,7 +67,7 @@ def test_check_mode_names_the_guest_shutdown_and_power_on_first_in_the_diff(vcen
     assert res["changed"] is True and vcenter["calls"] == [], res
     # The VM runs and its vGPUs change: it is shut down (guest, 300 s default), reconfigured and powered on again.
     assert res["disruptions"] == [SHUTDOWN, POWER_ON]
-    assert res["diff"][0] == {"prepared": _disruption.prepared([SHUTDOWN, POWER_ON])}
+    assert res["diff"][0] == {"prepared": disruption.prepared([SHUTDOWN, POWER_ON])}
     assert res["diff"][1] == {"before": res["before"], "after": res["after"]}
     assert res["diff"][1]["after"]["profiles"] == ["grid_a100-40c"]
 
@@ -102,16 +103,16 @@ def test_batch_keeps_each_vms_disruptions_and_leads_the_diff_with_all_of_them(vc
     assert per_vm == {"train-01": [SHUTDOWN, POWER_ON], "nb-01": [],
                       "train-02": ["power off VM train-02 (hard, no guest shutdown)", "power on VM train-02 on host esx1"]}
     assert res["disruptions"] == per_vm["train-01"] + per_vm["train-02"]
-    assert res["diff"][0] == {"prepared": _disruption.prepared(res["disruptions"])}
+    assert res["diff"][0] == {"prepared": disruption.prepared(res["disruptions"])}
     assert [d["before_header"] for d in res["diff"][1:]] == ["VM train-01", "VM nb-01", "VM train-02"]
 
 
 def test_a_vm_an_earlier_run_left_powered_off_is_powered_on_and_says_why(vcenter, run_module):
-    from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_placement  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import placement  # pylint: disable=import-outside-toplevel
     esx1 = vcenter["hosts"][0]
     # Its vGPU is right already, but the restore marker says this module powered it off and was cut off.
     vcenter["vms"].append(Vm(vcenter["calls"], "train-03", esx1, power="poweredOff", profiles=["grid_a100-40c"],
-                             extra={_vsphere_placement.RESTORE_KEY: "vsphere_vm_vgpu"}))
+                             extra={placement.RESTORE_KEY: "vsphere_vm_vgpu"}))
     res = run_module(vsphere_vm_vgpu, vm_args(name="train-03", profiles=["grid_a100-40c"]), check_mode=True)
     assert res["changed"] is True, res
     assert res["disruptions"] == ["power on VM train-03 on host esx1 (an earlier run powered it off)"]

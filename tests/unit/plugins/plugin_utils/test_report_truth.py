@@ -12,7 +12,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _health
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import health as preflight_health
 from ansible_collections.gpuops.provision.plugins.plugin_utils import _report as R
 
 from health_readings import healthy  # pylint: disable=import-error  # tests/helpers
@@ -43,8 +43,8 @@ def host(*gpus, preflight=None):
 
 def preflight_of(facts_gpu, fail_on_warn=False):
     """The node's preflight report over its gpu_* checks, as node_preflight writes it (module_utils/_health)."""
-    opts = _health.normalize_options(None)
-    checks = [_health.CHECKS[c][1]({"gpu": facts_gpu}, opts) for c in _health.PER_GPU_CHECKS]
+    opts = preflight_health.normalize_options(None)
+    checks = [preflight_health.CHECKS[c][1]({"gpu": facts_gpu}, opts) for c in preflight_health.PER_GPU_CHECKS]
     statuses = [c["status"] for c in checks]
     verdict = "fail" if "fail" in statuses or (fail_on_warn and "warn" in statuses) else "warn" if "warn" in statuses else "pass"
     return {"verdict": verdict, "ready": verdict != "fail", "checks": checks,
@@ -150,10 +150,10 @@ def test_a_node_keeps_its_warning_for_a_real_one_and_its_failure_always():
 
 def test_the_preflight_check_and_the_report_share_the_rule():
     g = gpu(0, remapped_rows=MIG_REMAP)
-    assert _health.remapping_hidden_by_mig(g) == REASON
-    assert _health.remapping_hidden_by_mig(gpu(0, "disabled", remapped_rows=MIG_REMAP)) is None
-    assert _health.remapping_hidden_by_mig(gpu(0)) is None   # readable: nothing hidden
-    assert _health.remapping_hidden_by_mig(dict(g, instances=None)) == REASON.replace("2 GPU instance(s)", "MIG enabled")
+    assert preflight_health.remapping_hidden_by_mig(g) == REASON
+    assert preflight_health.remapping_hidden_by_mig(gpu(0, "disabled", remapped_rows=MIG_REMAP)) is None
+    assert preflight_health.remapping_hidden_by_mig(gpu(0)) is None   # readable: nothing hidden
+    assert preflight_health.remapping_hidden_by_mig(dict(g, instances=None)) == REASON.replace("2 GPU instance(s)", "MIG enabled")
 
 
 # --- 3. run times over the health history ------------------------------------------------------------------------------

@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""_bounds: numeric option ranges (both sides of each bound, the whole message) and the TLS rule."""
+"""_common/bounds.py: numeric option ranges (both sides of each bound, the whole message) and the TLS rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _bounds as B
+from ansible_collections.gpuops.provision.plugins.module_utils._common import bounds as B
 
 BOUNDS = {"port": B.PORT, "timeout": B.API_TIMEOUT, "vmid": B.PVE_VMID}
 

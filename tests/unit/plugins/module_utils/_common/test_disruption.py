@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""plugins/module_utils/_disruption.py: the disruptive actions of a write module, first in its diff; rendered here by
+"""plugins/module_utils/_common/disruption.py: the disruptive actions of a write module, first in its diff; rendered here by
 ansible-core's own callback code, so that "first" is what a person reading ``--diff`` sees."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _disruption as D
+from ansible_collections.gpuops.provision.plugins.module_utils._common import disruption as D
 
 STEPS = ["shut down the guest of VM vm1 (VMware Tools, up to 300 s)", "power on VM vm1 on host esx1"]
 

@@ -1,35 +1,35 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/_drift.py: the one drift rule behind driver_drift and the ESXi VIB drift."""
+"""Unit tests for plugins/module_utils/_common/drift.py: the one drift rule behind driver_drift and the ESXi VIB drift."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _drift
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils._common import drift
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import fleet as drivers_fleet
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import vgpu
 
 
 def test_group_hosts_keeps_first_seen_versions_and_input_host_order():
-    versions, missing = _drift.group_hosts([("c", "2"), ("a", "1"), ("b", "2"), ("d", None), ("e", "")])
+    versions, missing = drift.group_hosts([("c", "2"), ("a", "1"), ("b", "2"), ("d", None), ("e", "")])
     assert list(versions) == ["2", "1"] and versions == {"2": ["c", "b"], "1": ["a"]}
     assert missing == ["d", "e"]
 
 
 def test_majority_most_hosts_wins_and_ties_follow_order():
     groups = {"535.261.03": ["a"], "550.163.01": ["b"], "470.256.02": ["c", "d"]}
-    assert _drift.majority(groups) == "470.256.02"
+    assert drift.majority(groups) == "470.256.02"
     tie = {"550.163.01": ["b"], "535.261.03": ["a"]}
-    assert _drift.majority(tie) == "535.261.03"                               # default: first as text
-    assert _drift.majority(tie, ["550.163.01", "535.261.03"]) == "550.163.01"  # caller's order (newest first)
+    assert drift.majority(tie) == "535.261.03"                               # default: first as text
+    assert drift.majority(tie, ["550.163.01", "535.261.03"]) == "550.163.01"  # caller's order (newest first)
     # Only versions named in the order are candidates.
-    assert _drift.majority({"1": ["a", "b"], "2": ["c"]}, ["2"]) == "2"
-    assert _drift.majority({}) is None and _drift.majority({"1": ["a"]}, []) is None
+    assert drift.majority({"1": ["a", "b"], "2": ["c"]}, ["2"]) == "2"
+    assert drift.majority({}) is None and drift.majority({"1": ["a"]}, []) is None
 
 
-# _vgpu.drift_report (vsphere_gpu_info's ESXi VIB drift) is to become `return _drift.drift_report(host_versions)`:
+# vgpu.drift_report (vsphere_gpu_info's ESXi VIB drift) is to become `return drift.drift_report(host_versions)`:
 # the core gives its exact results, key order included.
 VIB_CASES = [
     # hosts without a driver (None and empty) are drift, listed sorted
@@ -53,23 +53,23 @@ VIB_CASES = [
 
 @pytest.mark.parametrize("host_versions, expected", VIB_CASES)
 def test_core_gives_vgpu_drift_report_results(host_versions, expected):
-    core = _drift.drift_report(host_versions)
+    core = drift.drift_report(host_versions)
     assert core == expected and list(core) == list(expected) and list(core["versions"]) == list(expected["versions"])
-    vib = _vgpu.drift_report(host_versions)
+    vib = vgpu.drift_report(host_versions)
     assert vib == core and list(vib["versions"]) == list(core["versions"])
 
 
 def test_fleet_drift_uses_the_core_with_newest_first_ties():
     fleet = {"a": "535.261.03", "b": "550.163.01"}
     # Same tie, different order: the text rule picks 535, the fleet driver drift the newest.
-    assert _drift.drift_report(fleet)["majority"] == "535.261.03"
-    r = _driver_fleet.fleet_drift(fleet)
+    assert drift.drift_report(fleet)["majority"] == "535.261.03"
+    r = drivers_fleet.fleet_drift(fleet)
     assert r["target"] == "550.163.01" and r["off_pin"] == ["a"]
     assert r["versions"] == {"550.163.01": ["b"], "535.261.03": ["a"]} and r["missing"] == []
 
 
 def test_fleet_drift_reference_ignores_hosts_with_errors():
-    r = _driver_fleet.fleet_drift({"a": "garbage", "b": "garbage", "c": "535.261.03", "d": None})
+    r = drivers_fleet.fleet_drift({"a": "garbage", "b": "garbage", "c": "535.261.03", "d": None})
     assert r["target"] == "535.261.03" and r["missing"] == ["d"] and sorted(r["errors"]) == ["a", "b"]
     # The erroneous version is still listed as a version group, as before.
     assert r["versions"] == {"garbage": ["a", "b"], "535.261.03": ["c"]}
@@ -77,5 +77,5 @@ def test_fleet_drift_reference_ignores_hosts_with_errors():
 
 def test_drift_report_breaks_a_tie_by_the_given_order():
     hosts = {"a": "535.261.03", "b": "550.163.01"}
-    assert _drift.drift_report(hosts)["majority"] == "535.261.03"                                   # text order
-    assert _drift.drift_report(hosts, ["550.163.01", "535.261.03"])["majority"] == "550.163.01"    # newest first
+    assert drift.drift_report(hosts)["majority"] == "535.261.03"                                   # text order
+    assert drift.drift_report(hosts, ["550.163.01", "535.261.03"])["majority"] == "550.163.01"    # newest first

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/_driver_branches.py (the branch table) and the vGPU rules that use it.
+"""Unit tests for plugins/module_utils/_drivers/branches.py (the branch table) and the vGPU rules that use it.
 
 Rules (NVIDIA vGPU software 19.0 release notes, "Compatible NVIDIA vGPU Manager and Guest VM Driver Releases"):
   SAME     vGPU Manager with guest VM drivers from the same release
@@ -16,8 +16,8 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_branches as db
-from ansible_collections.gpuops.provision.plugins.module_utils import _versions as v
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import branches as db
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions as v
 
 SAME = "same branch"
 PREV = "before the host"

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/_driver_fleet.py and _driver_repo.py at the module_utils level.
+"""Unit tests for plugins/module_utils/_drivers/fleet.py and _drivers/repo.py at the module_utils level.
 
 The filter-level behaviour (through plugins/filter/driver.py) is in tests/unit/plugins/filter/test_driver.py; these
 show the domain code stands alone: plain ValueError subclasses, no Ansible imports.
@@ -13,8 +13,8 @@ import base64
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet as D
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_repo as R
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import fleet as D
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import repo as R
 
 PIN = "535.261.03-1"
 
@@ -143,7 +143,7 @@ def test_version_locks_hold_every_package_of_the_installed_driver_once():
     assert D.version_locks({}, "550.163.01") == [] and D.version_locks(None, "550.163.01") == []
 
 
-# ---- _driver_repo: every field, defaults and boundaries (issue 23) -------------------------------------------------
+# ---- _drivers/repo.py: every field, defaults and boundaries (issue 23) -------------------------------------------------
 
 NO_VERSION = "no driver version given (expected e.g. 535.261.03 or a package version 535.261.03-1)"
 
@@ -217,7 +217,7 @@ def test_apt_sources_slurp_with_bad_bytes_and_our_own_file_ignored():
     assert out["signed_by"] == {"bookworm": "/k.gpg"} and out["host"] == {"bookworm": "/etc/apt/sources.list"}
 
 
-# ---- _driver_fleet: every field of a host record, per input shape (issue 23) ---------------------------------------
+# ---- _drivers/fleet.py: every field of a host record, per input shape (issue 23) ---------------------------------------
 
 def record(host, **fields):
     """A host_record result: the empty record of ``host`` with ``fields`` set."""
@@ -311,7 +311,7 @@ def test_host_state_rpm_release_picks_rpm_ordering():
     assert D.driver_of("banana") is None
 
 
-# ---- _driver_fleet: a whole fleet, every summary field and the table (issue 23) ------------------------------------
+# ---- _drivers/fleet.py: a whole fleet, every summary field and the table (issue 23) ------------------------------------
 
 FLEET = {
     "a": PIN,

@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/_kmod.py: dkms status, mokutil, the next boot kernel, headers packages, the
+"""Unit tests for plugins/module_utils/_drivers/kernel_module.py: dkms status, mokutil, the next boot kernel, headers packages, the
 module check and the Secure Boot plan (issue 22 points 3 and 9).
 
 Where each output sample comes from is said next to it; upstream formats are quoted from the sources named in
-_kmod.py (github:dell/dkms dkms.in do_status(), run_test.sh; github:lcp/mokutil src/mokutil.c).
+_drivers/kernel_module.py (github:dell/dkms dkms.in do_status(), run_test.sh; github:lcp/mokutil src/mokutil.c).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _kmod as K
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import kernel_module as K
 
 # --- samples -------------------------------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Kernel-module flavour, package plans per platform, the driver family and deb822 sources (issue 22 points 1, 2, 4, 6).
 
-Facts under test, with their sources (also in plugins/module_utils/_driver_packages.py):
+Facts under test, with their sources (also in plugins/module_utils/_drivers/packages.py):
 - open modules are NVIDIA's default from R560; Grace Hopper and Blackwell need them; pre-Turing GPUs cannot use them
   (NVIDIA Driver Installation Guide "Kernel Modules"; NVIDIA/open-gpu-kernel-modules README "Compatible GPUs").
 - Debian's nvidia-driver Depends "nvidia-kernel-dkms (= v) | nvidia-kernel-<v> | nvidia-open-kernel-<v>"
@@ -17,10 +17,10 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import driver as F
-from ansible_collections.gpuops.provision.plugins.module_utils import _apt_sources as S
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_fleet as D
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_packages as P
-from ansible_collections.gpuops.provision.plugins.module_utils import _driver_repo as R
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import apt_sources as S
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import fleet as D
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import packages as P
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import repo as R
 
 H100, GH200, B200, V100, T4 = "0x2330", "0x2342", "0x2901", "0x1db4", "0x1eb8"
 
@@ -490,7 +490,7 @@ def test_package_file_identity_refused_whole_message(path, message):
     assert str(err.value) == message
 
 
-# --- apt sources (_apt_sources): which entries count, the whole record, the whole messages ---------------------------
+# --- apt sources (_drivers/apt_sources.py): which entries count, the whole record, the whole messages ---------------------------
 
 DEBIAN = "http://deb.debian.org/debian"
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for plugins/module_utils/_versions.py (driver versions, branches, Debian/RPM ordering, vGPU)."""
+"""Unit tests for plugins/module_utils/_drivers/versions.py (driver versions, branches, Debian/RPM ordering, vGPU)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _versions as v
+from ansible_collections.gpuops.provision.plugins.module_utils._drivers import versions as v
 
 
 # --- parsing -------------------------------------------------------------------------------------

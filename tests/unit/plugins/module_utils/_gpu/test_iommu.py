@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""_iommu: the kernel command line, the IOMMU kind, passthrough and interrupt remapping, GPU group isolation, and
+"""_gpu/iommu.py: the kernel command line, the IOMMU kind, passthrough and interrupt remapping, GPU group isolation, and
 the whole iommu_info record built from raw readings."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _iommu as I
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import iommu as I
 
 
 def test_parse_cmdline_keeps_order_flags_quotes_and_the_last_value():

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""NVML adapter (plugins/module_utils/_nvml.py) against gpusim: nvidia-ml-py in-process over gpusim's libnvidia-ml.so.1."""
+"""NVML adapter (plugins/module_utils/_gpu/nvml.py) against gpusim: nvidia-ml-py in-process over gpusim's libnvidia-ml.so.1."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import sysconfig
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _nvml
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import nvml as gpu_nvml
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
 
 from gpusim_nvml import use_gpusim  # pylint: disable=import-error
 
@@ -28,7 +29,7 @@ def sim(monkeypatch, tmp_path):
     def start(state):
         # the binding again: the library build of this state's driver
         use_gpusim(monkeypatch, tmp_path, state)
-        nvml = _nvml.Nvml()
+        nvml = gpu_nvml.Nvml()
         assert nvml.open(), nvml.reason
         return nvml
     start.path = path
@@ -37,13 +38,13 @@ def sim(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("bus_id,address", [("00000000:17:00.0", "0000:17:00.0"), ("0000ABCD:CA:00.1", "abcd:ca:00.1")])
 def test_pci_address(bus_id, address):
-    assert _nvml.pci_address(bus_id) == address
+    assert gpu_nvml.pci_address(bus_id) == address
 
 
 def test_pci_sysfs_absent_device_and_bad_tree(tmp_path):
-    assert _nvml.pci_sysfs(str(tmp_path), "0000:17:00.0") == {"driver": None, "iommu_group": None}
+    assert gpu_nvml.pci_sysfs(str(tmp_path), "0000:17:00.0") == {"driver": None, "iommu_group": None}
     (tmp_path / "sys/bus/pci/devices/0000:17:00.0").mkdir(parents=True)
-    out = _nvml.pci_sysfs(str(tmp_path), "0000:17:00.0")
+    out = gpu_nvml.pci_sysfs(str(tmp_path), "0000:17:00.0")
     assert out["driver"] is None and "vendor is missing" in out["error"]
 
 
@@ -62,13 +63,13 @@ def test_apply_plan_and_refresh(sim):
     device = nvml.snapshot(0, detail=False)
     gpu = device.info
     entry = {"mig_enabled": True, "mig_devices": {"1c.7g.40gb": 1, "2c.7g.40gb": 1, "4c.7g.40gb": 1}}
-    plan = _mig.plan_gpu(device.table, gpu["mig_mode"], gpu["instances"], entry)
+    plan = geometry.plan_gpu(device.table, gpu["mig_mode"], gpu["instances"], entry)
     assert nvml.apply(device, plan) == {"reset_required": False, "deferred": False, "pending_reason": None}
     gpu = nvml.refresh(device).info
     (seven,) = gpu["instances"]
     # Three CIs share one GI: their placements were solved, not left to NVML.
     assert sorted((c["slices"], c["placement"]["start"]) for c in seven["compute_instances"]) == [(1, 6), (2, 4), (4, 0)]
-    assert _mig.geometry_matches(gpu["instances"], plan["target_counts"])
+    assert geometry.geometry_matches(gpu["instances"], plan["target_counts"])
 
 
 def test_set_mig_mode_reports_why_the_change_is_pending(sim):
@@ -87,15 +88,15 @@ def test_set_mig_mode_reports_why_the_change_is_pending(sim):
 def test_set_mig_mode_failure_is_explained(sim):
     nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled", "gpu_instances": [{"profile_id": 0}]}]})
     device = nvml.snapshot(0, detail=False)
-    with pytest.raises(_nvml.StepError, match=r"^setting MIG mode disabled: NVML error In use by another client "
-                                              r"\(NVML_ERROR_IN_USE\) from nvmlDeviceSetMigMode \(GPU instances"):
+    with pytest.raises(gpu_nvml.StepError, match=r"^setting MIG mode disabled: NVML error In use by another client "
+                       r"\(NVML_ERROR_IN_USE\) from nvmlDeviceSetMigMode \(GPU instances"):
         nvml.set_mig_mode(device, False)
 
 
 def test_strict_process_list_refuses_to_guess(sim):
     nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled"}],
                 "faults": {"fail_processes_after": 0, "fail_processes_error": "NO_PERMISSION"}})
-    with pytest.raises(_nvml.NvmlError, match="cannot list the processes.*NVML_ERROR_NO_PERMISSION"):
+    with pytest.raises(gpu_nvml.NvmlError, match="cannot list the processes.*NVML_ERROR_NO_PERMISSION"):
         nvml.fill(nvml.device(0), detail=False, strict=True)
     # Reporting (gpu_info) keeps going: no list is not an error there.
     assert nvml.fill(nvml.device(0), detail=False).info["processes"] == []
@@ -109,7 +110,7 @@ def test_licence_expiry_constant_is_a_tuple_in_nvidia_ml_py(monkeypatch):
     monkeypatch.setitem(sys.modules, "real_pynvml", real)  # the module looks itself up while loading
     spec.loader.exec_module(real)
     assert real.NVML_GRID_LICENSE_EXPIRY_VALID == (2,)
-    assert _nvml._const(real.NVML_GRID_LICENSE_EXPIRY_VALID) == 2 and _nvml._const(4) == 4
+    assert gpu_nvml._const(real.NVML_GRID_LICENSE_EXPIRY_VALID) == 2 and gpu_nvml._const(4) == 4
 
 
 def test_licensed_and_unlicensed(sim):
@@ -126,13 +127,13 @@ def test_refresh_reads_the_gpu_again_into_a_new_device(sim):
     nvml = sim({"gpus": [{"model": A100, "mig_mode": "enabled"}]})
     device = nvml.snapshot(0, detail=False)
     planned = json.dumps(device.info, sort_keys=True)
-    plan = _mig.plan_gpu(device.table, device.info["mig_mode"], device.info["instances"],
-                         {"mig_enabled": True, "mig_devices": {"3g.20gb": 2}})
+    plan = geometry.plan_gpu(device.table, device.info["mig_mode"], device.info["instances"],
+                             {"mig_enabled": True, "mig_devices": {"3g.20gb": 2}})
     nvml.apply(device, plan)
     fresh = nvml.refresh(device)
     assert json.dumps(device.info, sort_keys=True) == planned
     assert fresh is not device and fresh.handle is device.handle and fresh.table is device.table
-    assert _mig.current_counts(fresh.info["instances"]) == {"3g.20gb": 2} and fresh.info["uuid"] == device.info["uuid"]
+    assert geometry.current_counts(fresh.info["instances"]) == {"3g.20gb": 2} and fresh.info["uuid"] == device.info["uuid"]
 
 
 def test_rebind_renews_handles_and_refuses_renumbered_gpus(sim):
@@ -140,13 +141,13 @@ def test_rebind_renews_handles_and_refuses_renumbered_gpus(sim):
     devices = [nvml.device(0), nvml.device(1)]
     nvml.reopen()
     nvml.rebind(devices)
-    assert [d.info["uuid"] for d in devices] == [_nvml._text(nvml.call("nvmlDeviceGetUUID", d.handle)) for d in devices]
+    assert [d.info["uuid"] for d in devices] == [gpu_nvml._text(nvml.call("nvmlDeviceGetUUID", d.handle)) for d in devices]
     # Another GPU now answers at index 0 (the first two swapped places across the reset).
     state = json.loads(sim.path.read_text())
     state["gpus"].reverse()
     sim.path.write_text(json.dumps(state))
     nvml.reopen()
-    with pytest.raises(_nvml.NvmlError, match=r"^GPU 0 is %s after the MIG mode change, not %s: the GPUs were renumbered$"
+    with pytest.raises(gpu_nvml.NvmlError, match=r"^GPU 0 is %s after the MIG mode change, not %s: the GPUs were renumbered$"
                        % (devices[1].info["uuid"], devices[0].info["uuid"])):
         nvml.rebind(devices)
 
@@ -155,7 +156,7 @@ def test_only_the_adapter_holds_nvml_handles():
     # Workflows get Devices and pass them back: no NVML handle (a ctypes object) in a dict that may reach a result,
     # no adapter state in keys the callers write and pop (the former _handle/_table keys).
     import ast
-    root = os.path.join(os.path.dirname(_nvml.__file__), "..")
+    root = os.path.join(os.path.dirname(gpu_nvml.__file__), os.pardir, os.pardir)
     offenders = []
     for folder, _dirs, files in os.walk(root):
         for name in files:
@@ -163,7 +164,7 @@ def test_only_the_adapter_holds_nvml_handles():
                 continue
             path = os.path.join(folder, name)
             for node in ast.walk(ast.parse(open(path).read())):
-                if isinstance(node, ast.Attribute) and node.attr == "handle" and name != "_nvml.py":
+                if isinstance(node, ast.Attribute) and node.attr == "handle" and os.path.realpath(path) != os.path.realpath(gpu_nvml.__file__):
                     offenders.append("%s:%d .handle" % (name, node.lineno))
                 if isinstance(node, ast.Constant) and node.value in ("_handle", "_table", "_entry", "_plan", "_table_source"):
                     offenders.append("%s:%d %r" % (name, node.lineno, node.value))
@@ -176,9 +177,9 @@ def test_binding_from_the_collections_virtualenv_when_the_interpreter_has_none(m
     """A host whose python3 has no pynvml, and the nvidia_driver role's virtualenv (/opt/gpuops/nvml) that has it: the
     module imports it from there and says so; without either, the reason names both places."""
     name = "gpuops_test_pynvml_%d" % os.getpid()
-    monkeypatch.setattr(_nvml, "NVML_VENV", str(tmp_path / "venv"))
+    monkeypatch.setattr(gpu_nvml, "NVML_VENV", str(tmp_path / "venv"))
     monkeypatch.setattr(sys, "path", list(sys.path))
-    nvml = _nvml.Nvml(module_name=name)
+    nvml = gpu_nvml.Nvml(module_name=name)
     assert nvml.open() is False
     assert nvml.reason.startswith("Python module pynvml (package nvidia-ml-py) is not installed (neither for %s nor in %s; "
                                   "the nvidia_driver role's nvml step installs it): No module named"
@@ -189,7 +190,7 @@ def test_binding_from_the_collections_virtualenv_when_the_interpreter_has_none(m
         site.mkdir(parents=True)
     (site / (name + ".py")).write_text(
         "class NVMLError(Exception):\n    pass\n\ndef nvmlInit():\n    raise NVMLError('stand-in: no driver')\n")
-    nvml = _nvml.Nvml(module_name=name)
+    nvml = gpu_nvml.Nvml(module_name=name)
     try:
         nvml.open()
         assert nvml.binding == {"module": str(site / (name + ".py")), "python": sys.executable}
@@ -268,7 +269,7 @@ def test_a_missing_symbol_is_told_from_other_errors(sim):
     assert not nvml.missing_symbol(ValueError("x"))
     # A refusal other than a missing symbol is no reason to try an older entry point.
     nvml = sim(dict(_a100("505.86.01"), faults={"fail_processes_after": 0, "fail_processes_error": "NO_PERMISSION"}))
-    with pytest.raises(_nvml.NvmlError, match="cannot list the processes.*NVML_ERROR_NO_PERMISSION"):
+    with pytest.raises(gpu_nvml.NvmlError, match="cannot list the processes.*NVML_ERROR_NO_PERMISSION"):
         nvml.fill(nvml.device(0), detail=False, strict=True)
     assert "nvmlDeviceGetComputeRunningProcesses_v2" not in nvml.call_counts or \
         nvml.call_counts["nvmlDeviceGetComputeRunningProcesses_v2"] == 1

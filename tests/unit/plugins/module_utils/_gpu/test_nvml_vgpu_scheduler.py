@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vGPU scheduler reader of the NVML adapter (_nvml.Nvml.vgpu_scheduler) against gpusim in-process, and the
-pure policy code's reading of what it returns (_vgpu_scheduler.spec_of_nvml / matches)."""
+"""The vGPU scheduler reader of the NVML adapter (gpu_nvml.Nvml.vgpu_scheduler) against gpusim in-process, and the
+pure policy code's reading of what it returns (_gpu.vgpu_scheduler.spec_of_nvml / matches)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _nvml
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu_scheduler as vs
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import nvml as gpu_nvml
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import vgpu_scheduler as vs
 
 from gpusim_nvml import use_gpusim  # pylint: disable=import-error
 
@@ -25,7 +25,7 @@ def sim(monkeypatch, tmp_path):
 
     def start(state):
         path.write_text(json.dumps(state))
-        nvml = _nvml.Nvml()
+        nvml = gpu_nvml.Nvml()
         assert nvml.open(), nvml.reason
         return nvml
     return start

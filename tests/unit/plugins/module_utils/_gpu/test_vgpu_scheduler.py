@@ -1,4 +1,4 @@
-"""Unit tests for the pure vGPU scheduler policy (plugins/module_utils/_vgpu_scheduler.py).
+"""Unit tests for the pure vGPU scheduler policy (plugins/module_utils/_gpu/vgpu_scheduler.py).
 
 Expected values come from NVIDIA's documentation, not from the code: the user guide's RmPVMRL examples
 (0x01, 0x11, 0x00030003, 0x3c3c0001, 0x3c3c0011) and nvrm_registry.h's field layout.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu_scheduler as vs
-from ansible_collections.gpuops.provision.plugins.module_utils._vgpu_scheduler import SchedulerError
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import vgpu_scheduler as vs
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu.vgpu_scheduler import SchedulerError
 
 H = "pve-1"
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Unit tests for module_utils/_xid.py: Xid lines of every driver format, the catalog rows, classify and summary.
+"""Unit tests for module_utils/_gpu/xid.py: Xid lines of every driver format, the catalog rows, classify and summary.
 
 The lines follow krcReportXid_IMPL's format strings (open-gpu-kernel-modules kernel_rc.c); the catalog values are
 the ones of https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html.
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _xid
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import xid
 
 
 def _one(line):
-    events = _xid.parse(line)
+    events = xid.parse(line)
     assert len(events) == 1, events
     return events[0]
 
@@ -152,9 +152,9 @@ def test_non_xid_lines_are_ignored():
         "NVRM: Xid (PCI:0000:17:00) 79 missing colon and comma",
         "",
     ])
-    assert _xid.parse(log) == []
+    assert xid.parse(log) == []
     # the same log with one Xid line in it yields exactly that one
-    events = _xid.parse(log + "\n[ 99.5] NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off the bus.\n")
+    events = xid.parse(log + "\n[ 99.5] NVRM: Xid (PCI:0000:17:00): 79, GPU has fallen off the bus.\n")
     assert [(e["xid"], e["time"]) for e in events] == [(79, 99.5)]
 
 
@@ -162,21 +162,21 @@ def test_several_lines_keep_log_order():
     log = ("[1.0] NVRM: Xid (PCI:0000:17:00): 13, pid=1, name=a, x\n"
            "[2.0] NVRM: Xid (PCI:0000:65:00): 79, y\n"
            "[3.0] NVRM: Xid (PCI:0000:17:00): 31, pid=2, name=b, z\n")
-    assert [(e["xid"], e["pci"], e["time"]) for e in _xid.parse(log)] == [
+    assert [(e["xid"], e["pci"], e["time"]) for e in xid.parse(log)] == [
         (13, "0000:17:00", 1.0), (79, "0000:65:00", 2.0), (31, "0000:17:00", 3.0)]
 
 
 def test_bad_input():
-    assert _xid.parse(None) == []
-    assert _xid.parse("") == []
+    assert xid.parse(None) == []
+    assert xid.parse("") == []
     raw = b"[ 1.0] NVRM: Xid (PCI:0000:17:00): 79, pid=7, name=caf\xe9, GPU has fallen off the bus.\n\xff\xfe"
     ev = _one(raw)
     assert (ev["xid"], ev["pid"], ev["process"]) == (79, 7, "caf\ufffd")
-    assert _xid.parse(bytearray(b"NVRM: Xid (PCI:0000:17:00): 48, DBE"))[0]["xid"] == 48
+    assert xid.parse(bytearray(b"NVRM: Xid (PCI:0000:17:00): 48, DBE"))[0]["xid"] == 48
     with pytest.raises(TypeError, match=r"^kernel log must be text or bytes, not int$"):
-        _xid.parse(42)
+        xid.parse(42)
     with pytest.raises(TypeError, match=r"^kernel log must be text or bytes, not list$"):
-        _xid.parse(["NVRM: Xid (PCI:0000:17:00): 79, x"])
+        xid.parse(["NVRM: Xid (PCI:0000:17:00): 79, x"])
 
 
 @pytest.mark.parametrize("address,slot", [
@@ -187,12 +187,12 @@ def test_bad_input():
     ("", ""),
 ])
 def test_slot_of_is_the_address_an_xid_line_names(address, slot):
-    assert _xid.slot_of(address) == slot
+    assert xid.slot_of(address) == slot
 
 
 def test_slot_of_matches_the_pci_of_a_parsed_line():
     ev = _one("NVRM: Xid (PCI:0000:CB:00): 79, GPU has fallen off the bus.")
-    assert _xid.slot_of("0000:cb:00.0") == ev["pci"]
+    assert xid.slot_of("0000:cb:00.0") == ev["pci"]
 
 
 # ----------------------------------------------------------------------------- catalog
@@ -208,40 +208,40 @@ def test_slot_of_matches_the_pci_of_a_parsed_line():
     (43, ("ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "GPU stopped processing", "IGNORE")),
 ])
 def test_catalog_rows_as_the_catalog_has_them(code, row):
-    assert _xid.CATALOG[code] == row
+    assert xid.CATALOG[code] == row
 
 
 def test_catalog_covers_the_codes_a_health_gate_acts_on():
     wanted = {8, 13, 31, 32, 38, 43, 45, 48, 56, 57, 58, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109, 119, 120,
               121, 122, 123, 136, 140, 143, 144, 145, 146, 147, 148, 149, 150, 154, 155}
-    assert wanted <= set(_xid.CATALOG)
-    actions = {row[2] for row in _xid.CATALOG.values()}
-    assert actions <= set(_xid.NODE_ACTIONS) | {"RESTART_APP", "IGNORE", "WORKFLOW_XID_45", "XID_154"}
+    assert wanted <= set(xid.CATALOG)
+    actions = {row[2] for row in xid.CATALOG.values()}
+    assert actions <= set(xid.NODE_ACTIONS) | {"RESTART_APP", "IGNORE", "WORKFLOW_XID_45", "XID_154"}
 
 
 # ----------------------------------------------------------------------------- classify
 
 @pytest.mark.parametrize("code", [48, 79, 95, 64, 74, 119, 140, 145, 151, 54, 58])
 def test_classify_node(code):
-    assert _xid.classify(code) == "node"
+    assert xid.classify(code) == "node"
 
 
 @pytest.mark.parametrize("code", [13, 31, 43, 45, 94, 63, 92, 8, 121])
 def test_classify_app(code):
-    assert _xid.classify(code) == "app"
+    assert xid.classify(code) == "app"
 
 
 @pytest.mark.parametrize("code", [1, 14, 999, 173, None])
 def test_classify_unknown_outside_the_table(code):
-    assert _xid.classify(code) == "unknown"
+    assert xid.classify(code) == "unknown"
 
 
 def test_classify_154_follows_the_drivers_new_recovery_action():
-    assert _xid.classify(154, "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)") == "node"
-    assert _xid.classify(154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)") == "node"
-    assert _xid.classify(154, "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)") == "app"
-    assert _xid.classify(154) == "node"
-    assert _xid.classify(154, "garbled") == "node"
+    assert xid.classify(154, "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)") == "node"
+    assert xid.classify(154, "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)") == "node"
+    assert xid.classify(154, "GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)") == "app"
+    assert xid.classify(154) == "node"
+    assert xid.classify(154, "garbled") == "node"
 
 
 # ----------------------------------------------------------------------------- summary
@@ -256,15 +256,15 @@ def test_summary_per_pci_address():
         "[15.0] NVRM: Xid (PCI:0000:99:00): 9999, future code",
         "[16.0] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal",
     ])
-    events = _xid.parse(log)
-    out = _xid.summary(events)
+    events = xid.parse(log)
+    out = xid.summary(events)
     assert out == {
         "0000:17:00": {"codes": [13, 45, 48], "count": 4, "node_codes": [48], "last": events[3]},
         "0000:65:00": {"codes": [94], "count": 1, "node_codes": [], "last": events[4]},
         "0000:99:00": {"codes": [9999], "count": 1, "node_codes": [], "last": events[5]},
     }
     assert out["0000:17:00"]["last"]["time"] == 13.0 and out["0000:17:00"]["last"]["xid"] == 45
-    assert _xid.summary([]) == {}
+    assert xid.summary([]) == {}
 
 
 def test_summary_takes_the_last_154_as_the_drivers_verdict():
@@ -272,8 +272,8 @@ def test_summary_takes_the_last_154_as_the_drivers_verdict():
              " Required)"
     cleared = "[2.0] NVRM: Xid (PCI:0000:17:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to" \
               " 0x0 (None)"
-    assert _xid.summary(_xid.parse(raised))["0000:17:00"]["node_codes"] == [154]
-    both = _xid.summary(_xid.parse(raised + "\n" + cleared))["0000:17:00"]
+    assert xid.summary(xid.parse(raised))["0000:17:00"]["node_codes"] == [154]
+    both = xid.summary(xid.parse(raised + "\n" + cleared))["0000:17:00"]
     assert (both["codes"], both["count"], both["node_codes"]) == ([154], 2, [])
-    again = _xid.summary(_xid.parse(cleared + "\n" + raised))["0000:17:00"]
+    again = xid.summary(xid.parse(cleared + "\n" + raised))["0000:17:00"]
     assert again["node_codes"] == [154]

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Who runs a roll (plugins/module_utils/_process.py): the ansible-playbook process above a module run, and whether
+"""Who runs a roll (plugins/module_utils/_k8s/controller.py): the ansible-playbook process above a module run, and whether
 such a process still runs, read from a /proc tree (a fake one here, laid out as proc(5) describes it)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _process as P
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import controller as P
 
 
 def fake_proc(tmp_path, procs, boot="b00t"):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/_gpu_pools.py: pool validation, the device plugin documents, per-node labels, taints and resources."""
+"""module_utils/_k8s/gpu_pools.py: pool validation, the device plugin documents, per-node labels, taints and resources."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given, strategies as st
 
 from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import gpu_pools as F
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools as P
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import gpu_pools as P
 
 MIG_CONFIG = {"version": "v1", "mig-configs": {
     "all-disabled": [{"devices": "all", "mig-enabled": False}],
@@ -203,7 +203,7 @@ def test_filters_through_the_filter_plugin():
 
 
 def test_mig_roll_plans_a_forced_sharing_change_with_replicated_target():
-    from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll as R
+    from ansible_collections.gpuops.provision.plugins.module_utils._k8s import mig_roll as R
     facts = {"node": "gpu-a", "selected": "all-disabled", "skip": False, "unavailable": False, "found": True,
              "failed": False, "msg": "", "plannable": True, "mig_manager": "", "mig_manager_pod": "", "mig_manager_config_error": "",
              "backend": "nvml",

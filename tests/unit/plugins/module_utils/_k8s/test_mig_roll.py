@@ -1,13 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""MIG roll decisions (plugins/module_utils/_mig_roll.py) and the documented profile tables (_mig_models.py)."""
+"""MIG roll decisions (plugins/module_utils/_k8s/mig_roll.py) and the documented profile tables (_mig/models.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig, _mig_models as M, _mig_roll as R
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import mig_roll as R
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry as mig_geometry, models as M
 
 
 def gpu(current="enabled", devices=None, selected=True, capable=True):
@@ -141,7 +142,7 @@ def test_documented_placements_and_counts():
     assert table.get("7g.40gb").placements == ((0, 8),) and table.memory_slices == 8
     assert M.documented_table(0x20B710DE).memory_slices == 4
     # The documented table validates a target as the live one does.
-    groups, placed = _mig.validate_target(table, {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1})
+    groups, placed = mig_geometry.validate_target(table, {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1})
     assert len(groups) == 4 and len(placed) == 4
     assert M.documented_table(0x26B910DE) is None  # L40S: no MIG
 
@@ -169,7 +170,8 @@ def test_below_minimum(pci, driver, expected):
 
 def test_disagreements_name_each_difference():
     doc = M.documented_table(0x233010DE)
-    live = _mig.ProfileTable([_mig.Profile("3g.40gb", 9, 3, [(0, 4)], 1), _mig.Profile("1g.10gb", 19, 1, [(s, 1) for s in range(7)], 7)])
+    live = mig_geometry.ProfileTable([mig_geometry.Profile("3g.40gb", 9, 3, [(0, 4)], 1),
+                                      mig_geometry.Profile("1g.10gb", 19, 1, [(s, 1) for s in range(7)], 7)])
     assert M.disagreements(doc, live, {"1g.10gb"}) == []
     assert M.disagreements(doc, live, {"3g.40gb", "2g.20gb", "9g.1gb"}) == [
         "2g.20gb is documented but the driver does not offer it",
@@ -179,8 +181,8 @@ def test_disagreements_name_each_difference():
 
 def test_unknown_profiles_and_gi_names():
     table = M.documented_table(0x233010DE)
-    assert _mig.unknown_profiles(table, {"1c.3g.40gb": 1, "3g.20gb": 1, "1g.10gb": 2}) == ["3g.20gb"]
-    assert _mig.gi_profile_names({"1c.3g.40gb": 1, "3g.40gb": 1, "1g.10gb+me": 1}) == {"3g.40gb", "1g.10gb+me"}
+    assert mig_geometry.unknown_profiles(table, {"1c.3g.40gb": 1, "3g.20gb": 1, "1g.10gb": 2}) == ["3g.20gb"]
+    assert mig_geometry.gi_profile_names({"1c.3g.40gb": 1, "3g.40gb": 1, "1g.10gb+me": 1}) == {"3g.40gb", "1g.10gb+me"}
 
 
 def node(name="n1", labels=None, unschedulable=None, ready="True", allocatable=None):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The roll's schedule (plugins/module_utils/_mig_roll.py roll_waves, issue 16 point 2): waves within max_parallel,
+"""The roll's schedule (plugins/module_utils/_k8s/mig_roll.py roll_waves, issue 16 point 2): waves within max_parallel,
 max_unavailable (counting nodes already unavailable, as k8s-operator-libs GetUpgradesAvailable does) and capacity
 floors, or a refusal before any node is drained."""
 
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig_roll as R
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import mig_roll as R
 
 M3 = "nvidia.com/mig-3g.40gb"
 M1 = "nvidia.com/mig-1g.10gb"

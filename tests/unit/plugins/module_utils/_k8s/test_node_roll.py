@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A roll as a reconcile from the live cluster (plugins/module_utils/_node_roll.py): each node's state on the node,
+"""A roll as a reconcile from the live cluster (plugins/module_utils/_k8s/node_roll.py): each node's state on the node,
 the budget recounted per node as k8s-operator-libs' GetUpgradesAvailable does, the order of the queue, and the pods
 a drain evicts as kubectl drain's filters choose them."""
 
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll as R
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import node_roll as R
 
 ROLL = "mig_reconfigure"
 M3G = "nvidia.com/mig-3g.40gb"
@@ -350,7 +350,7 @@ def test_selector_pairs():
 
 
 def test_api_errors_carry_the_servers_reason_and_field():
-    from ansible_collections.gpuops.provision.plugins.module_utils import _k8s  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api as k8s_api  # pylint: disable=import-outside-toplevel
 
     class Refused(Exception):
         status, reason = 422, "Unprocessable Entity"
@@ -360,20 +360,20 @@ def test_api_errors_carry_the_servers_reason_and_field():
                            "details": {"causes": [{"reason": "FieldValueInvalid", "field": "metadata.labels",
                                                    "message": 'Invalid value: "bad key!"'}]}})
 
-    assert _k8s.api_message(Refused()) == ('422 Unprocessable Entity: Node "gpu-a" is invalid: metadata.labels: Invalid '
-                                           'value: "bad key!": name part must consist of alphanumeric characters')
+    assert k8s_api.api_message(Refused()) == ('422 Unprocessable Entity: Node "gpu-a" is invalid: metadata.labels: Invalid '
+                                              'value: "bad key!": name part must consist of alphanumeric characters')
 
     class Conflict(Exception):
         status, reason = 409, "Conflict"
         body = json.dumps({"message": "the object has been modified",
                            "details": {"causes": [{"field": "metadata.resourceVersion", "message": "stale"}]}})
 
-    assert _k8s.api_message(Conflict()) == "409 Conflict: the object has been modified (metadata.resourceVersion: stale)"
+    assert k8s_api.api_message(Conflict()) == "409 Conflict: the object has been modified (metadata.resourceVersion: stale)"
 
     class Bare(Exception):
         status, reason, body = 500, "Internal Server Error", "<html>"
 
-    assert _k8s.api_message(Bare()) == "500 Internal Server Error"
+    assert k8s_api.api_message(Bare()) == "500 Internal Server Error"
 
 
 def test_slim_keeps_what_a_roll_plans_with_and_nothing_else():
@@ -418,18 +418,18 @@ def test_slim_pod_keeps_what_the_plan_reads_of_a_pod():
 def test_a_kubeconfig_path_that_is_not_there_is_named(tmp_path, monkeypatch):
     # The kubernetes library says only "Invalid kube-config file. No configuration found." for it.
     import kubernetes  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuops.provision.plugins.module_utils import _k8s  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api as k8s_api  # pylint: disable=import-outside-toplevel
     monkeypatch.delenv("K8S_AUTH_KUBECONFIG", raising=False)
     with pytest.raises(kubernetes.config.ConfigException, match="^kubeconfig /nonexistent/kubeconfig: no such file$"):
-        _k8s.api_client("/nonexistent/kubeconfig")
+        k8s_api.api_client("/nonexistent/kubeconfig")
     monkeypatch.setenv("K8S_AUTH_KUBECONFIG", str(tmp_path / "gone"))
     with pytest.raises(kubernetes.config.ConfigException, match="gone: no such file"):
-        _k8s.api_client()
+        k8s_api.api_client()
     # A file that is there goes on to the library, which reads it.
     empty = tmp_path / "empty"
     empty.write_text("")
     with pytest.raises(kubernetes.config.ConfigException) as err:
-        _k8s.api_client(str(empty))
+        k8s_api.api_client(str(empty))
     assert "no such file" not in str(err.value)
 
 

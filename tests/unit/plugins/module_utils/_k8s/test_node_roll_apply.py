@@ -1,15 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""node_roll's wait for a slot (plugins/module_utils/_node_roll_apply.py NodeRoll.take_slot) against a fake roll
+"""node_roll's wait for a slot (plugins/module_utils/_k8s/node_roll_apply.py NodeRoll.take_slot) against a fake roll
 Lease: what it reads while it waits."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll as R
-from ansible_collections.gpuops.provision.plugins.module_utils import _node_roll_apply as A
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import node_roll as R
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import node_roll_apply as A
 
 
 class FakeLease:
@@ -99,7 +99,7 @@ def test_check_mode_and_a_node_without_a_lease_decide_from_the_nodes_at_once(lis
 
 def test_a_queued_node_that_waits_too_long_says_for_whom(listed):
     roll = A.NodeRoll(api=None, name="c", roll="mig_reconfigure", timeout=5)
-    with pytest.raises(A._k8s.NodeStepError, match="waited 0 s for a slot in the roll: its turn comes after a, b"):
+    with pytest.raises(A.k8s_api.NodeStepError, match="waited 0 s for a slot in the roll: its turn comes after a, b"):
         roll.take_slot(FakeLease(turns=10 ** 6), LIMITS, wait=0, check=False)
     assert listed == []
 
@@ -305,7 +305,7 @@ def test_stop_pods_in_check_mode_and_a_pod_gone_meanwhile(watch):
 
 def test_gpu_clients_that_do_not_go_fail_the_node_cordoned(watch):
     core = FakeCore([[pod("dp-1", "u1", {"app": "nvidia-device-plugin-daemonset"})]])
-    with pytest.raises(A._k8s.NodeStepError, match="gpu-a: the GPU client pods gpu-operator/dp-1 were still on the "
-                                                   "node after 0 s; the node is left cordoned") as err:
+    with pytest.raises(A.k8s_api.NodeStepError, match="gpu-a: the GPU client pods gpu-operator/dp-1 were still on the "
+                       "node after 0 s; the node is left cordoned") as err:
         roll_with(core).stop_pods(dict(STOP, timeout=0), check=False)
     assert err.value.done["pods_left"] == ["gpu-operator/dp-1"]

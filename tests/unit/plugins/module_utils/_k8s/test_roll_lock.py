@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The roll's lock decisions (plugins/module_utils/_rolllock.py), following client-go's leader election
+"""The roll's lock decisions (plugins/module_utils/_k8s/roll_lock.py), following client-go's leader election
 (tools/leaderelection/leaderelection.go tryAcquireOrRenew and release)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _rolllock as L
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import roll_lock as L
 
 NOW = 1796200000.25  # 2026-12-02, a quarter second past
 ME = "gpuops.provision.mig_reconfigure 0000beef (user=bob controller=ctl)"
@@ -300,7 +300,7 @@ def test_the_holder_is_bounded():
     assert decide(None, holder="h" * 1024)["action"] == "create"
 
 
-# ---- the renewer beside the roll (_k8s.keep_lock; issue 45 defect 5) ---------------------------------------------
+# ---- the renewer beside the roll (api.keep_lock; issue 45 defect 5) ---------------------------------------------
 
 class FakeLeases:
     """CoordinationV1Api over one Lease held by ME; ``fail_at``: the renewal attempts (1-based) that get a 500."""
@@ -334,13 +334,13 @@ class FakeClock:
 
 
 def keep(monkeypatch, fail_at=(), keep_alive=20):
-    from ansible_collections.gpuops.provision.plugins.module_utils import _k8s  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api  # pylint: disable=import-outside-toplevel
     clock = FakeClock()
     leases = FakeLeases(clock, fail_at)
-    monkeypatch.setattr(_k8s.kubernetes.client, "CoordinationV1Api", lambda _api: leases)
+    monkeypatch.setattr(api.kubernetes.client, "CoordinationV1Api", lambda _api: leases)
     p = {"name": "roll", "namespace": "kube-system", "holder": ME, "ttl": 9, "keep_alive": keep_alive, "timeout": 5,
          "controller": None}
-    return _k8s.keep_lock(None, p, sleep=clock.sleep, clock=clock), leases
+    return api.keep_lock(None, p, sleep=clock.sleep, clock=clock), leases
 
 
 def test_one_transient_error_in_a_renewal_is_retried_and_the_lock_kept(monkeypatch):

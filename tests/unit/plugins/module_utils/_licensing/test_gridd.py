@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""_license: gridd.conf, the licence entry of each GPU (every field), days left and the host's verdict."""
+"""_licensing/gridd.py: gridd.conf, the licence entry of each GPU (every field), days left and the host's verdict."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import datetime
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _license as L
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import gridd as L
 
 NOW = datetime.datetime(2026, 12, 4, 12, 0, tzinfo=datetime.timezone.utc)
 

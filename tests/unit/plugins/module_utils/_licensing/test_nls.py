@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/_nls.py: the NLS client configuration token read as FastAPI-DLS and sjdaws/dls write it (JWS compact,
+"""module_utils/_licensing/nls.py: the NLS client configuration token read as FastAPI-DLS and sjdaws/dls write it (JWS compact,
 service_instance_configuration with svc_port_set_list / node_url_list), and the vGPU series -> licence rules of the
 Virtual GPU Client Licensing User Guides (12.0 and 17.0 tables) and NVIDIA AI Enterprise.
 
@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _nls
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import nls
 
 SECRET_HOST = "dls-secret-7f3a.corp.example"
 SECRET_REF = "5ec7e700-aaaa-4bbb-8ccc-0123456789ab"
@@ -70,7 +70,7 @@ def _config(claims):
 # ----------------------------------------------------------------------------------------------------- parse_token
 
 def test_single_dls_token():
-    parsed = _nls.parse_token(_jws(_claims()))
+    parsed = nls.parse_token(_jws(_claims()))
     assert parsed["service_instance"] == SECRET_REF
     assert parsed["endpoints"] == [
         {"host": SECRET_HOST, "port": 443, "service": "auth", "kind": "DLS", "node": 0},
@@ -92,8 +92,8 @@ def test_single_dls_token():
 
 
 def test_targets_merge_services_of_one_port():
-    parsed = _nls.parse_token(_jws(_claims()))
-    assert _nls.targets(parsed) == [{"host": SECRET_HOST, "port": 443, "kind": "DLS", "services": ["auth", "lease"]}]
+    parsed = nls.parse_token(_jws(_claims()))
+    assert nls.targets(parsed) == [{"host": SECRET_HOST, "port": 443, "kind": "DLS", "services": ["auth", "lease"]}]
 
 
 def test_ha_pair_each_node_its_own_port_set():
@@ -104,21 +104,21 @@ def test_ha_pair_each_node_its_own_port_set():
                                                          {"service": "lease", "port": "8443"}]}]
     nodes = [{"idx": 0, "url": "dls-a.example", "url_qr": "dls-a.example", "svc_port_set_idx": 0},
              {"idx": 1, "url": "10.1.2.3", "url_qr": "10.1.2.3", "svc_port_set_idx": 1}]
-    parsed = _nls.parse_token(_jws(_claims(nodes=nodes, port_sets=sets)))
+    parsed = nls.parse_token(_jws(_claims(nodes=nodes, port_sets=sets)))
     assert [(e["host"], e["port"], e["service"], e["node"]) for e in parsed["endpoints"]] == [
         ("dls-a.example", 443, "auth", 0), ("dls-a.example", 443, "lease", 0),
         ("10.1.2.3", 8443, "auth", 1), ("10.1.2.3", 8443, "lease", 1)]
-    assert [(t["host"], t["port"]) for t in _nls.targets(parsed)] == [("dls-a.example", 443), ("10.1.2.3", 8443)]
+    assert [(t["host"], t["port"]) for t in nls.targets(parsed)] == [("dls-a.example", 443), ("10.1.2.3", 8443)]
 
 
 def test_file_bytes_with_newline_and_bom_are_read():
     token = _jws(_claims())
-    assert _nls.parse_token(("\ufeff" + token + "\r\n").encode("utf-8"))["service_instance"] == SECRET_REF
-    assert _nls.parse_token("  %s\n" % token)["service_instance"] == SECRET_REF
+    assert nls.parse_token(("\ufeff" + token + "\r\n").encode("utf-8"))["service_instance"] == SECRET_REF
+    assert nls.parse_token("  %s\n" % token)["service_instance"] == SECRET_REF
 
 
 def test_unsigned_token_is_read_and_marked():
-    parsed = _nls.parse_token(_jws(_claims(), header={"alg": "none"}, signature=""))
+    parsed = nls.parse_token(_jws(_claims(), header={"alg": "none"}, signature=""))
     assert parsed["signed"] is False
     assert parsed["algorithm"] == "none"
 
@@ -127,14 +127,14 @@ def test_padded_base64url_parts_are_tolerated():
     token = _jws(_claims())
     head, body, sig = token.split(".")
     padded = ".".join([head + "=" * (-len(head) % 4), body + "=" * (-len(body) % 4), sig])
-    assert _nls.parse_token(padded)["endpoints"][0]["host"] == SECRET_HOST
+    assert nls.parse_token(padded)["endpoints"][0]["host"] == SECRET_HOST
 
 
 def test_claims_without_times_give_none():
     claims = _claims()
     for name in ("iat", "nbf", "exp"):
         del claims[name]
-    parsed = _nls.parse_token(_jws(claims))
+    parsed = nls.parse_token(_jws(claims))
     assert (parsed["issued_at"], parsed["not_before"], parsed["expires_at"]) == (None, None, None)
 
 
@@ -148,7 +148,7 @@ def test_claims_without_times_give_none():
 ])
 def test_node_url_forms_give_the_host(url, host):
     nodes = [{"idx": 0, "url": url, "url_qr": url, "svc_port_set_idx": 0}]
-    assert _nls.parse_token(_jws(_claims(nodes=nodes)))["endpoints"][0]["host"] == host
+    assert nls.parse_token(_jws(_claims(nodes=nodes)))["endpoints"][0]["host"] == host
 
 
 @pytest.mark.parametrize("host, d_name, kind", [
@@ -166,26 +166,26 @@ def test_kind_from_host_then_d_name(host, d_name, kind):
     if d_name is not None:
         sets[0]["d_name"] = d_name
     nodes = [{"idx": 0, "url": host, "url_qr": host, "svc_port_set_idx": 0}]
-    assert _nls.parse_token(_jws(_claims(nodes=nodes, port_sets=sets)))["endpoints"][0]["kind"] == kind
+    assert nls.parse_token(_jws(_claims(nodes=nodes, port_sets=sets)))["endpoints"][0]["kind"] == kind
 
 
 def test_cls_host_suffixes_is_a_parameter():
     nodes = [{"idx": 0, "url": "nls.cloud.example", "url_qr": "", "svc_port_set_idx": 0}]
     token = _jws(_claims(nodes=nodes, port_sets=[{"idx": 0, "d_name": "X", "svc_port_map": [
         {"service": "lease", "port": 443}]}]))
-    assert _nls.parse_token(token)["endpoints"][0]["kind"] is None
-    assert _nls.parse_token(token, cls_host_suffixes=("cloud.example",))["endpoints"][0]["kind"] == "CLS"
+    assert nls.parse_token(token)["endpoints"][0]["kind"] is None
+    assert nls.parse_token(token, cls_host_suffixes=("cloud.example",))["endpoints"][0]["kind"] == "CLS"
 
 
 def test_service_names_are_kept_as_the_token_names_them():
     sets = [{"idx": 0, "d_name": "DLS", "svc_port_map": [{"service": "auth", "port": 443},
                                                          {"service": "quick_release", "port": 80}]}]
-    parsed = _nls.parse_token(_jws(_claims(port_sets=sets)))
+    parsed = nls.parse_token(_jws(_claims(port_sets=sets)))
     assert [(e["service"], e["port"]) for e in parsed["endpoints"]] == [("auth", 443), ("quick_release", 80)]
 
 
 def test_list_audience_is_kept():
-    assert _nls.parse_token(_jws(_claims(aud=["NLS Licensed Client"])))["audience"] == ["NLS Licensed Client"]
+    assert nls.parse_token(_jws(_claims(aud=["NLS Licensed Client"])))["audience"] == ["NLS Licensed Client"]
 
 
 def _with(mutate):
@@ -266,23 +266,23 @@ BROKEN = [
 
 @pytest.mark.parametrize("text, message", BROKEN)
 def test_broken_tokens_are_named(text, message):
-    with pytest.raises(_nls.TokenError) as err:
-        _nls.parse_token(text)
+    with pytest.raises(nls.TokenError) as err:
+        nls.parse_token(text)
     assert str(err.value) == message
 
 
 def test_token_error_is_a_value_error():
-    assert issubclass(_nls.TokenError, ValueError)
+    assert issubclass(nls.TokenError, ValueError)
     with pytest.raises(ValueError, match="^token is not text$"):
-        _nls.parse_token(None)
-    with pytest.raises(_nls.TokenError, match="^token file is not UTF-8 text$"):
-        _nls.parse_token(b"\xff\xfe.a.b")
+        nls.parse_token(None)
+    with pytest.raises(nls.TokenError, match="^token file is not UTF-8 text$"):
+        nls.parse_token(b"\xff\xfe.a.b")
 
 
 @pytest.mark.parametrize("text, _message", BROKEN)
 def test_no_error_message_contains_the_token(text, _message):
-    with pytest.raises(_nls.TokenError) as err:
-        _nls.parse_token(text)
+    with pytest.raises(nls.TokenError) as err:
+        nls.parse_token(text)
     message = str(err.value)
     if text.strip():
         assert text.strip() not in message
@@ -316,8 +316,8 @@ def test_no_error_message_contains_the_token(text, _message):
     ("NVIDIA A40-48A", "A", "vapps"),
 ])
 def test_series_and_needed_licence(name, series, feature):
-    assert _nls.profile_class(name) == series
-    assert _nls.feature_for_profile(name) == feature
+    assert nls.profile_class(name) == series
+    assert nls.feature_for_profile(name) == feature
 
 
 @pytest.mark.parametrize("name", [
@@ -332,18 +332,18 @@ def test_series_and_needed_licence(name, series, feature):
     "passthrough",
 ])
 def test_names_without_a_series_need_no_known_licence(name):
-    assert _nls.profile_class(name) is None
-    assert _nls.feature_for_profile(name) is None
+    assert nls.profile_class(name) is None
+    assert nls.feature_for_profile(name) is None
 
 
 def test_feature_for_a_bare_series_letter():
-    assert [_nls.feature_for_profile(s) for s in ("Q", "c", "B", "a")] == ["vws", "compute", "vpc", "vapps"]
-    assert _nls.feature_for_profile("X") is None
+    assert [nls.feature_for_profile(s) for s in ("Q", "c", "B", "a")] == ["vws", "compute", "vpc", "vapps"]
+    assert nls.feature_for_profile("X") is None
 
 
 def test_feature_types_follow_gridd_conf_and_nvml():
-    assert _nls.FEATURE_TYPES["gridd"] == {0: "unlicensed", 1: "vgpu", 2: "vws", 4: "compute"}
-    assert _nls.FEATURE_TYPES["nvml"] == {0: "unknown", 1: "vgpu", 2: "vws", 3: "gaming", 4: "compute", 5: "vgamedev"}
+    assert nls.FEATURE_TYPES["gridd"] == {0: "unlicensed", 1: "vgpu", 2: "vws", 4: "compute"}
+    assert nls.FEATURE_TYPES["nvml"] == {0: "unknown", 1: "vgpu", 2: "vws", 3: "gaming", 4: "compute", 5: "vgamedev"}
 
 
 @pytest.mark.parametrize("value, source, name", [
@@ -368,7 +368,7 @@ def test_feature_types_follow_gridd_conf_and_nvml():
     (None, "nvml", None),
 ])
 def test_feature_name(value, source, name):
-    assert _nls.feature_name(value, source=source) == name
+    assert nls.feature_name(value, source=source) == name
 
 
 @pytest.mark.parametrize("feature, series, ok", [
@@ -382,7 +382,7 @@ def test_feature_name(value, source, name):
     ("vapps", "A", True), ("vws", "A", False), ("vpc", "A", False), ("compute", "A", False),
 ])
 def test_fits_series_rules(feature, series, ok):
-    result, reason = _nls.fits(feature, series)
+    result, reason = nls.fits(feature, series)
     assert result is ok, reason
     if ok:
         assert reason == "%s licenses %s-series vGPUs" % (feature, series)
@@ -391,25 +391,25 @@ def test_fits_series_rules(feature, series, ok):
 
 
 def test_vws_covers_c_series_only_when_asked():
-    assert _nls.fits("vws", "C") == (False, "vws does not license C-series vGPUs (needs compute)")
-    assert _nls.fits("vws", "C", vws_covers_c=True) == (True, "vws licenses C-series vGPUs")
-    assert _nls.accepted("C", vws_covers_c=True) == ("compute", "vws")
-    assert _nls.accepted("B") == ("vpc", "vws")
-    assert _nls.accepted("Z") == ()
+    assert nls.fits("vws", "C") == (False, "vws does not license C-series vGPUs (needs compute)")
+    assert nls.fits("vws", "C", vws_covers_c=True) == (True, "vws licenses C-series vGPUs")
+    assert nls.accepted("C", vws_covers_c=True) == ("compute", "vws")
+    assert nls.accepted("B") == ("vpc", "vws")
+    assert nls.accepted("Z") == ()
 
 
 def test_fits_reads_profile_names_product_names_and_codes():
-    assert _nls.fits("NVIDIA RTX Virtual Workstation", "GRID A40-8Q")[0] is True
-    assert _nls.fits("nvidia_rtx", "L40S-48Q")[0] is True
-    assert _nls.fits(4, "GRID A100-4C")[0] is True
-    assert _nls.fits("NVIDIA Virtual PC", "NVIDIA A40-8Q") == (False, "vpc does not license Q-series vGPUs (needs vws)")
+    assert nls.fits("NVIDIA RTX Virtual Workstation", "GRID A40-8Q")[0] is True
+    assert nls.fits("nvidia_rtx", "L40S-48Q")[0] is True
+    assert nls.fits(4, "GRID A100-4C")[0] is True
+    assert nls.fits("NVIDIA Virtual PC", "NVIDIA A40-8Q") == (False, "vpc does not license Q-series vGPUs (needs vws)")
 
 
 def test_autodetect_feature_type():
-    ok, reason = _nls.fits("vgpu", "C")
+    ok, reason = nls.fits("vgpu", "C")
     assert ok is True
     assert reason == "FeatureType 1 (NVIDIA vGPU) lets the driver pick the licence for C-series vGPUs"
-    assert _nls.fits(1, "Q", autodetect=False) == (
+    assert nls.fits(1, "Q", autodetect=False) == (
         False, "feature vgpu names no licensed product; Q-series vGPUs need vws")
 
 
@@ -423,7 +423,7 @@ def test_autodetect_feature_type():
     ("vws", None, "no vGPU series (Q, C, B or A) in ''"),
 ])
 def test_fits_refuses_what_is_no_licence_or_no_series(feature, series, reason):
-    assert _nls.fits(feature, series) == (False, reason)
+    assert nls.fits(feature, series) == (False, reason)
 
 
 # ---- issue 23: every field of the record, both ends of each range, the exact reasons ---------------------------------
@@ -435,7 +435,7 @@ def test_every_field_of_a_token_with_key_id_refs_and_odd_values():
             {"idx": "1", "d_name": " dls ", "svc_port_map": [{"service": "auth", "port": "65535"}]}]
     claims = _claims(nodes=nodes, port_sets=sets, fulfillment_class_ref_list=["fc-1", 7, "fc-2"],
                      scope_ref_list="not-a-list", jti=5, iss=None, aud=["NLS Licensed Client", 3], protocol_version=2)
-    parsed = _nls.parse_token(_jws(claims, header={"alg": "RS256", "kid": "key-1"}, signature="c2ln"))
+    parsed = nls.parse_token(_jws(claims, header={"alg": "RS256", "kid": "key-1"}, signature="c2ln"))
     assert parsed == {
         "service_instance": SECRET_REF,
         "endpoints": [{"host": "dls-b.example", "port": 65535, "service": "auth", "kind": "DLS", "node": 0},
@@ -453,7 +453,7 @@ def test_node_index_defaults_to_the_position_in_the_list():
     sets = [{"idx": 0, "d_name": "DLS", "svc_port_map": [{"service": "lease", "port": 443}]}]
     nodes = [{"idx": 4, "url": "a.example", "svc_port_set_idx": 0}, {"url": "b.example", "svc_port_set_idx": 0},
              {"idx": "x", "url": "c.example", "svc_port_set_idx": 0}]
-    parsed = _nls.parse_token(_jws(_claims(nodes=nodes, port_sets=sets)))
+    parsed = nls.parse_token(_jws(_claims(nodes=nodes, port_sets=sets)))
     assert [(n["idx"], n["host"]) for n in parsed["nodes"]] == [(4, "a.example"), (1, "b.example"), (2, "c.example")]
     assert [(e["node"], e["host"]) for e in parsed["endpoints"]] == [(4, "a.example"), (1, "b.example"), (2, "c.example")]
 
@@ -463,15 +463,15 @@ def test_cls_host_suffix_with_a_leading_dot_matches_the_domain_and_its_hosts():
     for host in ("cloud.example", "api.cloud.example"):
         nodes = [{"idx": 0, "url": host, "svc_port_set_idx": 0}]
         token = _jws(_claims(nodes=nodes, port_sets=sets))
-        assert _nls.parse_token(token, cls_host_suffixes=(".Cloud.Example",))["endpoints"][0]["kind"] == "CLS"
+        assert nls.parse_token(token, cls_host_suffixes=(".Cloud.Example",))["endpoints"][0]["kind"] == "CLS"
     nodes = [{"idx": 0, "url": "notcloud.example", "svc_port_set_idx": 0}]
     token = _jws(_claims(nodes=nodes, port_sets=sets))
-    assert _nls.parse_token(token, cls_host_suffixes=(".cloud.example",))["endpoints"][0]["kind"] == "DLS"
+    assert nls.parse_token(token, cls_host_suffixes=(".cloud.example",))["endpoints"][0]["kind"] == "DLS"
 
 
 def test_header_json_error_names_the_part_line_and_column():
-    with pytest.raises(_nls.TokenError) as err:
-        _nls.parse_token(_jws(_claims(), header=b'{"alg":\n  }'))
+    with pytest.raises(nls.TokenError) as err:
+        nls.parse_token(_jws(_claims(), header=b'{"alg":\n  }'))
     assert str(err.value) == "token header is not JSON (Expecting value at line 2 column 3)"
 
 
@@ -482,10 +482,10 @@ def test_targets_keep_token_order_and_each_service_once():
         {"host": "b", "port": 443, "service": "auth", "kind": "DLS", "node": 2},
         {"host": "b", "port": 80, "service": "lease", "kind": "DLS", "node": 0},
         {"host": "b", "port": 443, "service": "lease", "kind": "DLS", "node": 0}]}
-    assert _nls.targets(parsed) == [{"host": "b", "port": 443, "kind": "DLS", "services": ["auth", "lease"]},
-                                    {"host": "a", "port": 443, "kind": "CLS", "services": ["lease"]},
-                                    {"host": "b", "port": 80, "kind": "DLS", "services": ["lease"]}]
-    assert _nls.targets({}) == [] and _nls.targets({"endpoints": None}) == []
+    assert nls.targets(parsed) == [{"host": "b", "port": 443, "kind": "DLS", "services": ["auth", "lease"]},
+                                   {"host": "a", "port": 443, "kind": "CLS", "services": ["lease"]},
+                                   {"host": "b", "port": 80, "kind": "DLS", "services": ["lease"]}]
+    assert nls.targets({}) == [] and nls.targets({"endpoints": None}) == []
 
 
 @pytest.mark.parametrize("value, name", [
@@ -493,17 +493,17 @@ def test_targets_keep_token_order_and_each_service_once():
     (" 4 ", "compute"), (False, "unknown"),
 ])
 def test_feature_name_spellings(value, name):
-    assert _nls.feature_name(value) == name
+    assert nls.feature_name(value) == name
 
 
 def test_accepted_is_the_current_documents_by_default():
-    assert _nls.accepted("C") == ("compute",)
-    assert [_nls.accepted(s) for s in ("q", " A ", None)] == [("vws",), ("vapps",), ()]
-    assert _nls.accepted("B", vws_covers_c=True) == ("vpc", "vws")
+    assert nls.accepted("C") == ("compute",)
+    assert [nls.accepted(s) for s in ("q", " A ", None)] == [("vws",), ("vapps",), ()]
+    assert nls.accepted("B", vws_covers_c=True) == ("vpc", "vws")
 
 
 def test_fits_lists_every_accepted_licence_in_the_reason():
-    assert _nls.fits("vapps", "B") == (False, "vapps does not license B-series vGPUs (needs vpc or vws)")
-    assert _nls.fits("vpc", "GRID A100-4C", vws_covers_c=True) == (
+    assert nls.fits("vapps", "B") == (False, "vapps does not license B-series vGPUs (needs vpc or vws)")
+    assert nls.fits("vpc", "GRID A100-4C", vws_covers_c=True) == (
         False, "vpc does not license C-series vGPUs (needs compute or vws)")
-    assert _nls.fits("compute", " c ") == (True, "compute licenses C-series vGPUs")
+    assert nls.fits("compute", " c ") == (True, "compute licenses C-series vGPUs")

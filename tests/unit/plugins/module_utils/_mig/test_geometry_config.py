@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""mig-parted v1 document parsing, validation and entry selection (plugins/module_utils/_mig.py)."""
+"""mig-parted v1 document parsing, validation and entry selection (plugins/module_utils/_mig/geometry.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig as m
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry as m
 
 A100_40 = 0x20B010DE
 H100 = 0x233010DE

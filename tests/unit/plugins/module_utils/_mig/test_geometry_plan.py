@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Geometry diff and action planning (plugins/module_utils/_mig.py plan_gpu)."""
+"""Geometry diff and action planning (plugins/module_utils/_mig/geometry.py plan_gpu)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig as m
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry as m
 
 ON = {"current": "enabled", "pending": "enabled"}
 OFF = {"current": "disabled", "pending": "disabled"}

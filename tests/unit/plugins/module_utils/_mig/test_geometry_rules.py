@@ -1,14 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""_mig.py rules that mutation testing (make mutation) found unpinned: exact messages (what, value, why), every field of
+"""_mig/geometry.py rules that mutation testing (make mutation) found unpinned: exact messages (what, value, why), every field of
 the returned records, and both sides of each boundary (device indexes, counts, slices, CI sizes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig as m
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry as m
 
 ON = {"current": "enabled", "pending": "enabled"}
 OFF = {"current": "disabled", "pending": "disabled"}

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Placement solver and target validation (plugins/module_utils/_mig.py) for every modelled GPU.
+"""Placement solver and target validation (plugins/module_utils/_mig/geometry.py) for every modelled GPU.
 
 The profile tables come from gpusim's data module (lab/gpusim/gpusim/models.py, imported by path, as a test
 fixture only). The cross-check enumerates every packing of non-overlapping placements independently of the
@@ -18,9 +18,9 @@ from collections import Counter
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _mig as m
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry as m
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
 
 
 def _load_models():

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import checks as P
 
 from health_readings import healthy  # pylint: disable=import-error  # tests/helpers
 
@@ -38,7 +38,7 @@ def iommu_facts(active=True, isolated=True, driver="vfio-pci", remap=True, units
             "interrupt_remapping": remap, "allow_unsafe_interrupts": False, "cmdline": "ro intel_iommu=on iommu=pt"}
 
 
-# gpu_info's health readings of a healthy, busy A100 (module_utils/_health.py judges them; test_health.py tests that).
+# gpu_info's health readings of a healthy, busy A100 (module_utils/_preflight/health.py judges them; test_health.py tests that).
 HEALTHY = healthy()
 
 
@@ -549,7 +549,7 @@ def test_needs_ignores_unknown_ids_and_none():
 
 
 def test_docs_table_lists_every_check_in_record_order_with_its_node_roles():
-    with open(os.path.join(os.path.dirname(__file__), "../../../../docs/preflight.md"), encoding="utf-8") as fh:
+    with open(os.path.join(os.path.dirname(__file__), "../../../../../docs/preflight.md"), encoding="utf-8") as fh:
         rows = re.findall(r"^\| `([a-z_]+)` \| .* \| ([^|]+) \|$", fh.read(), re.M)
     assert tuple(check_id for check_id, _roles in rows) == P.CHECK_IDS
     for check_id, roles in rows:

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""_preflight.py's checks, record by record: each branch's whole result (status, evidence, remedy), both sides of every
+"""_preflight/checks.py's checks, record by record: each branch's whole result (status, evidence, remedy), both sides of every
 boundary (licence days, versions, counts), and the aggregate shapes (report, fleet summary, JUnit). Mutation testing
 (make mutation) showed which of these the behaviour tests in test_preflight.py left open."""
 
@@ -12,7 +12,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _dra, _nls, _preflight as P
+from ansible_collections.gpuops.provision.plugins.module_utils._licensing import nls
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import checks as P, dra
 
 R_IOMMU = ("enable VT-d (Intel) or AMD-Vi/IOMMU in the firmware setup; on Intel with a kernel older than 6.8 add "
            "intel_iommu=on to the kernel command line, then reboot")
@@ -323,15 +324,15 @@ def test_license_feature_records():
     o = opts(license_required=True)
     g = gpu(model="NVIDIA A100-4C", index=0)
     label = "GPU 0 (NVIDIA A100-4C) (C-series)"
-    ok_gridd = _nls.fits(_nls.feature_name(4, "gridd"), "C", False)[1]
-    ok_product = _nls.fits("NVIDIA Virtual Compute Server", "C", False)[1]
+    ok_gridd = nls.fits(nls.feature_name(4, "gridd"), "C", False)[1]
+    ok_product = nls.fits("NVIDIA Virtual Compute Server", "C", False)[1]
     assert P.check_license_feature(lic(g), o) == rec("license_feature", "pass", "%s: gridd FeatureType 4: %s; %s: licensed product "
                                                      "NVIDIA Virtual Compute Server: %s" % (label, ok_gridd, label, ok_product))
-    bad_gridd = _nls.fits(_nls.feature_name(2, "gridd"), "C", False)[1]
+    bad_gridd = nls.fits(nls.feature_name(2, "gridd"), "C", False)[1]
     assert P.check_license_feature(lic(g, gridd={"feature_type": 2}), o) == rec(
         "license_feature", "fail", "%s: gridd FeatureType 2: %s; %s: licensed product NVIDIA Virtual Compute Server: %s"
         % (label, bad_gridd, label, ok_product), R_FEATURE)
-    assert _nls.fits(_nls.feature_name(2, "gridd"), "C", True)[0]
+    assert nls.fits(nls.feature_name(2, "gridd"), "C", True)[0]
     assert P.check_license_feature(lic(g, gridd={"feature_type": 2}), opts(license_required=True, license_vws_covers_c=True))[
         "status"] == "pass"
     unlicensed = gpu(model="NVIDIA A100-4C", licensed=False)
@@ -612,7 +613,7 @@ def test_junit_xml_record():
     assert empty.attrib == {"name": "node_preflight", "tests": "0", "failures": "0", "skipped": "0", "errors": "0"}
 
 
-# --- DRA: what each check hands to _dra (its rules are test_dra.py's) ------------------------------------------------
+# --- DRA: what each check hands to dra (its rules are test_dra.py's) ------------------------------------------------
 
 def _dra_rec(check_id, decided):
     return P.result(check_id, *decided)
@@ -625,7 +626,7 @@ GOOD_CDI = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: \"0\"\n  
 def test_dra_driver_passes_options_through(compute_domains, minimum):
     facts = {"gpu": {"nvml": {"available": True, "driver_version": "580.65.06"}, "gpus": []}}
     o = dict(opts(node_role="k8s_dra_worker"), dra_compute_domains=compute_domains, dra_driver_minimum=minimum)
-    assert P.check_dra_driver(facts, o) == _dra_rec("dra_driver", _dra.check_dra_driver("580.65.06", compute_domains, minimum))
+    assert P.check_dra_driver(facts, o) == _dra_rec("dra_driver", dra.check_dra_driver("580.65.06", compute_domains, minimum))
 
 
 @pytest.mark.parametrize("nvml_ok,dirs,toolkit", [(True, None, False), (False, ["/etc/cdi", "/var/run/cdi"], True),
@@ -638,15 +639,15 @@ def test_dra_cdi_passes_specs_gpus_and_options_through(nvml_ok, dirs, toolkit):
     specs = [{"path": "/etc/cdi/a.yaml", "error": "permission denied"}]
     for item in cdi[1:]:
         try:
-            specs.append(_dra.parse_cdi_spec(item.get("text") or "", item["path"]))
-        except _dra.DraError as e:
+            specs.append(dra.parse_cdi_spec(item.get("text") or "", item["path"]))
+        except dra.DraError as e:
             specs.append({"path": item["path"], "error": str(e)})
     o = dict(opts(node_role="k8s_dra_worker"), cdi_spec_dirs=dirs, dra_require_toolkit_spec=toolkit)
-    want = _dra.check_dra_cdi(specs, gpus if nvml_ok else None, dirs, require_toolkit_spec=toolkit)
+    want = dra.check_dra_cdi(specs, gpus if nvml_ok else None, dirs, require_toolkit_spec=toolkit)
     if nvml_ok:   # the GPUs are what makes the difference here
-        assert want != _dra.check_dra_cdi(specs, None, dirs, require_toolkit_spec=toolkit)
+        assert want != dra.check_dra_cdi(specs, None, dirs, require_toolkit_spec=toolkit)
     assert P.check_dra_cdi(facts, o) == _dra_rec("dra_cdi", want)
-    assert P.check_dra_cdi({}, o) == _dra_rec("dra_cdi", _dra.check_dra_cdi([], None, dirs, require_toolkit_spec=toolkit))
+    assert P.check_dra_cdi({}, o) == _dra_rec("dra_cdi", dra.check_dra_cdi([], None, dirs, require_toolkit_spec=toolkit))
 
 
 @pytest.mark.parametrize("target,manages", [(False, False), ("yes", True), (True, False), (0, True)])
@@ -655,9 +656,9 @@ def test_dra_mig_passes_gpus_and_options_through(target, manages):
              "mig_mode": {"current": "enabled", "pending": "enabled"}, "instances": [], "mig_devices": []}]
     o = dict(opts(node_role="k8s_dra_worker"), mig_target=target, dra_manages_mig=manages)
     facts = {"gpu": {"nvml": {"available": True, "driver_version": "580.65.06"}, "gpus": gpus}}
-    assert P.check_dra_mig(facts, o) == _dra_rec("dra_mig", _dra.check_dra_mig(gpus, bool(target), manages))
+    assert P.check_dra_mig(facts, o) == _dra_rec("dra_mig", dra.check_dra_mig(gpus, bool(target), manages))
     facts["gpu"]["gpus"] = None
-    assert P.check_dra_mig(facts, o) == _dra_rec("dra_mig", _dra.check_dra_mig([], bool(target), manages))
+    assert P.check_dra_mig(facts, o) == _dra_rec("dra_mig", dra.check_dra_mig([], bool(target), manages))
 
 
 @pytest.mark.parametrize("gpu_facts_,evidence", [
@@ -693,8 +694,8 @@ def test_vfio_all_follows_the_passthrough_selection_and_explicit_addresses_are_l
 
 def test_license_feature_reads_feature_type_as_gridd_numbers_for_every_gpu():
     o = opts(license_required=True)
-    assert _nls.feature_name(0, "gridd") != _nls.feature_name(0)
-    reason = _nls.fits(_nls.feature_name(0, "gridd"), "C", False)[1]
+    assert nls.feature_name(0, "gridd") != nls.feature_name(0)
+    reason = nls.fits(nls.feature_name(0, "gridd"), "C", False)[1]
     gpus = [gpu(model="NVIDIA L40S", index=0), gpu(model="NVIDIA A100-4C", index=1, licensed=False)]
     assert P.check_license_feature(lic(*gpus, gridd={"feature_type": 0}), o) == rec(
         "license_feature", "fail", "GPU 1 (NVIDIA A100-4C) (C-series): gridd FeatureType 0: %s; GPU 0 (NVIDIA L40S): no vGPU series "

@@ -16,7 +16,7 @@ from ansible_collections.gpuops.provision.plugins.action.node_preflight_report i
 from ansible_collections.gpuops.provision.plugins.filter import preflight as F
 from collection_filters import every  # pylint: disable=import-error
 from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import preflight as RF
-from ansible_collections.gpuops.provision.plugins.module_utils import _preflight as P
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import checks as P
 
 
 def action(args, check_mode=False):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""DCGM's diagnostic in the gate (plugins/module_utils/_dcgm.py): dcgmi diag -j output of DCGM 3.x and 4.x as
+"""DCGM's diagnostic in the gate (plugins/module_utils/_preflight/dcgm.py): dcgmi diag -j output of DCGM 3.x and 4.x as
 dcgmi/Diag.cpp writes it (fixtures below follow the writers at the tags v3.1.8, v3.3.9 and v4.6.0), the refusals
 (MIG, no host engine, no dcgmi), bad JSON, and the verdicts."""
 
@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _dcgm
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import dcgm
 
 # dcgm_errors.h texts and ids (v4.6.0; the same texts in v3.3.9).
 DBE = "CUDA APIs have indicated that a double-bit ECC error has occured on GPU 0."
@@ -112,7 +112,7 @@ def styled(doc, before=""):
 
 
 def parse(doc, rc=0, **kw):
-    return _dcgm.parse_diag(styled(doc), "", rc, **kw)
+    return dcgm.parse_diag(styled(doc), "", rc, **kw)
 
 
 # ---------------------------------------------------------------- DCGM 4.x JSON
@@ -125,7 +125,7 @@ def test_v4_pass_level1():
          "error_ids": [], "info": ""},
         {"category": "Deployment", "name": "software", "gpu": 1, "entity": "GPU 1", "status": "pass", "warning": "",
          "error_ids": [], "info": ""}]
-    assert _dcgm.judge(p, 1) == (
+    assert dcgm.judge(p, 1) == (
         "pass", "dcgmi diag -r 1 passed (DCGM 4.6.0): 2 result(s) on GPU(s) 0, 1; level 1 covers Deployment checks "
                 "only (the memory and PCIe tests start at level 2)", "")
 
@@ -137,13 +137,13 @@ def test_v4_failures_name_gpu_test_and_dcgm_text():
               if t["status"] == "fail"]
     assert failed == [(0, "memory", "Hardware", DBE, [57]), (1, "pcie", "Integration", WIDTH, [46])]
     assert [t["info"] for t in p["tests"] if t["name"] == "pcie"] == ["GPU 0 PCIe gen 5 x16", ""]
-    status, evidence, remedy = _dcgm.judge(p, 2)
+    status, evidence, remedy = dcgm.judge(p, 2)
     assert status == "fail"
     assert evidence == ("dcgmi diag -r 2 failed (DCGM 4.6.0): GPU 0 memory (Hardware): %s; "
                         "GPU 1 pcie (Integration): %s" % (DBE, WIDTH))
     assert "DCGM asks to drain the GPU (exit 205, DCGM_ST_NVVS_ISOLATE_ERROR)" in remedy
     # the same failures with DCGM_ST_NVVS_ERROR (226): no isolate note
-    assert "exit 205" not in _dcgm.judge(parse(V4_FAIL_L2, rc=226), 2)[2]
+    assert "exit 205" not in dcgm.judge(parse(V4_FAIL_L2, rc=226), 2)[2]
 
 
 def test_v4_cpu_entity_has_no_gpu_index():
@@ -153,8 +153,8 @@ def test_v4_cpu_entity_has_no_gpu_index():
         "Fail")]}])
     t = parse(doc)["tests"][0]
     assert (t["gpu"], t["entity"], t["status"]) == (None, "CPU 0", "fail")
-    assert _dcgm.judge(parse(doc), 3)[1] == ("dcgmi diag -r 3 failed (DCGM 4.6.0): CPU 0 cpu_eud (Hardware): "
-                                             "CPU EUD failed")
+    assert dcgm.judge(parse(doc), 3)[1] == ("dcgmi diag -r 3 failed (DCGM 4.6.0): CPU 0 cpu_eud (Hardware): "
+                                            "CPU EUD failed")
 
 
 def test_v4_test_summary_error_without_entity_counts():
@@ -165,7 +165,7 @@ def test_v4_test_summary_error_without_entity_counts():
     p = parse(bad)
     assert [(t["gpu"], t["status"], t["warning"]) for t in p["tests"]] == [
         (0, "pass", ""), (None, "fail", "There was an internal error during the test")]
-    assert _dcgm.judge(p, 2)[1].endswith("node pcie (Integration): There was an internal error during the test")
+    assert dcgm.judge(p, 2)[1].endswith("node pcie (Integration): There was an internal error during the test")
     good = v4([{"category": "Integration", "tests": [t4("pcie", [gpu_result(0)], "Pass")]}])
     assert [t["status"] for t in parse(good)["tests"]] == ["pass"]
 
@@ -176,7 +176,7 @@ def test_nvvs_warn_printed_as_fail_is_a_warn():
                                                                    gpu_result(1)], "Fail", [(PERSIST, 29)])]}])
     p = parse(doc)
     assert [t["status"] for t in p["tests"]] == ["warn", "pass"]
-    assert _dcgm.judge(p, 1) == (
+    assert dcgm.judge(p, 1) == (
         "warn", "dcgmi diag -r 1 passed with warnings (DCGM 4.6.0): GPU 0 software (Deployment): %s" % PERSIST,
         "fix what DCGM warns about (persistence mode, graphics processes, CUDA environment variables)")
     # a real failure code stays a failure, and so does 29 when the caller drops it from warn_codes
@@ -197,8 +197,8 @@ def test_v33_deployment_and_per_gpu_shapes():
                       (1, "PCIe", "Integration", WIDTH, [46])]
     assert [t["gpu"] for t in p["tests"] if t["name"] == "Denylist"] == [None]
     assert [t["info"] for t in p["tests"] if t["name"] == "PCIe"][0] == "GPU 0 GPU to Host bandwidth:\t\t24.48 GB/s"
-    assert _dcgm.judge(p, 2)[1] == ("dcgmi diag -r 2 failed (DCGM 3.3.9): GPU 1 Page Retirement/Row Remap "
-                                    "(Deployment): %s; GPU 1 PCIe (Integration): %s" % (REMAP, WIDTH))
+    assert dcgm.judge(p, 2)[1] == ("dcgmi diag -r 2 failed (DCGM 3.3.9): GPU 1 Page Retirement/Row Remap "
+                                   "(Deployment): %s; GPU 1 PCIe (Integration): %s" % (REMAP, WIDTH))
 
 
 def test_v33_pass():
@@ -207,8 +207,8 @@ def test_v33_pass():
     doc["DCGM GPU Diagnostic"]["test_categories"][1]["tests"][0]["results"][1] = {"gpu_id": "1", "status": "Pass"}
     p = parse(doc)
     assert (p["overall"], p["format"]) == ("pass", "dcgm3")
-    assert _dcgm.judge(p, 2)[0] == "pass"
-    assert "13 result(s) on GPU(s) 0, 1" in _dcgm.judge(p, 2)[1]
+    assert dcgm.judge(p, 2)[0] == "pass"
+    assert "13 result(s) on GPU(s) 0, 1" in dcgm.judge(p, 2)[1]
 
 
 def test_v31_legacy_keys():
@@ -243,7 +243,7 @@ def runtime(root, message, version):
 def test_mig_refusal_is_a_warn(doc):
     p = parse(doc, rc=226)
     assert (p["ran"], p["refused"], p["overall"]) == (False, "mig", None)
-    status, evidence, remedy = _dcgm.judge(p, 1)
+    status, evidence, remedy = dcgm.judge(p, 1)
     assert status == "warn"
     assert evidence.startswith("DCGM refuses to run its diagnostic on GPUs in MIG mode (DCGM "
                                "nvvs/src/NvidiaValidationSuite.cpp BuildCommonGpusList): ")
@@ -254,15 +254,15 @@ def test_mig_refusal_is_a_warn(doc):
 
 def test_mig_refusal_in_plain_text():
     """Without -j dcgmi prints the message alone (NVIDIA/DCGM#94)."""
-    p = _dcgm.parse_diag(MIG_MSG + "\n", "", 226)
+    p = dcgm.parse_diag(MIG_MSG + "\n", "", 226)
     assert (p["refused"], p["message"]) == ("mig", MIG_MSG)
 
 
 def test_other_runtime_error_fails():
     p = parse(runtime("DCGM Diagnostic", "Error: Diagnostic could not be run while DCGM is paused.", "4.6.0"), 202)
     assert p["refused"] == "runtime_error"
-    assert _dcgm.judge(p, 1) == ("fail", "dcgmi diag -r 1 could not run: Error: Diagnostic could not be run while "
-                                         "DCGM is paused.", "run `dcgmi diag -r 1` on the node and fix what it reports")
+    assert dcgm.judge(p, 1) == ("fail", "dcgmi diag -r 1 could not run: Error: Diagnostic could not be run while "
+                                "DCGM is paused.", "run `dcgmi diag -r 1` on the node and fix what it reports")
 
 
 @pytest.mark.parametrize("stdout,rc", [
@@ -273,27 +273,27 @@ def test_other_runtime_error_fails():
      "engine. Host engine connection invalid/disconnected.\n", 235),
 ])
 def test_no_host_engine_fails_with_systemctl_remedy(stdout, rc):
-    p = _dcgm.parse_diag(stdout, "", rc)
+    p = dcgm.parse_diag(stdout, "", rc)
     assert p["refused"] == "hostengine"
-    status, evidence, remedy = _dcgm.judge(p, 1)
+    status, evidence, remedy = dcgm.judge(p, 1)
     assert status == "fail"
     assert evidence.startswith("DCGM's host engine is not running and dcgmi could not start an embedded one: Error: ")
-    assert remedy == _dcgm.HOSTENGINE_REMEDY and "systemctl start nvidia-dcgm" in remedy
+    assert remedy == dcgm.HOSTENGINE_REMEDY and "systemctl start nvidia-dcgm" in remedy
 
 
 def test_connect_line_alone_is_a_refusal_but_not_before_a_run():
-    p = _dcgm.parse_diag("Error: unable to establish a connection to the specified host: 10.0.0.9\n", "", 235)
+    p = dcgm.parse_diag("Error: unable to establish a connection to the specified host: 10.0.0.9\n", "", 235)
     assert (p["refused"], p["message"]) == (
         "hostengine", "Error: unable to establish a connection to the specified host: 10.0.0.9")
-    p = _dcgm.parse_diag("Error: unable to establish a connection to the specified host: 10.0.0.9\nSuccessfully ran "
-                         "diagnostic for group.\n", "", 0)
+    p = dcgm.parse_diag("Error: unable to establish a connection to the specified host: 10.0.0.9\nSuccessfully ran "
+                        "diagnostic for group.\n", "", 0)
     assert (p["refused"], p["error"][:26]) == (None, "dcgmi printed no JSON (was")
 
 
 def test_embedded_host_engine_that_ran_is_not_a_refusal():
     """--host that does not answer: Command::Connect's line, then the embedded engine's run (trimJsonText)."""
-    p = _dcgm.parse_diag(styled(V4_PASS_L1, "Error: unable to establish a connection to the specified host: "
-                                            "localhost\n"), "", 0)
+    p = dcgm.parse_diag(styled(V4_PASS_L1, "Error: unable to establish a connection to the specified host: "
+                               "localhost\n"), "", 0)
     assert (p["refused"], p["ran"], p["overall"]) == (None, True, "pass")
 
 
@@ -305,18 +305,18 @@ def test_embedded_host_engine_that_ran_is_not_a_refusal():
     ("", 2),                                             # command module, ansible-core 2.21: rc 2, nothing printed
 ])
 def test_not_installed_is_a_skip(stderr, rc):
-    p = _dcgm.parse_diag("", stderr, rc)
+    p = dcgm.parse_diag("", stderr, rc)
     assert p["refused"] == "not_installed"
-    status, evidence, remedy = _dcgm.judge(p, 1)
+    status, evidence, remedy = dcgm.judge(p, 1)
     assert (status, remedy) == ("skip", "")
     assert evidence.startswith("DCGM is not installed (no dcgmi on the node: ")
 
 
 def test_an_empty_run_that_is_not_a_missing_command_fails():
-    p = _dcgm.parse_diag("", "", 1)
+    p = dcgm.parse_diag("", "", 1)
     assert (p["refused"], p["error"]) == (None, "dcgmi printed nothing on stdout")
-    assert _dcgm.judge(p, 1) == ("fail", "dcgmi diag -r 1: dcgmi printed nothing on stdout",
-                                 "run `dcgmi diag -r 1 -j` on the node by hand and check its output")
+    assert dcgm.judge(p, 1) == ("fail", "dcgmi diag -r 1: dcgmi printed nothing on stdout",
+                                "run `dcgmi diag -r 1 -j` on the node by hand and check its output")
 
 
 # ---------------------------------------------------------------- bad output
@@ -340,11 +340,11 @@ def test_an_empty_run_that_is_not_a_missing_command_fails():
      '"results": [{"gpu_id": "0", "status": "Fail", "warnings": 7}]}]}]}}', r"'warnings' is a int, not a list$"),
 ])
 def test_bad_output_names_what_is_wrong(stdout, message):
-    p = _dcgm.parse_diag(stdout, "", 0)
+    p = dcgm.parse_diag(stdout, "", 0)
     assert (p["ran"], p["refused"]) == (False, None)
     assert p["error"] is not None
     assert re.search(message, p["error"]), p["error"]
-    status, evidence, _remedy = _dcgm.judge(p, 2)
+    status, evidence, _remedy = dcgm.judge(p, 2)
     assert status == "fail" and evidence == "dcgmi diag -r 2: %s" % p["error"]
 
 
@@ -353,32 +353,32 @@ def test_every_result_skipped_is_a_warn():
     doc = v4([{"category": "Deployment", "tests": [t4("software", [gpu_result(0, "Skip")], "Skip")]}])
     p = parse(doc)
     assert p["overall"] == "skip"
-    assert _dcgm.judge(p, 1)[:2] == ("warn", "dcgmi diag -r 1 ran no test (DCGM 4.6.0): every result was Skip (1)")
+    assert dcgm.judge(p, 1)[:2] == ("warn", "dcgmi diag -r 1 ran no test (DCGM 4.6.0): every result was Skip (1)")
     one_ran = v4([{"category": "Deployment", "tests": [t4("software", [gpu_result(0, "Skip"), gpu_result(1)])]}])
-    assert _dcgm.judge(parse(one_ran), 1)[1].endswith("1 result(s) on GPU(s) 1, 1 skipped; level 1 covers Deployment "
-                                                      "checks only (the memory and PCIe tests start at level 2)")
+    assert dcgm.judge(parse(one_ran), 1)[1].endswith("1 result(s) on GPU(s) 1, 1 skipped; level 1 covers Deployment "
+                                                     "checks only (the memory and PCIe tests start at level 2)")
 
 
 def test_nonzero_exit_with_every_test_passed_is_a_warn():
-    status, evidence, _remedy = _dcgm.judge(parse(V4_PASS_L1, rc=226), 1)
+    status, evidence, _remedy = dcgm.judge(parse(V4_PASS_L1, rc=226), 1)
     assert status == "warn"
     assert evidence == ("dcgmi diag -r 1 exited 226 (DCGM_ST_NVVS_ERROR: the diagnostic ran and reported an error) "
                         "although every test passed (DCGM 4.6.0)")
-    assert _dcgm.judge(parse(V4_PASS_L1, rc=0), 1)[0] == "pass"
+    assert dcgm.judge(parse(V4_PASS_L1, rc=0), 1)[0] == "pass"
 
 
 @pytest.mark.parametrize("level", [0, 5, "1", True, None])
 def test_level_must_be_1_to_4(level):
-    with pytest.raises(_dcgm.DcgmError, match=r"^level must be 1-4 \(dcgmi diag -r: 1 quick, 2 medium, 3 long, "
-                                              r"4 extended\), got "):
-        _dcgm.judge(parse(V4_PASS_L1), level)
+    with pytest.raises(dcgm.DcgmError, match=r"^level must be 1-4 \(dcgmi diag -r: 1 quick, 2 medium, 3 long, "
+                       r"4 extended\), got "):
+        dcgm.judge(parse(V4_PASS_L1), level)
 
 
 @pytest.mark.parametrize("level", [1, 2, 3, 4])
 def test_levels_1_to_4_are_judged(level):
-    status, evidence, _remedy = _dcgm.judge(parse(V4_PASS_L1), level)
+    status, evidence, _remedy = dcgm.judge(parse(V4_PASS_L1), level)
     assert status == "pass" and evidence.startswith("dcgmi diag -r %d passed" % level)
-    assert evidence.endswith("level %d covers %s" % (level, _dcgm.LEVEL_SCOPE[level]))
+    assert evidence.endswith("level %d covers %s" % (level, dcgm.LEVEL_SCOPE[level]))
 
 
 # ---------------------------------------------------------------- issue 23: every field, every message
@@ -416,28 +416,28 @@ WHERE = "DCGM Diagnostic.test_categories[0] (Deployment) tests[0]"
      "HelperDisplayDiagResult)" % WHERE),
 ])
 def test_bad_shapes_give_the_exact_place_and_reason(stdout, error):
-    p = _dcgm.parse_diag(stdout, "", 0)
+    p = dcgm.parse_diag(stdout, "", 0)
     assert p == {"ran": False, "refused": None, "message": "", "error": "dcgmi's JSON is not the shape dcgmi diag writes: "
                  + error, "version": p["version"], "format": p["format"], "rc": 0, "tests": [], "overall": None}
 
 
 def test_text_that_is_not_json_is_quoted_up_to_200_characters():
     text = "x" * 250
-    assert _dcgm.parse_diag(text, "", 0)["error"] == "dcgmi printed no JSON (was -j given?): %r" % ("x" * 200)
-    assert _dcgm.parse_diag("} then {", "", 0)["error"] == "dcgmi printed no JSON (was -j given?): '} then {'"
+    assert dcgm.parse_diag(text, "", 0)["error"] == "dcgmi printed no JSON (was -j given?): %r" % ("x" * 200)
+    assert dcgm.parse_diag("} then {", "", 0)["error"] == "dcgmi printed no JSON (was -j given?): '} then {'"
 
 
 def test_a_result_without_results_or_rc_is_complete():
-    assert _dcgm.parse_diag("", "", 1) == {"ran": False, "refused": None, "message": "", "error": "dcgmi printed nothing on stdout",
-                                           "version": None, "format": None, "rc": 1, "tests": [], "overall": None}
-    p = _dcgm.parse_diag(styled(V4_PASS_L1))
+    assert dcgm.parse_diag("", "", 1) == {"ran": False, "refused": None, "message": "", "error": "dcgmi printed nothing on stdout",
+                                          "version": None, "format": None, "rc": 1, "tests": [], "overall": None}
+    p = dcgm.parse_diag(styled(V4_PASS_L1))
     assert (p["rc"], p["ran"], p["message"]) == (0, True, "")
 
 
 def test_bytes_output_with_a_stray_byte_is_read():
-    p = _dcgm.parse_diag(b"\xff note\n" + styled(V4_PASS_L1).encode(), b"", 0)
+    p = dcgm.parse_diag(b"\xff note\n" + styled(V4_PASS_L1).encode(), b"", 0)
     assert (p["ran"], p["overall"], p["version"]) == (True, "pass", "4.6.0")
-    p = _dcgm.parse_diag(b"", b"bash: dcgmi: command not found \xff\n", 127)
+    p = dcgm.parse_diag(b"", b"bash: dcgmi: command not found \xff\n", 127)
     assert (p["refused"], p["message"]) == ("not_installed", "bash: dcgmi: command not found \ufffd")
 
 
@@ -452,13 +452,13 @@ def test_bytes_output_with_a_stray_byte_is_read():
     ("x", "", 2, None, ""),
 ])
 def test_not_installed_and_its_message(stdout, stderr, rc, refused, message):
-    p = _dcgm.parse_diag(stdout, stderr, rc)
+    p = dcgm.parse_diag(stdout, stderr, rc)
     assert (p["refused"], p["message"]) == (refused, message)
 
 
 def test_plain_text_refusals_keep_every_matching_line():
     text = "GPU 0 has MIG mode enabled and one or more GPUs has MIG mode disabled\nnoise\n  " + MIG_MSG + "\n"
-    p = _dcgm.parse_diag(text, "", 226)
+    p = dcgm.parse_diag(text, "", 226)
     assert (p["refused"], p["message"]) == (
         "mig", "GPU 0 has MIG mode enabled and one or more GPUs has MIG mode disabled\n" + MIG_MSG)
 
@@ -500,8 +500,8 @@ def test_none_entries_are_skipped_not_the_rest():
     assert (p["format"], p["version"], p["overall"]) == ("dcgm3", "3.3.9", "pass")
     assert [(t["category"], t["name"], t["status"]) for t in p["tests"]] == [
         ("Deployment", "Denylist", "pass"), ("?", "x", "skip")]
-    assert _dcgm.judge(p, 1)[1] == ("dcgmi diag -r 1 passed (DCGM 3.3.9): 1 result(s) on GPU(s) none named, 1 skipped; "
-                                    "level 1 covers %s" % _dcgm.LEVEL_SCOPE[1])
+    assert dcgm.judge(p, 1)[1] == ("dcgmi diag -r 1 passed (DCGM 3.3.9): 1 result(s) on GPU(s) none named, 1 skipped; "
+                                   "level 1 covers %s" % dcgm.LEVEL_SCOPE[1])
 
 
 def test_version_from_the_root_or_none_at_all():
@@ -512,8 +512,8 @@ def test_version_from_the_root_or_none_at_all():
     del doc["DCGM Diagnostic"]["version"]
     p = parse(doc)
     assert p["version"] is None
-    assert _dcgm.judge(p, 1) == ("pass", "dcgmi diag -r 1 passed: 1 result(s) on GPU(s) 0; level 1 covers %s"
-                                 % _dcgm.LEVEL_SCOPE[1], "")
+    assert dcgm.judge(p, 1) == ("pass", "dcgmi diag -r 1 passed: 1 result(s) on GPU(s) 0; level 1 covers %s"
+                                % dcgm.LEVEL_SCOPE[1], "")
 
 
 def test_test_summary_stands_for_the_whole_test():
@@ -541,18 +541,18 @@ def test_overall_is_the_worst_status():
 
 
 def test_judge_messages_and_remedies():
-    assert _dcgm.judge({"refused": "not_installed"}) == ("skip", "DCGM is not installed (no dcgmi on the node: not found)", "")
-    assert _dcgm.judge({"refused": "not_installed", "message": "sh: dcgmi: not found"}, 2) == (
+    assert dcgm.judge({"refused": "not_installed"}) == ("skip", "DCGM is not installed (no dcgmi on the node: not found)", "")
+    assert dcgm.judge({"refused": "not_installed", "message": "sh: dcgmi: not found"}, 2) == (
         "skip", "DCGM is not installed (no dcgmi on the node: sh: dcgmi: not found)", "")
-    assert _dcgm.judge({"refused": "hostengine"}) == (
-        "fail", "DCGM's host engine is not running and dcgmi could not start an embedded one: ", _dcgm.HOSTENGINE_REMEDY)
-    assert _dcgm.judge({"refused": "mig", "message": "m"}, 4) == (
-        "warn", "DCGM refuses to run its diagnostic on GPUs in MIG mode (%s): m" % _dcgm.MIG_SOURCE, _dcgm.MIG_REMEDY)
-    assert _dcgm.judge({"refused": "runtime_error"}, 3) == (
+    assert dcgm.judge({"refused": "hostengine"}) == (
+        "fail", "DCGM's host engine is not running and dcgmi could not start an embedded one: ", dcgm.HOSTENGINE_REMEDY)
+    assert dcgm.judge({"refused": "mig", "message": "m"}, 4) == (
+        "warn", "DCGM refuses to run its diagnostic on GPUs in MIG mode (%s): m" % dcgm.MIG_SOURCE, dcgm.MIG_REMEDY)
+    assert dcgm.judge({"refused": "runtime_error"}, 3) == (
         "fail", "dcgmi diag -r 3 could not run: dcgmi gave no reason", "run `dcgmi diag -r 3` on the node and fix what it reports")
-    assert _dcgm.judge({"ran": False}) == ("fail", "dcgmi diag -r 1: the diagnostic did not run",
-                                           "run `dcgmi diag -r 1 -j` on the node by hand and check its output")
-    assert _dcgm.judge({"ran": True, "error": "boom", "tests": []}) == (
+    assert dcgm.judge({"ran": False}) == ("fail", "dcgmi diag -r 1: the diagnostic did not run",
+                                          "run `dcgmi diag -r 1 -j` on the node by hand and check its output")
+    assert dcgm.judge({"ran": True, "error": "boom", "tests": []}) == (
         "fail", "dcgmi diag -r 1: boom", "run `dcgmi diag -r 1 -j` on the node by hand and check its output")
 
 
@@ -561,35 +561,35 @@ def test_judge_failure_remedy_with_and_without_the_isolate_note():
     doc["metadata"] = {}
     tail = ("rerun `dcgmi diag -r 2` (without -j) for DCGM's next steps on each failure and follow them (reset or "
             "replace the GPU, reseat or fix its PCIe link)")
-    assert _dcgm.judge(parse(doc, rc=226), 2) == (
+    assert dcgm.judge(parse(doc, rc=226), 2) == (
         "fail", "dcgmi diag -r 2 failed: GPU 0 software (Deployment): %s; GPU 1 software (Deployment): no message from "
                 "DCGM" % REMAP, "drain the node; " + tail)
-    assert _dcgm.judge(parse(doc, rc=205), 2)[2] == (
+    assert dcgm.judge(parse(doc, rc=205), 2)[2] == (
         "drain the node; DCGM asks to drain the GPU (exit 205, DCGM_ST_NVVS_ISOLATE_ERROR). " + tail)
 
 
 def test_judge_labels_use_info_when_there_is_no_warning():
     doc = _run([t4("software", [gpu_result(0, "Fail", info=["link trained at x8"])], "Fail")])
-    assert _dcgm.judge(parse(doc), 1)[1] == ("dcgmi diag -r 1 failed (DCGM 4.6.0): GPU 0 software (Deployment): "
-                                             "link trained at x8")
+    assert dcgm.judge(parse(doc), 1)[1] == ("dcgmi diag -r 1 failed (DCGM 4.6.0): GPU 0 software (Deployment): "
+                                            "link trained at x8")
 
 
 def test_judge_warnings_are_all_listed():
     doc = _run([t4("software", [gpu_result(0, "Fail", [(PERSIST, 29, 8, 5)]),
                                 gpu_result(1, "Fail", [("graphics", 25, 8, 5)])], "Fail")])
-    assert _dcgm.judge(parse(doc), 1)[1] == ("dcgmi diag -r 1 passed with warnings (DCGM 4.6.0): GPU 0 software "
-                                             "(Deployment): %s; GPU 1 software (Deployment): graphics" % PERSIST)
+    assert dcgm.judge(parse(doc), 1)[1] == ("dcgmi diag -r 1 passed with warnings (DCGM 4.6.0): GPU 0 software "
+                                            "(Deployment): %s; GPU 1 software (Deployment): graphics" % PERSIST)
 
 
 def test_judge_all_skipped_remedy_and_unknown_exit_status():
     doc = _run([t4("software", [gpu_result(0, "Skip")], "Skip")])
-    assert _dcgm.judge(parse(doc), 2)[2] == ("check why DCGM skipped its tests (`dcgmi diag -r 2 -v`; an unsupported GPU "
-                                             "or driver skips them)")
-    assert _dcgm.judge(parse(V4_PASS_L1, rc=3), 1) == (
+    assert dcgm.judge(parse(doc), 2)[2] == ("check why DCGM skipped its tests (`dcgmi diag -r 2 -v`; an unsupported GPU "
+                                            "or driver skips them)")
+    assert dcgm.judge(parse(V4_PASS_L1, rc=3), 1) == (
         "warn", "dcgmi diag -r 1 exited 3 (not a DCGM status) although every test passed (DCGM 4.6.0)",
         "run `dcgmi diag -r 1` on the node by hand and check its output")
-    assert _dcgm.judge(parse(V4_PASS_L1, rc=None), 1)[0] == "pass"
+    assert dcgm.judge(parse(V4_PASS_L1, rc=None), 1)[0] == "pass"
 
 
 def test_stderr_defaults_to_nothing():
-    assert _dcgm.parse_diag("", rc=127)["message"] == "exit status 127"
+    assert dcgm.parse_diag("", rc=127)["message"] == "exit status 127"

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The GPU health checks (plugins/module_utils/_health.py): each reading on both sides of its threshold, the
+"""The GPU health checks (plugins/module_utils/_preflight/health.py): each reading on both sides of its threshold, the
 evidence naming the GPU, NVML errors that are not a pass, and the options."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _health as H, _xid
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import xid
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import health as H
 
 from health_readings import healthy  # pylint: disable=import-error  # tests/helpers
 
@@ -211,7 +212,7 @@ def test_persistence():
 # --- gpu_xid --------------------------------------------------------------------------------------------------------
 
 def xid_log(*lines):
-    return {"read": True, "error": None, "xid_events": _xid.parse("\n".join(lines))}
+    return {"read": True, "error": None, "xid_events": xid.parse("\n".join(lines))}
 
 
 def test_xid_that_takes_the_node_out_fails_naming_the_gpu():

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/_joinconfig.py: the gate taint in a kubeadm JoinConfiguration, kubelet's --register-with-taints and
+"""module_utils/_preflight/join_config.py: the gate taint in a kubeadm JoinConfiguration, kubelet's --register-with-taints and
 an environment file, and taint validation as the API server does it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _joinconfig as J
+from ansible_collections.gpuops.provision.plugins.module_utils._preflight import join_config as J
 
 GATE = {"key": "gpuops.io/preflight", "value": "pending", "effect": "NoSchedule"}
 OTHER = {"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}

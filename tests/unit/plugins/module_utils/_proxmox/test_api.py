@@ -1,12 +1,12 @@
-"""Unit tests for module_utils/_proxmox.py: session options, error mapping, write counting, task waiting (no network)."""
+"""Unit tests for module_utils/_proxmox/api.py: session options, error mapping, write counting, task waiting (no network)."""
 
 from __future__ import annotations
 
 import pytest
 from proxmoxer.core import ResourceException
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _proxmox
-from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import PveClient, PveError
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import api as proxmox_api
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox.api import PveClient, PveError
 
 
 def _params(**kw):
@@ -49,10 +49,10 @@ def test_password_login_failure_is_a_clear_error():
 def test_error_message_has_status_reason_and_errors():
     exc = ResourceException(400, "Parameter verification failed.", "Parameter verification failed.",
                             errors={"hostpci0": "invalid format - value does not match the regex pattern"})
-    msg = _proxmox.error_message(exc)
+    msg = proxmox_api.error_message(exc)
     assert msg == "HTTP 400: Parameter verification failed. (hostpci0: invalid format - value does not match the regex pattern)"
     exc = ResourceException(500, "only root can set 'hostpci0' config for non-mapped devices", "")
-    assert _proxmox.error_message(exc) == "HTTP 500: only root can set 'hostpci0' config for non-mapped devices"
+    assert proxmox_api.error_message(exc) == "HTTP 500: only root can set 'hostpci0' config for non-mapped devices"
 
 
 class FakeApi:
@@ -142,7 +142,7 @@ def test_a_refused_token_names_endpoint_user_and_token_id_never_the_secret():
     with pytest.raises(PveError) as err:
         client.get("nodes")
     assert "was refused" not in str(err.value)
-    assert _proxmox.identity(_params(api_password="pw")) == "pve.example.com:8443 as root@pam with a password"
+    assert proxmox_api.identity(_params(api_password="pw")) == "pve.example.com:8443 as root@pam with a password"
 
 
 def test_mapping_lookup_returns_none_when_absent_and_nodes_cached():

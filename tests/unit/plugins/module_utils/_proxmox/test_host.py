@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""_pve_host: the pve_gpu_host role's command line merge, PCI listing, card functions and passthrough check."""
+"""_proxmox/host.py: the pve_gpu_host role's command line merge, PCI listing, card functions and passthrough check."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pve_host as H
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import host as H
 from ansible_collections.gpuops.provision.plugins.plugin_utils._role_filters import pve as F
 
 WANT = ["intel_iommu=on", "iommu=pt"]

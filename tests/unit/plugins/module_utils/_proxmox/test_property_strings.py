@@ -1,4 +1,4 @@
-"""Unit tests for module_utils/_pci.py: PCI ids, hostpci/map property strings, the hostpci planner, hardware facts."""
+"""Unit tests for module_utils/_proxmox/property_strings.py: PCI ids, hostpci/map property strings, the hostpci planner, hardware facts."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pci
-from ansible_collections.gpuops.provision.plugins.module_utils._pci import PciError
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import property_strings
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox.property_strings import PciError
 
 
 # ----------------------------------------------------------------------------- addresses and ids
@@ -21,7 +21,7 @@ from ansible_collections.gpuops.provision.plugins.module_utils._pci import PciEr
     ("10000:c1:00.0", "10000:c1:00.0"),
 ])
 def test_normalize_pci_address(text, expected):
-    assert _pci.normalize_pci_address(text) == expected
+    assert property_strings.normalize_pci_address(text) == expected
 
 
 @pytest.mark.parametrize("bad", ["", "01", "01:00.8", "zz:00.0", "0000:01:00.0.1", None, "01:00:00:00",
@@ -30,26 +30,26 @@ def test_normalize_pci_address(text, expected):
                                  "01:00:00", "0:01:00.0", "01:00.0\n", " 01:00.0", "01:00.0 "])
 def test_bad_pci_address(bad):
     with pytest.raises(PciError):
-        _pci.parse_pci_address(bad)
+        property_strings.parse_pci_address(bad)
 
 
 def test_address_function_default_and_slot():
-    assert _pci.normalize_pci_address("01:00", function="0") == "0000:01:00.0"
-    assert _pci.normalize_pci_address("01:00.1", function="0") == "0000:01:00.1"
-    assert _pci.pci_slot("01:00.1") == "0000:01:00"
+    assert property_strings.normalize_pci_address("01:00", function="0") == "0000:01:00.0"
+    assert property_strings.normalize_pci_address("01:00.1", function="0") == "0000:01:00.1"
+    assert property_strings.pci_slot("01:00.1") == "0000:01:00"
 
 
 def test_address_covers_multifunction():
-    assert _pci.address_covers("01:00", "0000:01:00.1")  # no function = whole device
-    assert _pci.address_covers("0000:01:00.0", "0000:01:00.0")
-    assert not _pci.address_covers("01:00.0", "0000:01:00.1")
-    assert not _pci.address_covers("02:00", "0000:01:00.0")
+    assert property_strings.address_covers("01:00", "0000:01:00.1")  # no function = whole device
+    assert property_strings.address_covers("0000:01:00.0", "0000:01:00.0")
+    assert not property_strings.address_covers("01:00.0", "0000:01:00.1")
+    assert not property_strings.address_covers("02:00", "0000:01:00.0")
 
 
 @pytest.mark.parametrize("text,expected", [("10de:20b0", "10de:20b0"), ("10DE:20B0", "10de:20b0"),
                                            ("0x10de:0x20b0", "10de:20b0")])
 def test_normalize_pci_id(text, expected):
-    assert _pci.normalize_pci_id(text) == expected
+    assert property_strings.normalize_pci_id(text) == expected
 
 
 @pytest.mark.parametrize("bad", ["10de", "10de:20b0:1", "xyz1:0000", "10de:12345", 42,
@@ -57,37 +57,37 @@ def test_normalize_pci_id(text, expected):
                                  "10de:20b", "0x10de:1", "10de:20b0\n", " 10de:20b0"])
 def test_bad_pci_id(bad):
     with pytest.raises(PciError):
-        _pci.normalize_pci_id(bad)
+        property_strings.normalize_pci_id(bad)
 
 
 def test_hex_id():
-    assert _pci.normalize_hex_id("0x10DE") == "10de"
-    assert _pci.normalize_hex_id(0x10DE) == "10de"
+    assert property_strings.normalize_hex_id("0x10DE") == "10de"
+    assert property_strings.normalize_hex_id(0x10DE) == "10de"
     with pytest.raises(PciError):
-        _pci.normalize_hex_id("0xg000")
+        property_strings.normalize_hex_id("0xg000")
 
 
 @pytest.mark.parametrize("value,expected", [(True, "1"), ("on", "1"), ("YES", "1"), ("true", "1"), ("1", "1"),
                                             (False, "0"), ("off", "0"), ("no", "0"), ("0", "0")])
 def test_parse_bool(value, expected):
-    assert _pci.parse_bool(value) == expected
+    assert property_strings.parse_bool(value) == expected
 
 
 def test_parse_bool_rejects():
     with pytest.raises(PciError):
-        _pci.parse_bool("maybe")
+        property_strings.parse_bool("maybe")
 
 
 # ----------------------------------------------------------------------------- property strings
 
 def test_split_property_string_has_no_quoting():
     # PVE::JSONSchema::parse_property_string splits on every comma: a quote is an ordinary character.
-    assert _pci.split_property_string('01:00,description="a,b=c",x=1') == [
+    assert property_strings.split_property_string('01:00,description="a,b=c",x=1') == [
         (None, "01:00"), ("description", '"a'), ("b", 'c"'), ("x", "1")]
     with pytest.raises(PciError, match="duplicate key"):
-        _pci.split_property_string('01:00,description="a,b"')  # the part 'b"' is a second default-key value
-    assert _pci.split_property_string('mapping=a,description="x"') == [("mapping", "a"), ("description", '"x"')]
-    assert _pci.split_property_string("01:00,, ,pcie=1") == [(None, "01:00"), ("pcie", "1")]  # blank parts skipped
+        property_strings.split_property_string('01:00,description="a,b"')  # the part 'b"' is a second default-key value
+    assert property_strings.split_property_string('mapping=a,description="x"') == [("mapping", "a"), ("description", '"x"')]
+    assert property_strings.split_property_string("01:00,, ,pcie=1") == [(None, "01:00"), ("pcie", "1")]  # blank parts skipped
 
 
 @pytest.mark.parametrize("bad,msg", [
@@ -98,7 +98,7 @@ def test_split_property_string_has_no_quoting():
 ])
 def test_split_property_string_refuses_what_pve_refuses(bad, msg):
     with pytest.raises(PciError, match=msg):
-        _pci.split_property_string(bad)
+        property_strings.split_property_string(bad)
 
 
 @pytest.mark.parametrize("a,b", [
@@ -111,8 +111,8 @@ def test_split_property_string_refuses_what_pve_refuses(bad, msg):
     ("01:00.4;01:00.5", "0000:01:00.4;0000:01:00.5"),
 ])
 def test_hostpci_equivalent(a, b):
-    assert _pci.hostpci_equal(a, b)
-    assert _pci.format_hostpci(_pci.normalize_hostpci(a)) == _pci.format_hostpci(_pci.normalize_hostpci(b))
+    assert property_strings.hostpci_equal(a, b)
+    assert property_strings.format_hostpci(property_strings.normalize_hostpci(a)) == property_strings.format_hostpci(property_strings.normalize_hostpci(b))
 
 
 @pytest.mark.parametrize("a,b", [
@@ -123,13 +123,13 @@ def test_hostpci_equivalent(a, b):
     ("mapping=gpu1,mdev=nvidia-1", "mapping=gpu1,mdev=nvidia-2"),
 ])
 def test_hostpci_different(a, b):
-    assert not _pci.hostpci_equal(a, b)
+    assert not property_strings.hostpci_equal(a, b)
 
 
 def test_format_hostpci_canonical():
-    norm = _pci.normalize_hostpci("x-vga=on,pcie=yes,host=01:00,romfile=vbios.bin,rombar=0")
-    assert _pci.format_hostpci(norm) == "0000:01:00,pcie=1,rombar=0,romfile=vbios.bin,x-vga=1"
-    assert _pci.format_hostpci(_pci.normalize_hostpci({"mapping": "a100", "mdev": "nvidia-1034"})) == "mapping=a100,mdev=nvidia-1034"
+    norm = property_strings.normalize_hostpci("x-vga=on,pcie=yes,host=01:00,romfile=vbios.bin,rombar=0")
+    assert property_strings.format_hostpci(norm) == "0000:01:00,pcie=1,rombar=0,romfile=vbios.bin,x-vga=1"
+    assert property_strings.format_hostpci(property_strings.normalize_hostpci({"mapping": "a100", "mdev": "nvidia-1034"})) == "mapping=a100,mdev=nvidia-1034"
 
 
 @pytest.mark.parametrize("bad,msg", [
@@ -148,37 +148,37 @@ def test_format_hostpci_canonical():
 ])
 def test_hostpci_invalid(bad, msg):
     with pytest.raises(PciError, match=msg):
-        _pci.normalize_hostpci(bad)
+        property_strings.normalize_hostpci(bad)
 
 
 def test_map_entry_normalisation():
-    a = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10DE:20B5,subsystem-id=10de:1533,iommugroup=012")
-    b = _pci.normalize_map_entry({"iommugroup": 12, "id": "0x10de:0x20b5", "node": "pve1", "path": "01:00.0",
-                                  "subsystem-id": "10de:1533"})
+    a = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10DE:20B5,subsystem-id=10de:1533,iommugroup=012")
+    b = property_strings.normalize_map_entry({"iommugroup": 12, "id": "0x10de:0x20b5", "node": "pve1", "path": "01:00.0",
+                                              "subsystem-id": "10de:1533"})
     assert a == b
-    assert _pci.format_map_entry(a) == "id=10de:20b5,iommugroup=12,node=pve1,path=0000:01:00.0,subsystem-id=10de:1533"
+    assert property_strings.format_map_entry(a) == "id=10de:20b5,iommugroup=12,node=pve1,path=0000:01:00.0,subsystem-id=10de:1533"
     # the formatted string parses back to the same entry
-    assert _pci.normalize_map_entry(_pci.format_map_entry(a)) == a
+    assert property_strings.normalize_map_entry(property_strings.format_map_entry(a)) == a
 
 
 def test_map_entry_description_with_comma_is_refused_not_quoted():
     # issue 14: PVE has no quoting, a quoted value would be split; the old code wrote description="slot 1, left".
     with pytest.raises(PciError, match="contains a comma"):
-        _pci.normalize_map_entry({"node": "n1", "path": "0000:01:00", "id": "10de:20b5", "description": "slot 1, left"})
-    e = _pci.normalize_map_entry({"node": "n1", "path": "0000:01:00", "id": "10de:20b5", "description": 'slot "1" left'})
-    assert _pci.format_map_entry(e) == 'description=slot "1" left,id=10de:20b5,node=n1,path=0000:01:00'
-    assert _pci.normalize_map_entry(_pci.format_map_entry(e)) == e
+        property_strings.normalize_map_entry({"node": "n1", "path": "0000:01:00", "id": "10de:20b5", "description": "slot 1, left"})
+    e = property_strings.normalize_map_entry({"node": "n1", "path": "0000:01:00", "id": "10de:20b5", "description": 'slot "1" left'})
+    assert property_strings.format_map_entry(e) == 'description=slot "1" left,id=10de:20b5,node=n1,path=0000:01:00'
+    assert property_strings.normalize_map_entry(property_strings.format_map_entry(e)) == e
 
 
 def test_hostpci_romfile_with_comma_or_path_is_refused():
     with pytest.raises(PciError, match="invalid romfile"):
-        _pci.normalize_hostpci({"host": "01:00.0", "romfile": "a,b.rom"})
+        property_strings.normalize_hostpci({"host": "01:00.0", "romfile": "a,b.rom"})
     for bad in ("../../etc/shadow", "/root/vbios.rom", "sub/vbios.rom", "..", "vbios.rom\n", "my rom.bin"):
         with pytest.raises(PciError, match="invalid romfile"):
-            _pci.normalize_hostpci({"host": "01:00.0", "romfile": bad})
+            property_strings.normalize_hostpci({"host": "01:00.0", "romfile": bad})
     # what PVE itself stores is still read (lenient for server strings), so no existing config is refused
-    assert _pci.normalize_hostpci("01:00.0,romfile=/root/my rom.bin")["romfile"] == "/root/my rom.bin"
-    assert _pci.normalize_hostpci({"host": "01:00.0", "romfile": "vbios..rom"})["romfile"] == "vbios..rom"
+    assert property_strings.normalize_hostpci("01:00.0,romfile=/root/my rom.bin")["romfile"] == "/root/my rom.bin"
+    assert property_strings.normalize_hostpci({"host": "01:00.0", "romfile": "vbios..rom"})["romfile"] == "vbios..rom"
 
 
 @pytest.mark.parametrize("bad,msg", [
@@ -200,16 +200,16 @@ def test_hostpci_romfile_with_comma_or_path_is_refused():
 ])
 def test_map_entry_invalid(bad, msg):
     with pytest.raises(PciError, match=msg):
-        _pci.normalize_map_entry(bad)
+        property_strings.normalize_map_entry(bad)
 
 
 def test_map_entry_description_length_and_line_breaks():
     base = {"node": "pve1", "path": "01:00.0", "id": "10de:20b5"}
-    assert _pci.normalize_map_entry(dict(base, description="x" * 4096))["description"] == "x" * 4096
+    assert property_strings.normalize_map_entry(dict(base, description="x" * 4096))["description"] == "x" * 4096
     with pytest.raises(PciError, match="4097 characters long, Proxmox VE allows 4096"):
-        _pci.normalize_map_entry(dict(base, description="x" * 4097))
+        property_strings.normalize_map_entry(dict(base, description="x" * 4097))
     with pytest.raises(PciError, match="line break"):
-        _pci.normalize_map_entry(dict(base, description="left slot\n"))
+        property_strings.normalize_map_entry(dict(base, description="left slot\n"))
 
 
 def test_map_list_order_across_nodes_ignored_within_node_kept():
@@ -217,63 +217,63 @@ def test_map_list_order_across_nodes_ignored_within_node_kept():
          "node=a,path=0000:01:00.5,id=10de:0001"]
     b = [a[1], a[2], a[0]]
     c = [a[2], a[1], a[0]]
-    assert _pci.normalize_map_list(a) == _pci.normalize_map_list(b)
-    assert _pci.normalize_map_list(a) != _pci.normalize_map_list(c)
+    assert property_strings.normalize_map_list(a) == property_strings.normalize_map_list(b)
+    assert property_strings.normalize_map_list(a) != property_strings.normalize_map_list(c)
 
 
 # ----------------------------------------------------------------------------- planner
 
 def test_plan_idempotent_with_equivalent_strings():
     current = {0: "0000:01:00,pcie=on,x-vga=1", 1: "mapping=gpu2,rombar=1"}
-    plan = _pci.plan_hostpci(current, [(None, "host=01:00,x-vga=1,pcie=1"), (None, {"mapping": "gpu2"})])
+    plan = property_strings.plan_hostpci(current, [(None, "host=01:00,x-vga=1,pcie=1"), (None, {"mapping": "gpu2"})])
     assert plan["set"] == {} and plan["delete"] == []
     assert plan["keep"] == [0, 1]
 
 
 def test_plan_replace_in_place_keeps_slot():
-    plan = _pci.plan_hostpci({4: "mapping=gpu1"}, [(None, "mapping=gpu1,pcie=1")])
+    plan = property_strings.plan_hostpci({4: "mapping=gpu1"}, [(None, "mapping=gpu1,pcie=1")])
     assert plan["set"] == {4: "mapping=gpu1,pcie=1"} and plan["delete"] == []
 
 
 def test_plan_new_entry_takes_lowest_free_slot_and_exclusive_deletes():
-    plan = _pci.plan_hostpci({0: "mapping=old1", 2: "mapping=gpu1"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2")])
+    plan = property_strings.plan_hostpci({0: "mapping=old1", 2: "mapping=gpu1"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2")])
     assert plan["set"] == {0: "mapping=gpu2"}
     assert plan["delete"] == []  # slot 0 is overwritten, not deleted
     assert plan["after"] == {0: "mapping=gpu2", 2: "mapping=gpu1"}
-    plan = _pci.plan_hostpci({5: "mapping=old1", 2: "mapping=gpu1"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2")])
+    plan = property_strings.plan_hostpci({5: "mapping=old1", 2: "mapping=gpu1"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2")])
     assert plan["set"] == {0: "mapping=gpu2"} and plan["delete"] == [5]
 
 
 def test_plan_non_exclusive_keeps_others_and_avoids_their_slots():
-    plan = _pci.plan_hostpci({0: "0000:05:00.0"}, [(None, "mapping=gpu1")], exclusive=False)
+    plan = property_strings.plan_hostpci({0: "0000:05:00.0"}, [(None, "mapping=gpu1")], exclusive=False)
     assert plan["set"] == {1: "mapping=gpu1"} and plan["delete"] == []
     assert plan["after"] == {0: "0000:05:00.0", 1: "mapping=gpu1"}
 
 
 def test_plan_explicit_slot_moves_device():
-    plan = _pci.plan_hostpci({0: "mapping=gpu1"}, [(3, "mapping=gpu1")])
+    plan = property_strings.plan_hostpci({0: "mapping=gpu1"}, [(3, "mapping=gpu1")])
     assert plan["set"] == {3: "mapping=gpu1"} and plan["delete"] == [0]
 
 
 def test_plan_empty_removes_all():
-    plan = _pci.plan_hostpci({0: "mapping=gpu1", 7: "01:00"}, [])
+    plan = property_strings.plan_hostpci({0: "mapping=gpu1", 7: "01:00"}, [])
     assert plan["set"] == {} and plan["delete"] == [0, 7] and plan["after"] == {}
 
 
 def test_plan_errors():
     with pytest.raises(PciError, match="requested twice"):
-        _pci.plan_hostpci({}, [(1, "mapping=gpu1"), (1, "mapping=gpu2")])
+        property_strings.plan_hostpci({}, [(1, "mapping=gpu1"), (1, "mapping=gpu2")])
     with pytest.raises(PciError, match="same device"):
-        _pci.plan_hostpci({}, [(None, "mapping=gpu1"), (None, "mapping=gpu1,pcie=1")])
+        property_strings.plan_hostpci({}, [(None, "mapping=gpu1"), (None, "mapping=gpu1,pcie=1")])
     with pytest.raises(PciError, match="out of range"):
-        _pci.plan_hostpci({}, [(16, "mapping=gpu1")])
+        property_strings.plan_hostpci({}, [(16, "mapping=gpu1")])
     with pytest.raises(PciError, match="no free hostpci slot"):
-        _pci.plan_hostpci({}, [(None, "mapping=g%02d" % i) for i in range(17)])
+        property_strings.plan_hostpci({}, [(None, "mapping=g%02d" % i) for i in range(17)])
 
 
 def test_hostpci_from_config_ignores_other_keys():
     cfg = {"hostpci0": "01:00,pcie=1", "hostpci12": "mapping=gpu1", "net0": "virtio", "hostpcix": "junk"}
-    assert sorted(_pci.hostpci_from_config(cfg)) == [0, 12]
+    assert sorted(property_strings.hostpci_from_config(cfg)) == [0, 12]
 
 
 # ----------------------------------------------------------------------------- hardware facts
@@ -298,19 +298,19 @@ HW = [
 
 
 def test_device_facts_fields():
-    d = _pci.device_facts(HW[1])
+    d = property_strings.device_facts(HW[1])
     assert d["pci_id"] == "10de:20b5" and d["subsystem_id"] == "10de:1533"
     assert d["mdev"] is True and d["driver"] == "nvidia"
     assert d["virtfns"] == ["0000:01:00.4", "0000:01:00.5"]
 
 
 def test_iommu_isolation_bridges_and_own_functions_ok_foreign_not():
-    devices = [_pci.device_facts(d) for d in HW]
-    ok, members = _pci.iommu_isolation(devices, "0000:01:00.0")
+    devices = [property_strings.device_facts(d) for d in HW]
+    ok, members = property_strings.iommu_isolation(devices, "0000:01:00.0")
     assert ok and members == ["0000:00:01.0", "0000:01:00.0", "0000:01:00.1"]
-    ok, members = _pci.iommu_isolation(devices, "0000:02:00.0")
+    ok, members = property_strings.iommu_isolation(devices, "0000:02:00.0")
     assert not ok and "0000:03:00.0" in members
-    assert _pci.iommu_isolation([_pci.device_facts(_dev("0000:09:00.0", "0x030000", -1))], "0000:09:00.0") == (False, [])
+    assert property_strings.iommu_isolation([property_strings.device_facts(_dev("0000:09:00.0", "0x030000", -1))], "0000:09:00.0") == (False, [])
 
 
 def test_gpu_facts_functions_vfs_mappings_usage():
@@ -318,7 +318,7 @@ def test_gpu_facts_functions_vfs_mappings_usage():
                 {"id": "vfpool", "map": ["node=pve1,path=0000:01:00.4;0000:01:00.5,id=10de:20b6",
                                          "node=pve2,path=0000:01:00.4,id=10de:20b6"]}]
     configs = {100: {"hostpci0": "mapping=a100,pcie=1"}, 101: {"hostpci1": "02:00"}, 102: {"net0": "x"}}
-    gpus = _pci.gpu_facts("pve1", HW, mdev_types={"0000:01:00.4": [{"type": "nvidia-1"}]}, mappings=mappings, vm_configs=configs)
+    gpus = property_strings.gpu_facts("pve1", HW, mdev_types={"0000:01:00.4": [{"type": "nvidia-1"}]}, mappings=mappings, vm_configs=configs)
     assert [g["id"] for g in gpus] == ["0000:01:00.0", "0000:02:00.0"]  # VFs are not top-level GPUs
     a100, rtx = gpus
     assert a100["functions"] == ["0000:01:00.0", "0000:01:00.1"]
@@ -331,65 +331,65 @@ def test_gpu_facts_functions_vfs_mappings_usage():
 
 
 def test_check_map_entry():
-    devices = [_pci.device_facts(d) for d in HW]
-    good = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
-    assert _pci.check_map_entry(good, devices) == []
-    whole = _pci.normalize_map_entry("node=pve1,path=0000:01:00,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
-    assert _pci.check_map_entry(whole, devices) == []
-    wrong = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:2330,subsystem-id=10de:1533,iommugroup=7")
-    problems = _pci.check_map_entry(wrong, devices)
+    devices = [property_strings.device_facts(d) for d in HW]
+    good = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert property_strings.check_map_entry(good, devices) == []
+    whole = property_strings.normalize_map_entry("node=pve1,path=0000:01:00,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert property_strings.check_map_entry(whole, devices) == []
+    wrong = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:2330,subsystem-id=10de:1533,iommugroup=7")
+    problems = property_strings.check_map_entry(wrong, devices)
     assert any("'id' does not match" in p and "10de:20b5 != 10de:2330" in p for p in problems)
     assert any("'iommugroup' does not match" in p for p in problems)
-    missing_sub = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,iommugroup=1")
-    assert any("missing expected property 'subsystem-id'" in p for p in _pci.check_map_entry(missing_sub, devices))
-    absent = _pci.normalize_map_entry("node=pve1,path=0000:07:00.0,id=10de:20b5")
-    assert _pci.check_map_entry(absent, devices) == ["pci device '0000:07:00.0' not found"]
+    missing_sub = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,iommugroup=1")
+    assert any("missing expected property 'subsystem-id'" in p for p in property_strings.check_map_entry(missing_sub, devices))
+    absent = property_strings.normalize_map_entry("node=pve1,path=0000:07:00.0,id=10de:20b5")
+    assert property_strings.check_map_entry(absent, devices) == ["pci device '0000:07:00.0' not found"]
 
 
 def test_check_map_entry_iommugroup_both_ways_first_path_only():
     # issue 14 point 1: PVE::Mapping::PCI::assert_valid expects the group whenever the hardware has one.
-    devices = [_pci.device_facts(d) for d in HW]
-    no_group = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533")
-    assert _pci.check_map_entry(no_group, devices) == [
+    devices = [property_strings.device_facts(d) for d in HW]
+    no_group = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533")
+    assert property_strings.check_map_entry(no_group, devices) == [
         "missing expected property 'iommugroup' for device '0000:01:00.0' (hardware has 1)"]
     no_iommu = [dict(d, iommu_group=-1) for d in devices]
-    with_group = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
-    assert _pci.check_map_entry(with_group, no_iommu) == [
+    with_group = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert property_strings.check_map_entry(with_group, no_iommu) == [
         "unexpected property 'iommugroup' configured for device '0000:01:00.0' (hardware has none)"]
     # the group of later alternatives is not checked (idx > 0 in assert_valid)
-    pool = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5,iommugroup=1")
-    assert not any("iommugroup" in p for p in _pci.check_map_entry(pool, devices))
+    pool = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5,iommugroup=1")
+    assert not any("iommugroup" in p for p in property_strings.check_map_entry(pool, devices))
 
 
 def test_check_map_entry_mdev_both_ways():
     # issue 14 point 2: PVE 8.4+ compares the mapping's mdev flag with the device, in both directions.
-    devices = [_pci.device_facts(d) for d in HW]
-    entry = _pci.map_entry_from_device("pve1", _pci.device_facts(HW[1]))  # HW[1] has the nvidia/ sysfs interface
-    assert _pci.check_map_entry(entry, devices, mdev=True) == []
-    assert _pci.check_map_entry(entry, devices) == []  # no flag given: not compared (PVE before 8.4)
-    assert _pci.check_map_entry(entry, devices, mdev=False) == [
+    devices = [property_strings.device_facts(d) for d in HW]
+    entry = property_strings.map_entry_from_device("pve1", property_strings.device_facts(HW[1]))  # HW[1] has the nvidia/ sysfs interface
+    assert property_strings.check_map_entry(entry, devices, mdev=True) == []
+    assert property_strings.check_map_entry(entry, devices) == []  # no flag given: not compared (PVE before 8.4)
+    assert property_strings.check_map_entry(entry, devices, mdev=False) == [
         "'mdev' does not match for '0000:01:00.0': the mapping says no mdev, the device provides mediated devices"]
     plain = [dict(d, mdev=False) for d in devices]
-    assert _pci.check_map_entry(entry, plain, mdev=True) == [
+    assert property_strings.check_map_entry(entry, plain, mdev=True) == [
         "'mdev' does not match for '0000:01:00.0': the mapping says mdev, the device cannot provide mediated devices"]
     capable = [dict(d, mdev=True) for d in devices]
-    assert _pci.mdev_capability(capable) is True and _pci.mdev_capability(plain) is False
-    assert _pci.mdev_capability([capable[0], plain[0]]) is None
+    assert property_strings.mdev_capability(capable) is True and property_strings.mdev_capability(plain) is False
+    assert property_strings.mdev_capability([capable[0], plain[0]]) is None
 
 
 def test_map_entry_from_device():
-    dev = _pci.device_facts(HW[1])
-    e = _pci.map_entry_from_device("pve1", dev)
-    assert _pci.format_map_entry(e) == "id=10de:20b5,iommugroup=1,node=pve1,path=0000:01:00.0,subsystem-id=10de:1533"
-    e = _pci.map_entry_from_device("pve1", dev, whole_device=True)
-    assert _pci.format_map_entry(e) == "id=10de:20b5,iommugroup=1,node=pve1,path=0000:01:00,subsystem-id=10de:1533"
-    e = _pci.map_entry_from_device("pve1", dict(dev, iommu_group=-1, subsystem_id=None))
-    assert _pci.format_map_entry(e) == "id=10de:20b5,node=pve1,path=0000:01:00.0"
+    dev = property_strings.device_facts(HW[1])
+    e = property_strings.map_entry_from_device("pve1", dev)
+    assert property_strings.format_map_entry(e) == "id=10de:20b5,iommugroup=1,node=pve1,path=0000:01:00.0,subsystem-id=10de:1533"
+    e = property_strings.map_entry_from_device("pve1", dev, whole_device=True)
+    assert property_strings.format_map_entry(e) == "id=10de:20b5,iommugroup=1,node=pve1,path=0000:01:00,subsystem-id=10de:1533"
+    e = property_strings.map_entry_from_device("pve1", dict(dev, iommu_group=-1, subsystem_id=None))
+    assert property_strings.format_map_entry(e) == "id=10de:20b5,node=pve1,path=0000:01:00.0"
 
 
 def test_subsystem_zero_is_kept_as_assert_valid_expects_it():
-    d = _pci.device_facts({"id": "0000:05:00.0", "class": "0x030000", "vendor": "0x10de", "device": "0x1eb8",
-                           "subsystem_vendor": "0x0000", "subsystem_device": "0x0000", "iommugroup": 5})
+    d = property_strings.device_facts({"id": "0000:05:00.0", "class": "0x030000", "vendor": "0x10de", "device": "0x1eb8",
+                                       "subsystem_vendor": "0x0000", "subsystem_device": "0x0000", "iommugroup": 5})
     assert d["subsystem_id"] == "0000:0000"
 
 
@@ -397,32 +397,32 @@ def test_subsystem_zero_is_kept_as_assert_valid_expects_it():
     ((8, 3, 5), "live-migration-capable", False), ((8, 4, 0), "live-migration-capable", True),
     ((9, 0, 3), "driver", False), ((9, 1, 1), "driver", True), (None, "driver", True)])
 def test_version_gate(version, option, ok):
-    msg = _pci.version_gate(option, version)
+    msg = property_strings.version_gate(option, version)
     assert (msg is None) == ok
     if not ok:
         assert "needs Proxmox VE" in msg and ".".join(map(str, version)) in msg
 
 
 def test_parse_pve_version():
-    assert _pci.parse_pve_version("8.4.1") == (8, 4, 1)
-    assert _pci.parse_pve_version("9.0") == (9, 0, 0)
-    assert _pci.parse_pve_version(None) is None
+    assert property_strings.parse_pve_version("8.4.1") == (8, 4, 1)
+    assert property_strings.parse_pve_version("9.0") == (9, 0, 0)
+    assert property_strings.parse_pve_version(None) is None
 
 
 def test_permission_problems_mirror_check_hostpci_perm():
     # issue 14 point 6: raw host= and romfile are root@pam's alone, for the new value, the replaced and the deleted one.
-    current = {0: _pci.normalize_hostpci("0000:01:00.0,pcie=1"), 1: _pci.normalize_hostpci("mapping=ga,romfile=v.rom"),
-               2: _pci.normalize_hostpci("mapping=gb")}
+    current = {0: property_strings.normalize_hostpci("0000:01:00.0,pcie=1"), 1: property_strings.normalize_hostpci("mapping=ga,romfile=v.rom"),
+               2: property_strings.normalize_hostpci("mapping=gb")}
     plan = {"set": {0: "mapping=a100", 2: "mapping=gb,romfile=x.rom", 3: "0000:02:00.0"}, "delete": [1]}
-    problems = _pci.permission_problems(plan, current, is_root=False)
+    problems = property_strings.permission_problems(plan, current, is_root=False)
     assert problems == [
         "hostpci0: replacing the existing entry has a raw host device 0000:01:00.0",
         "hostpci1: deleting the existing entry has a romfile v.rom",
         "hostpci2: the new entry has a romfile x.rom",
         "hostpci3: the new entry has a raw host device 0000:02:00.0",
     ]
-    assert _pci.permission_problems(plan, current, is_root=True) == []
-    assert _pci.permission_problems({"set": {2: "mapping=gc"}, "delete": []}, current, is_root=False) == []
+    assert property_strings.permission_problems(plan, current, is_root=True) == []
+    assert property_strings.permission_problems({"set": {2: "mapping=gc"}, "delete": []}, current, is_root=False) == []
 
 
 # ----------------------------------------------------------------------------- what mutation testing found unpinned
@@ -434,27 +434,27 @@ def test_permission_problems_mirror_check_hostpci_perm():
     ("00:00.0", ("0000", "00", "00", "0")),
 ])
 def test_parse_pci_address_fields(text, parts):
-    assert _pci.parse_pci_address(text) == parts
+    assert property_strings.parse_pci_address(text) == parts
 
 
 @pytest.mark.parametrize("bad", ["123456789:01:00.0", "123:01:00.0", "01:00.8", "001:00.0", "01:000.0"])
 def test_parse_pci_address_bounds_message(bad):
     with pytest.raises(PciError, match=r"^invalid PCI address %r \(expected \[dddd:\]bb:dd\[\.f\], a domain has four digits\)$"
                        % bad):
-        _pci.parse_pci_address(bad)
+        property_strings.parse_pci_address(bad)
 
 
 @pytest.mark.parametrize("bad", [None, 1, b"01:00.0"])
 def test_parse_pci_address_not_a_string(bad):
     with pytest.raises(PciError, match=r"^PCI address must be a string, got %s$" % re.escape(repr(bad))):
-        _pci.parse_pci_address(bad)
+        property_strings.parse_pci_address(bad)
 
 
 def test_normalize_pci_address_function_zero_and_int():
-    assert _pci.normalize_pci_address("01:00", function=0) == "0000:01:00.0"
-    assert _pci.normalize_pci_address("01:00", function=3) == "0000:01:00.3"
-    assert _pci.normalize_pci_address("01:00") == "0000:01:00"
-    assert _pci.pci_slot("abcd:1:2") == "abcd:01:02"
+    assert property_strings.normalize_pci_address("01:00", function=0) == "0000:01:00.0"
+    assert property_strings.normalize_pci_address("01:00", function=3) == "0000:01:00.3"
+    assert property_strings.normalize_pci_address("01:00") == "0000:01:00"
+    assert property_strings.pci_slot("abcd:1:2") == "abcd:01:02"
 
 
 @pytest.mark.parametrize("path,device,covered", [
@@ -467,64 +467,64 @@ def test_normalize_pci_address_function_zero_and_int():
     ("01:00.3", "0000:01:00.3", True),
 ])
 def test_address_covers_each_field(path, device, covered):
-    assert _pci.address_covers(path, device) is covered
+    assert property_strings.address_covers(path, device) is covered
 
 
 def test_normalize_hex_id_forms_and_messages():
-    assert _pci.normalize_hex_id(0) == "0000"
-    assert _pci.normalize_hex_id("0xABCD") == "abcd"
+    assert property_strings.normalize_hex_id(0) == "0000"
+    assert property_strings.normalize_hex_id("0xABCD") == "abcd"
     with pytest.raises(PciError, match=r"^invalid id None \(expected four hex digits, optionally with 0x\)$"):
-        _pci.normalize_hex_id(None)
+        property_strings.normalize_hex_id(None)
     with pytest.raises(PciError, match=r"^invalid vendor-id '10de0' \(expected four hex digits, optionally with 0x\)$"):
-        _pci.normalize_hex_id("10de0", "vendor-id")
+        property_strings.normalize_hex_id("10de0", "vendor-id")
     with pytest.raises(PciError, match=r"^invalid id 'x10de'"):
-        _pci.normalize_hex_id("x10de")
+        property_strings.normalize_hex_id("x10de")
 
 
 @pytest.mark.parametrize("bad", ["10de", "10de:20b", 42, "10de:20b0:1", None])
 def test_normalize_pci_id_message(bad):
     with pytest.raises(PciError, match=r"^invalid vendor:device id %s \(expected vvvv:dddd\)$" % re.escape(repr(bad))):
-        _pci.normalize_pci_id(bad)
+        property_strings.normalize_pci_id(bad)
     with pytest.raises(PciError, match=r"^invalid subsystem-id %s \(expected vvvv:dddd\)$" % re.escape(repr(bad))):
-        _pci.normalize_pci_id(bad, "subsystem-id")
+        property_strings.normalize_pci_id(bad, "subsystem-id")
 
 
 @pytest.mark.parametrize("text,ok", [("a1", True), ("ab", True), ("A-b_c9", True), ("a", False), ("1a", False),
                                      ("-ab", False), ("ab\n", False), ("a.b", False), (5, False), (None, False)])
 def test_is_configid(text, ok):
-    assert _pci.is_configid(text) is ok
+    assert property_strings.is_configid(text) is ok
 
 
 @pytest.mark.parametrize("text,ok", [("a", True), ("a-b", True), ("pve1", True), ("A9", True), ("a-", False), ("-a", False),
                                      ("a_b", False), ("", False), ("a\n", False), (5, False)])
 def test_is_node_name(text, ok):
-    assert _pci.is_node_name(text) is ok
+    assert property_strings.is_node_name(text) is ok
 
 
 def test_parse_bool_forms_and_message():
-    assert _pci.parse_bool(" On ") == "1" and _pci.parse_bool("FALSE") == "0"
-    assert _pci.parse_bool(1) == "1" and _pci.parse_bool(0) == "0"
+    assert property_strings.parse_bool(" On ") == "1" and property_strings.parse_bool("FALSE") == "0"
+    assert property_strings.parse_bool(1) == "1" and property_strings.parse_bool(0) == "0"
     with pytest.raises(PciError, match=r"^invalid boolean 2 for value$"):
-        _pci.parse_bool(2)
+        property_strings.parse_bool(2)
     with pytest.raises(PciError, match=r"^invalid boolean 'maybe' for pcie$"):
-        _pci.parse_bool("maybe", "pcie")
+        property_strings.parse_bool("maybe", "pcie")
 
 
 def test_split_property_string_values_and_messages():
     # everything after the first '=' is the value, line breaks and backslashes included; keys are not stripped
-    assert _pci.split_property_string("description=a=b") == [("description", "a=b")]
-    assert _pci.split_property_string("x=a\nb") == [("x", "a\nb")]
-    assert _pci.split_property_string(r"x=a\,y=\b") == [("x", "a\\"), ("y", "\\b")]
-    assert _pci.split_property_string(" k =v") == [(" k ", "v")]
-    assert _pci.split_property_string("") == []
+    assert property_strings.split_property_string("description=a=b") == [("description", "a=b")]
+    assert property_strings.split_property_string("x=a\nb") == [("x", "a\nb")]
+    assert property_strings.split_property_string(r"x=a\,y=\b") == [("x", "a\\"), ("y", "\\b")]
+    assert property_strings.split_property_string(" k =v") == [(" k ", "v")]
+    assert property_strings.split_property_string("") == []
     with pytest.raises(PciError, match=r"^property string must be a string, got None$"):
-        _pci.split_property_string(None)
+        property_strings.split_property_string(None)
     with pytest.raises(PciError, match=r"^missing key or value in 'pcie=' of property string '01:00,pcie='$"):
-        _pci.split_property_string("01:00,pcie=")
+        property_strings.split_property_string("01:00,pcie=")
     with pytest.raises(PciError, match=r"^duplicate key 'pcie' in property string '01:00,pcie=1,pcie=0'$"):
-        _pci.split_property_string("01:00,pcie=1,pcie=0")
+        property_strings.split_property_string("01:00,pcie=1,pcie=0")
     with pytest.raises(PciError, match=r"^duplicate key '\(default\)' in property string '01:00,02:00'$"):
-        _pci.split_property_string("01:00,02:00")
+        property_strings.split_property_string("01:00,02:00")
 
 
 @pytest.mark.parametrize("norm,msg", [
@@ -534,7 +534,7 @@ def test_split_property_string_values_and_messages():
 ])
 def test_format_hostpci_refuses_what_pve_cannot_store(norm, msg):
     with pytest.raises(PciError, match=msg):
-        _pci.format_hostpci(norm)
+        property_strings.format_hostpci(norm)
 
 
 @pytest.mark.parametrize("entry,msg", [
@@ -557,32 +557,32 @@ def test_format_hostpci_refuses_what_pve_cannot_store(norm, msg):
 ])
 def test_normalize_hostpci_messages(entry, msg):
     if msg is None:
-        assert _pci.normalize_hostpci(entry) == {"host": "0000:01:00"}
+        assert property_strings.normalize_hostpci(entry) == {"host": "0000:01:00"}
         return
     with pytest.raises(PciError, match=msg):
-        _pci.normalize_hostpci(entry)
+        property_strings.normalize_hostpci(entry)
 
 
 def test_normalize_hostpci_strictness_follows_the_input_kind_unless_given():
-    assert _pci.normalize_hostpci("01:00,mdev=nvidia 1") == {"host": "0000:01:00", "mdev": "nvidia 1"}
+    assert property_strings.normalize_hostpci("01:00,mdev=nvidia 1") == {"host": "0000:01:00", "mdev": "nvidia 1"}
     with pytest.raises(PciError, match="invalid mdev type 'nvidia 1'"):
-        _pci.normalize_hostpci("01:00,mdev=nvidia 1", strict=True)
-    assert _pci.normalize_hostpci({"host": "01:00", "mdev": "nvidia 1"}, strict=False)["mdev"] == "nvidia 1"
-    assert _pci.normalize_hostpci({"host": "01:00", "romfile": ".."}, strict=False)["romfile"] == ".."
+        property_strings.normalize_hostpci("01:00,mdev=nvidia 1", strict=True)
+    assert property_strings.normalize_hostpci({"host": "01:00", "mdev": "nvidia 1"}, strict=False)["mdev"] == "nvidia 1"
+    assert property_strings.normalize_hostpci({"host": "01:00", "romfile": ".."}, strict=False)["romfile"] == ".."
 
 
 def test_normalize_hostpci_every_key():
-    norm = _pci.normalize_hostpci("host=01:00.0; ;02:00.0,pcie=1,x-vga=1,rombar=0,romfile=v.rom,mdev=nvidia-1,legacy-igd=1,"
-                                  "vendor-id=10DE,device-id=0x20B5,sub-vendor-id=10de,sub-device-id=1533,driver=keep")
+    norm = property_strings.normalize_hostpci("host=01:00.0; ;02:00.0,pcie=1,x-vga=1,rombar=0,romfile=v.rom,mdev=nvidia-1,legacy-igd=1,"
+                                              "vendor-id=10DE,device-id=0x20B5,sub-vendor-id=10de,sub-device-id=1533,driver=keep")
     assert norm == {"host": "0000:01:00.0;0000:02:00.0", "pcie": "1", "x-vga": "1", "rombar": "0", "romfile": "v.rom",
                     "mdev": "nvidia-1", "legacy-igd": "1", "vendor-id": "0x10de", "device-id": "0x20b5",
                     "sub-vendor-id": "0x10de", "sub-device-id": "0x1533", "driver": "keep"}
-    assert _pci.format_hostpci(norm) == (
+    assert property_strings.format_hostpci(norm) == (
         "0000:01:00.0;0000:02:00.0,device-id=0x20b5,driver=keep,legacy-igd=1,mdev=nvidia-1,pcie=1,rombar=0,romfile=v.rom,"
         "sub-device-id=0x1533,sub-vendor-id=0x10de,vendor-id=0x10de,x-vga=1")
-    assert _pci.normalize_hostpci("mapping=gpu1,rombar=1,driver=vfio,pcie=0") == {"mapping": "gpu1"}
-    assert _pci.hostpci_device_key(norm) == ("host", "0000:01:00.0;0000:02:00.0")
-    assert _pci.hostpci_device_key({"mapping": "g1", "host": "x"}) == ("mapping", "g1")
+    assert property_strings.normalize_hostpci("mapping=gpu1,rombar=1,driver=vfio,pcie=0") == {"mapping": "gpu1"}
+    assert property_strings.hostpci_device_key(norm) == ("host", "0000:01:00.0;0000:02:00.0")
+    assert property_strings.hostpci_device_key({"mapping": "g1", "host": "x"}) == ("mapping", "g1")
 
 
 @pytest.mark.parametrize("entry,msg", [
@@ -601,24 +601,24 @@ def test_normalize_hostpci_every_key():
 ])
 def test_map_entry_messages(entry, msg):
     with pytest.raises(PciError, match=msg):
-        _pci.normalize_map_entry(entry)
+        property_strings.normalize_map_entry(entry)
 
 
 @pytest.mark.parametrize("group,expected", [("0", "0"), (0, "0"), ("+12", "12"), ("-1", "-1"), ("007", "7")])
 def test_map_entry_iommugroup_forms(group, expected):
-    e = _pci.normalize_map_entry({"node": "pve1", "path": "01:00.0", "id": "10de:20b5", "iommugroup": group})
+    e = property_strings.normalize_map_entry({"node": "pve1", "path": "01:00.0", "id": "10de:20b5", "iommugroup": group})
     assert e == {"node": "pve1", "path": "0000:01:00.0", "id": "10de:20b5", "iommugroup": expected}
 
 
 def test_map_entry_description_limit_message_and_format():
     base = {"node": "pve1", "path": "01:00.0", "id": "10de:20b5"}
     with pytest.raises(PciError, match=r"^description of node entry is 4097 characters long, Proxmox VE allows 4096$"):
-        _pci.normalize_map_entry(dict(base, description="x" * 4097))
+        property_strings.normalize_map_entry(dict(base, description="x" * 4097))
     with pytest.raises(PciError, match=r"^description 'a,b' contains a comma"):
-        _pci.normalize_map_entry(dict(base, description="a,b"))
+        property_strings.normalize_map_entry(dict(base, description="a,b"))
     with pytest.raises(PciError, match=r"^path 'a,b' contains a comma"):
-        _pci.format_map_entry({"path": "a,b"})
-    assert _pci.normalize_map_list(None) == [] and _pci.normalize_map_list([]) == []
+        property_strings.format_map_entry({"path": "a,b"})
+    assert property_strings.normalize_map_list(None) == [] and property_strings.normalize_map_list([]) == []
 
 
 @pytest.mark.parametrize("cfg,slots", [
@@ -626,22 +626,22 @@ def test_map_entry_description_limit_message_and_format():
     ({"hostpci3": "01:00", "hostpci10": "mapping=gpu1"}, [3, 10]),
 ])
 def test_hostpci_from_config_keys(cfg, slots):
-    found = _pci.hostpci_from_config(cfg)
+    found = property_strings.hostpci_from_config(cfg)
     assert sorted(found) == slots
     for slot in slots:
-        assert found[slot] == _pci.normalize_hostpci(cfg["hostpci%d" % slot])
+        assert found[slot] == property_strings.normalize_hostpci(cfg["hostpci%d" % slot])
 
 
 def test_plan_kept_slot_that_is_also_the_lowest_free_one():
     # gpu1 keeps slot 0; gpu2 must not be put on top of it
-    plan = _pci.plan_hostpci({0: "mapping=gpu1"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2")])
+    plan = property_strings.plan_hostpci({0: "mapping=gpu1"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2")])
     assert plan == {"before": {0: "mapping=gpu1"}, "after": {0: "mapping=gpu1", 1: "mapping=gpu2"},
                     "set": {1: "mapping=gpu2"}, "delete": [], "keep": [0],
                     "desired": {0: "mapping=gpu1", 1: "mapping=gpu2"}}
 
 
 def test_plan_replaced_slot_is_taken_too():
-    plan = _pci.plan_hostpci({0: "mapping=gpu1"}, [(None, "mapping=gpu1,pcie=1"), (None, "mapping=gpu2")])
+    plan = property_strings.plan_hostpci({0: "mapping=gpu1"}, [(None, "mapping=gpu1,pcie=1"), (None, "mapping=gpu2")])
     assert plan == {"before": {0: "mapping=gpu1"}, "after": {0: "mapping=gpu1,pcie=1", 1: "mapping=gpu2"},
                     "set": {0: "mapping=gpu1,pcie=1", 1: "mapping=gpu2"}, "delete": [], "keep": [],
                     "desired": {0: "mapping=gpu1,pcie=1", 1: "mapping=gpu2"}}
@@ -649,47 +649,47 @@ def test_plan_replaced_slot_is_taken_too():
 
 def test_plan_same_device_in_two_slots_lowest_wins():
     current = {3: "mapping=gpu1,x-vga=1", 1: "mapping=gpu1,pcie=1"}
-    plan = _pci.plan_hostpci(current, [(None, "mapping=gpu1")])
+    plan = property_strings.plan_hostpci(current, [(None, "mapping=gpu1")])
     assert plan["set"] == {1: "mapping=gpu1"} and plan["delete"] == [3] and plan["keep"] == []
-    plan = _pci.plan_hostpci({3: "mapping=gpu1", 1: "mapping=gpu1"}, [(None, "mapping=gpu1,pcie=1")])
+    plan = property_strings.plan_hostpci({3: "mapping=gpu1", 1: "mapping=gpu1"}, [(None, "mapping=gpu1,pcie=1")])
     assert plan["set"] == {1: "mapping=gpu1,pcie=1"} and plan["delete"] == [3]
 
 
 def test_plan_explicit_slot_wins_over_an_exact_match():
-    plan = _pci.plan_hostpci({0: "mapping=gpu1"}, [(0, "mapping=gpu2"), (None, "mapping=gpu1")])
+    plan = property_strings.plan_hostpci({0: "mapping=gpu1"}, [(0, "mapping=gpu2"), (None, "mapping=gpu1")])
     assert plan["set"] == {0: "mapping=gpu2", 1: "mapping=gpu1"} and plan["keep"] == [] and plan["delete"] == []
-    plan = _pci.plan_hostpci({0: "mapping=gpu1"}, [("0", "mapping=gpu1")])
+    plan = property_strings.plan_hostpci({0: "mapping=gpu1"}, [("0", "mapping=gpu1")])
     assert plan["set"] == {} and plan["keep"] == [0] and plan["desired"] == {0: "mapping=gpu1"}
 
 
 def test_plan_current_as_normalised_dicts_and_non_exclusive_keep():
-    plan = _pci.plan_hostpci({0: {"host": "0000:05:00.0"}, 2: "mapping=gpu1"}, [], exclusive=False)
+    plan = property_strings.plan_hostpci({0: {"host": "0000:05:00.0"}, 2: "mapping=gpu1"}, [], exclusive=False)
     assert plan == {"before": {0: "0000:05:00.0", 2: "mapping=gpu1"}, "after": {0: "0000:05:00.0", 2: "mapping=gpu1"},
                     "set": {}, "delete": [], "keep": [0, 2], "desired": {}}
-    plan = _pci.plan_hostpci(None, [(None, "01:00")])
+    plan = property_strings.plan_hostpci(None, [(None, "01:00")])
     assert plan["set"] == {0: "0000:01:00"} and plan["before"] == {} and plan["keep"] == []
 
 
 @pytest.mark.parametrize("slot", [-1, 16, "16"])
 def test_plan_slot_range_message(slot):
     with pytest.raises(PciError, match=r"^hostpci slot %s out of range 0-15$" % slot):
-        _pci.plan_hostpci({}, [(slot, "mapping=gpu1")])
+        property_strings.plan_hostpci({}, [(slot, "mapping=gpu1")])
 
 
 def test_plan_slot_bounds_and_limits():
-    assert _pci.plan_hostpci({}, [(15, "mapping=gpu1")])["set"] == {15: "mapping=gpu1"}
-    assert _pci.plan_hostpci({}, [(0, "mapping=gpu1")])["set"] == {0: "mapping=gpu1"}
-    sixteen = _pci.plan_hostpci({}, [(None, "mapping=g%02d" % i) for i in range(16)])
+    assert property_strings.plan_hostpci({}, [(15, "mapping=gpu1")])["set"] == {15: "mapping=gpu1"}
+    assert property_strings.plan_hostpci({}, [(0, "mapping=gpu1")])["set"] == {0: "mapping=gpu1"}
+    sixteen = property_strings.plan_hostpci({}, [(None, "mapping=g%02d" % i) for i in range(16)])
     assert sorted(sixteen["set"]) == list(range(16)) and sixteen["set"][15] == "mapping=g15"
     with pytest.raises(PciError, match=r"^no free hostpci slot \(at most 16 devices per VM\)$"):
-        _pci.plan_hostpci({}, [(None, "mapping=g%02d" % i) for i in range(17)])
+        property_strings.plan_hostpci({}, [(None, "mapping=g%02d" % i) for i in range(17)])
     with pytest.raises(PciError, match=r"^no free hostpci slot"):
-        _pci.plan_hostpci({i: "mapping=o%02d" % i for i in range(16)}, [(None, "mapping=new")], exclusive=False)
+        property_strings.plan_hostpci({i: "mapping=o%02d" % i for i in range(16)}, [(None, "mapping=new")], exclusive=False)
     with pytest.raises(PciError, match=r"^the same hostpci slot is requested twice$"):
-        _pci.plan_hostpci({}, [(1, "mapping=gpu1"), ("1", "mapping=gpu2")])
+        property_strings.plan_hostpci({}, [(1, "mapping=gpu1"), ("1", "mapping=gpu2")])
     with pytest.raises(PciError, match=r"^the same device is requested twice: host=0000:01:00, mapping=gpu1$"):
-        _pci.plan_hostpci({}, [(None, "mapping=gpu1"), (None, "01:00"), (None, "mapping=gpu1,pcie=1"), (None, "host=01:00"),
-                               (None, "mapping=gpu2")])
+        property_strings.plan_hostpci({}, [(None, "mapping=gpu1"), (None, "01:00"), (None, "mapping=gpu1,pcie=1"), (None, "host=01:00"),
+                                           (None, "mapping=gpu2")])
 
 
 def test_device_facts_full_record():
@@ -697,18 +697,18 @@ def test_device_facts_full_record():
            "subsystem_device": "0x16c1", "vendor_name": "NVIDIA", "device_name": "H100", "subsystem_device_name": "SXM5",
            "iommugroup": 0, "mdev": "1", "driver": "vfio-pci", "physfn": "41:00.0",
            "virtfns": {"a": "0000:41:01.0", "b": "0000:41:00.7"}}
-    assert _pci.device_facts(dev) == {
+    assert property_strings.device_facts(dev) == {
         "id": "0000:41:00.0", "slot": "0000:41:00", "class": "0x030200", "vendor_id": "10de", "device_id": "2330",
         "pci_id": "10de:2330", "subsystem_id": "10de:16c1", "vendor_name": "NVIDIA", "device_name": "H100",
         "subsystem_name": "SXM5", "iommu_group": 0, "mdev": True, "driver": "vfio-pci", "physfn": "0000:41:00.0",
         "virtfns": ["0000:41:00.7", "0000:41:01.0"]}
-    bare = _pci.device_facts({"id": "41:00.0", "vendor": "bad!", "device": None, "subsystem_vendor": "0x10de"})
+    bare = property_strings.device_facts({"id": "41:00.0", "vendor": "bad!", "device": None, "subsystem_vendor": "0x10de"})
     assert bare == {"id": "0000:41:00.0", "slot": "0000:41:00", "class": None, "vendor_id": None, "device_id": None,
                     "pci_id": None, "subsystem_id": None, "vendor_name": None, "device_name": None, "subsystem_name": None,
                     "iommu_group": -1, "mdev": False, "driver": None, "physfn": None, "virtfns": []}
     for group in ("x", None, "1.5"):
-        assert _pci.device_facts({"id": "41:00.0", "iommugroup": group})["iommu_group"] == -1
-    half = _pci.device_facts({"id": "41:00.0", "vendor": "10de", "subsystem_device": "0001", "nvidia": "0", "mdev": "0"})
+        assert property_strings.device_facts({"id": "41:00.0", "iommugroup": group})["iommu_group"] == -1
+    half = property_strings.device_facts({"id": "41:00.0", "vendor": "10de", "subsystem_device": "0001", "nvidia": "0", "mdev": "0"})
     assert (half["pci_id"], half["subsystem_id"], half["mdev"], half["driver"]) == (None, None, False, None)
 
 
@@ -718,35 +718,35 @@ def test_device_facts_full_record():
     (None, False, False), ("", False, False),
 ])
 def test_device_classes(cls, gpu, bridge):
-    assert _pci.is_gpu_class(cls) is gpu and _pci.is_bridge_class(cls) is bridge
+    assert property_strings.is_gpu_class(cls) is gpu and property_strings.is_bridge_class(cls) is bridge
 
 
 def test_iommu_group_zero_is_a_group():
-    devices = [_pci.device_facts(_dev("0000:09:00.0", "0x030000", 0)), _pci.device_facts(_dev("0000:09:00.1", "0x040300", 0))]
-    assert _pci.iommu_isolation(devices, "0000:09:00.0") == (True, ["0000:09:00.0", "0000:09:00.1"])
-    assert _pci.iommu_isolation(devices, "0000:0a:00.0") == (False, [])
-    shared = devices + [_pci.device_facts(_dev("0000:0b:00.0", "0x020000", 0))]
-    assert _pci.iommu_isolation(shared, "0000:09:00.0") == (False, ["0000:09:00.0", "0000:09:00.1", "0000:0b:00.0"])
+    devices = [property_strings.device_facts(_dev("0000:09:00.0", "0x030000", 0)), property_strings.device_facts(_dev("0000:09:00.1", "0x040300", 0))]
+    assert property_strings.iommu_isolation(devices, "0000:09:00.0") == (True, ["0000:09:00.0", "0000:09:00.1"])
+    assert property_strings.iommu_isolation(devices, "0000:0a:00.0") == (False, [])
+    shared = devices + [property_strings.device_facts(_dev("0000:0b:00.0", "0x020000", 0))]
+    assert property_strings.iommu_isolation(shared, "0000:09:00.0") == (False, ["0000:09:00.0", "0000:09:00.1", "0000:0b:00.0"])
 
 
 def test_gpu_facts_full_record_and_defaults():
-    gpus = _pci.gpu_facts("pve1", [_dev("0000:09:00.0", "0x030000", 0), _dev("0000:09:00.1", "0x040300", 0)])
-    assert gpus == [dict(_pci.device_facts(_dev("0000:09:00.0", "0x030000", 0)), node="pve1",
+    gpus = property_strings.gpu_facts("pve1", [_dev("0000:09:00.0", "0x030000", 0), _dev("0000:09:00.1", "0x040300", 0)])
+    assert gpus == [dict(property_strings.device_facts(_dev("0000:09:00.0", "0x030000", 0)), node="pve1",
                          functions=["0000:09:00.0", "0000:09:00.1"], iommu_isolated=True,
                          iommu_group_devices=["0000:09:00.0", "0000:09:00.1"], mdev_types=[], mappings=[], used_by=[],
                          vfs=[])]
     # a VF whose parent lists it but that is missing from the list is skipped; VFs are not functions of the parent
-    gpus = _pci.gpu_facts("pve1", HW[:4])
+    gpus = property_strings.gpu_facts("pve1", HW[:4])
     assert [v["id"] for v in gpus[0]["vfs"]] == ["0000:01:00.4"] and gpus[0]["functions"] == ["0000:01:00.0", "0000:01:00.1"]
 
 
 def test_mapping_refs_and_usage_edges():
     mappings = [{"id": "bad", "map": ["node=pve1,path=zz"]}, {"id": "none"}, {"id": "nomap", "map": None},
                 {"id": "pool", "map": ["node=pve2,path=0000:01:00.0,id=10de:20b5", "node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5"]}]
-    assert _pci.mapping_refs("pve1", mappings) == [("pool", "0000:01:00.0"), ("pool", "0000:02:00.0")]
+    assert property_strings.mapping_refs("pve1", mappings) == [("pool", "0000:01:00.0"), ("pool", "0000:02:00.0")]
     configs = {"10": {"hostpci1": "mapping=pool,mdev=nvidia-1", "hostpci0": "01:00.0;02:00.0"}, "9": {"hostpci0": "mapping=gone"},
                "11": {"hostpci0": "pcie=1"}}
-    assert _pci.hostpci_usage("pve1", mappings, configs) == [
+    assert property_strings.hostpci_usage("pve1", mappings, configs) == [
         {"vmid": 9, "slot": "hostpci0", "via": "mapping", "mapping": "gone", "paths": [], "mdev": None},
         {"vmid": 10, "slot": "hostpci0", "via": "host", "mapping": None, "paths": ["0000:01:00.0", "0000:02:00.0"], "mdev": None},
         {"vmid": 10, "slot": "hostpci1", "via": "mapping", "mapping": "pool", "paths": ["0000:01:00.0", "0000:02:00.0"],
@@ -755,40 +755,40 @@ def test_mapping_refs_and_usage_edges():
 
 
 def test_check_map_entry_subsystem_branches_and_order():
-    devices = [_pci.device_facts(d) for d in HW]
-    wrong = _pci.normalize_map_entry("node=pve1,path=0000:01:00,id=10de:2330,subsystem-id=10de:9999,iommugroup=0")
-    assert _pci.check_map_entry(wrong, devices, mdev=False) == [
+    devices = [property_strings.device_facts(d) for d in HW]
+    wrong = property_strings.normalize_map_entry("node=pve1,path=0000:01:00,id=10de:2330,subsystem-id=10de:9999,iommugroup=0")
+    assert property_strings.check_map_entry(wrong, devices, mdev=False) == [
         "'id' does not match for '0000:01:00' (10de:20b5 != 10de:2330)",
         "'iommugroup' does not match for '0000:01:00' (1 != 0)",
         "'mdev' does not match for '0000:01:00': the mapping says no mdev, the device provides mediated devices",
         "'subsystem-id' does not match for '0000:01:00' (10de:1533 != 10de:9999)",
     ]
     no_sub = [dict(d, subsystem_id=None) for d in devices]
-    entry = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
-    assert _pci.check_map_entry(entry, no_sub) == [
+    entry = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert property_strings.check_map_entry(entry, no_sub) == [
         "unexpected property 'subsystem-id' configured for device '0000:01:00.0' (hardware has none)"]
     zero = [dict(d, iommu_group=0) for d in devices]
-    assert _pci.check_map_entry(dict(entry, iommugroup="0"), zero) == []
-    assert _pci.check_map_entry({"path": "0000:01:00.0"}, zero) == [
+    assert property_strings.check_map_entry(dict(entry, iommugroup="0"), zero) == []
+    assert property_strings.check_map_entry({"path": "0000:01:00.0"}, zero) == [
         "missing expected property 'id' for device '0000:01:00.0' (hardware has 10de:20b5)",
         "missing expected property 'iommugroup' for device '0000:01:00.0' (hardware has 0)",
         "missing expected property 'subsystem-id' for device '0000:01:00.0' (hardware has 10de:1533)"]
     # later alternatives: every property but the group is checked
-    pool = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
-    assert _pci.check_map_entry(pool, devices) == ["'id' does not match for '0000:02:00.0' (10de:2204 != 10de:20b5)"]
-    assert _pci.check_map_entry(pool, devices, mdev=False) == [
+    pool = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert property_strings.check_map_entry(pool, devices) == ["'id' does not match for '0000:02:00.0' (10de:2204 != 10de:20b5)"]
+    assert property_strings.check_map_entry(pool, devices, mdev=False) == [
         "'mdev' does not match for '0000:01:00.0': the mapping says no mdev, the device provides mediated devices",
         "'id' does not match for '0000:02:00.0' (10de:2204 != 10de:20b5)"]
 
 
 def test_map_entry_from_device_group_zero_and_mdev_capability_empty():
-    dev = dict(_pci.device_facts(HW[1]), iommu_group=0)
-    assert _pci.map_entry_from_device("pve1", dev) == {"node": "pve1", "path": "0000:01:00.0", "id": "10de:20b5",
-                                                       "subsystem-id": "10de:1533", "iommugroup": "0"}
-    assert _pci.map_entry_from_device("pve1", {"slot": "0000:01:00", "id": "0000:01:00.0", "pci_id": "10de:20b5"}) == {
+    dev = dict(property_strings.device_facts(HW[1]), iommu_group=0)
+    assert property_strings.map_entry_from_device("pve1", dev) == {"node": "pve1", "path": "0000:01:00.0", "id": "10de:20b5",
+                                                                   "subsystem-id": "10de:1533", "iommugroup": "0"}
+    assert property_strings.map_entry_from_device("pve1", {"slot": "0000:01:00", "id": "0000:01:00.0", "pci_id": "10de:20b5"}) == {
         "node": "pve1", "path": "0000:01:00.0", "id": "10de:20b5"}
-    assert _pci.mdev_capability([]) is None
-    assert _pci.mdev_capability([{"mdev": 0}, {}]) is False
+    assert property_strings.mdev_capability([]) is None
+    assert property_strings.mdev_capability([{"mdev": 0}, {}]) is False
 
 
 @pytest.mark.parametrize("version,option,msg", [
@@ -800,7 +800,7 @@ def test_map_entry_from_device_group_zero_and_mdev_capability_empty():
     ((9, 1), "driver", None), ((9, 1, 0), "driver", None), ((10, 0, 0), "driver", None), ((8, 9, 9), "driver", "9.1"),
 ])
 def test_version_gate_messages_and_bounds(version, option, msg):
-    got = _pci.version_gate(option, version)
+    got = property_strings.version_gate(option, version)
     if msg is None:
         assert got is None
     else:
@@ -810,71 +810,71 @@ def test_version_gate_messages_and_bounds(version, option, msg):
 @pytest.mark.parametrize("text,version", [("9.0.0~11", (9, 0, 0)), ("10.12", (10, 12, 0)), ("8.4.1-pve", (8, 4, 1)),
                                           ("abc", None), ("", None), ("9", None), (8.4, (8, 4, 0))])
 def test_parse_pve_version_forms(text, version):
-    assert _pci.parse_pve_version(text) == version
+    assert property_strings.parse_pve_version(text) == version
 
 
 def test_root_only_reasons_and_string_current():
-    reasons = _pci.root_only_reasons({"host": "0000:01:00.0", "romfile": "v.rom"})
+    reasons = property_strings.root_only_reasons({"host": "0000:01:00.0", "romfile": "v.rom"})
     assert reasons == ["raw host device 0000:01:00.0", "romfile v.rom"]
-    assert _pci.root_only_reasons({"mapping": "a"}) == []
+    assert property_strings.root_only_reasons({"mapping": "a"}) == []
     plan = {"set": {1: "mapping=ga"}, "delete": [0]}
-    assert _pci.permission_problems(plan, {0: "0000:01:00.0", 1: "mapping=gb,romfile=r.rom"}, is_root=False) == [
+    assert property_strings.permission_problems(plan, {0: "0000:01:00.0", 1: "mapping=gb,romfile=r.rom"}, is_root=False) == [
         "hostpci0: deleting the existing entry has a raw host device 0000:01:00.0",
         "hostpci1: replacing the existing entry has a romfile r.rom"]
 
 
 def test_permission_problems_take_a_stored_entry_as_it_is():
     # a current entry already normalised from the server (lenient: a romfile path) is not re-checked strictly
-    stored = _pci.normalize_hostpci("0000:01:00.0,romfile=/root/v.rom")
-    assert _pci.permission_problems({"set": {}, "delete": [0]}, {0: stored}, is_root=False) == [
+    stored = property_strings.normalize_hostpci("0000:01:00.0,romfile=/root/v.rom")
+    assert property_strings.permission_problems({"set": {}, "delete": [0]}, {0: stored}, is_root=False) == [
         "hostpci0: deleting the existing entry has a raw host device 0000:01:00.0",
         "hostpci0: deleting the existing entry has a romfile /root/v.rom"]
 
 
 def test_plan_takes_stored_current_entries_as_they_are():
-    stored = _pci.normalize_hostpci("0000:01:00.0,romfile=/root/v.rom")
-    plan = _pci.plan_hostpci({0: stored}, [], exclusive=False)
+    stored = property_strings.normalize_hostpci("0000:01:00.0,romfile=/root/v.rom")
+    plan = property_strings.plan_hostpci({0: stored}, [], exclusive=False)
     assert plan["keep"] == [0] and plan["after"] == {0: "0000:01:00.0,romfile=/root/v.rom"}
 
 
 def test_plan_each_step_places_every_entry_it_can():
     # step 2 goes on after an entry step 1 placed
-    plan = _pci.plan_hostpci({0: "mapping=gpu1", 3: "mapping=gpu2"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2,pcie=1")])
+    plan = property_strings.plan_hostpci({0: "mapping=gpu1", 3: "mapping=gpu2"}, [(None, "mapping=gpu1"), (None, "mapping=gpu2,pcie=1")])
     assert plan["set"] == {3: "mapping=gpu2,pcie=1"} and plan["keep"] == [0] and plan["delete"] == []
     # two replacements in one step, each in its own slot
-    plan = _pci.plan_hostpci({2: "mapping=gpu1", 5: "mapping=gpu2"},
-                             [(None, "mapping=gpu1,pcie=1"), (None, "mapping=gpu2,pcie=1")])
+    plan = property_strings.plan_hostpci({2: "mapping=gpu1", 5: "mapping=gpu2"},
+                                         [(None, "mapping=gpu1,pcie=1"), (None, "mapping=gpu2,pcie=1")])
     assert plan["set"] == {2: "mapping=gpu1,pcie=1", 5: "mapping=gpu2,pcie=1"} and plan["delete"] == []
     # an exact match wins over the same device with other options at a lower slot
-    plan = _pci.plan_hostpci({1: "mapping=gpu1,pcie=1", 4: "mapping=gpu1"}, [(None, "mapping=gpu1")])
+    plan = property_strings.plan_hostpci({1: "mapping=gpu1,pcie=1", 4: "mapping=gpu1"}, [(None, "mapping=gpu1")])
     assert plan["set"] == {} and plan["keep"] == [4] and plan["delete"] == [1]
 
 
 def test_device_facts_virtfns_sorted_by_address_fields():
-    facts = _pci.device_facts({"id": "41:00.0", "virtfns": {"a": "00000:41:00.0", "b": "0000:41:00.1"}})
+    facts = property_strings.device_facts({"id": "41:00.0", "virtfns": {"a": "00000:41:00.0", "b": "0000:41:00.1"}})
     assert facts["virtfns"] == ["0000:41:00.1", "00000:41:00.0"]
 
 
 def test_mapping_refs_and_usage_skip_only_the_bad_item():
     mappings = [{"id": "pool", "map": ["node=pve1,path=zz,id=10de:20b5", "node=pve1,path=0000:01:00.0,id=10de:20b5"]}]
-    assert _pci.mapping_refs("pve1", mappings) == [("pool", "0000:01:00.0")]
+    assert property_strings.mapping_refs("pve1", mappings) == [("pool", "0000:01:00.0")]
     configs = {"8": {"hostpci0": "pcie=1"}, "9": {"hostpci0": "01:00.0,mdev=nvidia-5"}}
-    assert _pci.hostpci_usage("pve1", mappings, configs) == [
+    assert property_strings.hostpci_usage("pve1", mappings, configs) == [
         {"vmid": 9, "slot": "hostpci0", "via": "host", "mapping": None, "paths": ["0000:01:00.0"], "mdev": "nvidia-5"}]
 
 
 def test_check_map_entry_goes_on_after_each_finding():
-    devices = [_pci.device_facts(d) for d in HW]
-    entry = _pci.normalize_map_entry("node=pve1,path=0000:07:00.0;0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533")
-    assert _pci.check_map_entry(entry, devices) == ["pci device '0000:07:00.0' not found",
-                                                    "'id' does not match for '0000:02:00.0' (10de:2204 != 10de:20b5)"]
-    pair = [_pci.device_facts(_dev("0000:01:00.0", "0x030200", 1)),
-            _pci.device_facts(_dev("0000:02:00.0", "0x030200", 2, subsystem_device="0x9999"))]
-    pool = _pci.normalize_map_entry("node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
-    assert _pci.check_map_entry(pool, pair) == ["'subsystem-id' does not match for '0000:02:00.0' (10de:9999 != 10de:1533)"]
+    devices = [property_strings.device_facts(d) for d in HW]
+    entry = property_strings.normalize_map_entry("node=pve1,path=0000:07:00.0;0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533")
+    assert property_strings.check_map_entry(entry, devices) == ["pci device '0000:07:00.0' not found",
+                                                                "'id' does not match for '0000:02:00.0' (10de:2204 != 10de:20b5)"]
+    pair = [property_strings.device_facts(_dev("0000:01:00.0", "0x030200", 1)),
+            property_strings.device_facts(_dev("0000:02:00.0", "0x030200", 2, subsystem_device="0x9999"))]
+    pool = property_strings.normalize_map_entry("node=pve1,path=0000:01:00.0;0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533,iommugroup=1")
+    assert property_strings.check_map_entry(pool, pair) == ["'subsystem-id' does not match for '0000:02:00.0' (10de:9999 != 10de:1533)"]
     no_group = [dict(d, iommu_group=-1) for d in pair]
-    entry = _pci.normalize_map_entry("node=pve1,path=0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533")
-    assert _pci.check_map_entry(entry, no_group) == ["'subsystem-id' does not match for '0000:02:00.0' (10de:9999 != 10de:1533)"]
+    entry = property_strings.normalize_map_entry("node=pve1,path=0000:02:00.0,id=10de:20b5,subsystem-id=10de:1533")
+    assert property_strings.check_map_entry(entry, no_group) == ["'subsystem-id' does not match for '0000:02:00.0' (10de:9999 != 10de:1533)"]
 
 
 # --------------------------------------------------------------------------- ';' = one multifunction device (issue 39)
@@ -897,7 +897,7 @@ def test_check_map_entry_goes_on_after_each_finding():
     ("0000:01:00.0;0000:01:00.1;0000:01:00.0", "host 0000:01:00.0;0000:01:00.1;0000:01:00.0 names function 0000:01:00.0 "),
 ])
 def test_joined_functions_problem(paths, expected):
-    got = _pci.joined_functions_problem(paths, "host")
+    got = property_strings.joined_functions_problem(paths, "host")
     if expected is None:
         assert got is None
     else:
@@ -905,39 +905,39 @@ def test_joined_functions_problem(paths, expected):
 
 
 def test_group_functions_joins_functions_of_a_device_and_keeps_devices_and_vfs_apart():
-    assert _pci.group_functions(["3:00.0", "01:00.0", "0000:01:00.1", "02:00"]) == [
+    assert property_strings.group_functions(["3:00.0", "01:00.0", "0000:01:00.1", "02:00"]) == [
         "0000:03:00.0", "0000:01:00.0;0000:01:00.1", "0000:02:00"]
-    assert _pci.group_functions(["01:00.4", "01:00.5", "01:00.0"], separate=["0000:01:00.4", "01:00.5"]) == [
+    assert property_strings.group_functions(["01:00.4", "01:00.5", "01:00.0"], separate=["0000:01:00.4", "01:00.5"]) == [
         "0000:01:00.4", "0000:01:00.5", "0000:01:00.0"]
-    assert _pci.group_functions(["01:00.4", "01:00.5"]) == ["0000:01:00.4;0000:01:00.5"]
-    assert _pci.group_functions([]) == []
+    assert property_strings.group_functions(["01:00.4", "01:00.5"]) == ["0000:01:00.4;0000:01:00.5"]
+    assert property_strings.group_functions([]) == []
     with pytest.raises(PciError, match=r"^path 0000:01:00\.0;0000:01:00\.0 names function 0000:01:00\.0 more than once"):
-        _pci.group_functions(["01:00.0", "0000:01:00.0"])
+        property_strings.group_functions(["01:00.0", "0000:01:00.0"])
     with pytest.raises(PciError, match=r"^path 0000:01:00\.4;0000:01:00\.4 names function"):
-        _pci.group_functions(["01:00.4", "01:00.4"], separate=["01:00.4"])
+        property_strings.group_functions(["01:00.4", "01:00.4"], separate=["01:00.4"])
     with pytest.raises(PciError, match=r"^invalid PCI address 'zz'"):
-        _pci.group_functions(["zz"])
+        property_strings.group_functions(["zz"])
 
 
 def test_path_functions_follow_lspci_prefix_matching():
-    devices = [_pci.device_facts(d) for d in HW]
-    assert _pci.path_functions("0000:01:00.1", devices) == ["0000:01:00.1"]
-    assert _pci.path_functions("0000:01:00", devices) == ["0000:01:00.0", "0000:01:00.1", "0000:01:00.4", "0000:01:00.5"]
-    assert _pci.path_functions("0000:02:00.1;0000:01:00.0", devices) == ["0000:02:00.1", "0000:01:00.0"]
-    assert _pci.path_functions("0000:07:00.0", devices) == []
+    devices = [property_strings.device_facts(d) for d in HW]
+    assert property_strings.path_functions("0000:01:00.1", devices) == ["0000:01:00.1"]
+    assert property_strings.path_functions("0000:01:00", devices) == ["0000:01:00.0", "0000:01:00.1", "0000:01:00.4", "0000:01:00.5"]
+    assert property_strings.path_functions("0000:02:00.1;0000:01:00.0", devices) == ["0000:02:00.1", "0000:01:00.0"]
+    assert property_strings.path_functions("0000:07:00.0", devices) == []
 
 
 def test_strict_hostpci_refuses_joined_devices_and_mdev_on_several_functions():
     with pytest.raises(PciError, match=r"^host 0000:01:00\.0;0000:02:00\.0 joins functions of different devices"):
-        _pci.normalize_hostpci({"host": "01:00.0;02:00.0"})
+        property_strings.normalize_hostpci({"host": "01:00.0;02:00.0"})
     with pytest.raises(PciError, match=r"^host 0000:01:00\.4;0000:01:00\.5 with mdev nvidia-1: cannot use mediated device "
                                        r"with multifunction device \(qemu-server parse_hostpci\); give one function$"):
-        _pci.normalize_hostpci({"host": "01:00.4;01:00.5", "mdev": "nvidia-1"})
+        property_strings.normalize_hostpci({"host": "01:00.4;01:00.5", "mdev": "nvidia-1"})
     # what the server stored is read as it is
-    assert _pci.normalize_hostpci("01:00.0;02:00.0,mdev=nvidia-1") == {"host": "0000:01:00.0;0000:02:00.0", "mdev": "nvidia-1"}
-    assert _pci.normalize_hostpci({"host": "01:00.4;01:00.5"}) == {"host": "0000:01:00.4;0000:01:00.5"}
-    assert _pci.normalize_hostpci({"host": "01:00.4", "mdev": "nvidia-1"}) == {"host": "0000:01:00.4", "mdev": "nvidia-1"}
-    assert _pci.normalize_hostpci({"mapping": "mm", "mdev": "nvidia-1"}) == {"mapping": "mm", "mdev": "nvidia-1"}
+    assert property_strings.normalize_hostpci("01:00.0;02:00.0,mdev=nvidia-1") == {"host": "0000:01:00.0;0000:02:00.0", "mdev": "nvidia-1"}
+    assert property_strings.normalize_hostpci({"host": "01:00.4;01:00.5"}) == {"host": "0000:01:00.4;0000:01:00.5"}
+    assert property_strings.normalize_hostpci({"host": "01:00.4", "mdev": "nvidia-1"}) == {"host": "0000:01:00.4", "mdev": "nvidia-1"}
+    assert property_strings.normalize_hostpci({"mapping": "mm", "mdev": "nvidia-1"}) == {"mapping": "mm", "mdev": "nvidia-1"}
 
 
 @pytest.mark.parametrize("version,mdev,expected", [
@@ -946,7 +946,7 @@ def test_strict_hostpci_refuses_joined_devices_and_mdev_on_several_functions():
 ])
 def test_mdev_checked_only_from_8_4(version, mdev, expected):
     # pve-guest-common 57cd454 (libpve-guest-common-perl 5.1.7, PVE 8.4) added the mdev comparison to assert_valid.
-    assert _pci.mdev_checked(version, mdev) is expected
+    assert property_strings.mdev_checked(version, mdev) is expected
 
 
 def test_gpu_vms_lists_the_vms_holding_a_gpu_or_a_mapping():
@@ -959,12 +959,12 @@ def test_gpu_vms_lists_the_vms_holding_a_gpu_or_a_mapping():
     gpus = [{"id": "0000:01:00.0", "mdev_types": [], "vfs": []},
             {"id": "0000:41:00.0", "mdev_types": [], "vfs": [
                 {"id": "0000:41:00.4", "mdev_types": [{"type": "nvidia-1", "name": "L40S-1Q"}]}]}]
-    vms = _pci.gpu_vms("pve1", gpus, listing, configs, mappings)
+    vms = property_strings.gpu_vms("pve1", gpus, listing, configs, mappings)
     # 101 passes a NIC through only and 103 has no hostpci: not GPU VMs. 102's mapping has no entry on pve1.
     assert [(v["vmid"], v["name"], v["status"], v["node"]) for v in vms] == [
         (100, "ml", "running", "pve1"), (102, "moved", "stopped", "pve1")]
     assert vms[0]["hostpci"][0]["gpus"] == ["0000:01:00.0"] and vms[1]["hostpci"][0]["gpus"] == []
-    vf = _pci.gpu_vms("pve1", gpus, [], {7: {"hostpci0": "0000:41:00.4,mdev=nvidia-1"}}, [])
+    vf = property_strings.gpu_vms("pve1", gpus, [], {7: {"hostpci0": "0000:41:00.4,mdev=nvidia-1"}}, [])
     assert vf == [{"vmid": 7, "name": None, "status": None, "node": "pve1", "hostpci": [
         {"vmid": 7, "slot": "hostpci0", "via": "host", "mapping": None, "paths": ["0000:41:00.4"], "mdev": "nvidia-1",
          "gpus": ["0000:41:00.4"], "mdev_name": "L40S-1Q"}]}]

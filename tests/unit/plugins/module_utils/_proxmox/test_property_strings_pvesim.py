@@ -17,10 +17,10 @@ import sys
 
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pci
-from ansible_collections.gpuops.provision.plugins.module_utils._pci import PciError
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import property_strings
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox.property_strings import PciError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
@@ -107,18 +107,18 @@ def pve_parse_map(text):
 @given(pve_hostpci_strings())
 def test_every_hostpci_string_pve_accepts_is_read(text):
     assert pve_accepts_hostpci(text), text  # the generator makes valid strings (else the oracle disagrees with it)
-    norm = _pci.normalize_hostpci(text)  # as read from a server: must not raise
-    out = _pci.format_hostpci(norm)
+    norm = property_strings.normalize_hostpci(text)  # as read from a server: must not raise
+    out = property_strings.format_hostpci(norm)
     assert pve_accepts_hostpci(out), (text, out)
-    assert _pci.normalize_hostpci(out) == norm
+    assert property_strings.normalize_hostpci(out) == norm
 
 
 @settings(max_examples=300, deadline=None)
 @given(pve_map_strings())
 def test_every_map_item_pve_accepts_is_read_and_written_back_as_pve_reads_it(text):
     theirs = pve_parse_map(text)  # raises if the generator made an invalid one
-    norm = _pci.normalize_map_entry(text)
-    out = _pci.format_map_entry(norm)
+    norm = property_strings.normalize_map_entry(text)
+    out = property_strings.format_map_entry(norm)
     again = pve_parse_map(out)
     assert sorted(again) == sorted(theirs)
     for key in ("node", "description"):
@@ -137,10 +137,10 @@ def test_every_map_item_pve_accepts_is_read_and_written_back_as_pve_reads_it(tex
 def test_whatever_the_collection_writes_pve_accepts(options, device):
     entry = dict(device, **options)
     try:
-        norm = _pci.normalize_hostpci(entry)  # user input: strict
+        norm = property_strings.normalize_hostpci(entry)  # user input: strict
     except PciError:
         return  # refused with a message: nothing is written
-    out = _pci.format_hostpci(norm)
+    out = property_strings.format_hostpci(norm)
     assert pve_accepts_hostpci(out), (entry, out)
     parsed = schema.parse_property_string(schema.HOSTPCI_FMT, out)
     for key, value in norm.items():
@@ -152,10 +152,10 @@ def test_whatever_the_collection_writes_pve_accepts(options, device):
 def test_map_descriptions_are_written_only_when_pve_can_store_them(description):
     entry = {"node": "pve1", "path": "0000:01:00.0", "id": "10de:20b5", "description": description}
     try:
-        norm = _pci.normalize_map_entry(entry)
+        norm = property_strings.normalize_map_entry(entry)
     except PciError as exc:
         assert repr(description) in str(exc) or "characters long" in str(exc)
         return
-    out = _pci.format_map_entry(norm)
+    out = property_strings.format_map_entry(norm)
     parsed = pve_parse_map(out)
     assert parsed.get("description", "") == norm.get("description", ""), out

@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""_pve_rules: Proxmox VE rules beyond property strings (pure)."""
+"""_proxmox/rules.py: Proxmox VE rules beyond property strings (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _pve_rules as R
+from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import rules as R
 
 
 @pytest.mark.parametrize("status,managed", [
@@ -50,13 +50,13 @@ def test_ha_verdict_names_a_stuck_service(state, want):
 # --------------------------------------------------------------------------- devices that collide
 
 def _d(id_, cls="0x030200", vendor="0x10de", device="0x26b9", physfn=None, name=None):
-    from ansible_collections.gpuops.provision.plugins.module_utils import _pci
+    from ansible_collections.gpuops.provision.plugins.module_utils._proxmox import property_strings
     raw = {"id": id_, "class": cls, "vendor": vendor, "device": device, "iommugroup": 1}
     if physfn:
         raw["physfn"] = physfn
     if name:
         raw["device_name"] = name
-    return _pci.device_facts(raw)
+    return property_strings.device_facts(raw)
 
 
 DEVS = [_d("0000:01:00.0"), _d("0000:01:00.1", cls="0x040300", device="0x22ba"), _d("0000:41:00.0"),

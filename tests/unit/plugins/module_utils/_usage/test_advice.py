@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _gpu_pools, _mig, _usage_advice as A
+from ansible_collections.gpuops.provision.plugins.module_utils._k8s import gpu_pools
+from ansible_collections.gpuops.provision.plugins.module_utils._mig import geometry
+from ansible_collections.gpuops.provision.plugins.module_utils._usage import advice as A
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_MIB = 81559.0
@@ -44,9 +46,9 @@ def test_inference_node_at_18_gb_gets_two_3g_instances_with_its_figures_and_rule
 
 def test_the_mig_outputs_are_what_gpu_pools_and_mig_reconfigure_accept():
     out = A.advise("infer", [dev()])
-    entries = _mig.parse_config(out["mig_config"], "infer")
+    entries = geometry.parse_config(out["mig_config"], "infer")
     assert entries[0]["mig_devices"] == {"3g.40gb": 2} and entries[0]["device_filter"] == [(0x233010DE,)]
-    pool, errors = _gpu_pools.normalize(out["pool"], 0)
+    pool, errors = gpu_pools.normalize(out["pool"], 0)
     assert errors == [] and pool["mig_config"] == "infer"
 
 
@@ -93,7 +95,7 @@ def test_notebooks_share_by_time_slicing_with_replicas_from_the_peak_memory():
     assert out["reason"] == ("mean SM activity 5.0 % <= 8.0 % and p95 memory used 12.0 % <= 15.0 %; replicas = min(8, "
                              "floor(81559 MiB / (10000 MiB peak x 1.20 headroom))) = 6")
     assert out["mig_config"] is None
-    assert _gpu_pools.normalize(out["pool"], 0)[1] == []
+    assert gpu_pools.normalize(out["pool"], 0)[1] == []
 
 
 def test_replicas_are_capped_and_the_pods_peak_wins_over_the_device():
@@ -147,7 +149,7 @@ def test_gpu_util_is_reported_beside_and_never_decides():
 def test_gpu_without_mig_is_kept_whole_naming_why():
     out = A.advise("l40s", [dev(model="NVIDIA L40S", total=46068.0)])
     assert out["reason"] == ("not shared: time-slicing: mean SM activity 30.0 % > 8.0 % or p95 memory used 22.0 % > 15.0 %; "
-                             "mig: NVIDIA L40S has no documented MIG profiles (plugins/module_utils/_mig_models.py)")
+                             "mig: NVIDIA L40S has no documented MIG profiles (plugins/module_utils/_mig/models.py)")
 
 
 def test_no_profile_holds_the_workload():
@@ -179,7 +181,7 @@ def test_one_name_several_pci_ids_filters_on_all_of_them():
     assert A.documented_model("NVIDIA A100-PCIE-40GB")[0] == ["0x20B110DE", "0x20F110DE"]
     out = A.advise("p", [dev(model="NVIDIA A100 PCIe 40GB", total=40960.0, fb_max=8000.0)])
     assert out["mig_config"]["mig-configs"]["p"][0]["device-filter"] == ["0x20B110DE", "0x20F110DE"]
-    _mig.parse_config(out["mig_config"])
+    geometry.parse_config(out["mig_config"])
 
 
 @pytest.mark.parametrize("name, found", [
@@ -282,7 +284,7 @@ _ratio = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 def test_property_every_advice_is_applicable_and_consistent(sm, mem, fb, model):
     out = A.advise("p", [dev(sm=sm, mem=mem, fb_max=fb, model=model)])
     assert out["advice"] in ("saturated", "time-slicing", "mig", "whole")
-    pool, errors = _gpu_pools.normalize(out["pool"], 0)
+    pool, errors = gpu_pools.normalize(out["pool"], 0)
     assert errors == []
     if out["advice"] == "saturated":
         assert sm[1] >= 0.85 or mem[1] >= 0.85
@@ -292,12 +294,12 @@ def test_property_every_advice_is_applicable_and_consistent(sm, mem, fb, model):
         assert sm[0] <= 0.08 and mem[1] <= 0.15 and 2 <= pool["replicas"] <= 8
         assert pool["replicas"] * fb * 1.2 <= H100_MIB
     if out["advice"] == "mig":
-        (entry,) = _mig.parse_config(out["mig_config"], "p")
+        (entry,) = geometry.parse_config(out["mig_config"], "p")
         (name, count), = entry["mig_devices"].items()
-        _c, g, gb, attrs = _mig.parse_profile_name(name)
+        _c, g, gb, attrs = geometry.parse_profile_name(name)
         # never 1g by default, the workload fits with its headroom, and the layout is placeable
         assert g >= 2 and attrs == "" and gb * 1024 >= fb * 1.2 and count >= 2
-        _mig.validate_target(A.documented_model(model)[1], entry["mig_devices"])
+        geometry.validate_target(A.documented_model(model)[1], entry["mig_devices"])
     else:
         assert out["mig_config"] is None
 
@@ -318,7 +320,7 @@ def test_proposal_merges_the_pools_and_the_mig_configurations_with_all_disabled(
     # What the gpu_pools role's plan is given: the pools and that document, no error.
     nodes = {n: {"labels": {}, "taints": [], "allocatable": {}, "host": n,
                  "gpus": [{"index": 0, "model": H100, "mig_capable": True}]} for n in ("n1", "n2")}
-    assert _gpu_pools.plan(out["pools"], nodes, out["mig_config"])["errors"] == []
+    assert gpu_pools.plan(out["pools"], nodes, out["mig_config"])["errors"] == []
 
 
 @pytest.mark.parametrize("advices, message", [

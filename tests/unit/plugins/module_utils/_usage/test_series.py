@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _usage as U
+from ansible_collections.gpuops.provision.plugins.module_utils._usage import series as U
 
 from prometheus_fake import gpu_labels  # pylint: disable=import-error
 

@@ -7,18 +7,18 @@ import ssl
 import pytest
 from pyVmomi import vim, vmodl
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api as vsphere_api
 
 
 def test_ssl_context_verifies_by_default_and_with_ca(tmp_path):
-    ctx = _vsphere.ssl_context(True)
+    ctx = vsphere_api.ssl_context(True)
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
     with pytest.raises((FileNotFoundError, ssl.SSLError)):
-        _vsphere.ssl_context(True, str(tmp_path / "missing.pem"))
+        vsphere_api.ssl_context(True, str(tmp_path / "missing.pem"))
 
 
 def test_ssl_context_unverified_only_when_asked():
-    ctx = _vsphere.ssl_context(False)
+    ctx = vsphere_api.ssl_context(False)
     assert ctx.verify_mode == ssl.CERT_NONE and not ctx.check_hostname
 
 
@@ -35,31 +35,31 @@ def test_vm_vgpus_picks_only_vmiop_passthrough():
         # DirectPath passthrough of a whole device is not a vGPU.
         vim.vm.device.VirtualPCIPassthrough(key=204, backing=vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo(id="0000:3b:00.0")),
     ]
-    out = _vsphere.vm_vgpus(devices)
+    out = vsphere_api.vm_vgpus(devices)
     assert [(d["key"], d["profile"]) for d in out] == [(203, "grid_a100-40c")]
-    assert "device" not in _vsphere.public_vgpu(out[0])
+    assert "device" not in vsphere_api.public_vgpu(out[0])
 
 
 def test_graphics_config_and_devices_to_plain_data():
     cfg = vim.host.GraphicsConfig(hostDefaultGraphicsType="sharedDirect", sharedPassthruAssignmentPolicy="consolidation",
                                   deviceType=[vim.host.GraphicsConfig.DeviceType(deviceId="3b:00.0", graphicsType="shared")])
-    assert _vsphere.graphics_config(cfg) == dict(default_graphics_type="sharedDirect", assignment_policy="consolidation",
-                                                 devices={"0000:3b:00.0": "shared"}, vgpu_modes={})
+    assert vsphere_api.graphics_config(cfg) == dict(default_graphics_type="sharedDirect", assignment_policy="consolidation",
+                                                    devices={"0000:3b:00.0": "shared"}, vgpu_modes={})
     info = [vim.host.GraphicsInfo(deviceName="NVIDIA A100-PCIE-40GB", vendorName="NVIDIA", pciId="0000:3b:00.0",
                                   graphicsType="sharedDirect", memorySizeInKB=40 << 20)]
-    assert _vsphere.graphics_devices(info)[0]["memory_mb"] == 40960
+    assert vsphere_api.graphics_devices(info)[0]["memory_mb"] == 40960
 
 
 def test_host_offer_merges_types_and_capabilities():
     row = {"config.sharedPassthruGpuTypes": ["grid_a100-4c"],
            "config.sharedGpuCapabilities": [vim.host.SharedGpuCapabilities(vgpu="grid_a100-40c")]}
-    assert _vsphere.host_offer(row) == ["grid_a100-40c", "grid_a100-4c"]
+    assert vsphere_api.host_offer(row) == ["grid_a100-40c", "grid_a100-4c"]
 
 
 def test_fault_message_uses_localized_text():
     fault = vmodl.fault.InvalidArgument(msg="bad vgpu", invalidProperty="backing.vgpu")
-    assert _vsphere.fault_message(fault) == "InvalidArgument: bad vgpu"
-    assert _vsphere.fault_message(vim.fault.InvalidPowerState()) == "InvalidPowerState"
+    assert vsphere_api.fault_message(fault) == "InvalidArgument: bad vgpu"
+    assert vsphere_api.fault_message(vim.fault.InvalidPowerState()) == "InvalidPowerState"
 
 
 def test_call_counter_counts_every_invoke():
@@ -68,16 +68,16 @@ def test_call_counter_counts_every_invoke():
             return args
 
     stub = Stub()
-    counter = _vsphere.CallCounter(stub)
+    counter = vsphere_api.CallCounter(stub)
     stub.InvokeMethod(None, type("I", (), {"wsdlName": "RetrievePropertiesEx"})(), (1,))
     stub.InvokeMethod(None, type("I", (), {"wsdlName": "Fetch"})(), (2,))
     assert counter.calls == 2 and counter.by_method == {"RetrievePropertiesEx": 1, "Fetch": 1}
 
 
 def test_valid_regex():
-    assert _vsphere.valid_regex("^nv") == "^nv"
-    with pytest.raises(_vsphere.VsphereError, match="not a valid regular expression"):
-        _vsphere.valid_regex("(")
+    assert vsphere_api.valid_regex("^nv") == "^nv"
+    with pytest.raises(vsphere_api.VsphereError, match="not a valid regular expression"):
+        vsphere_api.valid_regex("(")
 
 
 # ---- issue 14 point 10: host graphics edited from the fetched configuration ------------------------------------------
@@ -90,7 +90,7 @@ def fetched_graphics_config():
 
 
 def test_graphics_config_reports_vgpu_modes():
-    assert _vsphere.graphics_config(fetched_graphics_config())["vgpu_modes"] == {
+    assert vsphere_api.graphics_config(fetched_graphics_config())["vgpu_modes"] == {
         "0000:3b:00.0": "mixedSize", "0000:5e:00.0": "sameSize"}
 
 
@@ -99,7 +99,7 @@ def test_edit_graphics_config_keeps_fields_it_does_not_set():
     after = dict(default_graphics_type="sharedDirect", assignment_policy="consolidation",
                  devices={"0000:3b:00.0": "sharedDirect", "0000:5e:00.0": "sharedDirect", "0000:86:00.0": "shared"},
                  vgpu_modes={"0000:5e:00.0": "mixedSize"})
-    new = _vsphere.edit_graphics_config(cfg, after)
+    new = vsphere_api.edit_graphics_config(cfg, after)
     assert (new.hostDefaultGraphicsType, new.sharedPassthruAssignmentPolicy) == ("sharedDirect", "consolidation")
     assert [(d.deviceId, d.graphicsType, d.vgpuMode) for d in new.deviceType] == [
         ("0000:3b:00.0", "sharedDirect", "mixedSize"),  # untouched device: its mode is sent back as fetched
@@ -115,7 +115,7 @@ class FakeSession:
         self.sensors = list(sensors)
 
     def speaks(self, data_type, field):
-        return _vsphere.Session.speaks(self, data_type, field)
+        return vsphere_api.Session.speaks(self, data_type, field)
 
     def collect(self, obj_type, props, container=None, objects=None):
         return [{props[0]: self.sensors}]
@@ -128,7 +128,7 @@ class FakeSession:
     ("8.0.3.0", "8.0.3", "vim.version.v8_0_2_0", "pyvmomi session version vim.version.v8_0_2_0"),
 ])
 def test_vgpu_mode_unsupported_names_what_is_too_old(api, host, wire, expect):
-    assert _vsphere.vgpu_mode_unsupported(FakeSession(api, wire), {"name": "esx1", "config.product.version": host}) == expect
+    assert vsphere_api.vgpu_mode_unsupported(FakeSession(api, wire), {"name": "esx1", "config.product.version": host}) == expect
 
 
 # ---- issue 14 point 11: read-only accounts fall back to the health sensors ------------------------------------------
@@ -146,9 +146,9 @@ def test_fetch_software_packages_no_permission_falls_back_with_a_warning():
                                         sensorType="Software Components")
     row = {"obj": vim.HostSystem("host-18"), "name": "esx1", "configManager.imageConfigManager": RefusingImageConfigManager()}
     session = FakeSession("8.0.2.0", None, [sensor])
-    assert _vsphere.host_packages(session, row)[1] == "health_sensors"  # a fallback, not a failure
+    assert vsphere_api.host_packages(session, row)[1] == "health_sensors"  # a fallback, not a failure
     warnings = []
-    drv = _vsphere.host_driver(session, row, warnings=warnings)
+    drv = vsphere_api.host_driver(session, row, warnings=warnings)
     assert drv == dict(vib="NVD-AIE_ESXi_8.0.0_Driver", vib_version="550.90.05-1OEM.800.1.0.20613240",
                        version="550.90.05", source="health_sensors")
     assert len(warnings) == 1 and "host esx1" in warnings[0] and "privilege Host.Config.Image" in warnings[0]
@@ -160,5 +160,5 @@ def test_other_fetch_faults_still_fail():
             raise vmodl.fault.SystemError(msg="hostd crashed", reason="x")
 
     row = {"obj": vim.HostSystem("host-18"), "name": "esx1", "configManager.imageConfigManager": Broken()}
-    with pytest.raises(_vsphere.VsphereError, match="host esx1: FetchSoftwarePackages failed: SystemError"):
-        _vsphere.host_packages(FakeSession("8.0.2.0", None), row)
+    with pytest.raises(vsphere_api.VsphereError, match="host esx1: FetchSoftwarePackages failed: SystemError"):
+        vsphere_api.host_packages(FakeSession("8.0.2.0", None), row)

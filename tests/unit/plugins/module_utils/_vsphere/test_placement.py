@@ -1,11 +1,11 @@
-"""_vsphere_placement: where a vGPU VM can run, start and move (pure)."""
+"""_vsphere/placement.py: where a vGPU VM can run, start and move (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_placement as pl
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import vgpu as vsphere_vgpu
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import placement as pl
 
 
 def gpu(mode=None, gtype="sharedDirect", pci="0000:3b:00.0"):
@@ -102,9 +102,9 @@ def test_several_vgpus_need_hardware_15():
     assert pl.plan_hardware("vm1", ["a", "a"], "vmx-15", False) is None
     assert pl.plan_hardware("vm1", ["a", "a"], None, False) is None
     assert pl.plan_hardware("vm1", ["a", "a"], "vmx-14", True) == dict(before="vmx-14", after="the host's newest")
-    with pytest.raises(_vgpu.VgpuError, match=r"^VM vm1 has hardware version vmx-14; 2 vGPUs on one VM need version 15 "
-                                              r"or later \(vSphere 6.7 U2 compatibility\); set upgrade_hardware to upgrade "
-                                              r"it while it is powered off$"):
+    with pytest.raises(vsphere_vgpu.VgpuError, match=r"^VM vm1 has hardware version vmx-14; 2 vGPUs on one VM need version 15 "
+                       r"or later \(vSphere 6.7 U2 compatibility\); set upgrade_hardware to upgrade "
+                       r"it while it is powered off$"):
         pl.plan_hardware("vm1", ["a", "b"], "vmx-14", False)
 
 

@@ -1,4 +1,4 @@
-"""Pure part of the ESXi vGPU scheduler (plugins/module_utils/_vsphere_scheduler.py): specs per host, the option
+"""Pure part of the ESXi vGPU scheduler (plugins/module_utils/_vsphere/scheduler.py): specs per host, the option
 string in ESXi's spelling, plans and verification, and the planner and results over the host rows (the I/O around
 them: test_vsphere_scheduler_apply.py)."""
 
@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu_scheduler as vs
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_scheduler as sched
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import vgpu_scheduler as vs
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import scheduler as sched
 
 FIXED = vs.normalize({"policy": "fixed_share"})
 
@@ -94,22 +94,22 @@ class FakeKms:
 
 def test_module_option_string_reads_none_for_a_missing_module_and_names_the_host_on_refusal():
     from pyVmomi import vim
-    from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
+    from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
 
     row = {"name": "esx1", "configManager.kernelModuleSystem": FakeKms(value="NVreg_X=1")}
-    assert _vsphere.module_option_string(row, "nvidia") == "NVreg_X=1"
-    assert _vsphere.module_option_string({"name": "esx1", "configManager.kernelModuleSystem": None}, "nvidia") is None
+    assert api.module_option_string(row, "nvidia") == "NVreg_X=1"
+    assert api.module_option_string({"name": "esx1", "configManager.kernelModuleSystem": None}, "nvidia") is None
     row["configManager.kernelModuleSystem"] = FakeKms(fault=vim.fault.NotFound())
-    assert _vsphere.module_option_string(row, "nvidia") is None
+    assert api.module_option_string(row, "nvidia") is None
     row["configManager.kernelModuleSystem"] = FakeKms(fault=vim.fault.NoPermission(privilegeId="Host.Config.Settings"))
-    with pytest.raises(_vsphere.VsphereError, match=r"^host esx1: reading the nvidia module options was refused .*Host.Config.Settings"):
-        _vsphere.module_option_string(row, "nvidia")
+    with pytest.raises(api.VsphereError, match=r"^host esx1: reading the nvidia module options was refused .*Host.Config.Settings"):
+        api.module_option_string(row, "nvidia")
     kms = FakeKms()
-    _vsphere.set_module_option_string({"name": "esx1", "configManager.kernelModuleSystem": kms}, "nvidia", "a=1")
+    api.set_module_option_string({"name": "esx1", "configManager.kernelModuleSystem": kms}, "nvidia", "a=1")
     assert kms.updates == [("nvidia", "a=1")]
-    with pytest.raises(_vsphere.VsphereError, match=r"^host esx1: UpdateModuleOptionString\(nvidia\) failed: NotFound"):
-        _vsphere.set_module_option_string({"name": "esx1", "configManager.kernelModuleSystem": FakeKms(fault=vim.fault.NotFound())},
-                                          "nvidia", "a=1")
+    with pytest.raises(api.VsphereError, match=r"^host esx1: UpdateModuleOptionString\(nvidia\) failed: NotFound"):
+        api.set_module_option_string({"name": "esx1", "configManager.kernelModuleSystem": FakeKms(fault=vim.fault.NotFound())},
+                                     "nvidia", "a=1")
 
 
 # ---- the planner over host rows: which hosts, what to write, what to report ------------------------------------
@@ -120,7 +120,7 @@ FIXED_STRING = "NVreg_RegistryDwords=RmPVMRL=0x11"
 
 
 def host_row(name, gpu=True, state="connected", reboot=False, boot=None):
-    """A host as _vsphere.Session.hosts returns it, with the properties the scheduler reads."""
+    """A host as api.Session.hosts returns it, with the properties the scheduler reads."""
     return {"name": name, "config.graphicsInfo": ["gpu"] if gpu else None, "runtime.connectionState": state,
             "summary.rebootRequired": reboot, "runtime.bootTime": boot}
 

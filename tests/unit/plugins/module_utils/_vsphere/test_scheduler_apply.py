@@ -1,4 +1,4 @@
-"""The ESXi vGPU scheduler's workflow (plugins/module_utils/_vsphere_scheduler_apply.py): it reads the hosts and their
+"""The ESXi vGPU scheduler's workflow (plugins/module_utils/_vsphere/scheduler_apply.py): it reads the hosts and their
 option strings, writes what the pure planner says, in order, and names the hosts already changed when a write fails.
 The hosts' HostKernelModuleSystem is a stand-in raising the faults pyVmomi declares for it (_typeinfo_vim.py)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from pyVmomi import vim
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vgpu_scheduler as vs
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere
-from ansible_collections.gpuops.provision.plugins.module_utils import _vsphere_scheduler_apply as apply
+from ansible_collections.gpuops.provision.plugins.module_utils._gpu import vgpu_scheduler as vs
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import api
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import scheduler_apply as apply
 
 FIXED = "NVreg_RegistryDwords=RmPVMRL=0x11"
 
@@ -31,7 +31,7 @@ class Kms:
 
 
 class Session:
-    """_vsphere.Session.hosts over rows in memory (sorted by name, as the real one returns them)."""
+    """api.Session.hosts over rows in memory (sorted by name, as the real one returns them)."""
 
     def __init__(self, rows):
         self.rows, self.asked = rows, []
@@ -53,7 +53,7 @@ def test_run_reads_the_scope_and_writes_the_changed_hosts_in_order():
     session = Session(hosts(log, esx2=dict(value="NVreg_X=1"), esx1=dict(value=""), esx3=dict(value=FIXED)))
     params = dict(cluster="c1", policy="fixed_share")
     results, warnings = apply.run(session, params, check_mode=False)
-    assert session.asked == [(None, "c1", None, _vsphere.HOST_PROPS + _vsphere.SCHEDULER_HOST_PROPS)]
+    assert session.asked == [(None, "c1", None, api.HOST_PROPS + api.SCHEDULER_HOST_PROPS)]
     assert log == [("read", "esx1"), ("read", "esx2"), ("read", "esx3"),
                    ("write", "esx1", "nvidia", FIXED), ("write", "esx2", "nvidia", "NVreg_X=1 " + FIXED)]
     assert [(r["name"], r["changed"], r["reboot_required"]) for r in results] == [
@@ -75,12 +75,12 @@ def test_check_mode_and_verify_write_nothing():
 def test_a_failed_write_names_the_hosts_already_changed_and_stops():
     log = []
     rows = hosts(log, esx1=dict(), esx2=dict(write_fault=vim.fault.NotFound()), esx3=dict())
-    with pytest.raises(_vsphere.VsphereError, match=r"^host esx2: UpdateModuleOptionString\(nvidia\) failed: NotFound "
-                                                    r"\(already changed: esx1\)$"):
+    with pytest.raises(api.VsphereError, match=r"^host esx2: UpdateModuleOptionString\(nvidia\) failed: NotFound "
+                       r"\(already changed: esx1\)$"):
         apply.run(Session(rows), dict(policy="fixed_share"), check_mode=False)
     assert [entry[:2] for entry in log if entry[0] == "write"] == [("write", "esx1"), ("write", "esx2")]
     rows = hosts([], esx1=dict(write_fault=vim.fault.NotFound()))
-    with pytest.raises(_vsphere.VsphereError, match=r"failed: NotFound \(already changed: none\)$"):
+    with pytest.raises(api.VsphereError, match=r"failed: NotFound \(already changed: none\)$"):
         apply.run(Session(rows), dict(policy="fixed_share"), check_mode=False)
 
 
@@ -88,7 +88,7 @@ def test_a_refused_read_fails_before_any_write_unless_an_earlier_host_is_the_err
     refused = vim.fault.NoPermission(privilegeId="Host.Config.Settings")
     log = []
     rows = hosts(log, esx1=dict(), esx2=dict(read_fault=refused), esx3=dict())
-    with pytest.raises(_vsphere.VsphereError, match=r"^host esx2: reading the nvidia module options was refused"):
+    with pytest.raises(api.VsphereError, match=r"^host esx2: reading the nvidia module options was refused"):
         apply.run(Session(rows), dict(policy="fixed_share"), check_mode=False)
     assert log == [("read", "esx1"), ("read", "esx2")]
     # esx1, read before esx2, is a GPU host without the nvidia module: that error comes first, as hosts are in order

@@ -1,11 +1,11 @@
-"""_vm_class: VM classes with vGPUs and their namespaces (pure)."""
+"""_vsphere/vm_class.py: VM classes with vGPUs and their namespaces (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.provision.plugins.module_utils import _vm_class as vc
-from ansible_collections.gpuops.provision.plugins.module_utils._vgpu import VgpuError
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere import vm_class as vc
+from ansible_collections.gpuops.provision.plugins.module_utils._vsphere.vgpu import VgpuError
 
 
 def change(profile, key=-100):
