@@ -20,9 +20,6 @@ OPERAND_PREFIX = "nvidia.com/gpu.deploy."
 PAUSED = "paused-for-mig-change"
 # NVIDIA/mig-parted pkg/mig/reconfigure/reconfigure.go: the client label is only touched when the node has it.
 OPTIONAL_OPERANDS = ("client",)
-# kubernetes.core 6.x k8s_drain (K8sDrainAnsible.wait_for_pod_deletion): a drain whose wait_timeout runs out only
-# warns with this text and reports success.
-DRAIN_TIMEOUT_WARNING = "timeout reached while pods were still running"
 
 
 class RollError(Exception):
@@ -179,11 +176,6 @@ def operand_labels(node_labels: Optional[Mapping[str, str]], operands: Optional[
     return out
 
 
-def drain_timed_out(result: Optional[Mapping[str, Any]]) -> bool:
-    """Whether a k8s_drain result carries the wait-timeout warning (the module itself does not fail)."""
-    return any(DRAIN_TIMEOUT_WARNING in str(w) for w in (result or {}).get("warnings") or [])
-
-
 # ---- the roll's schedule: waves within a disruption budget and capacity floors ---------------------------------------
 
 def scaled(value: object, total: int, what: str, round_up: bool = True) -> int:
@@ -322,18 +314,6 @@ def running_pods(pods: Optional[Iterable[Any]]) -> list[str]:
             meta = pod.get("metadata") or {}
             out.append("%s/%s" % (meta.get("namespace", ""), meta.get("name", "")))
     return sorted(out)
-
-
-def drain_blocking_pods(pods: Optional[Iterable[Any]]) -> list[str]:
-    """'<namespace>/<name>' of the pods left on a node after a drain that are not DaemonSet pods (a drain leaves
-    those, as kubectl drain --ignore-daemonsets does), in input order; a pod's first owner reference decides."""
-    out = []
-    for pod in pods or []:
-        meta = (pod or {}).get("metadata") or {}
-        owner = (meta.get("ownerReferences") or [{}])[0] or {}
-        if owner.get("kind") != "DaemonSet":
-            out.append("%s/%s" % (meta.get("namespace"), meta.get("name")))
-    return out
 
 
 def pods_matching(pods: Optional[Iterable[Any]], selectors: Optional[Iterable[object]]) -> list[Any]:

@@ -222,21 +222,3 @@ def test_service_check_through_the_proxy_gridd_uses(monkeypatch, tmp_path, run_m
         proxy.close()
         strict.close()
         service.close()
-
-
-@pytest.mark.parametrize("settings, proxy", [
-    ({}, None),
-    ({"ProxyServerAddress": ""}, None),
-    ({"ProxyServerAddress": "10.31.20.45", "ProxyServerPort": "3128"}, {"host": "10.31.20.45", "port": 3128, "user": None}),
-    ({"ProxyServerAddress": "http://proxy.example/", "ProxyServerPort": "8080", "ProxyUserName": "lab"},
-     {"host": "proxy.example", "port": 8080, "user": "lab"}),
-    ({"ProxyServerAddress": "proxy.example:3128"}, {"host": "proxy.example", "port": 3128, "user": None}),
-])
-def test_gridd_proxy(settings, proxy):
-    assert licensing_gridd.gridd_proxy(settings) == proxy
-
-
-@pytest.mark.parametrize("port", ["0", "65536", "x", ""])
-def test_gridd_proxy_bad_port(port):
-    with pytest.raises(licensing_gridd.LicenseError, match="needs ProxyServerPort"):
-        licensing_gridd.gridd_proxy({"ProxyServerAddress": "p", "ProxyServerPort": port})

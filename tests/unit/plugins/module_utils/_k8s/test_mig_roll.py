@@ -107,13 +107,6 @@ def test_patched_labels_apply_a_merge_patch_without_touching_the_input():
     assert current == {"a": "1", "b": "2"}
 
 
-def test_drain_timed_out_reads_the_k8s_drain_warning():
-    # kubernetes.core 6.x K8sDrainAnsible.wait_for_pod_deletion returns this text and the module only warns.
-    assert R.drain_timed_out({"changed": True, "warnings": ["timeout reached while pods were still running."]})
-    assert not R.drain_timed_out({"changed": True, "warnings": ["Deleting Pods not managed by a controller"]})
-    assert not R.drain_timed_out({}) and not R.drain_timed_out(None)
-
-
 def test_running_pods_of_records_missing_their_namespace_or_name():
     pods = [{"metadata": {"name": "train"}, "status": {"phase": "Running"}},
             {"metadata": {"namespace": "ml"}, "status": {"phase": "Pending"}}]
@@ -531,19 +524,6 @@ def test_previous_geometry_restores_changed_gpus_only():
         {"devices": [5], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}},
     ]
     assert R.previous_geometry([]) == [] and R.previous_geometry(None) == []
-
-
-def test_drain_blocking_pods_leaves_daemonset_pods_out_in_input_order():
-    def pod(name, owners=None, ns="default"):
-        meta = {"name": name, "namespace": ns}
-        if owners is not None:
-            meta["ownerReferences"] = owners
-        return {"metadata": meta}
-    pods = [pod("z-job", [{"kind": "Job"}]), pod("dcgm", [{"kind": "DaemonSet"}], "gpu-operator"), pod("bare"),
-            pod("no-owners", []), pod("ds-second", [{"kind": "ReplicaSet"}, {"kind": "DaemonSet"}]),
-            pod("ds-first", [{"kind": "DaemonSet"}, {"kind": "ReplicaSet"}])]
-    assert R.drain_blocking_pods(pods) == ["default/z-job", "default/bare", "default/no-owners", "default/ds-second"]
-    assert R.drain_blocking_pods(None) == []
 
 
 def test_roll_summary_says_per_node_what_happened():

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuops.provision contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""_licensing/gridd.py: gridd.conf, the licence entry of each GPU (every field), days left and the host's verdict."""
+"""_licensing/gridd.py: gridd.conf, the proxy gridd uses, the licence entry of each GPU (every field), days left and the
+host's verdict."""
 
 from __future__ import annotations
 
@@ -133,3 +134,45 @@ def test_default_feature_type_needs_nvml_and_a_gpu():
         L.default_feature_type(None)
     with pytest.raises(L.LicenseError, match=r"^NVML lists no GPU to license; set nvidia_license_feature_type$"):
         L.default_feature_type({"nvml": {"available": True}, "gpus": []})
+
+
+# --- gridd_proxy: the proxy gridd.conf names, which the licence probe must take too (issue 37 point 10) ---------------
+
+@pytest.mark.parametrize("settings, proxy", [
+    ({}, None),
+    ({"ProxyServerAddress": ""}, None),
+    ({"ProxyServerAddress": "   ", "ProxyServerPort": "x"}, None),
+    ({"ProxyServerAddress": "10.31.20.45", "ProxyServerPort": "3128"}, {"host": "10.31.20.45", "port": 3128, "user": None}),
+    ({"ProxyServerAddress": "http://proxy.example/", "ProxyServerPort": "8080", "ProxyUserName": "lab"},
+     {"host": "proxy.example", "port": 8080, "user": "lab"}),
+    # the scheme is matched without regard to case, https as well as http; surrounding blanks are not part of a value
+    ({"ProxyServerAddress": " HTTPS://proxy.example// ", "ProxyServerPort": " 1 ", "ProxyUserName": ""},
+     {"host": "proxy.example", "port": 1, "user": None}),
+    ({"ProxyServerAddress": "proxy.example", "ProxyServerPort": "65535"}, {"host": "proxy.example", "port": 65535, "user": None}),
+    # only slashes are trimmed from the end of the address, nothing else
+    ({"ProxyServerAddress": "http://SQUID-X/", "ProxyServerPort": "3128"}, {"host": "SQUID-X", "port": 3128, "user": None}),
+    # host:port in the address when no ProxyServerPort is set; an explicit ProxyServerPort is taken as it stands
+    ({"ProxyServerAddress": "proxy.example:3128"}, {"host": "proxy.example", "port": 3128, "user": None}),
+    ({"ProxyServerAddress": "http://proxy.example:3128/"}, {"host": "proxy.example", "port": 3128, "user": None}),
+    ({"ProxyServerAddress": "proxy.example:3128", "ProxyServerPort": "8080"},
+     {"host": "proxy.example:3128", "port": 8080, "user": None}),
+])
+def test_gridd_proxy(settings, proxy):
+    assert L.gridd_proxy(settings) == proxy
+
+
+@pytest.mark.parametrize("settings, got", [
+    ({"ProxyServerAddress": "p", "ProxyServerPort": "0"}, "'0'"),
+    ({"ProxyServerAddress": "p", "ProxyServerPort": "65536"}, "'65536'"),
+    ({"ProxyServerAddress": "p", "ProxyServerPort": "x"}, "'x'"),
+    ({"ProxyServerAddress": "p", "ProxyServerPort": ""}, "''"),
+    ({"ProxyServerAddress": "p", "ProxyServerPort": "-1"}, "'-1'"),
+    ({"ProxyServerAddress": "p"}, "None"),
+    # an IPv6 address holds more than one colon: it is never split into host and port
+    ({"ProxyServerAddress": "fe80::1"}, "None"),
+])
+def test_gridd_proxy_without_a_valid_port_names_the_setting(settings, got):
+    with pytest.raises(L.LicenseError) as err:
+        L.gridd_proxy(settings)
+    assert str(err.value) == "gridd.conf ProxyServerAddress=%s needs ProxyServerPort (1-65535), got %s" % (
+        settings["ProxyServerAddress"], got)
