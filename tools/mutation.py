@@ -192,7 +192,8 @@ def main():
             continue
         survivors = {n for n, s in status.items() if s not in KILLED}
         listed = {e["name"]: e for e in equivalent if e["file"] == name}
-        text = diffs(work, target, survivors | set(listed))
+        # an entry may name a mutant the source no longer has (mutmut numbers them in order): it is stale, not an error
+        text = diffs(work, target, (survivors | set(listed)) & set(status))
         excluded, stale = set(), []
         for mutant, entry in listed.items():
             if status.get(mutant) in KILLED:
