@@ -145,7 +145,8 @@ lab-down:
 	lab/down.sh build/lab/run
 
 # --- tests ----------------------------------------------------------------------------------------------------------
-# Phases and their wall time and CPU use in a table at the end (tools/test_phases.py): CI shows only the tail.
+# Phases and their wall time and CPU use in a table at the end (tools/test_phases.py): CI shows only the tail. A run
+# cut off by CI's time limit (SIGTERM) prints the table so far, the running stage included.
 # The stand-ins' builds (Go compiles, debootstrap, package repositories) run beside the static checks, which leave
 # a core idle most of the time (ansible-test sanity runs one test at a time); the stand-ins' own tests (lab-tests) run
 # beside the unit and installed tests, whose phase left a core idle too (74 % CPU).

@@ -6,6 +6,9 @@ timeouts that one alone does not (driver_roll failed so in CI on 2026-12-05 and 
 "passed on retry" and the failed run's failing lines are printed after it, at the end of the output where a CI tail
 shows them, whether or not the retry passed: a flaky scenario is reported, not hidden.
 
+When CI's time limit ends the run (SIGTERM, SIGINT), the table so far is printed before the exit, with the scenarios
+still running and their time so far.
+
 Scenarios are independent (own containers, own ephemeral directory, control planes on free ports), and most of
 their time is spent waiting on containers (boots, reboots, apt), so two at a time fit on two cores.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -56,6 +60,22 @@ def run(name, logs, molecule, attempt=1):
     return name, rc, time.monotonic() - start, log_path, attempt
 
 
+def table(names, results, running, now):
+    """The wall-time table's lines: each scenario's result, or how long it has run, or that it has not started."""
+    lines = []
+    for name in names:
+        if name in results and name not in running:
+            rc, seconds, attempt = results[name]
+            state = "passed" if rc == 0 and attempt == 1 else "passed on retry" if rc == 0 else "FAILED rc=%d" % rc
+            lines.append(f"  {name:<20} {state:<16} {seconds:6.0f} s")
+        elif name in running:
+            seconds = results.get(name, (0, 0, 0))[1] + now - running[name]
+            lines.append(f"  {name:<20} {'still running':<16} {seconds:6.0f} s")
+        else:
+            lines.append(f"  {name:<20} not started")
+    return lines
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("MOLECULE_JOBS", "2")))
@@ -74,29 +94,47 @@ def main(argv=None):
     molecule = os.path.join(os.path.dirname(sys.executable), "molecule")
     start = time.monotonic()
     results = {}
+    running = {}  # scenario -> when its current run started
     first_failures = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        pending = {pool.submit(run, n, args.logs, molecule) for n in names}
-        while pending:
-            done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
-            for fut in done:
-                name, rc, seconds, log_path, attempt = fut.result()
-                with open(log_path, encoding="utf-8", errors="replace") as fh:
-                    text = fh.read()
-                print(f">> molecule test -s {name}: rc={rc} in {seconds:.0f} s, run {attempt} "
-                      f"(log {os.path.relpath(log_path, ROOT)})")
-                print(text if rc else text[-3000:], flush=True)
-                total = results.get(name, (0, 0, 0))[1] + seconds
-                results[name] = (rc, total, attempt)
-                if rc and attempt == 1:
-                    first_failures[name] = (rc, os.path.relpath(log_path, ROOT), failing_lines(text))
-                if rc and attempt <= args.retries:
-                    pending.add(pool.submit(run, name, args.logs, molecule, attempt + 1))
+
+    def submit(pool, name, attempt):
+        running[name] = time.monotonic()
+        return pool.submit(run, name, args.logs, molecule, attempt)
+
+    def cut_off(signum, _frame):
+        print(f"molecule: cut off by {signal.Signals(signum).name} after {time.monotonic() - start:.0f} s", flush=True)
+        print("\n".join(table(names, results, running, time.monotonic())), flush=True)
+        os._exit(128 + signum)  # the pool's threads wait on molecule processes that got the same signal
+
+    previous = {signum: signal.signal(signum, cut_off) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            # Submitted as workers free up, so that "running" is what runs; a retry goes first in the queue.
+            queue = [(name, 1) for name in names]
+            pending = set()
+            while queue or pending:
+                while queue and len(pending) < max(1, args.jobs):
+                    pending.add(submit(pool, *queue.pop(0)))
+                done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                for fut in done:
+                    name, rc, seconds, log_path, attempt = fut.result()
+                    running.pop(name, None)
+                    with open(log_path, encoding="utf-8", errors="replace") as fh:
+                        text = fh.read()
+                    print(f">> molecule test -s {name}: rc={rc} in {seconds:.0f} s, run {attempt} "
+                          f"(log {os.path.relpath(log_path, ROOT)}), +{time.monotonic() - start:.0f} s")
+                    print(text if rc else text[-3000:], flush=True)
+                    total = results.get(name, (0, 0, 0))[1] + seconds
+                    results[name] = (rc, total, attempt)
+                    if rc and attempt == 1:
+                        first_failures[name] = (rc, os.path.relpath(log_path, ROOT), failing_lines(text))
+                    if rc and attempt <= args.retries:
+                        queue.insert(0, (name, attempt + 1))
+    finally:  # main() is called by the unit tests too: their process keeps its own handlers
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     print(f"molecule: {len(results)} scenarios, {args.jobs} at a time, {time.monotonic() - start:.0f} s")
-    for name in names:
-        rc, seconds, attempt = results[name]
-        state = "passed" if rc == 0 and attempt == 1 else "passed on retry" if rc == 0 else "FAILED rc=%d" % rc
-        print(f"  {name:<20} {state:<16} {seconds:6.0f} s")
+    print("\n".join(table(names, results, running, time.monotonic())))
     for name, (rc, log, lines) in sorted(first_failures.items()):
         print(f"molecule: {name} failed its first run (rc={rc}, log {log}); what failed:")
         for line in lines:

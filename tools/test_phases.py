@@ -6,12 +6,17 @@ another. The table at the end
 is the last thing CI prints, so a slow phase shows in CI's tail without re-running anything. Stops at the first
 failed stage (the others in that stage run to their end) and exits with its status.
 
+When CI's time limit ends the run (SIGTERM, or SIGINT), the table so far is printed before the exit: the stages that
+ended and the one that was running, with each job's time so far. A run cut off at its limit then shows where its time
+went (CI's run of 2026-12-07 ended in Molecule with no table, and nothing said which earlier stage had been slow).
+
 Usage: test_phases.py STAGE [STAGE ...]      e.g. test_phases.py "sanity+lab-kube lab-mig-parted" units
 """
 from __future__ import annotations
 
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,7 +33,50 @@ def cpu_times():
     return sum(fields) - idle, sum(fields)
 
 
-def run_target(target, alone):
+class Progress:
+    """The stages that ended (rows) and the one running now (its name, start, and each job's end), for the table."""
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.begin = clock()
+        self.rows = []          # (stage, seconds, cpu %, [(target, rc, seconds)])
+        self.stage = None       # the stage running now
+        self.started = 0.0
+        self.ended = {}         # target -> (rc, seconds) of the running stage's jobs that ended
+
+    def start(self, stage):
+        self.stage, self.started, self.ended = stage, self.clock(), {}
+        print(f">> make test: stage {len(self.rows) + 1} ({stage}) starts at +{self.started - self.begin:.0f} s",
+              flush=True)
+
+    def job_ended(self, target, rc, seconds):
+        self.ended[target] = (rc, seconds)
+
+    def stage_ended(self, seconds, cpu, results):
+        self.rows.append((self.stage, seconds, cpu, results))
+        self.stage = None
+
+    def table(self, cut_off_by=None):
+        """The table's lines: each stage that ended, then the running one (when ``cut_off_by`` names the signal)."""
+        now = self.clock()
+        head = f"make test phases ({os.cpu_count()} CPUs), {now - self.begin:.0f} s in all"
+        lines = [f"{head}, cut off by {cut_off_by}:" if cut_off_by else f"{head}:"]
+        for _stage, seconds, cpu, results in self.rows:
+            detail = ", ".join(f"{t} {s:.0f} s{'' if rc == 0 else f' FAILED rc={rc}'}" for t, rc, s in results)
+            lines.append(f"  {seconds:6.0f} s  cpu {cpu:3.0f}%  {detail}")
+        if cut_off_by and self.stage is not None:
+            jobs = []
+            for target in self.stage.split("+"):
+                if target in self.ended:
+                    rc, seconds = self.ended[target]
+                    jobs.append(f"{target} {seconds:.0f} s{'' if rc == 0 else f' FAILED rc={rc}'}")
+                else:
+                    jobs.append(f"{target} still running")
+            lines.append(f"  {now - self.started:6.0f} s  (running)  {', '.join(jobs)}")
+        return lines
+
+
+def run_target(target, alone, progress=None):
     start = time.monotonic()
     cmd = ["make", "--no-print-directory", *target.split()]
     if alone:  # one target in its stage: its output streams as it comes
@@ -38,30 +86,43 @@ def run_target(target, alone):
         with open(log_path, "w", encoding="utf-8") as log:
             rc = subprocess.call(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         with open(log_path, encoding="utf-8", errors="replace") as fh:
-            print(f">> make {target}: rc={rc}\n{fh.read()}", flush=True)
+            print(f">> make {target}: rc={rc} in {time.monotonic() - start:.0f} s\n{fh.read()}", flush=True)
+    if progress is not None:
+        progress.job_ended(target, rc, time.monotonic() - start)
     return target, rc, time.monotonic() - start
+
+
+def on_signal(progress):
+    """A handler that prints the table so far and exits as the signal would have (128 + its number)."""
+    def handler(signum, _frame):
+        name = signal.Signals(signum).name
+        print("\n" + "\n".join(progress.table(cut_off_by=name)), flush=True)
+        os._exit(128 + signum)  # the stage's threads wait on children that got the same signal: do not join them
+    return handler
 
 
 def main(stages):
     os.makedirs(LOGS, exist_ok=True)
-    rows, failed = [], 0
-    begin = time.monotonic()
-    for stage in stages:
-        targets = stage.split("+")
-        busy0, total0 = cpu_times()
-        start = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(targets)) as pool:
-            results = list(pool.map(lambda t: run_target(t, len(targets) == 1), targets))
-        busy1, total1 = cpu_times()
-        cpu = 100.0 * (busy1 - busy0) / max(1, total1 - total0)
-        rows.append((stage, time.monotonic() - start, cpu, results))
-        failed = next((result[1] for result in results if result[1]), 0)
-        if failed:
-            break
-    print(f"\nmake test phases ({os.cpu_count()} CPUs), {time.monotonic() - begin:.0f} s in all:")
-    for stage, seconds, cpu, results in rows:
-        detail = ", ".join(f"{t} {s:.0f} s{'' if rc == 0 else f' FAILED rc={rc}'}" for t, rc, s in results)
-        print(f"  {seconds:6.0f} s  cpu {cpu:3.0f}%  {detail}")
+    progress = Progress()
+    previous = {signum: signal.signal(signum, on_signal(progress)) for signum in (signal.SIGTERM, signal.SIGINT)}
+    failed = 0
+    try:
+        for stage in stages:
+            targets = stage.split("+")
+            busy0, total0 = cpu_times()
+            progress.start(stage)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=len(targets)) as pool:
+                results = list(pool.map(lambda t: run_target(t, len(targets) == 1, progress), targets))
+            busy1, total1 = cpu_times()
+            cpu = 100.0 * (busy1 - busy0) / max(1, total1 - total0)
+            progress.stage_ended(time.monotonic() - progress.started, cpu, results)
+            failed = next((result[1] for result in results if result[1]), 0)
+            if failed:
+                break
+    finally:  # main() in a test leaves the test process's handlers as they were
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    print("\n" + "\n".join(progress.table()))
     return failed
 
 

@@ -1,12 +1,16 @@
-"""Fixtures for the Proxmox VE module tests: a pvesim per test (HTTPS on 127.0.0.1, own CA) and an ansible runner."""
+"""Fixtures for the Proxmox VE module tests: a pvesim per test (HTTPS on 127.0.0.1, own CA) and a module runner.
+
+The modules run in the test's process (tests/conftest.py ``run_module``: main() with its arguments as ansible passes
+them), against the simulator over HTTPS: a module test needs no controller process, and ``ansible localhost -m``
+cost about 1.5 s of CPU a call before the module ran (issue: CI's time). The role tests run ansible-playbook."""
 
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import os
 import ssl
-import subprocess
 import sys
 import urllib.request
 
@@ -18,8 +22,9 @@ if ROOT not in sys.path:
 
 from lab.pvesim.httpd import Server  # noqa: E402  pylint: disable=wrong-import-position
 
-VENV_BIN = os.path.join(ROOT, ".venv", "bin")
+VENV_BIN = os.path.join(ROOT, ".venv", "bin")  # the role tests' ansible-playbook
 PYTHON = os.path.join(VENV_BIN, "python")
+MODULES = "ansible_collections.gpuops.provision.plugins.modules."
 
 
 # The PCI device records and the L40S mdev types are the unit tests' (tests/helpers/pvesim_inproc.py).
@@ -70,7 +75,8 @@ FIXTURE = {
 class Sim:
     """A started pvesim with helpers to run modules against it and to read its state and write counters."""
 
-    def __init__(self, fixture, tmp_path):
+    def __init__(self, fixture, tmp_path, run_module):
+        self.run_module = run_module
         self.server = Server(fixture, run_dir=str(tmp_path / "pvesim"), host="127.0.0.1", port=0).start()
         root = fixture.get("users", {}).get("root@pam", {"password": "pvesim", "tokens": {"ansible": "pvesim-token"}})
         self.password, self.token = root["password"], root["tokens"]["ansible"]
@@ -99,31 +105,18 @@ class Sim:
         return args
 
     def run(self, module, args, check=False, diff=False, token=True):
-        """Run gpuops.provision.<module> through `ansible localhost -m`; return (result dict, writes made)."""
+        """Run gpuops.provision.<module> in this process; return (result dict, writes made)."""
         full = dict(self.auth(token=token))
         full.update(args)
-        env = dict(os.environ)
-        env.update({
-            "PATH": VENV_BIN + os.pathsep + env.get("PATH", ""),
-            "ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "build", "collections"),
-            "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
-            "ANSIBLE_STDOUT_CALLBACK": "json",
-            "ANSIBLE_LOCAL_TEMP": str(self.tmp / "ansible-tmp"),
-            "ANSIBLE_HOME": str(self.tmp / "ansible-home"),
-        })
-        cmd = [os.path.join(VENV_BIN, "ansible"), "localhost", "-c", "local", "-i", "localhost,",
-               "-e", "ansible_python_interpreter=" + PYTHON, "-m", "gpuops.provision." + module, "-a", json.dumps(full)]
-        if check:
-            cmd.append("--check")
         if diff:
-            cmd.append("--diff")
+            full["_ansible_diff"] = True  # what --diff passes the module
         before = self.writes()
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
-        try:
-            out = json.loads(proc.stdout)
-            result = out["plays"][0]["tasks"][0]["hosts"]["localhost"]
-        except (ValueError, KeyError, IndexError):
-            raise AssertionError("ansible output not parseable (rc=%s):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
+        result = self.run_module(importlib.import_module(MODULES + module), full, check_mode=check)
+        # As the controller gives them: a result without "changed" did not change; warnings as their texts (the
+        # module sends ansible-core's warning summaries).
+        result.setdefault("changed", False)
+        if "warnings" in result:
+            result["warnings"] = [w["event"]["msg"] if isinstance(w, dict) else w for w in result["warnings"]]
         return result, self.writes() - before
 
 
@@ -133,14 +126,14 @@ def fixture_data():
 
 
 @pytest.fixture
-def pvesim(tmp_path, fixture_data):
-    sim = Sim(fixture_data, tmp_path)
+def pvesim(tmp_path, fixture_data, run_module):
+    sim = Sim(fixture_data, tmp_path, run_module)
     yield sim
     sim.stop()
 
 
 @pytest.fixture
-def lab_pvesim(tmp_path):
+def lab_pvesim(tmp_path, run_module):
     """pvesim with the shared lab cluster (lab/pvesim/fixtures/lab.json): running VMs that already hold GPUs and vGPUs.
 
     The T4's nvidia-223 is limited to one instance, which running VM 201 holds (so none is available).
@@ -149,13 +142,13 @@ def lab_pvesim(tmp_path):
         data = json.load(handle)
     t4 = [d for d in data["nodes"]["pve2"]["pci"] if d["id"].endswith("21:00.0")][0]
     [t for t in t4["mdev_types"] if t["type"] == "nvidia-223"][0]["max"] = 1
-    sim = Sim(data, tmp_path)
+    sim = Sim(data, tmp_path, run_module)
     yield sim
     sim.stop()
 
 
 @pytest.fixture
-def make_pvesim(tmp_path):
+def make_pvesim(tmp_path, run_module):
     """Factory for pvesims on variants of FIXTURE: ``make_pvesim(version="8.3.5", offline=("pve2",),
     hostpci0=("102", "mapping=a100"))`` (a release, nodes that are down, VM config keys set to values)."""
     started = []
@@ -168,7 +161,7 @@ def make_pvesim(tmp_path):
             fixture["nodes"][node]["status"] = "offline"
         for key, (vmid, value) in vm_config.items():
             fixture["vms"][vmid]["config"][key] = value
-        sim = Sim(fixture, tmp_path / ("sim%d" % len(started)))
+        sim = Sim(fixture, tmp_path / ("sim%d" % len(started)), run_module)
         started.append(sim)
         return sim
     yield make
