@@ -11,6 +11,7 @@ PATH that sleep, so that the signal arrives while a stage runs."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -49,15 +50,18 @@ def scratch(tmp_path, tool, fake_name, fake_text):
     return str(tmp_path / "tools" / tool), env
 
 
-def terminate_when(proc, marker, timeout=30):
-    """SIGTERM ``proc``'s process group (as CI's limit does) once its output has shown ``marker``; return its whole
-    output and exit status."""
+def terminate_when(proc, marker, started, timeout=60):
+    """SIGTERM ``proc``'s process group (as CI's limit does) once its output has shown ``marker`` and the file
+    ``started`` (a log the stand-in writes when it runs) exists with content; return its whole output and exit
+    status."""
     out = ""
     deadline = time.monotonic() + timeout
     while marker not in out:
         assert time.monotonic() < deadline, out
         out += proc.stdout.readline()
-    time.sleep(0.5)  # the stage's jobs are started
+    while not (os.path.exists(started) and os.path.getsize(started)):
+        assert time.monotonic() < deadline, out
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGTERM)
     rest = proc.communicate(timeout=30)[0]
     return out + rest, proc.returncode
@@ -67,15 +71,16 @@ def test_make_test_cut_off_prints_the_stages_so_far_and_the_running_one(tmp_path
     script, env = scratch(tmp_path, "test_phases.py", "make", FAKE_MAKE)
     proc = subprocess.Popen([sys.executable, script, "quick", "quick+slow", "never"], env=env, cwd=str(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    out, rc = terminate_when(proc, "stage 2 (quick+slow) starts")
+    # The quick job of stage 2 has ended and the slow one has started (its log says "making slow").
+    out, rc = terminate_when(proc, ">> make quick: rc=0", str(tmp_path / "build" / "phases" / "slow.log"))
     assert rc == 128 + signal.SIGTERM, out
     table = out[out.index("make test phases"):]
     assert ", cut off by SIGTERM:" in table.splitlines()[0], table
     rows = table.splitlines()[1:]
-    assert len(rows) == 2 and "quick 0 s" in rows[0] and "(running)" not in rows[0], table
-    assert "(running)" in rows[1] and "quick 0 s" in rows[1] and "slow still running" in rows[1], table
+    assert len(rows) == 2 and re.search(r"cpu +\d+%  quick \d+ s$", rows[0]), table
+    assert re.search(r"^ +\d+ s  \(running\)  quick \d+ s, slow still running$", rows[1]), table
     assert "never" not in table and "stage 3" not in out
-    assert ">> make quick: rc=0 in 0 s" in out  # the job that ended in the running stage, when it ended
+    assert re.search(r">> make quick: rc=0 in \d+ s", out)  # the job that ended in the running stage, when it ended
 
 
 def test_make_test_that_ends_prints_its_table_without_a_running_row(tmp_path):
@@ -98,7 +103,8 @@ def test_molecule_cut_off_prints_each_scenario_ended_running_or_not_started(tmp_
     proc = subprocess.Popen([str(python), script, "--jobs", "2", "short", "long", "later", "last"], env=env,
                             cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
-    out, rc = terminate_when(proc, ">> molecule test -s short: rc=0")
+    # short has ended and later, which took its place, has started (its log says "scenario later").
+    out, rc = terminate_when(proc, ">> molecule test -s short: rc=0", str(tmp_path / "build" / "molecule" / "later.log"))
     assert rc == 128 + signal.SIGTERM, out
     tail = out[out.index("molecule: cut off by SIGTERM"):].splitlines()
     assert tail[1].split()[:2] == ["short", "passed"], tail
