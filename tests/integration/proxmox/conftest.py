@@ -1,13 +1,11 @@
 """Fixtures for the Proxmox VE module tests: a pvesim per test (HTTPS on 127.0.0.1, own CA) and a module runner.
 
-The modules run in the test's process (tests/conftest.py ``run_module``: main() with its arguments as ansible passes
-them), against the simulator over HTTPS: a module test needs no controller process, and ``ansible localhost -m``
-cost about 1.5 s of CPU a call before the module ran (issue: CI's time). The role tests run ansible-playbook."""
+The modules run in the test's process (tests/helpers/module_runs.py), against the simulator over HTTPS: a module test
+needs no controller process. The role tests run ansible-playbook."""
 
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import os
 import ssl
@@ -24,11 +22,11 @@ from lab.pvesim.httpd import Server  # noqa: E402  pylint: disable=wrong-import-
 
 VENV_BIN = os.path.join(ROOT, ".venv", "bin")  # the role tests' ansible-playbook
 PYTHON = os.path.join(VENV_BIN, "python")
-MODULES = "ansible_collections.gpuops.provision.plugins.modules."
 
 
 # The PCI device records and the L40S mdev types are the unit tests' (tests/helpers/pvesim_inproc.py).
 from pvesim_inproc import NV, L40S_TYPES, dev as _dev  # noqa: E402  pylint: disable=wrong-import-position,import-error
+from module_runs import run_as_task  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 FIXTURE = {
     "nodes": {
@@ -108,15 +106,8 @@ class Sim:
         """Run gpuops.provision.<module> in this process; return (result dict, writes made)."""
         full = dict(self.auth(token=token))
         full.update(args)
-        if diff:
-            full["_ansible_diff"] = True  # what --diff passes the module
         before = self.writes()
-        result = self.run_module(importlib.import_module(MODULES + module), full, check_mode=check)
-        # As the controller gives them: a result without "changed" did not change; warnings as their texts (the
-        # module sends ansible-core's warning summaries).
-        result.setdefault("changed", False)
-        if "warnings" in result:
-            result["warnings"] = [w["event"]["msg"] if isinstance(w, dict) else w for w in result["warnings"]]
+        result = run_as_task(self.run_module, module, full, check=check, diff=diff)
         return result, self.writes() - before
 
 

@@ -1,22 +1,21 @@
 """Fixtures for the vSphere integration tests: the vcsim-gpu launcher and the runners.
 
 Each test module starts its own simulator (free port, temporary run directory) and stops it afterwards. The
-collection's modules run in the test's process (tests/conftest.py ``run_module``: main() with its arguments as
-ansible passes them), against the simulator over HTTPS: a module test needs no controller process, and
-``ansible localhost -m`` cost about 1.5 s of CPU a call before the module ran. Another collection's module (the
-community.vmware cross-read) and the playbooks run as ansible runs them.
+collection's modules run in the test's process (tests/helpers/module_runs.py), against the simulator over HTTPS: a
+module test needs no controller process. Another collection's module (the community.vmware cross-read) and the
+playbooks run as ansible runs them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from module_runs import run_as_task  # pylint: disable=import-error  # tests/helpers, on sys.path by tests/conftest.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 VENV_BIN = os.path.join(ROOT, ".venv", "bin")
@@ -139,18 +138,10 @@ class Runner:
         """Run ``module`` (its full name); returns the result as the controller gives it."""
         if not module.startswith("gpuops.provision."):
             return run_adhoc(module, args, check=check, diff=diff, env=env)
-        params = dict(args, _ansible_diff=True) if diff else dict(args)
         with self.monkeypatch.context() as patch:
             for key, value in (env or {}).items():
                 patch.setenv(key, value)
-            code = importlib.import_module("ansible_collections.gpuops.provision.plugins.modules." + module.split(".")[-1])
-            result = self.in_process(code, params, check_mode=check)
-        # As the controller gives it: a result without "changed" did not change; warnings as their texts (the module
-        # sends ansible-core's warning summaries).
-        result.setdefault("changed", False)
-        if "warnings" in result:
-            result["warnings"] = [w["event"]["msg"] if isinstance(w, dict) else w for w in result["warnings"]]
-        return result
+            return run_as_task(self.in_process, module.split(".")[-1], args, check=check, diff=diff)
 
 
 @pytest.fixture
