@@ -23,11 +23,12 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import molecule_all  # noqa: E402  pylint: disable=import-error,wrong-import-position
 import test_phases  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
-# `make TARGET`: "quick" ends at once, every other target sleeps until it is killed.
+# `make TARGET`: "quick" ends after a second, every other target sleeps until it is killed. The second leaves a
+# stage's slow job started while its quick job still runs, as CI's machine did.
 FAKE_MAKE = """#!/bin/sh
 for target; do :; done
 echo "making $target"
-[ "$target" = quick ] && exit 0
+[ "$target" = quick ] && exec sleep 1
 exec sleep 60
 """
 # `molecule test -s NAME`: "short" ends after a moment, every other scenario sleeps until it is killed.
@@ -50,15 +51,18 @@ def scratch(tmp_path, tool, fake_name, fake_text):
     return str(tmp_path / "tools" / tool), env
 
 
-def terminate_when(proc, marker, started, timeout=60):
-    """SIGTERM ``proc``'s process group (as CI's limit does) once its output has shown ``marker`` and the file
-    ``started`` (a log the stand-in writes when it runs) exists with content; return its whole output and exit
-    status."""
+def terminate_when(proc, markers, started, timeout=60):
+    """SIGTERM ``proc``'s process group (as CI's limit does) once its output has shown each of ``markers``, in that
+    order, and the file ``started`` (a log the stand-in writes when it runs) exists with content; return its whole
+    output and exit status."""
     out = ""
     deadline = time.monotonic() + timeout
-    while marker not in out:
-        assert time.monotonic() < deadline, out
-        out += proc.stdout.readline()
+    seen = 0
+    for marker in markers:
+        while marker not in out[seen:]:
+            assert time.monotonic() < deadline, out
+            out += proc.stdout.readline()
+        seen = out.index(marker, seen) + len(marker)
     while not (os.path.exists(started) and os.path.getsize(started)):
         assert time.monotonic() < deadline, out
         time.sleep(0.05)
@@ -71,8 +75,11 @@ def test_make_test_cut_off_prints_the_stages_so_far_and_the_running_one(tmp_path
     script, env = scratch(tmp_path, "test_phases.py", "make", FAKE_MAKE)
     proc = subprocess.Popen([sys.executable, script, "quick", "quick+slow", "never"], env=env, cwd=str(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    # The quick job of stage 2 has ended and the slow one has started (its log says "making slow").
-    out, rc = terminate_when(proc, ">> make quick: rc=0", str(tmp_path / "build" / "phases" / "slow.log"))
+    # The quick job of stage 2 has ended and the slow one has started (its log says "making slow"). Stage 1's quick
+    # job prints the same end line, so the wait starts at stage 2's start: CI's run of 2026-12-07 signalled after
+    # stage 1's line, while stage 2's quick job still ran.
+    out, rc = terminate_when(proc, [">> make test: stage 2", ">> make quick: rc=0"],
+                             str(tmp_path / "build" / "phases" / "slow.log"))
     assert rc == 128 + signal.SIGTERM, out
     table = out[out.index("make test phases"):]
     assert ", cut off by SIGTERM:" in table.splitlines()[0], table
@@ -104,7 +111,7 @@ def test_molecule_cut_off_prints_each_scenario_ended_running_or_not_started(tmp_
                             cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     # short has ended and later, which took its place, has started (its log says "scenario later").
-    out, rc = terminate_when(proc, ">> molecule test -s short: rc=0", str(tmp_path / "build" / "molecule" / "later.log"))
+    out, rc = terminate_when(proc, [">> molecule test -s short: rc=0"], str(tmp_path / "build" / "molecule" / "later.log"))
     assert rc == 128 + signal.SIGTERM, out
     tail = out[out.index("molecule: cut off by SIGTERM"):].splitlines()
     assert tail[1].split()[:2] == ["short", "passed"], tail
