@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,14 +44,23 @@ class Progress:
         self.stage = None       # the stage running now
         self.started = 0.0
         self.ended = {}         # target -> (rc, seconds) of the running stage's jobs that ended
+        # A job's end is recorded and printed under this lock, and the signal handler prints the table under it:
+        # no job end line inside the table, and no job printed as ended but missing from it. Only the stage's
+        # threads and the handler take it, so the handler (in the main thread) never waits on itself.
+        self.lock = threading.Lock()
+        self.cut_off = False
 
     def start(self, stage):
         self.stage, self.started, self.ended = stage, self.clock(), {}
         print(f">> make test: stage {len(self.rows) + 1} ({stage}) starts at +{self.started - self.begin:.0f} s",
               flush=True)
 
-    def job_ended(self, target, rc, seconds):
-        self.ended[target] = (rc, seconds)
+    def job_ended(self, target, rc, seconds, report=None):
+        """Record a job's end and print ``report`` (its end line and log), unless the run has been cut off."""
+        with self.lock:
+            self.ended[target] = (rc, seconds)
+            if report is not None and not self.cut_off:
+                print(report, flush=True)
 
     def stage_ended(self, seconds, cpu, results):
         self.rows.append((self.stage, seconds, cpu, results))
@@ -65,9 +75,12 @@ class Progress:
             detail = ", ".join(f"{t} {s:.0f} s{'' if rc == 0 else f' FAILED rc={rc}'}" for t, rc, s in results)
             lines.append(f"  {seconds:6.0f} s  cpu {cpu:3.0f}%  {detail}")
         if cut_off_by and self.stage is not None:
+            # The signal reaches the stage's jobs too (CI signals the process group): a job that a worker thread saw
+            # die of it before this handler ran was running when the run was cut off, and is shown so.
+            killed = -signal.Signals[cut_off_by].value
             jobs = []
             for target in self.stage.split("+"):
-                if target in self.ended:
+                if target in self.ended and self.ended[target][0] != killed:
                     rc, seconds = self.ended[target]
                     jobs.append(f"{target} {seconds:.0f} s{'' if rc == 0 else f' FAILED rc={rc}'}")
                 else:
@@ -76,9 +89,10 @@ class Progress:
         return lines
 
 
-def run_target(target, alone, progress=None):
+def run_target(target, alone, progress):
     start = time.monotonic()
     cmd = ["make", "--no-print-directory", *target.split()]
+    report = None
     if alone:  # one target in its stage: its output streams as it comes
         rc = subprocess.call(cmd, cwd=ROOT)
     else:
@@ -86,17 +100,19 @@ def run_target(target, alone, progress=None):
         with open(log_path, "w", encoding="utf-8") as log:
             rc = subprocess.call(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         with open(log_path, encoding="utf-8", errors="replace") as fh:
-            print(f">> make {target}: rc={rc} in {time.monotonic() - start:.0f} s\n{fh.read()}", flush=True)
-    if progress is not None:
-        progress.job_ended(target, rc, time.monotonic() - start)
-    return target, rc, time.monotonic() - start
+            report = f">> make {target}: rc={rc} in {time.monotonic() - start:.0f} s\n{fh.read()}"
+    seconds = time.monotonic() - start
+    progress.job_ended(target, rc, seconds, report)
+    return target, rc, seconds
 
 
 def on_signal(progress):
     """A handler that prints the table so far and exits as the signal would have (128 + its number)."""
     def handler(signum, _frame):
         name = signal.Signals(signum).name
-        print("\n" + "\n".join(progress.table(cut_off_by=name)), flush=True)
+        with progress.lock:
+            progress.cut_off = True
+            print("\n" + "\n".join(progress.table(cut_off_by=name)), flush=True)
         os._exit(128 + signum)  # the stage's threads wait on children that got the same signal: do not join them
     return handler
 

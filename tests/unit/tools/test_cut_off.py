@@ -136,6 +136,23 @@ def test_the_phases_table_counts_the_running_stage_from_its_start():
     assert progress.table()[1:] == lines[1:2]  # a run that ends has no running row
 
 
+def test_a_job_killed_by_the_cut_off_signal_is_shown_running_not_failed():
+    # CI's SIGTERM reaches the running jobs as well: the worker thread may record `make slow` dead of it (rc -15)
+    # before the handler prints. That job was cut off, not failed; a job that failed on its own still shows its rc.
+    now = [0.0]
+    progress = test_phases.Progress(clock=lambda: now[0])
+    progress.start("quick+slow+broken")
+    now[0] = 5.0
+    progress.job_ended("quick", 0, 1.0)
+    progress.job_ended("broken", 2, 3.0)
+    progress.job_ended("slow", -signal.SIGTERM, 5.0)
+    assert progress.table(cut_off_by="SIGTERM")[1] == \
+        "       5 s  (running)  quick 1 s, slow still running, broken 3 s FAILED rc=2"
+    # Another signal than the one that cut the run off is a failure like any other.
+    assert progress.table(cut_off_by="SIGINT")[1] == \
+        "       5 s  (running)  quick 1 s, slow 5 s FAILED rc=-15, broken 3 s FAILED rc=2"
+
+
 def test_the_molecule_table_adds_a_retried_scenarios_runs():
     lines = molecule_all.table(["a", "b", "c"], {"a": (0, 300.0, 2), "b": (2, 100.0, 1)}, {"b": 50.0}, 80.0)
     assert lines == ["  a                    passed on retry     300 s",
