@@ -139,13 +139,11 @@ def test_the_phases_table_counts_the_running_stage_from_its_start():
 def test_a_job_killed_by_the_cut_off_signal_is_shown_running_not_failed():
     # CI's SIGTERM reaches the running jobs as well: the worker thread may record `make slow` dead of it (rc -15)
     # before the handler prints. That job was cut off, not failed; a job that failed on its own still shows its rc.
-    now = [0.0]
-    progress = test_phases.Progress(clock=lambda: now[0])
+    clock = iter([0.0, 0.0, 5.0, 5.0])  # Progress(), start(), then each table()
+    progress = test_phases.Progress(clock=lambda: next(clock))
     progress.start("quick+slow+broken")
-    now[0] = 5.0
-    progress.job_ended("quick", 0, 1.0)
-    progress.job_ended("broken", 2, 3.0)
-    progress.job_ended("slow", -signal.SIGTERM, 5.0)
+    for target, rc, seconds in (("quick", 0, 1.0), ("broken", 2, 3.0), ("slow", -signal.SIGTERM, 5.0)):
+        progress.job_ended(target, rc, seconds)
     assert progress.table(cut_off_by="SIGTERM")[1] == \
         "       5 s  (running)  quick 1 s, slow still running, broken 3 s FAILED rc=2"
     # Another signal than the one that cut the run off is a failure like any other.
