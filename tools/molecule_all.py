@@ -92,6 +92,7 @@ def main(argv=None):
         return 2
     os.makedirs(args.logs, exist_ok=True)
     molecule = os.path.join(os.path.dirname(sys.executable), "molecule")
+    jobs = max(1, args.jobs)
     start = time.monotonic()
     results = {}
     running = {}  # scenario -> when its current run started
@@ -108,12 +109,12 @@ def main(argv=None):
 
     previous = {signum: signal.signal(signum, cut_off) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
             # Submitted as workers free up, so that "running" is what runs; a retry goes first in the queue.
             queue = [(name, 1) for name in names]
             pending = set()
             while queue or pending:
-                while queue and len(pending) < max(1, args.jobs):
+                while queue and len(pending) < jobs:
                     pending.add(submit(pool, *queue.pop(0)))
                 done, pending = concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
                 for fut in done:
@@ -133,7 +134,7 @@ def main(argv=None):
     finally:  # main() is called by the unit tests too: their process keeps its own handlers
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    print(f"molecule: {len(results)} scenarios, {args.jobs} at a time, {time.monotonic() - start:.0f} s")
+    print(f"molecule: {len(results)} scenarios, {jobs} at a time, {time.monotonic() - start:.0f} s")
     print("\n".join(table(names, results, running, time.monotonic())))
     for name, (rc, log, lines) in sorted(first_failures.items()):
         print(f"molecule: {name} failed its first run (rc={rc}, log {log}); what failed:")
