@@ -73,7 +73,8 @@ FIXTURE = {
 class Sim:
     """A started pvesim with helpers to run modules against it and to read its state and write counters."""
 
-    def __init__(self, fixture, tmp_path, run_module):
+    def __init__(self, fixture, tmp_path, run_module=None):
+        # No module runner for a simulator that serves other callers only (tests/installed runs an AWX job at it).
         self.run_module = run_module
         self.server = Server(fixture, run_dir=str(tmp_path / "pvesim"), host="127.0.0.1", port=0).start()
         root = fixture.get("users", {}).get("root@pam", {"password": "pvesim", "tokens": {"ansible": "pvesim-token"}})
@@ -104,6 +105,7 @@ class Sim:
 
     def run(self, module, args, check=False, diff=False, token=True):
         """Run gpuops.provision.<module> in this process; return (result dict, writes made)."""
+        assert self.run_module is not None, "this Sim was started without the run_module fixture"
         full = dict(self.auth(token=token))
         full.update(args)
         before = self.writes()
