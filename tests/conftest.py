@@ -37,6 +37,14 @@ from ansible.module_utils import _internal as ansible_internal, basic  # noqa: E
 from ansible.module_utils.common import warnings as ansible_warnings  # noqa: E402  pylint: disable=wrong-import-position
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering (fixtures.py reorder_items), which would undo it
+def pytest_collection_modifyitems(items):
+    """Tests marked ``long`` (a minute or more each) run first. pytest-xdist hands tests to its workers in
+    collection order, so a long test collected late ran on one worker after the other had run out of tests. A
+    stable sort: every other order stays, module fixtures' grouping included."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture
 def run_module(monkeypatch, capsys, tmp_path):
     """Run a module's main() in this process with the given arguments; return its JSON result (exit_json or

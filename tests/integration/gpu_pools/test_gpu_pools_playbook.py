@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,6 +53,7 @@ def _plugin_running(lab, node="gpu-a"):
             if p.metadata.labels.get("app") == "nvidia-device-plugin-daemonset"]
 
 
+@pytest.mark.long
 def test_time_slicing_pool_then_back_to_mig_through_the_roll(tmp_path):
     fleet = Fleet(tmp_path, {"gpu-a": {"gpus": [gpu(H100, "enabled", H100_BALANCED)] * 2}})
     # The chart's node-feature-discovery worker (values.yaml node-feature-discovery.worker.tolerations).
@@ -169,6 +171,7 @@ def test_time_slicing_pool_then_back_to_mig_through_the_roll(tmp_path):
         lab.wait_for(lambda: _gpu_allocatable(fleet.node("gpu-a")).get("nvidia.com/mig-1g.10gb") == "4", what="MIG restored")
 
 
+@pytest.mark.long
 def test_a_replicas_change_under_the_gpu_operator_backend_restarts_the_device_plugin(tmp_path):
     """Backend gpu_operator, the MIG config already applied (all-disabled): mig-manager goes straight to success
     (reconfigure.go Run: isConfigAlreadyApplied), pausing nothing. A change of replicas alone keeps the label

@@ -114,6 +114,7 @@ def recording_nvidia_ctk(base):
     return path
 
 
+@pytest.mark.long
 def test_roll_three_nodes_skips_the_matching_node(tmp_path):
     ctk = recording_nvidia_ctk(tmp_path)
     fleet = Fleet(tmp_path, three_nodes(node3={"gpus": [gpu(A100, "disabled")]}),  # A100: mode change needs a GPU reset
@@ -776,6 +777,7 @@ def test_the_drain_waits_for_the_jobs_on_the_node_to_finish(tmp_path):
         assert fleet.node("node-3")["metadata"]["labels"][STATE] == "success"
 
 
+@pytest.mark.long
 def test_jobs_that_do_not_finish_in_time_fail_the_node_untouched_or_are_drained(tmp_path):
     fail = dict(NO_BOOT, mig_reconfigure_wait_for_jobs_selector="gpuops.io/job=train", mig_reconfigure_wait_for_jobs_timeout=3,
                 mig_reconfigure_wait_for_jobs_delay=1, mig_reconfigure_wait_for_jobs_on_timeout="fail")
@@ -824,6 +826,7 @@ def test_a_pdb_that_blocks_while_the_replacement_starts_is_waited_out_as_kubectl
             assert any(e["outcome"] == "Evicted" for e in lab.evictions(node=name)), name
 
 
+@pytest.mark.long
 def test_the_lock_is_renewed_beside_a_node_that_takes_longer_than_its_ttl(tmp_path):
     # Evicted pods take 40 s to go (their grace period), the lock lives 20 s: a second roll started meanwhile must
     # still find it held. Before, the lock was renewed only between waves and expired in the middle of this one.

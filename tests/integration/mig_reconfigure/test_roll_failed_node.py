@@ -41,6 +41,7 @@ def cordons(fleet, name):
     return [r for r in fleet.node_patches(name) if unschedulable(r) is True]
 
 
+@pytest.mark.long
 def test_a_later_run_that_finishes_a_failed_node_lifts_the_rolls_own_cordon(tmp_path):
     fleet = Fleet(tmp_path, {"node-1": balanced(FAULT)})
     run = {"mig_reconfigure_config": THREE_1G, "mig_reconfigure_selected": "three-1g"}

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 NAMES = ["node-1", "node-2", "node-3", "node-4"]
 
 
+@pytest.mark.long
 def test_nodes_waiting_for_a_slot_leave_a_worker_to_the_node_that_holds_it(tmp_path):
     fleet = Fleet(tmp_path, {n: {"gpus": [gpu(instances=H100_BALANCED)]} for n in NAMES})
     with fleet.start():

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mig_reconfigure_lab import H100_3G_X2, H100_BALANCED, PLAYBOOK, ROOT, VENV_BIN, Fleet, failures, gpu  # noqa: E402  pylint: disable=import-error,wrong-import-position
 from requestlog import mig_allocatable  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 PHASE = "gpuops.provision/roll-phase"
 STATE = "nvidia.com/mig.config.state"

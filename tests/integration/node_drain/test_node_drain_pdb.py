@@ -44,6 +44,7 @@ def web(name):
                          "ownerReferences": [{"kind": "ReplicaSet", "name": "web"}]}, "spec": {"nodeName": "gpu-a"}}
 
 
+@pytest.mark.long
 def test_a_budget_that_blocks_while_the_replacement_starts_is_waited_out(tmp_path):
     fixture = {"nodes": [{"metadata": {"name": "gpu-a"}}, {"metadata": {"name": "gpu-b"}}],
                "namespaces": ["ml"], "podReadyDelaySeconds": READY_DELAY,
