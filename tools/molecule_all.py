@@ -7,7 +7,9 @@ timeouts that one alone does not (driver_roll failed so in CI on 2026-12-05 and 
 shows them, whether or not the retry passed: a flaky scenario is reported, not hidden.
 
 When CI's time limit ends the run (SIGTERM, SIGINT), the table so far is printed before the exit, with the scenarios
-still running and their time so far.
+still running and their time so far (a retry's row says so, and how the first run ended), then what failed in each
+failed first run: CI's run of 2026-12-07 was cut off with driver_roll "still running 1611 s", more than twice its
+usual time, and its tail did not say whether that was one run or a retry.
 
 Scenarios are independent (own containers, own ephemeral directory, control planes on free ports), and most of
 their time is spent waiting on containers (boots, reboots, apt), so two at a time fit on two cores.
@@ -70,9 +72,22 @@ def table(names, results, running, now):
             lines.append(f"  {name:<20} {state:<16} {seconds:6.0f} s")
         elif name in running:
             seconds = results.get(name, (0, 0, 0))[1] + now - running[name]
-            lines.append(f"  {name:<20} {'still running':<16} {seconds:6.0f} s")
+            line = f"  {name:<20} {'still running':<16} {seconds:6.0f} s"
+            if name in results:  # a retry: CI's tail must say that the time is two runs, and how the first ended
+                rc, first, attempt = results[name]
+                line += f"  (run {attempt + 1}; run {attempt} FAILED rc={rc} after {first:.0f} s)"
+            lines.append(line)
         else:
             lines.append(f"  {name:<20} not started")
+    return lines
+
+
+def failure_report(first_failures):
+    """What failed in each scenario's first run, for the end of the output (where CI's tail shows it)."""
+    lines = []
+    for name, (rc, log, failed) in sorted(first_failures.items()):
+        lines.append(f"molecule: {name} failed its first run (rc={rc}, log {log}); what failed:")
+        lines.extend("    " + line for line in failed)
     return lines
 
 
@@ -104,7 +119,7 @@ def main(argv=None):
 
     def cut_off(signum, _frame):
         print(f"molecule: cut off by {signal.Signals(signum).name} after {time.monotonic() - start:.0f} s", flush=True)
-        print("\n".join(table(names, results, running, time.monotonic())), flush=True)
+        print("\n".join(table(names, results, running, time.monotonic()) + failure_report(first_failures)), flush=True)
         os._exit(128 + signum)  # the pool's threads wait on molecule processes that got the same signal
 
     previous = {signum: signal.signal(signum, cut_off) for signum in (signal.SIGTERM, signal.SIGINT)}
@@ -135,11 +150,7 @@ def main(argv=None):
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     print(f"molecule: {len(results)} scenarios, {jobs} at a time, {time.monotonic() - start:.0f} s")
-    print("\n".join(table(names, results, running, time.monotonic())))
-    for name, (rc, log, lines) in sorted(first_failures.items()):
-        print(f"molecule: {name} failed its first run (rc={rc}, log {log}); what failed:")
-        for line in lines:
-            print("    " + line)
+    print("\n".join(table(names, results, running, time.monotonic()) + failure_report(first_failures)))
     return 1 if any(result[0] for result in results.values()) else 0
 
 

@@ -31,10 +31,17 @@ echo "making $target"
 [ "$target" = quick ] && exec sleep 1
 exec sleep 60
 """
-# `molecule test -s NAME`: "short" ends after a moment, every other scenario sleeps until it is killed.
+# `molecule test -s NAME`: "short" ends after a moment; "flaky" fails its first run (a fatal task, as Ansible prints
+# it) and sleeps in its retry; every other scenario sleeps until it is killed.
 FAKE_MOLECULE = """#!/bin/sh
 echo "scenario $3"
 [ "$3" = short ] && exit 0
+if [ "$3" = flaky ] && [ ! -e flaky.ran ]; then
+    touch flaky.ran
+    echo "TASK [Wait for the node to come back]"
+    echo "fatal: [drv-node-2]: FAILED! => timed out waiting for the reboot"
+    exit 2
+fi
 exec sleep 60
 """
 
@@ -101,23 +108,29 @@ def test_make_test_that_ends_prints_its_table_without_a_running_row(tmp_path):
 
 def test_molecule_cut_off_prints_each_scenario_ended_running_or_not_started(tmp_path):
     script, env = scratch(tmp_path, "molecule_all.py", "molecule", FAKE_MOLECULE)
-    for name in ("short", "long", "later", "last"):
+    for name in ("short", "long", "flaky", "last"):
         (tmp_path / "molecule" / name).mkdir(parents=True)
         (tmp_path / "molecule" / name / "molecule.yml").write_text("---\n", encoding="utf-8")
     # molecule_all runs the molecule beside its interpreter: one in the scratch bin/.
     python = tmp_path / "bin" / "python"
     python.symlink_to(sys.executable)
-    proc = subprocess.Popen([str(python), script, "--jobs", "2", "short", "long", "later", "last"], env=env,
+    proc = subprocess.Popen([str(python), script, "--jobs", "2", "short", "long", "flaky", "last"], env=env,
                             cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
-    # short has ended and later, which took its place, has started (its log says "scenario later").
-    out, rc = terminate_when(proc, [">> molecule test -s short: rc=0"], str(tmp_path / "build" / "molecule" / "later.log"))
+    # short has ended, flaky took its place and failed, and its retry has started (its log says "scenario flaky").
+    out, rc = terminate_when(proc, [">> molecule test -s short: rc=0", ">> molecule test -s flaky: rc=2"],
+                             str(tmp_path / "build" / "molecule" / "flaky.retry1.log"))
     assert rc == 128 + signal.SIGTERM, out
     tail = out[out.index("molecule: cut off by SIGTERM"):].splitlines()
     assert tail[1].split()[:2] == ["short", "passed"], tail
     assert tail[2].split()[:3] == ["long", "still", "running"], tail
-    assert tail[3].split()[:3] == ["later", "still", "running"], tail
+    # The retry's row says that its time is two runs and how the first ended; what failed follows the table.
+    assert tail[3].split()[:3] == ["flaky", "still", "running"], tail
+    assert re.search(r"s  \(run 2; run 1 FAILED rc=2 after \d+ s\)$", tail[3]), tail
     assert tail[4].split() == ["last", "not", "started"], tail
+    assert tail[5:8] == ["molecule: flaky failed its first run (rc=2, log build/molecule/flaky.log); what failed:",
+                         "    TASK [Wait for the node to come back]",
+                         "    fatal: [drv-node-2]: FAILED! => timed out waiting for the reboot"], tail
 
 
 def test_the_phases_table_counts_the_running_stage_from_its_start():
@@ -154,5 +167,5 @@ def test_a_job_killed_by_the_cut_off_signal_is_shown_running_not_failed():
 def test_the_molecule_table_adds_a_retried_scenarios_runs():
     lines = molecule_all.table(["a", "b", "c"], {"a": (0, 300.0, 2), "b": (2, 100.0, 1)}, {"b": 50.0}, 80.0)
     assert lines == ["  a                    passed on retry     300 s",
-                     "  b                    still running       130 s",
+                     "  b                    still running       130 s  (run 2; run 1 FAILED rc=2 after 100 s)",
                      "  c                    not started"]
