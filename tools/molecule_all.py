@@ -74,8 +74,8 @@ def table(names, results, running, now):
             seconds = results.get(name, (0, 0, 0))[1] + now - running[name]
             line = f"  {name:<20} {'still running':<16} {seconds:6.0f} s"
             if name in results:  # a retry: CI's tail must say that the time is two runs, and how the first ended
-                rc, first, attempt = results[name]
-                line += f"  (run {attempt + 1}; run {attempt} FAILED rc={rc} after {first:.0f} s)"
+                rc, before, attempt = results[name]
+                line += f"  (run {attempt + 1}; run {attempt} FAILED rc={rc}; {before:.0f} s in the earlier runs)"
             lines.append(line)
         else:
             lines.append(f"  {name:<20} not started")

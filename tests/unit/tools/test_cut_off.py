@@ -126,7 +126,7 @@ def test_molecule_cut_off_prints_each_scenario_ended_running_or_not_started(tmp_
     assert tail[2].split()[:3] == ["long", "still", "running"], tail
     # The retry's row says that its time is two runs and how the first ended; what failed follows the table.
     assert tail[3].split()[:3] == ["flaky", "still", "running"], tail
-    assert re.search(r"s  \(run 2; run 1 FAILED rc=2 after \d+ s\)$", tail[3]), tail
+    assert re.search(r"s  \(run 2; run 1 FAILED rc=2; \d+ s in the earlier runs\)$", tail[3]), tail
     assert tail[4].split() == ["last", "not", "started"], tail
     assert tail[5:8] == ["molecule: flaky failed its first run (rc=2, log build/molecule/flaky.log); what failed:",
                          "    TASK [Wait for the node to come back]",
@@ -167,5 +167,5 @@ def test_a_job_killed_by_the_cut_off_signal_is_shown_running_not_failed():
 def test_the_molecule_table_adds_a_retried_scenarios_runs():
     lines = molecule_all.table(["a", "b", "c"], {"a": (0, 300.0, 2), "b": (2, 100.0, 1)}, {"b": 50.0}, 80.0)
     assert lines == ["  a                    passed on retry     300 s",
-                     "  b                    still running       130 s  (run 2; run 1 FAILED rc=2 after 100 s)",
+                     "  b                    still running       130 s  (run 2; run 1 FAILED rc=2; 100 s in the earlier runs)",
                      "  c                    not started"]
