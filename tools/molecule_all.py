@@ -71,10 +71,9 @@ def table(names, results, running, now):
             state = "passed" if rc == 0 and attempt == 1 else "passed on retry" if rc == 0 else "FAILED rc=%d" % rc
             lines.append(f"  {name:<20} {state:<16} {seconds:6.0f} s")
         elif name in running:
-            seconds = results.get(name, (0, 0, 0))[1] + now - running[name]
-            line = f"  {name:<20} {'still running':<16} {seconds:6.0f} s"
-            if name in results:  # a retry: CI's tail must say that the time is two runs, and how the first ended
-                rc, before, attempt = results[name]
+            rc, before, attempt = results.get(name, (0, 0, 0))
+            line = f"  {name:<20} {'still running':<16} {before + now - running[name]:6.0f} s"
+            if attempt:  # a retry: CI's tail must say that the time is two runs, and how the first ended
                 line += f"  (run {attempt + 1}; run {attempt} FAILED rc={rc}; {before:.0f} s in the earlier runs)"
             lines.append(line)
         else:
