@@ -282,6 +282,10 @@ def _write_lease(leases: Any, p: Mapping[str, Any], plan: Mapping[str, Any]) -> 
     return k8s_roll_lock.record(json.loads(written.data))
 
 
+# Writes of this run's own lock (a release, a renewal) that meet 409 in a row before giving up.
+LEASE_CONFLICT_RETRIES = 5
+
+
 def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tuple[dict[str, Any], Optional[str]]:
     """Take, renew or release the Lease ``p['namespace']/p['name']`` as the roll_lock module's parameters ``p`` say.
 
@@ -291,30 +295,37 @@ def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tupl
     hands meanwhile: nothing changed) or the client's errors."""
     leases = kubernetes.client.CoordinationV1Api(api)
     where = "%s/%s" % (p["namespace"], p["name"])
-    current = _read_lease(leases, p)
     me = k8s_controller.controller()
-    rec = k8s_roll_lock.record(current)
-    holder_alive = None
-    if rec and rec["holder"] and rec["holder"] != p["holder"]:
-        holder_alive = k8s_controller.alive(k8s_controller.decode(rec["process"]))
-    try:
-        plan = k8s_roll_lock.decide(current, p["state"], p["name"], p["namespace"], p["holder"], p["ttl"], p["nodes"],
-                                    time.time(), process=k8s_controller.encode(me), holder_alive=holder_alive, check=check_mode,
-                                    queue=p.get("queue"))
-    except k8s_roll_lock.LockError as e:
-        raise LockFailed("%s: %s" % (where, e))
-    before = plan["before"]
-    if plan["action"] == "refuse":
-        raise LockFailed(plan["msg"], action="none", lease=before, taken_over=None)
-    after = k8s_roll_lock.record(plan["body"]) if plan["body"] else before
-    if plan["action"] != "none" and not check_mode:
+    for attempt in range(LEASE_CONFLICT_RETRIES):
+        current = _read_lease(leases, p)
+        rec = k8s_roll_lock.record(current)
+        holder_alive = None
+        if rec and rec["holder"] and rec["holder"] != p["holder"]:
+            holder_alive = k8s_controller.alive(k8s_controller.decode(rec["process"]))
+        try:
+            plan = k8s_roll_lock.decide(current, p["state"], p["name"], p["namespace"], p["holder"], p["ttl"], p["nodes"],
+                                        time.time(), process=k8s_controller.encode(me), holder_alive=holder_alive,
+                                        check=check_mode, queue=p.get("queue"))
+        except k8s_roll_lock.LockError as e:
+            raise LockFailed("%s: %s" % (where, e))
+        before = plan["before"]
+        if plan["action"] == "refuse":
+            raise LockFailed(plan["msg"], action="none", lease=before, taken_over=None)
+        after = k8s_roll_lock.record(plan["body"]) if plan["body"] else before
+        if plan["action"] == "none" or check_mode:
+            break
         try:
             after = _write_lease(leases, p, plan)
+            break
         except ApiException as e:
-            if getattr(e, "status", None) == 409:
+            if getattr(e, "status", None) != 409:
+                raise
+            # Our own lock moved under us: this run's renewer (keep_lock) renewed it, or the roll's slot writes
+            # changed it, between the read and the write. It is still ours, so read it and decide again, as client-go
+            # retries tryAcquireOrRenew (leaderelection.go renew). A take that meets 409 lost to another run.
+            if rec is None or rec["holder"] != p["holder"] or attempt + 1 == LEASE_CONFLICT_RETRIES:
                 raise LockFailed("the roll lock %s changed hands while this run took it (%s); nothing was changed"
                                  % (where, e.reason), action="none", lease=before, taken_over=None)
-            raise
     result = dict(changed=plan["action"] != "none", action=plan["action"], lease=after, taken_over=plan["taken_over"],
                   superseded=plan["superseded"], controller=me, msg=plan["msg"])
     if diff:
