@@ -20,7 +20,9 @@ description:
     releases a Lease); a lock another run took over is left to it.
   - The rules follow client-go's leader election (C(tools/leaderelection/leaderelection.go) C(tryAcquireOrRenew)).
     Every write carries the C(resourceVersion) read before it, so of two runs that saw the lock free only one gets
-    it; the other fails with the API server's conflict.
+    it; the other fails with the API server's conflict. A release or renewal of this run's own lock that meets a
+    conflict (its renewer, O(keep_alive), wrote the Lease between the read and the write) reads it again and writes
+    on the fresh copy, up to five times.
 extends_documentation_fragment:
   - gpuops.provision._attributes
   - gpuops.provision._kubernetes_auth
