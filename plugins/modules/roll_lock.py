@@ -22,7 +22,7 @@ description:
     Every write carries the C(resourceVersion) read before it, so of two runs that saw the lock free only one gets
     it; the other fails with the API server's conflict. A release or renewal of this run's own lock that meets a
     conflict (its renewer, O(keep_alive), wrote the Lease between the read and the write) reads it again and writes
-    on the fresh copy, up to five times.
+    on the fresh copy, up to five times; after five conflicts in a row it fails and changes nothing.
 extends_documentation_fragment:
   - gpuops.provision._attributes
   - gpuops.provision._kubernetes_auth

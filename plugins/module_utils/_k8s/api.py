@@ -323,9 +323,13 @@ def roll_lock(api: Any, p: dict[str, Any], check_mode: bool, diff: bool) -> tupl
             # Our own lock moved under us: this run's renewer (keep_lock) renewed it, or the roll's slot writes
             # changed it, between the read and the write. It is still ours, so read it and decide again, as client-go
             # retries tryAcquireOrRenew (leaderelection.go renew). A take that meets 409 lost to another run.
-            if rec is None or rec["holder"] != p["holder"] or attempt + 1 == LEASE_CONFLICT_RETRIES:
+            if rec is None or rec["holder"] != p["holder"]:
                 raise LockFailed("the roll lock %s changed hands while this run took it (%s); nothing was changed"
                                  % (where, e.reason), action="none", lease=before, taken_over=None)
+            if attempt + 1 == LEASE_CONFLICT_RETRIES:
+                raise LockFailed("the roll lock %s, held by this run, changed between each read and write (%d conflicts "
+                                 "in a row: %s); nothing was changed" % (where, LEASE_CONFLICT_RETRIES, e.reason),
+                                 action="none", lease=before, taken_over=None)
     result = dict(changed=plan["action"] != "none", action=plan["action"], lease=after, taken_over=plan["taken_over"],
                   superseded=plan["superseded"], controller=me, msg=plan["msg"])
     if diff:

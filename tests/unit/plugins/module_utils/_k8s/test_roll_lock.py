@@ -421,6 +421,7 @@ def test_a_take_that_meets_409_lost_to_another_run_and_changes_nothing(monkeypat
 def test_a_release_that_keeps_meeting_409_gives_up(monkeypatch):
     from ansible_collections.gpuops.provision.plugins.module_utils._k8s import api  # pylint: disable=import-outside-toplevel
     leases = RacedLeases(lease(holder=ME, renewed=time.time(), duration=30), races=api.LEASE_CONFLICT_RETRIES)
-    with pytest.raises(api.LockFailed, match=r"changed hands"):
+    with pytest.raises(api.LockFailed, match=r"held by this run, changed between each read and write \(5 conflicts in a row: "
+                                             r"Conflict\); nothing was changed"):
         run_roll_lock(monkeypatch, leases, "absent")
     assert leases.writes == []
