@@ -30,7 +30,7 @@ help:
 	@echo "make lab        run playbooks/site.yml against the simulated lab (sets everything up)"
 	@echo "make test       sanity, lint, build, docs, unit, stand-in, installed and integration tests (what CI runs)"
 	@echo "make test-containers  the Molecule scenarios and installed-lab (podman containers; make test-all: both)"
-	@echo "sub-targets:    deps venv collection sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench lab-down clean"
+	@echo "sub-targets:    deps venv collection test-all sanity typecheck units lab-tests integration installed installed-lab molecule lint build docs-check bench lab-down clean"
 	@echo "make mutation   mutation score of the pure module_utils files (not in make test; MUTATION_FILES=_proxmox/property_strings.py narrows it)"
 
 # --- set-up ---------------------------------------------------------------------------------------------------------
@@ -155,9 +155,10 @@ lab-down:
 # both cores busy, and beside each other they took three times as long and timing tests failed (Molecule beside the
 # integration tests on 2026-12-07: mig_reconfigure 2281 s instead of 695, two roll tests past their bounds).
 # The tests that run roles in podman containers (Molecule, installed-lab) are their own target, test-containers: on
-# CI's 2-core machines the whole set took 6,000 to 8,000 s against CI's 5,400 s (stops of 2026-12-07: phases up to
-# the integration tests 3,017 to 4,850 s, Molecule 1,900 to 2,700 s, installed-lab 500 to 900 s), so CI runs
-# `make test` and test-containers runs where there is time for it (`make test-all`: both, one after the other).
+# CI's 2-core machines the whole set needs 6,000 to 8,000 s against CI's 5,400 s (CI's runs of 2026-12-07: the phases
+# up to the integration tests 3,017 to 4,850 s, Molecule 1,900 to 2,700 s, installed-lab 500 to 900 s), so CI runs
+# `make test`; run test-containers before a change to a role, a scenario, the lab's images or site.yml lands
+# (docs/development.md, "Which tests run where"). `make test-all`: both, one after the other.
 test: deps venv collection
 	$(PY) tools/test_phases.py "sanity+lint typecheck+lab-kube lab-kube-tools lab-mig-parted lab-device-plugin" "build docs-check units+lab-tests installed" \
 	  integration
